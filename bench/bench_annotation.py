@@ -1,0 +1,118 @@
+"""Annotation overhead at capture vs nesting depth (issue 3), side by side in one process.
+
+Graph: a deep MLP of Linear+LayerNorm+GELU blocks, forward+loss+backward, ~2,500 nodes.
+For each depth d, every block runs inside d nested mark_kernels scopes. Reports the median
+capture time of plain torch.cuda.graph and of graphscope.graph(enable_annotations=True), their
+ratio, and replay time after each capture. Writes JSON to argv[1] (default stdout).
+"""
+
+import contextlib
+import json
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+import graphscope
+
+BLOCKS = 150
+REPEATS = 5
+
+
+class Deep(nn.Module):
+    def __init__(self, depth: int) -> None:
+        super().__init__()
+        self.depth = depth
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256), nn.GELU()) for _ in range(BLOCKS)
+        )
+
+    def forward(self, x):
+        for i, b in enumerate(self.blocks):
+            with contextlib.ExitStack() as st:
+                for lvl in range(self.depth):
+                    st.enter_context(graphscope.mark_kernels({"name": f"b{i}", f"l{lvl}": lvl}))
+                x = b(x)
+        return x
+
+
+def step(model, x):
+    for p in model.parameters():
+        p.grad = None
+    model(x).sum().backward()
+
+
+def capture(model, x, annotate, record_ops=False):
+    g = torch.cuda.CUDAGraph()
+    for p in model.parameters():
+        p.grad = None
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    if annotate:
+        with graphscope.graph(g, enable_annotations=True, record_ops=record_ops):
+            model(x).sum().backward()
+    else:
+        with torch.cuda.graph(g):
+            model(x).sum().backward()
+    torch.cuda.synchronize()
+    return g, time.perf_counter() - t0
+
+
+def replay_ms(g, n=50):
+    g.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        g.replay()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / n
+
+
+def main():
+    torch.manual_seed(0)
+    x = torch.randn(64, 256, device="cuda")
+    rows = []
+    for depth in (1, 4, 16):
+        model = Deep(depth).cuda()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                step(model, x)
+        torch.cuda.current_stream().wait_stream(s)
+        plain, annot, ops = [], [], []
+        for _ in range(REPEATS):  # interleaved, same process
+            gp, tp = capture(model, x, False)
+            ga, ta = capture(model, x, True)
+            go, to = capture(model, x, True, record_ops=True)
+            plain.append(tp)
+            annot.append(ta)
+            ops.append(to)
+        nodes = sum(1 for _ in graphscope.get_kernel_annotations())
+        rp, ra = replay_ms(gp), replay_ms(ga)
+        rows.append({
+            "depth": depth,
+            "annotated_nodes": nodes,
+            "plain_capture_ms": statistics.median(plain) * 1e3,
+            "annotated_capture_ms": statistics.median(annot) * 1e3,
+            "annotated_plus_ops_capture_ms": statistics.median(ops) * 1e3,
+            "overhead_ratio": (statistics.median(annot) - statistics.median(plain))
+            / statistics.median(plain),
+            "overhead_ratio_with_ops": (statistics.median(ops) - statistics.median(plain))
+            / statistics.median(plain),
+            "replay_plain_ms": rp,
+            "replay_annotated_ms": ra,
+            "replay_ratio": ra / rp,
+        })
+        graphscope.clear_kernel_annotations()
+    out = json.dumps({"bench": "annotation_overhead", "blocks": BLOCKS, "rows": rows}, indent=1)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            f.write(out)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""graphscope's command line (installed as ``graphscope.cli``)."""

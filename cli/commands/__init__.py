@@ -1,0 +1,9 @@
+"""Subcommand registry: name -> (module, attribute). One module per subcommand."""
+
+COMMANDS = {
+    "annotate": ("graphscope.cli.commands.annotate", "annotate"),
+    "capture": ("graphscope.cli.commands.capture", "capture"),
+    "doctor": ("graphscope.cli.commands.doctor", "doctor"),
+    "dump": ("graphscope.cli.commands.dump", "dump"),
+    "report": ("graphscope.cli.commands.report", "report"),
+}

@@ -1,0 +1,44 @@
+"""Shared body of capture / annotate: options -> CaptureConfig -> run_capture with progress."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+PHASES = {
+    "load": "loading the model file",
+    "warmup": "warming up on a side stream",
+    "capture": "capturing (annotated)",
+    "inspect": "inspecting the template graph",
+    "instantiate": "instantiating",
+    "replay": "replaying under the CUPTI tracer",
+    "write": "writing the bundle",
+}
+
+
+def build_config(cli_opts: dict[str, Any], config_path: Optional[str]) -> Any:
+    from graphscope.config import from_env, load_yaml, merge
+
+    yaml_layer = load_yaml(config_path) if config_path else {}
+    return merge(yaml_layer, from_env(), cli_opts)
+
+
+def run(cfg: Any, command: str, timing: bool, quiet: bool) -> Any:
+    from graphscope.capture import require_gpu, run_capture
+
+    require_gpu(command)  # before loading anything: one clear line without a GPU
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return run_capture(cfg, timing=timing, command=command, argv=["graphscope", *sys.argv[1:]])
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=console, transient=True) as prog:
+        task = prog.add_task("starting", total=None)
+
+        def step(name: str) -> None:
+            prog.update(task, description=PHASES.get(name, name))
+
+        return run_capture(cfg, timing=timing, command=command, progress=step,
+                           argv=["graphscope", *sys.argv[1:]])

@@ -1,0 +1,47 @@
+"""graphscope capture: model file -> annotated graphs, traced replays, a bundle and a table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import click
+
+from ..options import capture_options, json_option
+
+
+@click.command()
+@capture_options
+@click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
+@json_option
+def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
+            warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
+            output: Optional[str], force: Optional[bool], replays: Optional[int],
+            as_json: bool) -> int:
+    """Capture MODEL's forward and backward into CUDA graphs, replay them under the CUPTI
+    tracer and write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
+
+    This runs the code in MODEL.
+    """
+    from rich.console import Console
+
+    from graphscope.reports.table import print_summary
+
+    from ._run import build_config, run
+
+    opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
+                                depth=depth, output=output, force=force, replays=replays)
+    cfg = build_config(opts, config_path)
+    res = run(cfg, "capture", timing=True, quiet=as_json)
+    if as_json:
+        click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
+                               **res.summary}, sort_keys=True, indent=1))
+        return 0
+    con = Console()
+    print_summary(res.summary, con)
+    jr = res.join
+    if jr is not None:
+        con.print(f"joined {jr.joined_records} replayed records to nodes "
+                  f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
+    con.print(f"Wrote {res.bundle_path}")
+    return 0

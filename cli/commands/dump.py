@@ -1,0 +1,81 @@
+"""graphscope dump: a bundle as annotated DOT, the driver's raw DOT, a trace or annotations."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import click
+
+from ..options import bundle_argument, force_option
+
+
+@click.command()
+@bundle_argument
+@click.option("--dot", "what", flag_value="dot", default=True, help="Annotated DOT (default).")
+@click.option("--raw", "what", flag_value="raw", help="The driver's verbose DOT (debug_dump).")
+@click.option("--trace", "what", flag_value="trace", help="Chrome/Perfetto trace JSON.")
+@click.option("--annotations", "what", flag_value="annotations",
+              help="The {exec node id: [dict]} map as JSON.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Output file (default: next to the bundle; '-' for stdout).")
+@click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
+              show_default=True, help="Render DOT with Graphviz's `dot`.")
+@click.option("--graph", default=None, help="Graph name (step, forward, backward).")
+@click.option("--group", type=click.Choice(["module", "phase", "stream", "none"]),
+              default="module", show_default=True, help="Cluster nodes by.")
+@click.option("--depth", type=int, default=None, help="Cluster/collapse module depth.")
+@click.option("--collapse/--no-collapse", default=None,
+              help="One node per module with counts and time (default: above 2000 nodes).")
+@click.option("--filter", "regex", default=None, help="Keep nodes whose module/kernel matches.")
+@force_option
+def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optional[str],
+         group: str, depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
+         force: Optional[bool]) -> int:
+    """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
+    from graphscope.bundle import raw_dot, read_bundle
+    from graphscope.exporters.dot import DotOptions, build_dot, render
+
+    b = read_bundle(bundle)
+    gname = graph or b.graphs[0].name
+    notes: list[str] = []
+    if what == "raw":
+        text, ext = raw_dot(b, gname), "raw.dot"
+    elif what == "trace":
+        from graphscope.exporters.trace import build_trace
+
+        if not b.events:
+            from graphscope._errors import BundleError
+
+            raise BundleError(f"{b.path}: no replay events (recorded by `graphscope annotate`?);"
+                              " capture with `graphscope capture` for a timeline")
+        text, ext = json.dumps(build_trace(b), sort_keys=True) + "\n", "trace.json"
+    elif what == "annotations":
+        amap = b.annotation_map()
+        text = json.dumps({str(k): v for k, v in sorted(amap.items())}, sort_keys=True, indent=1)
+        text, ext = text + "\n", "annotations.json"
+    else:
+        text, notes = build_dot(b, DotOptions(graph=graph, group=group, depth=depth,
+                                              collapse=collapse, filter=regex))
+        ext = "dot" if fmt == "dot" else fmt
+    for n in notes:
+        click.echo(f"note: {n}", err=True)
+    if output == "-":
+        click.echo(text, nl=False)
+        return 0
+    out = output or os.path.join(os.path.dirname(b.path) or ".",
+                                 f"{os.path.basename(b.path)}.{gname}.{ext}")
+    if os.path.exists(out) and not force:
+        from graphscope._errors import GraphscopeError
+
+        raise GraphscopeError(f"{out} already exists: pass --force to replace it")
+    if what == "dot" and fmt != "dot":
+        render(text, fmt, out)
+    else:
+        tmp = f"{out}.tmp{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out)
+    click.echo(f"Wrote {out}")
+    return 0

@@ -1,0 +1,32 @@
+"""graphscope report: module tree, top kernels, fwd/bwd split and per-op rows of a bundle."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import click
+
+from ..options import bundle_argument, json_option
+
+
+@click.command()
+@bundle_argument
+@click.option("--depth", type=int, default=None, help="Module levels to show.")
+@click.option("--top", type=int, default=10, show_default=True, help="Top kernels/ops rows.")
+@json_option
+def report(bundle: str, depth: Optional[int], top: int, as_json: bool) -> int:
+    """Print the tables of BUNDLE (works on any machine, no GPU)."""
+    from rich.console import Console
+
+    from graphscope.bundle import read_bundle
+    from graphscope.reports.summary import summarize
+    from graphscope.reports.table import print_summary
+
+    b = read_bundle(bundle)
+    s = summarize(b, top=top)
+    if as_json:
+        click.echo(json.dumps(s, sort_keys=True, indent=1))
+        return 0
+    print_summary(s, Console(), depth)
+    return 0

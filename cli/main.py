@@ -1,0 +1,73 @@
+"""Entry point: a click group with lazily imported subcommands; errors -> one line + exit code."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, Optional
+
+import click
+
+from graphscope._errors import GraphscopeError
+from graphscope._version import __version__
+
+from .commands import COMMANDS
+
+
+class LazyGroup(click.Group):
+    """Import a subcommand's module only when it runs (click's LazyGroup recipe)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target
+        cmd = getattr(importlib.import_module(module), attr)
+        assert isinstance(cmd, click.Command)
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="graphscope")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """graphscope: profile and inspect PyTorch CUDA graphs.
+
+    Every captured kernel, memcpy and memset node is tagged with the module, the
+    mark_kernels region, the forward/backward phase, the aten op, shapes and source line it
+    came from; replays are traced and joined back onto those tags.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the CLI; return the exit code (GraphscopeError -> one stderr line)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in args or "--verbose" in args
+    try:
+        rv: Any = cli.main(args=args, prog_name="graphscope", standalone_mode=False)
+        return int(rv) if isinstance(rv, int) else 0
+    except GraphscopeError as exc:
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"graphscope: error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("graphscope: aborted", err=True)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from graphscope.cli.main import main
+
+sys.exit(main())

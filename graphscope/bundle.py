@@ -1,0 +1,164 @@
+"""Read, write and validate bundles: a directory of versioned JSON files, written atomically.
+
+Layout (every JSON file carries ``schema_version``)::
+
+    manifest.json      versions, command line, model hash, files
+    graph.json         graphs -> nodes (kernel, launch dims, annotation, op, shapes, source), edges
+    annotations.json   {exec node id: [dict]}; annotations.pkl is the same map, PyTorch's pickle
+    timeline.json      per-node durations per replay, per-replay totals, a few replays as events
+    summary.json       module table and top kernels (what `graphscope report` prints)
+    raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import tempfile
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ._errors import BundleError
+from .graph.model import Bundle, CapturedGraph, Node
+
+SCHEMA_VERSION = 1
+REQUIRED = ("manifest.json", "graph.json", "annotations.json")
+
+
+def dumps(obj: Any) -> str:
+    """Deterministic JSON: sorted keys, fixed separators."""
+    return json.dumps(obj, sort_keys=True, indent=1, separators=(",", ": "), default=str) + "\n"
+
+
+def _versioned(payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, **payload}
+
+
+def write_bundle(
+    path: str,
+    *,
+    manifest: Mapping[str, Any],
+    graphs: list[CapturedGraph],
+    timeline: Optional[Mapping[str, Any]] = None,
+    summary: Optional[Mapping[str, Any]] = None,
+    raw_dot: Optional[Mapping[str, str]] = None,
+    force: bool = False,
+) -> str:
+    """Write a bundle atomically: into a temp dir beside ``path``, then rename into place.
+
+    Raises BundleError if ``path`` exists and ``force`` is false.
+    """
+    path = os.path.abspath(path)
+    if os.path.exists(path) and not force:
+        raise BundleError(f"{path} already exists: pass --force to replace it or choose -o PATH")
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".graphscope-", dir=parent)
+    try:
+        files = ["manifest.json", "graph.json", "annotations.json", "annotations.pkl"]
+        bundle = Bundle(path, manifest, tuple(graphs), 0)
+        amap = bundle.annotation_map()
+        _write(tmp, "graph.json", dumps(_versioned({"graphs": [g.to_json() for g in graphs]})))
+        _write(
+            tmp,
+            "annotations.json",
+            dumps(_versioned({"annotations": {str(k): v for k, v in sorted(amap.items())}})),
+        )
+        with open(os.path.join(tmp, "annotations.pkl"), "wb") as f:
+            pickle.dump(dict(sorted(amap.items())), f, protocol=4)
+        if timeline is not None:
+            _write(tmp, "timeline.json", dumps(_versioned(timeline)))
+            files.append("timeline.json")
+        if summary is not None:
+            _write(tmp, "summary.json", dumps(_versioned(summary)))
+            files.append("summary.json")
+        for name, text in sorted((raw_dot or {}).items()):
+            os.makedirs(os.path.join(tmp, "raw"), exist_ok=True)
+            _write(tmp, f"raw/{name}.dot", text)
+            files.append(f"raw/{name}.dot")
+        _write(tmp, "manifest.json", dumps(_versioned({**manifest, "files": sorted(files)})))
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(prefix=".graphscope-old-", dir=parent)
+            os.replace(path, os.path.join(old, "b"))
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _write(root: str, rel: str, text: str) -> None:
+    with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _load_json(path: str, name: str) -> dict[str, Any]:
+    p = os.path.join(path, name)
+    try:
+        with open(p, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{p}: invalid JSON ({exc})") from None
+    v = data.get("schema_version") if isinstance(data, dict) else None
+    if v != SCHEMA_VERSION:
+        raise BundleError(
+            f"{p}: schema version {v}, but this graphscope reads version {SCHEMA_VERSION}; "
+            "re-record the bundle with this graphscope or use the graphscope that wrote it"
+        )
+    return data
+
+
+def read_bundle(path: str) -> Bundle:
+    """Load and validate a bundle directory."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise BundleError(f"{path}: no such bundle directory")
+    manifest = _load_json(path, "manifest.json")
+    graph = _load_json(path, "graph.json")
+    timeline: dict[str, Any] = {}
+    if os.path.exists(os.path.join(path, "timeline.json")):
+        timeline = _load_json(path, "timeline.json")
+    durations = {int(k): tuple(v) for k, v in timeline.get("durations_ns", {}).items()}
+    graphs = []
+    try:
+        for g in graph["graphs"]:
+            nodes = tuple(
+                Node.from_json(g["name"], n, durations.get(int(n["exec_node_id"]), ()))
+                for n in g["nodes"]
+            )
+            graphs.append(
+                CapturedGraph(
+                    name=g["name"],
+                    template_graph_id=int(g["template_graph_id"]),
+                    exec_id=int(g["exec_id"]),
+                    nodes=nodes,
+                    edges=tuple((int(a), int(b)) for a, b in g["edges"]),
+                )
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{path}/graph.json: malformed ({type(exc).__name__}: {exc})") from None
+    return Bundle(
+        path=path,
+        manifest=manifest,
+        graphs=tuple(graphs),
+        replays=int(timeline.get("replays", 0)),
+        replay_kernel_ns=tuple(timeline.get("replay_kernel_ns", ())),
+        replay_span_ns=tuple(timeline.get("replay_span_ns", ())),
+        events=tuple(timeline.get("events", ())),
+        unjoined_records=int(timeline.get("unjoined_records", 0)),
+    )
+
+
+def raw_dot(bundle: Bundle, graph: str) -> str:
+    p = os.path.join(bundle.path, "raw", f"{graph}.dot")
+    if not os.path.exists(p):
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} (raw/{graph}.dot)")
+    with open(p, encoding="utf-8") as f:
+        return f.read()

@@ -1,0 +1,109 @@
+"""Capture options and their precedence: command line > environment > YAML > model file >
+defaults. The library takes :class:`CaptureConfig`; click types never reach it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Optional
+
+from ._errors import ConfigError
+
+
+@dataclass
+class CaptureConfig:
+    """Options of `graphscope capture` / `annotate`."""
+
+    model: Optional[str] = None
+    entry: str = "graphscope_model"
+    mode: str = "step"  # step | callables
+    warmup: int = 3
+    replays: int = 20
+    depth: Optional[int] = None
+    backward: bool = True
+    record_ops: bool = True
+    keep_events: int = 3  # replays kept as full events in timeline.json
+    output: Optional[str] = None
+    force: bool = False
+
+    def validate(self) -> CaptureConfig:
+        if self.mode not in ("step", "callables"):
+            raise ConfigError(f"mode must be 'step' or 'callables', not {self.mode!r}")
+        if self.warmup < 0 or self.replays < 0 or self.keep_events < 0:
+            raise ConfigError("warmup, replays and keep_events must be >= 0")
+        if self.depth is not None and self.depth < 0:
+            raise ConfigError("depth must be >= 0")
+        return self
+
+
+_TYPES = {f.name: f.type for f in fields(CaptureConfig)}
+ENV_PREFIX = "GRAPHSCOPE_"
+_KEYS = {f.name for f in fields(CaptureConfig)}
+
+
+def _check(key: str, value: Any, where: str) -> Any:
+    if key not in _KEYS:
+        raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(_KEYS))})")
+    t = _TYPES[key]
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "Optional[int]": value is None or (isinstance(value, int) and not isinstance(value, bool)),
+        "Optional[str]": value is None or isinstance(value, str),
+    }.get(str(t), True)
+    if not ok:
+        raise ConfigError(f"{where}: key {key!r} must be {t}, not {type(value).__name__}")
+    return value
+
+
+def load_yaml(path: str) -> dict[str, Any]:
+    """Read a graphscope.yaml; wrong keys or types name the file, line and key."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}".splitlines()[0]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of option: value")
+    lines = {}
+    if node is not None and hasattr(node, "value"):
+        for k, _ in node.value:
+            lines[k.value] = k.start_mark.line + 1
+    for k, v in data.items():
+        _check(str(k).replace("-", "_"), v, f"{path}:{lines.get(k, '?')}")
+    return {str(k).replace("-", "_"): v for k, v in data.items()}
+
+
+def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    env = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for key in ("mode", "warmup", "replays", "depth", "entry"):
+        raw = env.get(ENV_PREFIX + key.upper())
+        if raw is None:
+            continue
+        t = str(_TYPES[key])
+        try:
+            out[key] = int(raw) if "int" in t else raw
+        except ValueError:
+            raise ConfigError(f"${ENV_PREFIX}{key.upper()}={raw!r} is not an int") from None
+    return out
+
+
+def merge(*layers: dict[str, Any]) -> CaptureConfig:
+    """Lowest precedence first; later layers win. ``None`` values never override."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for k, v in layer.items():
+            if v is not None:
+                merged[k] = _check(k, v, "option")
+    return CaptureConfig(**merged).validate()

@@ -1,0 +1,1 @@
+"""Exporters: DOT (dot.py), Chrome/Perfetto trace (trace.py). Read bundles only; no torch."""

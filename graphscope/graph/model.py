@@ -1,0 +1,172 @@
+"""Plain data: what a bundle holds once loaded. No torch, no extension."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+UNATTRIBUTED = "(unattributed)"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a captured graph (template local id = exec local id)."""
+
+    graph: str
+    local_id: int
+    exec_node_id: int
+    type: str
+    kernel: Optional[str] = None  # mangled
+    demangled: Optional[str] = None
+    grid: tuple[int, int, int] = (0, 0, 0)
+    block: tuple[int, int, int] = (0, 0, 0)
+    smem: int = 0
+    bytes: int = 0
+    annotation: Mapping[str, Any] = field(default_factory=dict)
+    op: Optional[str] = None
+    shapes: Optional[str] = None
+    source: Optional[str] = None
+    durations_ns: tuple[int, ...] = ()
+
+    @property
+    def is_work(self) -> bool:
+        """Kernel, memcpy or memset: the nodes that take GPU time and get annotations."""
+        return self.type in ("kernel", "memcpy", "memset")
+
+    @property
+    def module(self) -> str:
+        return str(self.annotation.get("module_name", UNATTRIBUTED))
+
+    @property
+    def phase(self) -> str:
+        return str(self.annotation.get("autograd_phase", "forward"))
+
+    @property
+    def short_name(self) -> str:
+        if self.type != "kernel":
+            return self.type
+        return short_kernel_name(self.demangled or self.kernel or "?")
+
+    @property
+    def median_ns(self) -> Optional[float]:
+        return statistics.median(self.durations_ns) if self.durations_ns else None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "local_id": self.local_id,
+            "exec_node_id": self.exec_node_id,
+            "type": self.type,
+        }
+        if self.type == "kernel":
+            d.update(kernel=self.kernel, demangled=self.demangled, short=self.short_name,
+                     grid=list(self.grid), block=list(self.block), smem=self.smem)
+        if self.bytes:
+            d["bytes"] = self.bytes
+        if self.annotation:
+            d["annotation"] = dict(sorted(self.annotation.items()))
+        for k in ("op", "shapes", "source"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+    @classmethod
+    def from_json(cls, graph: str, d: Mapping[str, Any], durations: tuple[int, ...]) -> Node:
+        return cls(
+            graph=graph,
+            local_id=int(d["local_id"]),
+            exec_node_id=int(d["exec_node_id"]),
+            type=str(d["type"]),
+            kernel=d.get("kernel"),
+            demangled=d.get("demangled"),
+            grid=tuple(d.get("grid", (0, 0, 0))),  # type: ignore[arg-type]
+            block=tuple(d.get("block", (0, 0, 0))),  # type: ignore[arg-type]
+            smem=int(d.get("smem", 0)),
+            bytes=int(d.get("bytes", 0)),
+            annotation=d.get("annotation", {}),
+            op=d.get("op"),
+            shapes=d.get("shapes"),
+            source=d.get("source"),
+            durations_ns=durations,
+        )
+
+
+@dataclass(frozen=True)
+class CapturedGraph:
+    """One captured graph: ``step``, or ``forward`` / ``backward`` in callables mode."""
+
+    name: str
+    template_graph_id: int
+    exec_id: int
+    nodes: tuple[Node, ...]
+    edges: tuple[tuple[int, int], ...]  # (from local id, to local id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "template_graph_id": self.template_graph_id,
+            "exec_id": self.exec_id,
+            "nodes": [n.to_json() for n in self.nodes],
+            "edges": [list(e) for e in self.edges],
+        }
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A loaded bundle: manifest, graphs and replay data."""
+
+    path: str
+    manifest: Mapping[str, Any]
+    graphs: tuple[CapturedGraph, ...]
+    replays: int
+    replay_kernel_ns: tuple[int, ...] = ()  # per replay: sum of graph work durations
+    replay_span_ns: tuple[int, ...] = ()  # per replay: first start to last end
+    events: tuple[Mapping[str, Any], ...] = ()
+    unjoined_records: int = 0
+
+    def nodes(self) -> Iterator[Node]:
+        for g in self.graphs:
+            yield from g.nodes
+
+    def work_nodes(self) -> Iterator[Node]:
+        return (n for n in self.nodes() if n.is_work)
+
+    def graph(self, name: str) -> CapturedGraph:
+        for g in self.graphs:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    @property
+    def has_timings(self) -> bool:
+        return self.replays > 0
+
+    def annotation_map(self) -> dict[int, list[dict[str, Any]]]:
+        """PyTorch's shape: ``{exec node id: [annotation dict]}`` for annotated work nodes."""
+        return {
+            n.exec_node_id: [dict(n.annotation)]
+            for n in self.work_nodes()
+            if n.annotation
+        }
+
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_PARENS = re.compile(r"\([^()]*\)")
+
+
+def short_kernel_name(name: str) -> str:
+    """``void at::native::foo<4, F>(int, F)`` -> ``foo``; plain C names pass through."""
+    s = name.strip()
+    if s.startswith("void "):
+        s = s[5:]
+    prev = None
+    while prev != s:  # strip nested template args and parameter lists, innermost first
+        prev = s
+        s = _TEMPLATE.sub("", s)
+        s = _PARENS.sub("", s)
+    s = s.split("::")[-1].strip()
+    s = s.split(" ")[-1] if " " in s else s
+    return s or name[:60]

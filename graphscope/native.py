@@ -1,0 +1,422 @@
+"""The one door to the compiled extension ``graphscope._native``.
+
+Nothing else imports the extension. Loading is lazy and never raises on import: a machine with
+no GPU, no driver and no CUPTI still imports graphscope, and :func:`probe` says what is missing.
+
+libcupti is chosen so that one process never holds two copies: the copy torch already loaded
+(found in ``/proc/self/maps``) wins; otherwise the pip package ``nvidia-cuda-cupti``, then
+``$CUDA_HOME``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._errors import (
+    CuptiError,
+    CuptiPrivilegesError,
+    CuptiSubscriberError,
+    GraphscopeError,
+    NativeUnavailableError,
+    NoGPUError,
+    ProfilerActiveError,
+)
+
+try:  # the compiled module: the only import of it in the package
+    from . import _native as _ext
+
+    _IMPORT_ERROR = ""
+except ImportError as exc:  # pragma: no cover - exercised only on broken installs
+    _ext = None  # type: ignore[assignment]
+    _IMPORT_ERROR = f"graphscope._native did not import: {exc} (reinstall with `make install`)"
+
+_lock = threading.Lock()
+_loaded = False
+
+NODE_TYPES = {
+    0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty",
+    6: "event_wait", 7: "event_record", 8: "ext_semas_signal", 9: "ext_semas_wait",
+    10: "mem_alloc", 11: "mem_free", 12: "batch_mem_op", 13: "conditional",
+}
+ANNOTATED_TYPES = frozenset({0, 1, 2})  # MK2: kernel, memcpy and memset nodes
+BODY_TYPES = frozenset({4, 13})  # child graph and conditional: bodies in another cudaGraph_t
+
+SUBSCRIBER_HINT = (
+    "another CUPTI client holds this process's one callback subscription: torch.profiler "
+    "already ran in this process, or the program runs under Nsight Systems/Compute or "
+    "cuda-gdb. Run graphscope before any torch.profiler use, or in a fresh process, and not "
+    "under another profiler"
+)
+PRIVILEGES_HINT = (
+    "the driver refuses GPU profiling to this user: run as root, or set the nvidia module "
+    "option NVreg_RestrictProfilingToAdminUsers=0 and reload the driver"
+)
+
+
+def extension() -> Any:
+    """Return the compiled module or raise :class:`NativeUnavailableError`."""
+    if _ext is None:
+        raise NativeUnavailableError(_IMPORT_ERROR)
+    return _ext
+
+
+def translate(exc: BaseException) -> GraphscopeError:
+    """Turn a ``RuntimeError('<domain>:<code>:<text>')`` from the extension into our errors."""
+    msg = str(exc)
+    m = re.match(r"^(\w+):(-?\d+):(.*)$", msg, re.S)
+    if not m:
+        return GraphscopeError(msg)
+    domain, code, text = m.group(1), int(m.group(2)), m.group(3).strip()
+    if domain == "cupti":
+        if code == 39:
+            return CuptiSubscriberError(f"{text}. {SUBSCRIBER_HINT}.", code)
+        if code == 35:
+            return CuptiPrivilegesError(f"{text}. {PRIVILEGES_HINT}.", code)
+        return CuptiError(text, code)
+    if domain == "notloaded":
+        return NativeUnavailableError(text)
+    return GraphscopeError(text)
+
+
+def _call(fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except RuntimeError as exc:
+        raise translate(exc) from None
+
+
+def loaded_cupti_paths() -> list[str]:
+    """libcupti files mapped into this process right now."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libcupti" in line and "/" in line}
+    except OSError:
+        return []
+    return sorted(paths)
+
+
+def candidate_cupti_paths() -> list[str]:
+    """Where libcupti could be loaded from, best first (the already-mapped copy wins)."""
+    cands = loaded_cupti_paths()
+    if cands:
+        return cands[:1]
+    for p in sys.path:
+        cands += sorted(glob.glob(os.path.join(p, "nvidia", "cu*", "lib", "libcupti.so*")))
+        cands += sorted(glob.glob(os.path.join(p, "nvidia", "cuda_cupti", "lib", "libcupti.so*")))
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root:
+            for sub in ("lib64", "lib", "extras/CUPTI/lib64"):
+                cands += sorted(glob.glob(os.path.join(root, sub, "libcupti.so*")))
+    return [c for c in dict.fromkeys(cands) if os.path.exists(c)]
+
+
+def _import_torch_cuda() -> Any:
+    try:
+        import torch
+    except ImportError as exc:
+        raise NoGPUError(f"PyTorch is not installed ({exc})") from None
+    return torch
+
+
+def ensure_loaded() -> Any:
+    """Open libcuda and libcupti (torch's copy) in the extension; raise if that cannot be done."""
+    global _loaded
+    ext = extension()
+    with _lock:
+        if _loaded:
+            return ext
+        torch = _import_torch_cuda()
+        if not torch.cuda.is_available():
+            raise NoGPUError(
+                "no CUDA GPU is visible to PyTorch (torch "
+                f"{torch.__version__}, built for CUDA {torch.version.cuda}): capture needs an "
+                "NVIDIA GPU and driver"
+            )
+        torch.cuda.init()  # loads torch's libcupti through kineto
+        why = ext.load_driver()
+        if why:
+            raise NoGPUError(why)
+        errors = []
+        for path in candidate_cupti_paths():
+            why = ext.load_cupti(path)
+            if not why:
+                _loaded = True
+                return ext
+            errors.append(why)
+        raise NativeUnavailableError(
+            "libcupti not found: install the pip package nvidia-cuda-cupti or set CUDA_HOME"
+            + (f" ({'; '.join(errors)})" if errors else "")
+        )
+
+
+# ------------------------------------------------------------------ probe
+@dataclass(frozen=True)
+class Capabilities:
+    """What works on this machine, and why not."""
+
+    extension: bool
+    gpu: bool
+    cupti: bool
+    can_subscribe: bool
+    tools_id_api: bool
+    details: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    @property
+    def can_capture(self) -> bool:
+        return self.extension and self.gpu and self.cupti and self.can_subscribe
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.problems) or "ok"
+
+
+def probe(try_subscribe: bool = True) -> Capabilities:
+    """Check, by doing tiny operations, what graphscope can do here. Never raises."""
+    details: dict[str, Any] = {"python": sys.version.split()[0]}
+    problems: list[str] = []
+    if _ext is None:
+        return Capabilities(False, False, False, False, False, details, (_IMPORT_ERROR,))
+    try:
+        import torch
+
+        details["torch"] = torch.__version__
+        details["torch_cuda"] = torch.version.cuda
+        details["node_creation_hook"] = hasattr(torch.autograd.graph, "node_creation_hook")
+        details["torch_graph_annotations"] = hasattr(torch.cuda, "graph_annotations")
+    except ImportError:
+        problems.append("PyTorch is not installed")
+    gpu = cupti = False
+    try:
+        ensure_loaded()
+        gpu = cupti = True
+        import torch
+
+        details["gpu"] = torch.cuda.get_device_name()
+    except GraphscopeError as exc:
+        problems.append(str(exc))
+        gpu = not isinstance(exc, NoGPUError) and "libcupti" in str(exc)
+    raw = _ext.probe(try_subscribe and cupti)
+    details.update(raw)
+    can_sub = raw.get("subscribe") == "ok"
+    if cupti and try_subscribe and not can_sub:
+        problems.append(str(translate(RuntimeError(raw.get("subscribe", "")))))
+    tools = bool(raw.get("tools_id_api"))
+    if gpu and not tools:
+        details["tools_id_note"] = (
+            "cudaGraphNodeGetToolsId needs a CUDA >= 13.1 driver: torch's own mark_kernels "
+            "records nothing here; graphscope uses CUPTI node ids instead"
+        )
+    return Capabilities(True, gpu, cupti, can_sub, tools, details, tuple(problems))
+
+
+# ------------------------------------------------------------------ columns
+def _col(buf: bytes, dtype: str, width: int = 1) -> np.ndarray:
+    a = np.frombuffer(buf, dtype=dtype)
+    return a.reshape(-1, width) if width > 1 else a
+
+
+@dataclass(frozen=True)
+class CreatedNodes:
+    """GRAPHNODE_CREATED and clone records of one recorder window, as columns."""
+
+    node_id: np.ndarray
+    graph_id: np.ndarray
+    node_type: np.ndarray
+    scope: np.ndarray
+    op: np.ndarray
+    thread: np.ndarray
+    clone_id: np.ndarray
+    clone_origin: np.ndarray
+    exec_id: np.ndarray
+    exec_graph: np.ndarray
+    callback_errors: int
+
+
+def _records() -> CreatedNodes:
+    d = extension().recorder_records()
+    return CreatedNodes(
+        node_id=_col(d["node_id"], "<u8"),
+        graph_id=_col(d["graph_id"], "<u4"),
+        node_type=_col(d["node_type"], "<i4"),
+        scope=_col(d["scope"], "<i8"),
+        op=_col(d["op"], "<i8"),
+        thread=_col(d["thread"], "<u8"),
+        clone_id=_col(d["clone_id"], "<u8"),
+        clone_origin=_col(d["clone_origin"], "<u8"),
+        exec_id=_col(d["exec_id"], "<u4"),
+        exec_graph=_col(d["exec_graph"], "<u4"),
+        callback_errors=int(d["callback_errors"]),
+    )
+
+
+def _profiler_active() -> bool:
+    try:
+        import torch
+
+        return bool(torch.autograd.profiler._is_profiler_enabled)
+    except (ImportError, AttributeError):
+        return False
+
+
+@contextmanager
+def recording() -> Iterator[list[CreatedNodes]]:
+    """Hold the CUPTI resource-callback subscription for the ``with`` body only.
+
+    Yields a list that holds the records once the body ends (also when it raises). The
+    subscription is released on every path.
+    """
+    ext = ensure_loaded()
+    if _profiler_active():
+        raise ProfilerActiveError(
+            "torch.profiler is active: graphscope cannot subscribe to CUPTI while it runs; "
+            "capture outside the profiler's `with` block"
+        )
+    _call(ext.recorder_start, True)
+    out: list[CreatedNodes] = []
+    try:
+        yield out
+    finally:
+        try:
+            _call(ext.recorder_stop)
+        finally:
+            out.append(_records())
+
+
+def recorder_active() -> bool:
+    return _ext is not None and bool(_ext.recorder_active())
+
+
+# Scope stack: per thread, in the extension. Cheap enough for module hooks.
+def push_scope(scope_id: int) -> None:
+    extension().push_scope(scope_id)
+
+
+def pop_scope() -> int:
+    return int(extension().pop_scope())
+
+
+def current_scope() -> int:
+    return -1 if _ext is None else int(_ext.current_scope())
+
+
+def set_current_op(op_id: int) -> int:
+    return int(extension().set_current_op(op_id))
+
+
+@dataclass(frozen=True)
+class GraphInspection:
+    """Nodes (creation order) and edges of one template ``cudaGraph_t``."""
+
+    graph_id: int
+    node_id: np.ndarray
+    node_type: np.ndarray
+    grid: np.ndarray
+    block: np.ndarray
+    smem: np.ndarray
+    bytes: np.ndarray
+    name_idx: np.ndarray
+    names: list[str]
+    demangled: list[str]
+    edge_from: np.ndarray
+    edge_to: np.ndarray
+
+
+def inspect_graph(graph_ptr: int) -> GraphInspection:
+    """Walk a template graph (kept with ``keep_graph=True``)."""
+    d = _call(ensure_loaded().inspect_graph, int(graph_ptr))
+    return GraphInspection(
+        graph_id=int(d["graph_id"]),
+        node_id=_col(d["node_id"], "<u8"),
+        node_type=_col(d["node_type"], "<i4"),
+        grid=_col(d["grid"], "<i4", 3),
+        block=_col(d["block"], "<i4", 3),
+        smem=_col(d["smem"], "<u4"),
+        bytes=_col(d["bytes"], "<u8"),
+        name_idx=_col(d["name_idx"], "<i4"),
+        names=list(d["names"]),
+        demangled=list(d["demangled"]),
+        edge_from=_col(d["edge_from"], "<u8"),
+        edge_to=_col(d["edge_to"], "<u8"),
+    )
+
+
+def exec_id(graph_exec_ptr: int) -> int:
+    return int(_call(ensure_loaded().exec_id, int(graph_exec_ptr)))
+
+
+def graph_id(graph_ptr: int) -> int:
+    return int(_call(ensure_loaded().graph_id, int(graph_ptr)))
+
+
+def debug_dot_print(graph_ptr: int, path: str) -> None:
+    _call(ensure_loaded().debug_dot_print, int(graph_ptr), str(path))
+
+
+def demangle(name: str) -> str:
+    return str(_ext.demangle(name)) if _ext is not None else name
+
+
+@dataclass(frozen=True)
+class ActivityRecords:
+    """Kernel (kind 0), memcpy (1) and memset (2) activity records, as columns."""
+
+    kind: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    graph_id: np.ndarray
+    graph_node_id: np.ndarray
+    grid: np.ndarray
+    block: np.ndarray
+    name_idx: np.ndarray
+    bytes: np.ndarray
+    names: list[str]
+    dropped: int
+
+
+@contextmanager
+def tracing() -> Iterator[list[ActivityRecords]]:
+    """Collect CUPTI activity records for the ``with`` body; the list holds them afterwards."""
+    ext = ensure_loaded()
+    if _profiler_active():
+        raise ProfilerActiveError(
+            "torch.profiler is active: graphscope's tracer would take its CUPTI activity "
+            "buffers; trace outside the profiler's `with` block"
+        )
+    _call(ext.tracer_start)
+    out: list[ActivityRecords] = []
+    try:
+        yield out
+    finally:
+        d = _call(ext.tracer_stop)
+        out.append(
+            ActivityRecords(
+                kind=_col(d["kind"], "<i4"),
+                start_ns=_col(d["start"], "<u8"),
+                end_ns=_col(d["end"], "<u8"),
+                device=_col(d["device"], "<u4"),
+                stream=_col(d["stream"], "<u4"),
+                correlation=_col(d["correlation"], "<u4"),
+                graph_id=_col(d["graph_id"], "<u4"),
+                graph_node_id=_col(d["graph_node_id"], "<u8"),
+                grid=_col(d["grid"], "<i4", 3),
+                block=_col(d["block"], "<i4", 3),
+                name_idx=_col(d["name_idx"], "<i4"),
+                bytes=_col(d["bytes"], "<u8"),
+                names=list(d["names"]),
+                dropped=int(d["dropped"]),
+            )
+        )

@@ -1,0 +1,93 @@
+"""Rich tables of a bundle's summary. Formatting only: numbers come from summary.py."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+
+def fmt_ns(ns: Optional[float]) -> str:
+    if ns is None:
+        return "-"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} µs"
+    return f"{ns:.0f} ns"
+
+
+def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
+    timed = summary.get("replays", 0) > 0
+    t = Table(title="GPU time by module (median per replay)", title_justify="left")
+    t.add_column("module", no_wrap=True)
+    if timed:
+        t.add_column("time", justify="right")
+        t.add_column("%", justify="right")
+        t.add_column("fwd", justify="right")
+        t.add_column("bwd", justify="right")
+    t.add_column("kernels", justify="right")
+    t.add_column("fwd/bwd", justify="right")
+    for row in summary["modules"]:
+        if depth is not None and row["level"] > depth:
+            continue
+        name = row["module"]
+        label = ("  " * row["level"]) + (name.rsplit(".", 1)[-1] if row["level"] else name)
+        cells = [label]
+        if timed:
+            cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}", fmt_ns(row["fwd_ns"]),
+                      fmt_ns(row["bwd_ns"])]
+        cells += [str(row["kernels"]), f"{row['fwd_kernels']}/{row['bwd_kernels']}"]
+        t.add_row(*cells)
+    return t
+
+
+def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
+    rows = summary["top_kernels"] if key == "kernel" else summary["top_ops"]
+    timed = summary.get("replays", 0) > 0
+    title = "Top kernels" if key == "kernel" else "Top aten ops"
+    t = Table(title=title + (" by time" if timed else " by count"), title_justify="left")
+    t.add_column(key, no_wrap=True, max_width=60)
+    t.add_column("count", justify="right")
+    if timed:
+        t.add_column("time", justify="right")
+        t.add_column("%", justify="right")
+    for r in rows:
+        cells = [str(r[key]), str(r["count"])]
+        if timed:
+            cells += [fmt_ns(r["median_ns"]), f"{r['pct']:.1f}"]
+        t.add_row(*cells)
+    return t
+
+
+def header(summary: dict[str, Any]) -> Text:
+    graphs = ", ".join(f"{g['name']} ({g['work_nodes']} work nodes)" for g in summary["graphs"])
+    cov = summary["coverage"]
+    line = (
+        f"graphs: {graphs}; annotated {summary['annotated_nodes']}/{summary['work_nodes']}; "
+        f"module coverage fwd {cov['forward']['pct']:.1f}% bwd {cov['backward']['pct']:.1f}%"
+    )
+    if summary.get("replays"):
+        line += (
+            f"\nreplays: {summary['replays']}, graph work "
+            f"{fmt_ns(summary['replay_kernel_median_ns'])}"
+            f" per replay, span {fmt_ns(summary['replay_span_median_ns'])}"
+        )
+    return Text(line)
+
+
+def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True) -> Group:
+    parts: list[Any] = [header(summary), module_table(summary, depth)]
+    if top:
+        parts.append(kernel_table(summary))
+        if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
+            parts.append(kernel_table(summary, key="op"))
+    return Group(*parts)
+
+
+def print_summary(
+    summary: dict[str, Any], console: Optional[Console] = None, depth: Optional[int] = None
+) -> None:
+    (console or Console()).print(render(summary, depth))

@@ -1,0 +1,49 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "data")
+SAMPLES = os.path.join(ROOT, "sample_models")
+
+_CAPS = None
+
+
+def _caps():
+    global _CAPS
+    if _CAPS is None:
+        from graphscope.native import probe
+
+        _CAPS = probe(try_subscribe=True)
+    return _CAPS
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [i for i in items if "gpu" in i.keywords]
+    if not gpu_items:
+        return
+    caps = _caps()
+    if caps.can_capture:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU with CUPTI: {caps.reason}")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def samples():
+    return SAMPLES
+
+
+@pytest.fixture
+def data_dir():
+    return DATA
+
+
+def run_py(code: str, timeout: int = 300):
+    """Run code in a fresh interpreter (CUPTI state is per process)."""
+    import subprocess
+
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)

@@ -1,0 +1,181 @@
+"""The native core on a real GPU (issue 2). Run on the H200."""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from graphscope import native
+from tests.conftest import run_py
+
+pytestmark = pytest.mark.gpu
+
+
+def _model():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 32))
+    return m.cuda(), torch.randn(16, 64, device="cuda")
+
+
+def _warm(m, x):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            m(x).sum().backward()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+
+
+def test_node_ids_are_graph_id_and_creation_index_and_match_dot(tmp_path):
+    # GIVEN a kept template captured under the recorder
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    with native.recording() as out:
+        with torch.cuda.graph(g):
+            m(x).sum().backward()
+    rec = out[0]
+    gid = native.graph_id(g.raw_cuda_graph())
+    mine = rec.node_id[rec.graph_id == gid]
+    # THEN ids are gid << 32 | 0..n-1 in creation order
+    assert len(mine) > 5
+    assert (mine >> np.uint64(32) == gid).all()
+    assert (mine & np.uint64(0xFFFFFFFF)).tolist() == list(range(len(mine)))
+    # AND the inspector sees the same ids, and the driver's DOT uses the same local ids
+    ins = native.inspect_graph(g.raw_cuda_graph())
+    assert sorted(ins.node_id.tolist()) == sorted(mine.tolist())
+    dot = tmp_path / "g.dot"
+    native.debug_dot_print(g.raw_cuda_graph(), str(dot))
+    text = dot.read_text(errors="replace")
+    ids = {int(v) for v in re.findall(rf'"graph_{gid}_node_(\d+)"\[', text)}
+    assert ids == set((mine & np.uint64(0xFFFFFFFF)).tolist())
+    labels = {int(v) for v in re.findall(r"\{ID \| (\d+) \(topoId", text)}
+    assert labels == ids
+    # AND kernels have names, launch dims and edges
+    kern = ins.node_type == 0
+    assert kern.any() and (ins.grid[kern] > 0).all()
+    assert len(ins.edge_from) > 0
+    assert any("gemm" in n.lower() or "Kernel" in n for n in ins.demangled)
+
+
+def test_clone_map_template_to_exec_and_replays_join_fully():
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph()  # instantiated at capture_end, inside the window
+    with native.recording() as out:
+        with torch.cuda.graph(g):
+            m(x).sum().backward()
+    rec = out[0]
+    eid = native.exec_id(g.raw_cuda_graph_exec())
+    assert eid in rec.exec_id.tolist()
+    clones = dict(zip(rec.clone_id.tolist(), rec.clone_origin.tolist()))
+    tmpl = [c for c in clones if c >> 32 == eid]
+    assert tmpl, "no GRAPHNODE_CLONED records for the exec graph"
+    for c in tmpl:  # exec local id == template local id
+        assert c & 0xFFFFFFFF == clones[c] & 0xFFFFFFFF
+    # WHEN replayed under the tracer
+    g.replay()
+    torch.cuda.synchronize()
+    with native.tracing() as tr:
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+    t = tr[0]
+    ingraph = t.graph_node_id != 0
+    assert ingraph.sum() >= 3 * 5
+    # THEN every replayed record joins to a cloned exec node (100%)
+    assert set(t.graph_node_id[ingraph].tolist()) <= set(tmpl)
+    assert (t.graph_id[ingraph] == eid).all()
+    assert (t.end_ns[ingraph] > t.start_ns[ingraph]).all()
+    assert t.dropped == 0
+    assert not native.recorder_active()
+
+
+def test_failed_capture_releases_subscription_and_next_capture_works():
+    import graphscope
+
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="boom"):
+        with graphscope.graph(g, enable_annotations=True):
+            m(x)
+            raise ValueError("boom")
+    assert not native.recorder_active()
+    assert not torch.cuda.is_current_stream_capturing()
+    g2 = torch.cuda.CUDAGraph()
+    with graphscope.graph(g2, enable_annotations=True) as cap:
+        with graphscope.mark_kernels("again"):
+            m(x).sum()
+    assert cap.records is not None and len(cap.records.node_id) > 0
+    eid = native.exec_id(g2.raw_cuda_graph_exec())
+    assert any(k >> 32 == eid for k in graphscope.get_kernel_annotations())
+
+
+def test_sync_inside_capture_fails_cleanly_and_process_stays_usable():
+    import graphscope
+
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(Exception):
+        with graphscope.graph(g, enable_annotations=True):
+            m(x).sum().item()  # host sync: illegal while capturing
+    assert not native.recorder_active()
+    g2 = torch.cuda.CUDAGraph()
+    with graphscope.graph(g2, enable_annotations=True):
+        m(x)
+    g2.replay()
+    torch.cuda.synchronize()
+
+
+def test_torch_profiler_still_records_gpu_events_after_graphscope():
+    r = run_py(
+        "import torch, graphscope\n"
+        "from graphscope import native\n"
+        "m = torch.nn.Linear(64, 64).cuda(); x = torch.randn(8, 64, device='cuda')\n"
+        "m(x).sum().backward(); torch.cuda.synchronize()\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "with graphscope.graph(g, enable_annotations=True):\n"
+        "    y = m(x)\n"
+        "with native.tracing() as t:\n"
+        "    g.replay(); torch.cuda.synchronize()\n"
+        "assert not native.recorder_active()\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:\n"
+        "    g.replay(); m(x); torch.cuda.synchronize()\n"
+        "n = sum(1 for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA)\n"
+        "print('GPU_EVENTS', n)\n"
+    )
+    assert r.returncode == 0, r.stderr
+    n = int(r.stdout.split("GPU_EVENTS")[1].split()[0])
+    assert n > 0
+
+
+def test_subscriber_error_39_after_profiler_names_the_fix():
+    r = run_py(
+        "import torch, graphscope\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        "x = torch.randn(8, 8, device='cuda')\n"
+        "with profile(activities=[ProfilerActivity.CUDA]):\n"
+        "    (x @ x).sum(); torch.cuda.synchronize()\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "try:\n"
+        "    with graphscope.graph(g, enable_annotations=True):\n"
+        "        x @ x\n"
+        "except graphscope.GraphscopeError as e:\n"
+        "    print('ERR', type(e).__name__, e)\n"
+    )
+    assert r.returncode == 0, r.stderr
+    assert "ERR CuptiSubscriberError" in r.stdout
+    assert "torch.profiler" in r.stdout and "fresh process" in r.stdout
+
+
+def test_probe_on_gpu():
+    caps = native.probe(try_subscribe=True)
+    assert caps.can_capture, caps.reason
+    assert caps.details["cupti_api_version"] >= 19
+    assert "libcupti" in caps.details["cupti_path"]
+    assert native.loaded_cupti_paths() == [caps.details["cupti_path"]]  # one copy only
