@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._errors import BundleError
-from .graph.model import Bundle, CapturedGraph, Node
+from .graphs.model import Bundle, CapturedGraph, Node
 
 SCHEMA_VERSION = 1
 REQUIRED = ("manifest.json", "graph.json", "annotations.json")

@@ -18,8 +18,8 @@ from .bundle import write_bundle
 from .config import CaptureConfig
 from .cuda_graphs import graph as annotated_graph
 from .cuda_graphs import make_graphed_callables
-from .graph.join import JoinResult, join
-from .graph.model import Bundle, CapturedGraph, Node
+from .graphs.join import JoinResult, join
+from .graphs.model import Bundle, CapturedGraph, Node
 from .loader import ModelSpec, default_model_path, load_model_file
 from .reports.summary import summarize
 
@@ -197,7 +197,11 @@ def run_capture(
     except torch.cuda.OutOfMemoryError as exc:
         raise CaptureError(f"{path}: out of GPU memory during capture: {exc}") from exc
     except RuntimeError as exc:
-        raise CaptureError(f"{path}: capture failed: {str(exc).splitlines()[0]}") from exc
+        msg = str(exc).splitlines()[0]
+        if "Cannot copy between CPU and CUDA" in msg:
+            msg += (" (a CPU tensor, such as loss targets, reaches the GPU inside the captured "
+                    "step: move it to the GPU in graphscope_model() or in warm-up)")
+        raise CaptureError(f"{path}: capture failed: {msg}") from exc
     jr: Optional[JoinResult] = None
     if timing and cfg.replays:
         phase("replay")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import GraphscopeError
-from ..graph.model import UNATTRIBUTED, Bundle, CapturedGraph, Node
+from ..graphs.model import UNATTRIBUTED, Bundle, CapturedGraph, Node
 from ..reports.table import fmt_ns
 
 PALETTE = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..graph.model import UNATTRIBUTED, Bundle
+from ..graphs.model import UNATTRIBUTED, Bundle
 
 PID_GPU = 1
 PID_MODULES = 2

@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 from typing import Any, Optional
 
-from ..graph.model import UNATTRIBUTED, Bundle, Node
+from ..graphs.model import UNATTRIBUTED, Bundle, Node
 
 
 def _median(xs: list[float]) -> float:
