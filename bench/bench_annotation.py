@@ -90,7 +90,9 @@ def main():
             plain.append(tp)
             annot.append(ta)
             ops.append(to)
-        nodes = sum(1 for _ in graphscope.get_kernel_annotations())
+        graphscope.clear_kernel_annotations()
+        capture(model, x, True)
+        nodes = len(graphscope.get_kernel_annotations())
         rp, ra = replay_ms(gp), replay_ms(ga)
         rows.append({
             "depth": depth,

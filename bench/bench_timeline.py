@@ -1,101 +1,112 @@
 """Timeline cost: graphscope's traced replays vs torch.profiler on the same replays (issue 4).
 
-One process, side by side: N plain replays; N replays under graphscope's CUPTI tracer (+ join);
-then N replays under torch.profiler (CUDA activities). graphscope runs first: torch.profiler
-would otherwise hold CUPTI. Writes JSON to argv[1].
+Each tool runs in a fresh process (each pays its own first-use cost, as a user would) on the
+same step graph of a sample model: N plain replays, then N replays under the tool, twice
+(cold = first use in the process, warm = second). graphscope's time includes joining every
+record onto the captured nodes; torch.profiler's includes building its event list.
+Usage: bench_timeline.py OUT.json [MODEL ...]
 """
 
 import json
 import os
+import subprocess
 import sys
 import time
-
-import torch
-
-from graphscope.capture import run_capture, trace_replays
-from graphscope.config import CaptureConfig
 
 N = 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def main():
-    out_dir = sys.argv[2] if len(sys.argv) > 2 else "/tmp/gs-bench"
-    rows = []
-    for model in ("mlp", "gpt"):
-        cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", f"{model}.py"), replays=0,
-                            output=os.path.join(out_dir, model), force=True).validate()
-        res = run_capture(cfg, timing=False)
-        rows.append({"model": model, "phases_s": res.phases_s,
-                     "work_nodes": res.summary["work_nodes"]})
-    # the step graph of the last capture is not kept by run_capture: capture gpt again here
-    import importlib.util
+def _graph(model_name):
+    import torch
 
-    spec = importlib.util.spec_from_file_location("gpt", os.path.join(ROOT, "sample_models/gpt.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    d = mod.graphscope_model()
-    model, (idx,), loss = d["model"].cuda(), d["args"], d["loss"]
-    idx = idx.cuda()
+    import graphscope
+    from graphscope import native
+    from graphscope.capture import _node_table, _to_cuda, default_loss
+    from graphscope.loader import load_model_file
+
+    spec = load_model_file(os.path.join(ROOT, "sample_models", f"{model_name}.py"))
+    model, args = spec.model.cuda(), _to_cuda(spec.args)
+    loss = spec.loss or default_loss
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(3):
-            loss(model(idx)).backward()
+            loss(model(*args)).backward()
     torch.cuda.current_stream().wait_stream(s)
     for p in model.parameters():
         p.grad = None
     g = torch.cuda.CUDAGraph(keep_graph=True)
-    import graphscope
-    from graphscope import native
-    from graphscope.capture import _node_table
-
     with graphscope.graph(g, enable_annotations=True) as cap:
-        loss(model(idx)).backward()
+        loss(model(*args)).backward()
     ins = native.inspect_graph(g.raw_cuda_graph())
     g.instantiate()
-    graphs = [_node_table("step", ins, cap.records, native.exec_id(g.raw_cuda_graph_exec()))]
+    table = _node_table("step", ins, cap.records, native.exec_id(g.raw_cuda_graph_exec()))
+    return g, [table]
+
+
+def worker(tool, model_name):
+    import torch
+
+    g, graphs = _graph(model_name)
     g.replay()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(N):
         g.replay()
     torch.cuda.synchronize()
-    plain = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    jr = trace_replays(g.replay, graphs, N, 3)
-    traced = time.perf_counter() - t0
-    from torch.profiler import ProfilerActivity, profile
+    res = {"tool": tool, "model": model_name, "plain_s": time.perf_counter() - t0,
+           "work_nodes": sum(1 for n in graphs[0].nodes if n.is_work)}
+    for run in ("cold", "warm"):
+        t0 = time.perf_counter()
+        if tool == "graphscope":
+            from graphscope.capture import trace_replays
 
-    t0 = time.perf_counter()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(N):
-            g.replay()
-        torch.cuda.synchronize()
-    n_prof = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    profiled = time.perf_counter() - t0
-    result = {
-        "bench": "timeline",
-        "replays": N,
-        "graph_work_nodes": sum(1 for n in graphs[0].nodes if n.is_work),
-        "plain_s": plain,
-        "graphscope_traced_s": traced,
-        "graphscope_joined_records": jr.joined_records,
-        "graphscope_unjoined": jr.unjoined_records,
-        "torch_profiler_s": profiled,
-        "torch_profiler_gpu_events": n_prof,
-        "overhead_graphscope_s": traced - plain,
-        "overhead_profiler_s": profiled - plain,
-        "speedup_total": profiled / traced,
-        "speedup_overhead": (profiled - plain) / max(traced - plain, 1e-9),
-        "capture_phases": rows,
-    }
-    text = json.dumps(result, indent=1)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
+            jr = trace_replays(g.replay, graphs, N, 3)
+            res[f"{run}_records"] = jr.joined_records
+            res[f"{run}_unjoined"] = jr.unjoined_records
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(N):
+                    g.replay()
+                torch.cuda.synchronize()
+            res[f"{run}_records"] = sum(
+                1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        res[f"{run}_s"] = time.perf_counter() - t0
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else None
+    models = sys.argv[2:] or ["mlp", "gpt"]
+    rows = []
+    for m in models:
+        pair = {}
+        for tool in ("graphscope", "profiler"):
+            r = subprocess.run([sys.executable, __file__, "--worker", tool, m],
+                               capture_output=True, text=True, timeout=300)
+            line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+            if r.returncode != 0 or not line:
+                raise SystemExit(f"{tool} worker failed: {r.stderr[-2000:]}")
+            pair[tool] = json.loads(line[0][7:])
+        gs, pr = pair["graphscope"], pair["profiler"]
+        rows.append({
+            "model": m, "replays": N, "work_nodes": gs["work_nodes"],
+            "graphscope": gs, "profiler": pr,
+            "speedup_cold": pr["cold_s"] / gs["cold_s"],
+            "speedup_warm": pr["warm_s"] / gs["warm_s"],
+        })
+    text = json.dumps({"bench": "timeline", "rows": rows}, indent=1)
+    if out:
+        with open(out, "w") as f:
             f.write(text)
     print(text)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3])
+    else:
+        main()

@@ -164,10 +164,22 @@ std::string load_cupti(const std::string& path) {
 }
 
 // ---------------------------------------------------------------- per-thread scope state
+// The innermost pushed scope wins; with nothing pushed, the thread's backward "slot" (set by
+// autograd-node pre-hooks) applies if it belongs to the current generation. Bumping the
+// generation (end of a backward call, end of a capture) retires every thread's slot at once.
+std::atomic<uint64_t> g_slot_generation{1};
+
 struct ThreadState {
   std::vector<int64_t> scopes;
   int64_t op = -1;
+  int64_t slot = -1;
+  uint64_t slot_gen = 0;
   uint64_t tid = static_cast<uint64_t>(syscall(SYS_gettid));
+
+  int64_t current() const {
+    if (!scopes.empty()) return scopes.back();
+    return slot_gen == g_slot_generation.load(std::memory_order_relaxed) ? slot : -1;
+  }
 };
 thread_local ThreadState tls;
 
@@ -222,7 +234,7 @@ void CUPTIAPI resource_callback(void*, CUpti_CallbackDomain domain, CUpti_Callba
       case CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED: {
         uint64_t nid = node_id_of(gd->node);
         uint32_t gid = graph_id_of(gd->graph);
-        int64_t sc = tls.scopes.empty() ? -1 : tls.scopes.back();
+        int64_t sc = tls.current();
         std::lock_guard<std::mutex> g(rec.mu);
         rec.node_id.push_back(nid);
         rec.graph_id.push_back(gid);
@@ -412,11 +424,14 @@ nb::dict inspect_graph(uintptr_t graph_ptr) {
     }
   }
   size_t ne = 0;
-  r = drv.GraphGetEdges(graph, nullptr, nullptr, nullptr, &ne);
+  r = drv.GraphGetEdges(graph, nullptr, nullptr, nullptr, &ne);  // count only
   if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
   std::vector<CUgraphNode> from(ne), to(ne);
+  // Edge data must be asked for: edges with non-default data (port/type, e.g. programmatic
+  // dependent launch) make a query without it fail with CUDA_ERROR_LOSSY_QUERY.
+  std::vector<CUgraphEdgeData> edge_data(ne);
   if (ne) {
-    r = drv.GraphGetEdges(graph, from.data(), to.data(), nullptr, &ne);
+    r = drv.GraphGetEdges(graph, from.data(), to.data(), edge_data.data(), &ne);
     if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
   }
   std::vector<uint64_t> efrom(ne), eto(ne);
@@ -720,7 +735,13 @@ NB_MODULE(_native, m) {
     tls.scopes.pop_back();
     return s;
   });
-  m.def("current_scope", []() -> int64_t { return tls.scopes.empty() ? -1 : tls.scopes.back(); });
+  m.def("current_scope", []() -> int64_t { return tls.current(); });
+  m.def("set_slot", [](int64_t s) {
+    tls.slot = s;
+    tls.slot_gen = g_slot_generation.load(std::memory_order_relaxed);
+  }, nb::arg("scope"), "Set this thread's backward slot (used when no scope is pushed).");
+  m.def("retire_slots", []() { g_slot_generation.fetch_add(1); },
+        "Retire every thread's backward slot.");
   m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
   m.def("set_current_op", [](int64_t op) {
     int64_t prev = tls.op;

@@ -15,6 +15,7 @@ kernels are launched, so the per-thread stack is the right one.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import pickle
@@ -73,11 +74,18 @@ class ScopeTable:
                 self._index[key] = sid
             return sid
 
-    def child(self, parent: int, ann: Mapping[str, Any], backward: bool = True) -> int:
-        """The scope opened with ``ann`` inside ``parent`` (MK4: inner wins shared keys)."""
-        key = (parent, _freeze(ann), backward)
-        if key in self._index:
-            return self._index[key]
+    def child(
+        self, parent: int, ann: Mapping[str, Any], backward: bool = True,
+        frozen: Optional[bytes] = None,
+    ) -> int:
+        """The scope opened with ``ann`` inside ``parent`` (MK4: inner wins shared keys).
+
+        ``frozen`` is ``pickle.dumps(ann)`` when the caller has it (the interning key).
+        """
+        key = (parent, frozen if frozen is not None else _freeze(ann), backward)
+        sid = self._index.get(key)
+        if sid is not None:
+            return sid
         p = self._scopes[parent] if parent >= 0 else None
         fwd = {**(p.annotation if p else {}), **ann}
         if p is not None and p.is_backward:
@@ -116,16 +124,24 @@ def _freeze(ann: Mapping[str, Any]) -> bytes:
 SCOPES = ScopeTable()
 
 
-def normalize(annotation: Annotation, what: str = "mark_kernels") -> dict[str, Any]:
-    """MK12: a str ``s`` is ``{"name": s}``; dict values must pickle; keys must be str."""
+def normalize(annotation: Annotation, what: str = "mark_kernels") -> tuple[dict[str, Any], bytes]:
+    """MK12: a str ``s`` is ``{"name": s}``; keys must be str and values must pickle.
+
+    Returns the dict and its pickle (the scope-interning key).
+    """
     if isinstance(annotation, str):
-        return {"name": annotation}
-    if not isinstance(annotation, Mapping):
+        ann: dict[str, Any] = {"name": annotation}
+    elif isinstance(annotation, Mapping):
+        ann = dict(annotation)
+    else:
         raise AnnotationError(
             f"{what}: annotation must be a str or a dict, not {type(annotation).__name__}"
         )
-    ann = dict(annotation)
-    for k, v in ann.items():
+    try:
+        return ann, pickle.dumps(ann, protocol=4)
+    except Exception:
+        pass
+    for k, v in ann.items():  # find the culprit for the message
         if not isinstance(k, str):
             raise AnnotationError(f"{what}: annotation key {k!r} is not a str")
         try:
@@ -135,7 +151,7 @@ def normalize(annotation: Annotation, what: str = "mark_kernels") -> dict[str, A
                 f"{what}: value of annotation key {k!r} ({type(v).__name__}) cannot be "
                 f"pickled: {exc}"
             ) from None
-    return ann
+    raise AnnotationError(f"{what}: annotation cannot be pickled")
 
 
 # ------------------------------------------------------------------ op table
@@ -206,72 +222,169 @@ def user_source(skip_dirs: tuple[str, ...]) -> Optional[str]:
     return None
 
 
-# ------------------------------------------------------------------ session
+# ------------------------------------------------------------------ ownership by sequence nr
+class _Ownership:
+    """Which scope created each autograd node, without a per-op mode.
+
+    Autograd numbers nodes with a per-thread sequence counter. Every scope push/pop on the
+    capturing thread appends ``(counter now, current scope)``: the owner of a node numbered
+    ``s`` is the scope of the last event at or before ``s`` (a step function; bisect). Nodes
+    made on autograd's thread while a hooked node ran (create_graph=True, MK8) are claimed
+    explicitly by that node's post-hook instead.
+    """
+
+    def __init__(self) -> None:
+        self.thread: Optional[int] = None
+        self.seqs: list[int] = []
+        self.scopes: list[int] = []
+        self.explicit: dict[Any, int] = {}  # autograd Node -> backward scope id
+
+    def event(self) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        self.seqs.append(_seq())
+        self.scopes.append(_current_scope())
+
+    def owner_scope(self, node: Any) -> int:
+        """The forward scope whose dict the node's backward gets (-1: none)."""
+        i = bisect.bisect_right(self.seqs, node._sequence_nr()) - 1
+        return self.scopes[i] if i >= 0 else -1
+
+
+def _seq() -> int:
+    global _seq
+    import torch
+
+    getter = getattr(torch._C._autograd, "_get_sequence_nr", None)
+    if getter is None:  # older torch: read the counter by making (and dropping) one node
+
+        def getter() -> int:
+            n = torch.ones(1, requires_grad=True).clone().grad_fn
+            return int(n._sequence_nr()) + 1 if n is not None else 0
+
+    _seq = getter
+    return int(getter())
+
+
+def _current_scope() -> int:
+    global _current_scope
+    _current_scope = native.extension().current_scope
+    return int(_current_scope())
+
+
+OWNERSHIP = _Ownership()
+
+
 class _Session:
     """One annotated capture window (or a make_graphed_callables call)."""
 
     def __init__(self, record_ops: bool) -> None:
-        import torch
-
         self.record_ops = record_ops
-        self.owners: dict[Any, int] = {}  # autograd Node -> backward scope id (or -1)
-        self.hook_handles: list[Any] = []
+        self.hooked: set[Any] = set()  # nodes given a pre-hook during this session
         self.skip_dirs = (_torch_dir(), _PKG_DIR, os.path.dirname(contextlib.__file__))
-        probe = torch.ones(1, requires_grad=True).clone()
-        self.start_seq = probe.grad_fn._sequence_nr() if probe.grad_fn is not None else 0
         self.main_thread = threading.get_ident()
         self._modes: list[Any] = []
+        self._real_run_backward: Any = None
 
-    def enter_modes(self) -> None:
-        fm = _ownership_mode_cls()(self)
-        fm.__enter__()
-        self._modes.append(fm)
+    def enter(self) -> None:
+        import torch.autograd
+
+        OWNERSHIP.thread = self.main_thread
+        OWNERSHIP.event()
+        self._real_run_backward = torch.autograd._engine_run_backward
+        real = self._real_run_backward
+
+        def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            create_graph = bool(args[2]) if len(args) > 2 else bool(
+                kwargs.get("create_graph", False))
+            self.prepare_backward(t_outputs, create_graph)
+            try:
+                return real(t_outputs, *args, **kwargs)
+            finally:
+                native.retire_slots()
+
+        torch.autograd._engine_run_backward = run_backward
         if self.record_ops or _STREAMS:
             dm = _op_mode_cls()(self)
             dm.__enter__()
             self._modes.append(dm)
 
-    def exit_modes(self) -> None:
-        while self._modes:
-            self._modes.pop().__exit__(None, None, None)
+    def exit(self) -> None:
+        import torch.autograd
 
-    # -- ownership
-    def claim(self, tensors: Any, owner: int) -> None:
+        try:
+            while self._modes:
+                self._modes.pop().__exit__(None, None, None)
+        finally:
+            if self._real_run_backward is not None:
+                torch.autograd._engine_run_backward = self._real_run_backward
+            OWNERSHIP.event()
+            OWNERSHIP.thread = None
+            native.retire_slots()
+            self.hooked.clear()
+
+    # -- backward attribution
+    def prepare_backward(self, t_outputs: Any, create_graph: bool) -> None:
+        """Give every node of the graph about to run a pre-hook that sets the thread's slot to
+        its owner's backward scope (-1 for AccumulateGrad and unowned nodes: MK9)."""
         import torch
 
-        stack = [t.grad_fn for t in tensors if isinstance(t, torch.Tensor) and t.grad_fn]
-        owners = self.owners
+        stack = []
+        for t in t_outputs:
+            node = t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
+            if node is not None:
+                stack.append(node)
+        hooked = self.hooked
+        explicit = OWNERSHIP.explicit
+        on_main = threading.get_ident() == self.main_thread
         while stack:
             node = stack.pop()
-            if node is None or node in owners:
+            if node in hooked:
                 continue
-            name = type(node).__name__
-            if name == "AccumulateGrad":  # MK9: never annotated
+            hooked.add(node)
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+            if type(node).__name__ == "AccumulateGrad":
+                bsid = -1
+            elif node in explicit:
+                bsid = explicit[node]
+            elif on_main:
+                sid = OWNERSHIP.owner_scope(node)
+                bsid = SCOPES[sid].backward_scope if sid >= 0 else -1
+            else:
+                continue  # nested backward on autograd's thread: inherit the running node's slot
+            node.register_prehook(_slot_hook(bsid))
+            if create_graph and bsid >= 0:
+                node.register_hook(_claim_hook(bsid))
+
+
+def _slot_hook(scope_id: int) -> Any:
+    set_slot = native.extension().set_slot
+
+    def pre(grad_outputs: Any) -> None:
+        if _ACTIVE is not None:  # MK7: outside an annotated capture, do nothing
+            set_slot(scope_id)
+
+    return pre
+
+
+def _claim_hook(scope_id: int) -> Any:
+    def post(grad_inputs: Any, grad_outputs: Any) -> None:
+        if _ACTIVE is None or not _grad_enabled():
+            return
+        # MK8: nodes made while this node ran (create_graph=True) inherit its scope.
+        import torch
+
+        hooked = _ACTIVE.hooked
+        explicit = OWNERSHIP.explicit
+        stack = [g.grad_fn for g in grad_inputs if isinstance(g, torch.Tensor) and g.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node in hooked or node in explicit or type(node).__name__ == "AccumulateGrad":
                 continue
-            if threading.get_ident() == self.main_thread and node._sequence_nr() < self.start_seq:
-                continue  # made before this capture: not ours to claim
-            owners[node] = owner
-            if owner >= 0:
-                self._hook(node, owner)
+            explicit[node] = scope_id
             stack.extend(n for n, _ in node.next_functions if n is not None)
 
-    def _hook(self, node: Any, scope_id: int) -> None:
-        session = weakref.ref(self)
-
-        def pre(grad_outputs: Any) -> None:
-            if _capturing_now():
-                native.push_scope(scope_id)
-
-        def post(grad_inputs: Any, grad_outputs: Any) -> None:
-            if native.current_scope() == scope_id:
-                native.pop_scope()
-            s = session()
-            if s is not None and _grad_enabled():
-                # MK8: nodes made while this node ran (create_graph=True) inherit its scope.
-                s.claim(grad_inputs, scope_id)
-
-        self.hook_handles.append(node.register_prehook(pre))
-        self.hook_handles.append(node.register_hook(post))
+    return post
 
 
 def _grad_enabled() -> bool:
@@ -280,42 +393,9 @@ def _grad_enabled() -> bool:
     return torch.is_grad_enabled()
 
 
-def _capturing_now() -> bool:
-    import torch
-
-    return _ACTIVE is not None and native.recorder_active() and (
-        torch.cuda.is_current_stream_capturing()
-    )
-
-
 _ACTIVE: Optional[_Session] = None
 _STREAMS: dict[int, dict[str, Any]] = {}  # cuda stream handle -> mark_stream annotation
 _MODE_CLASSES: dict[str, type] = {}
-
-
-def _ownership_mode_cls() -> type:
-    if "own" not in _MODE_CLASSES:
-        import torch
-        from torch.overrides import TorchFunctionMode
-
-        class OwnershipMode(TorchFunctionMode):
-            def __init__(self, session: _Session) -> None:
-                super().__init__()
-                self.session = session
-
-            def __torch_function__(
-                self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-            ) -> Any:
-                out = func(*args, **(kwargs or {}))
-                if torch.is_grad_enabled():
-                    outs = out if isinstance(out, (tuple, list)) else (out,)
-                    sid = native.current_scope()
-                    owner = SCOPES[sid].backward_scope if sid >= 0 else -1
-                    self.session.claim(outs, owner)
-                return out
-
-        _MODE_CLASSES["own"] = OwnershipMode
-    return _MODE_CLASSES["own"]
 
 
 def _op_mode_cls() -> type:
@@ -363,9 +443,20 @@ def annotations_active() -> bool:
     return _ACTIVE is not None and native.recorder_active()
 
 
+def push(scope_id: int) -> None:
+    """Open a scope on this thread (and note it for backward ownership)."""
+    native.push_scope(scope_id)
+    OWNERSHIP.event()
+
+
+def pop() -> None:
+    native.pop_scope()
+    OWNERSHIP.event()
+
+
 @contextlib.contextmanager
 def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
-    """Subscribe the recorder and enter the ownership/op modes; yields the records list."""
+    """Subscribe the recorder and start backward attribution; yields the records list."""
     global _ACTIVE
     if _ACTIVE is not None:
         raise AnnotationError("an annotated capture is already running in this process")
@@ -373,14 +464,13 @@ def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
         s = _Session(record_ops)
         _ACTIVE = s
         try:
-            s.enter_modes()
+            s.enter()
             yield records
         finally:
             try:
-                s.exit_modes()
+                s.exit()
             finally:
                 _ACTIVE = None
-                s.owners.clear()
 
 
 # ------------------------------------------------------------------ public API
@@ -403,15 +493,15 @@ class mark_kernels:
         self._pushed = False
 
     def __enter__(self) -> mark_kernels:
-        ann = normalize(self._ann)
+        ann, frozen = normalize(self._ann)
         if annotations_active():
-            native.push_scope(SCOPES.child(native.current_scope(), ann, self._backward))
+            push(SCOPES.child(native.current_scope(), ann, self._backward, frozen))
             self._pushed = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pushed:
-            native.pop_scope()
+            pop()
             self._pushed = False
 
 
@@ -425,7 +515,7 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
     if annotation is None:
         _STREAMS.pop(handle, None)
         return
-    ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)
+    ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)[0]
     _STREAMS[handle] = ann
 
 
@@ -433,7 +523,8 @@ class _ModuleHooks:
     """Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
 
     def __init__(self) -> None:
-        self.names: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], bool]] = (
+        # module -> (annotation, its pickle, backward)
+        self.names: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], bytes, bool]] = (
             weakref.WeakKeyDictionary()
         )
         self.handles: list[Any] = []
@@ -459,7 +550,7 @@ class _ModuleHooks:
         entry = self.names.get(module)
         stack = self.local.__dict__.setdefault("pushed", [])
         if entry is not None and annotations_active():
-            native.push_scope(SCOPES.child(native.current_scope(), entry[0], entry[1]))
+            push(SCOPES.child(native.current_scope(), entry[0], entry[2], entry[1]))
             stack.append(True)
         else:
             stack.append(False)
@@ -467,7 +558,7 @@ class _ModuleHooks:
     def post(self, module: Any, args: Any, output: Any) -> None:
         stack = self.local.__dict__.setdefault("pushed", [])
         if stack and stack.pop():
-            native.pop_scope()
+            pop()
 
 
 _MODULES = _ModuleHooks()
@@ -511,7 +602,8 @@ def register_module_annotations(
         level = 0 if not path else path.count(".") + 1
         if depth is not None and level > depth:
             continue
-        _MODULES.names[mod] = ({MODULE_KEY: module_fqn(path, prefix)}, backward)
+        ann = {MODULE_KEY: module_fqn(path, prefix)}
+        _MODULES.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
         mods.append(mod)
     _MODULES.install()
     return ModuleAnnotations(mods)

@@ -65,6 +65,9 @@ class graph:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Optional[bool]:
         try:
             self._inner.__exit__(exc_type, exc, tb)  # capture_end; instantiates unless kept
+        except BaseException:
+            recover_failed_capture(self.cuda_graph, getattr(self._inner, "stream_ctx", None))
+            raise
         finally:
             if self._session is not None:
                 self._session.close()  # exits modes, releases CUPTI on every path
@@ -77,6 +80,31 @@ class graph:
     def records(self) -> Any:
         """The raw node records of this capture (after exit), or None without annotations."""
         return self._records[0] if self._records else None
+
+
+def recover_failed_capture(cuda_graph: Any, stream_ctx: Any = None) -> None:
+    """Leave the process usable after ``capture_end`` raised (an invalidated capture).
+
+    torch's ``capture_end`` throws before its epilogue: ``torch.cuda.graph`` then skips
+    restoring the stream, the caching allocator keeps routing to the graph's pool and the
+    default CUDA generator still believes it is capturing ("Offset increment outside graph
+    capture"). Undo each of those; the generator restarts from its initial seed.
+    """
+    import torch
+
+    if stream_ctx is not None:
+        with contextlib.suppress(Exception):
+            stream_ctx.__exit__(None, None, None)
+    dev = torch.cuda.current_device()
+    with contextlib.suppress(Exception):
+        torch._C._cuda_endAllocateToPool(dev, cuda_graph.pool())
+    with contextlib.suppress(Exception):
+        gen = torch.cuda.default_generators[dev]
+        fresh = torch.Generator(device=f"cuda:{dev}")
+        fresh.manual_seed(gen.initial_seed())
+        gen.graphsafe_set_state(fresh.graphsafe_get_state())
+    with contextlib.suppress(Exception):
+        cuda_graph.reset()
 
 
 def _has_torch_accelerator_graph() -> bool:
@@ -134,6 +162,9 @@ class Graph:
     def capture_end(self) -> None:
         try:
             self._g.capture_end()
+        except BaseException:
+            recover_failed_capture(self._g)
+            raise
         finally:
             self._close_session(publish=True)
         self._instantiated = not self.keep_graph

@@ -124,11 +124,16 @@ def test_sync_inside_capture_fails_cleanly_and_process_stays_usable():
         with graphscope.graph(g, enable_annotations=True):
             m(x).sum().item()  # host sync: illegal while capturing
     assert not native.recorder_active()
+    assert not torch.cuda.is_current_stream_capturing()
+    # RNG and the allocator work again, in eager mode and in a new capture with dropout
+    torch.randn(8, device="cuda").sum().item()
+    drop = torch.nn.Dropout(0.5)
     g2 = torch.cuda.CUDAGraph()
     with graphscope.graph(g2, enable_annotations=True):
-        m(x)
+        y = drop(m(x))
     g2.replay()
     torch.cuda.synchronize()
+    assert y.shape == (16, 32)
 
 
 def test_torch_profiler_still_records_gpu_events_after_graphscope():
