@@ -439,19 +439,30 @@ def _op_mode_cls() -> type:
 
 
 def annotations_active() -> bool:
-    """True inside an annotated capture (``graph(..., enable_annotations=True)``)."""
-    return _ACTIVE is not None and native.recorder_active()
+    """True inside an annotated capture (``graph(..., enable_annotations=True)``).
+
+    A session exists only while the recorder holds its subscription (see :func:`session`).
+    """
+    return _ACTIVE is not None
 
 
 def push(scope_id: int) -> None:
     """Open a scope on this thread (and note it for backward ownership)."""
-    native.push_scope(scope_id)
-    OWNERSHIP.event()
+    ext = native.extension()
+    ext.push_scope(scope_id)
+    own = OWNERSHIP
+    if own.thread == threading.get_ident():
+        own.seqs.append(_seq())
+        own.scopes.append(scope_id)
 
 
 def pop() -> None:
-    native.pop_scope()
-    OWNERSHIP.event()
+    ext = native.extension()
+    ext.pop_scope()
+    own = OWNERSHIP
+    if own.thread == threading.get_ident():
+        own.seqs.append(_seq())
+        own.scopes.append(int(ext.current_scope()))
 
 
 @contextlib.contextmanager

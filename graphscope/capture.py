@@ -293,7 +293,7 @@ def _capture_step(
             out = model(*args)
             with ann.mark_kernels(LOSS_SCOPE, backward=cfg.backward):
                 loss = loss_fn(out)
-            loss.backward()
+                loss.backward()  # the gradient seed (ones_like) belongs to the loss
     finally:
         handle.remove()
     phase("inspect")

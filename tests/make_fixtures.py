@@ -5,6 +5,7 @@ bundle's manifest.
 """
 
 import os
+import subprocess
 import sys
 
 from graphscope.capture import run_capture
@@ -23,11 +24,25 @@ SCENARIOS = [
     ("mlp_annotate", "mlp.py", "step", False),
 ]
 
-for name, model, mode, timing in SCENARIOS:
+
+
+def record(name: str) -> None:
+    _, model, mode, timing = next(s for s in SCENARIOS if s[0] == name)
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", model), mode=mode, replays=4,
                         keep_events=2, output=os.path.join(OUT, name), force=True).validate()
-    res = run_capture(cfg, timing=timing, command="capture" if timing else "annotate",
-                      argv=["graphscope", "capture" if timing else "annotate",
-                            f"sample_models/{model}", "--mode", mode])
+    cmd = "capture" if timing else "annotate"
+    res = run_capture(cfg, timing=timing, command=cmd,
+                      argv=["graphscope", cmd, f"sample_models/{model}", "--mode", mode])
     print(name, res.bundle_path, res.summary["work_nodes"], "work nodes",
           res.join.unjoined_records if res.join else "-", "unjoined", flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        record(sys.argv[2])
+    else:  # one process per bundle, as the CLI runs
+        failed = 0
+        for scenario in SCENARIOS:
+            r = subprocess.run([sys.executable, __file__, OUT, scenario[0]], check=False)
+            failed += r.returncode != 0
+        sys.exit(1 if failed else 0)

@@ -165,13 +165,13 @@ def _tooltip(n: Node) -> str:
 
 def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions) -> None:
     depth = 1 if opts.depth is None else opts.depth
-    group: dict[Node, str] = {}
+    group: dict[int, str] = {}  # local id -> collapsed node
     stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "t": 0.0, "bwd": 0})
     for n in nodes:
         key = "/".join(_group_key(n, DotOptions(group=opts.group, depth=depth))[-1:]) or "all"
         if n.phase == "backward" and opts.group == "module":
             key += " (bwd)"
-        group[n] = key
+        group[n.local_id] = key
         s = stats[key]
         s["n"] += 1
         s["t"] += n.median_ns or 0.0
@@ -185,7 +185,7 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
         if s["bwd"]:
             attrs["style"] = _q("filled,rounded,dashed")
         dot.add_node(pydot.Node(ids[k], **attrs))
-    by_local = {n.local_id: group[n] for n in nodes}
+    by_local = group
     seen = set()
     for a, b in g.edges:
         ka, kb = by_local.get(a), by_local.get(b)

@@ -155,18 +155,33 @@ class Bundle:
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
 _PARENS = re.compile(r"\([^()]*\)")
+# Names that say little alone: qualify them with what their template arguments instantiate.
+_GENERIC = {"Kernel", "Kernel2", "kernel", "vectorized_elementwise_kernel", "elementwise_kernel",
+            "unrolled_elementwise_kernel", "reduce_kernel", "device_kernel"}
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_QUALIFYING = re.compile(r"Functor|functor|Impl|_kernel_cuda|_sgemm|_gemm")
+_NOT_QUALIFYING = {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "func_wrapper_t", "ReduceOp",
+                   "TensorIteratorBase", "OffsetCalculator"}
 
 
 def short_kernel_name(name: str) -> str:
-    """``void at::native::foo<4, F>(int, F)`` -> ``foo``; plain C names pass through."""
+    """``void at::native::foo<4, F>(int, F)`` -> ``foo``; generic names keep a qualifier
+    (``vectorized_elementwise_kernel<GeluCUDAKernelImpl>``); plain C names pass through."""
     s = name.strip()
     if s.startswith("void "):
         s = s[5:]
     prev = None
-    while prev != s:  # strip nested template args and parameter lists, innermost first
-        prev = s
-        s = _TEMPLATE.sub("", s)
-        s = _PARENS.sub("", s)
-    s = s.split("::")[-1].strip()
-    s = s.split(" ")[-1] if " " in s else s
-    return s or name[:60]
+    base = s
+    while prev != base:  # strip nested template args and parameter lists, innermost first
+        prev = base
+        base = _TEMPLATE.sub("", base)
+        base = _PARENS.sub("", base)
+    base = base.split("::")[-1].strip()
+    base = base.split(" ")[-1] if " " in base else base
+    if not base:
+        return name[:60]
+    if base in _GENERIC and "<" in s:
+        for ident in _IDENT.findall(s[s.index("<"):]):
+            if _QUALIFYING.search(ident) and ident not in _NOT_QUALIFYING:
+                return f"{base}<{ident}>"
+    return base

@@ -22,14 +22,9 @@ def fmt_ns(ns: Optional[float]) -> str:
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     timed = summary.get("replays", 0) > 0
     t = Table(title="GPU time by module (median per replay)", title_justify="left")
-    t.add_column("module", no_wrap=True)
-    if timed:
-        t.add_column("time", justify="right")
-        t.add_column("%", justify="right")
-        t.add_column("fwd", justify="right")
-        t.add_column("bwd", justify="right")
-    t.add_column("kernels", justify="right")
-    t.add_column("fwd/bwd", justify="right")
+    t.add_column("module", no_wrap=True, overflow="ellipsis")
+    for col in (["time", "%", "fwd", "bwd"] if timed else []) + ["kernels", "fwd/bwd"]:
+        t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
         if depth is not None and row["level"] > depth:
             continue
@@ -49,11 +44,11 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
     t = Table(title=title + (" by time" if timed else " by count"), title_justify="left")
-    t.add_column(key, no_wrap=True, max_width=60)
-    t.add_column("count", justify="right")
+    t.add_column(key, no_wrap=True, max_width=56, overflow="ellipsis")
+    t.add_column("count", justify="right", no_wrap=True)
     if timed:
-        t.add_column("time", justify="right")
-        t.add_column("%", justify="right")
+        t.add_column("time", justify="right", no_wrap=True)
+        t.add_column("%", justify="right", no_wrap=True)
     for r in rows:
         cells = [str(r[key]), str(r["count"])]
         if timed:

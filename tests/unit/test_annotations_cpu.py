@@ -1,0 +1,241 @@
+"""Reference semantics that need no GPU: the scope table, normalisation and the backward
+attribution machinery on CPU autograd (SPEC MK3-MK12)."""
+
+import inspect
+import pickle
+import threading
+
+import pytest
+import torch
+
+import graphscope
+from graphscope import annotations as A
+from graphscope import native
+from graphscope._errors import AnnotationError
+
+from ._fake import current, fake_session
+
+
+class Spy(torch.autograd.Function):
+    """Identity whose backward records the annotation a kernel launched there would get."""
+
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        Spy.seen.append(current())
+        return g * 1
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    Spy.seen = []
+    yield
+    assert native.current_scope() == -1
+
+
+def test_mk3_noop_outside_capture():  # MK3
+    with graphscope.mark_kernels("eager"):
+        assert native.current_scope() == -1
+        torch.ones(2) * 2
+
+
+def test_mk10_backward_keyword_is_the_feature_probe():  # MK10
+    assert "backward" in inspect.signature(graphscope.mark_kernels).parameters
+
+
+def test_mk12_str_becomes_name_and_values_must_pickle():  # MK12
+    with fake_session():
+        with graphscope.mark_kernels("attn"):
+            assert current() == {"name": "attn"}
+    with pytest.raises(AnnotationError, match="'fn'.*cannot be pickled"):
+        with graphscope.mark_kernels({"fn": lambda: 1}):
+            pass
+    with pytest.raises(AnnotationError, match="str or a dict"):
+        with graphscope.mark_kernels(3):
+            pass
+    with pytest.raises(AnnotationError, match="key 1 is not a str"):
+        with graphscope.mark_kernels({1: threading.Lock()}):
+            pass
+
+
+def test_mk4_nested_merge_inner_wins():  # MK4
+    with fake_session():
+        with graphscope.mark_kernels({"name": "outer", "a": 1, "b": 1}):
+            with graphscope.mark_kernels({"name": "inner", "b": 2}):
+                assert current() == {"name": "inner", "a": 1, "b": 2}
+            assert current() == {"name": "outer", "a": 1, "b": 1}
+
+
+def test_scope_ids_are_interned_and_depth_does_not_grow_the_table():
+    with fake_session():
+        with graphscope.mark_kernels("x"):
+            a = native.current_scope()
+        n = len(A.SCOPES)
+        for _ in range(100):
+            with graphscope.mark_kernels("x"):
+                assert native.current_scope() == a
+        assert len(A.SCOPES) == n
+
+
+def test_mk5_mk6_backward_bracketed_with_phase():  # MK5, MK6
+    x = torch.randn(3, requires_grad=True)
+    with fake_session():
+        with graphscope.mark_kernels({"name": "f", "autograd_phase": "user"}):
+            assert current()["autograd_phase"] == "user"
+            y = Spy.apply(x)
+        z = Spy.apply(y)  # outside any scope
+        z.sum().backward()
+    assert Spy.seen == [{}, {"name": "f", "autograd_phase": "backward"}]
+
+
+def test_mk5_backward_in_a_later_session():  # MK5
+    x = torch.randn(3, requires_grad=True)
+    with fake_session():
+        with graphscope.mark_kernels("layer"):
+            y = Spy.apply(x)
+    with fake_session():
+        y.sum().backward()
+    assert Spy.seen == [{"name": "layer", "autograd_phase": "backward"}]
+
+
+def test_mk7_backward_outside_session_does_nothing():  # MK7
+    x = torch.randn(3, requires_grad=True)
+    with fake_session():
+        with graphscope.mark_kernels("f"):
+            y = Spy.apply(x)
+        h = y * 2
+    h.sum().backward()
+    assert Spy.seen == [{}]
+
+
+def test_mk8_higher_order_gradients_inherit():  # MK8
+    x = torch.randn(3, requires_grad=True)
+    seen = []
+    with fake_session():
+        with graphscope.mark_kernels("f"):
+            y = torch.tanh(x).sum()
+        (gx,) = torch.autograd.grad(y, x, create_graph=True)
+        owners = {type(n).__name__: dict(A.SCOPES.annotation(s))
+                  for n, s in A.OWNERSHIP.explicit.items()}
+        assert owners["TanhBackwardBackward0"] == {"name": "f", "autograd_phase": "backward"}
+        gx.grad_fn.register_prehook(lambda g: None)
+        node = gx.grad_fn  # made by the first backward while the hooked node ran
+        node.register_hook(lambda gi, go: seen.append(current()))
+        gx.pow(2).sum().backward()
+    assert seen == [{"name": "f", "autograd_phase": "backward"}]
+
+
+def test_mk8_checkpoint_recompute_gets_module_scope_and_recompute_flag():  # MK8
+    from torch.utils.checkpoint import checkpoint
+
+    class Inner(torch.nn.Module):
+        def forward(self, x):
+            Spy.seen.append(("fwd", current()))
+            return Spy.apply(torch.sin(x))  # sin saves x: backward must recompute
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return checkpoint(self.inner, x, use_reentrant=False)
+
+    m = Outer()
+    x = torch.randn(3, requires_grad=True)
+    with A.register_module_annotations(m), fake_session():
+        m(x).sum().backward()
+    fwd = [a for tag, a in [s for s in Spy.seen if isinstance(s, tuple)]]
+    assert fwd[0] == {"module_name": "L.inner"}
+    assert fwd[1]["recompute"] is True and fwd[1]["module_name"] == "L.inner"
+    assert fwd[1]["autograd_phase"] == "backward"
+
+
+def test_mk9_accumulate_grad_gets_no_scope():  # MK9
+    w = torch.randn(3, requires_grad=True)
+    seen = []
+    with fake_session():
+        with graphscope.mark_kernels("f"):
+            y = w * 2
+        acc = y.grad_fn.next_functions[0][0]
+        assert type(acc).__name__ == "AccumulateGrad"
+        acc.register_hook(lambda gi, go: seen.append(current()))  # runs after graphscope's
+        y.sum().backward()
+    assert seen == [{}]
+
+
+def test_mk10_backward_false_forward_only():  # MK10
+    x = torch.randn(3, requires_grad=True)
+    with fake_session():
+        with graphscope.mark_kernels("outer"):
+            with graphscope.mark_kernels("fo", backward=False):
+                assert current() == {"name": "fo"}
+                y = Spy.apply(x)
+        with graphscope.mark_kernels("alone", backward=False):
+            z = Spy.apply(y)
+        z.sum().backward()
+    # "alone" has no enclosing backward scope; "fo" falls back to its enclosing "outer"
+    assert Spy.seen == [{}, {"name": "outer", "autograd_phase": "backward"}]
+
+
+def test_module_annotations_fqn_depth_and_removal():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU()))
+    got = []
+    h = m[1][0].register_forward_pre_hook(lambda *a: got.append(current()))
+    x = torch.randn(1, 2)
+    with A.register_module_annotations(m), fake_session():
+        m(x)
+    with A.register_module_annotations(m, depth=1), fake_session():
+        m(x)
+    with fake_session():
+        m(x)
+    h.remove()
+    assert got == [{"module_name": "L.1.0"}, {"module_name": "L.1"}, {}]
+    assert not A._MODULES.handles  # global hooks removed when no module is registered
+
+
+def test_stream_annotation_is_the_outermost_layer():
+    sid = A.SCOPES.child(-1, {"name": "x", "stream": "inner"})
+    merged = A.SCOPES.with_base(sid, {"stream": "side", "other": 1})
+    assert dict(A.SCOPES.annotation(merged)) == {"stream": "inner", "other": 1, "name": "x"}
+
+
+def test_op_recording_notes_aten_op_shapes_and_user_line():
+    x = torch.randn(4, 3)
+    with fake_session(record_ops=True):
+        prev = native.set_current_op(-1)
+        torch.mm(x, x.t())
+        native.set_current_op(prev)
+    recs = [A.OPS[i] for i in range(len(A.OPS))]
+    mm = [r for r in recs if r.op == "aten::mm"]
+    assert mm and mm[-1].shapes == "float32[4,3], float32[3,4]"
+    assert mm[-1].source.endswith("(test_op_recording_notes_aten_op_shapes_and_user_line)")
+    assert "test_annotations_cpu.py:" in mm[-1].source
+
+
+def test_saved_map_is_pytorch_shape(tmp_path):
+    A.STORE.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
+    A.STORE.rekey(7, 9)
+    try:
+        p = graphscope.save_kernel_annotations(tmp_path / "a.pkl")
+        with open(p, "rb") as f:
+            assert pickle.load(f) == {9 << 32: [{"name": "a"}], (9 << 32) | 2: [{"name": "b"}]}
+        A.STORE.rekey(7, 10)  # a new instantiate: old keys go
+        assert set(graphscope.get_kernel_annotations()) == {10 << 32, (10 << 32) | 2}
+    finally:
+        graphscope.clear_kernel_annotations()
+
+
+def test_clone_map_keys_only_exec_nodes():
+    A.STORE.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
+    try:
+        n = A.STORE.rekey(3, 4, clones={(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5})
+        assert n == 1 and dict(graphscope.get_kernel_annotations()) == {
+            (4 << 32) | 1: [{"name": "a"}]}
+    finally:
+        graphscope.clear_kernel_annotations()

@@ -1,0 +1,114 @@
+"""The CLI through click's CliRunner and end to end through a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from graphscope.cli.main import cli, main
+from graphscope.native import probe
+from tests.conftest import DATA, ROOT
+
+NO_GPU = not probe(try_subscribe=False).gpu
+
+
+def _fixture(name):
+    p = os.path.join(DATA, name)
+    if not os.path.isdir(p):
+        pytest.skip(f"fixture {name} not recorded")
+    return p
+
+
+def test_help_lists_commands():
+    r = CliRunner().invoke(cli, ["--help"])
+    assert r.exit_code == 0
+    for c in ("capture", "annotate", "dump", "report", "doctor"):
+        assert c in r.output
+
+
+def test_subprocess_help_and_version():
+    r = subprocess.run([sys.executable, "-m", "graphscope", "--version"], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0 and "graphscope, version" in r.stdout
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
+@pytest.mark.parametrize("cmd", ["capture", "annotate"])
+def test_capture_without_gpu_is_one_clear_line(cmd, capsys):
+    rc = main([cmd, os.path.join(ROOT, "sample_models", "mlp.py")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "needs an NVIDIA GPU" in err[0] and "graphscope dump" in err[0]
+    assert "graphscope report" in err[0]
+
+
+def test_doctor_runs_anywhere():
+    r = subprocess.run([sys.executable, "-m", "graphscope", "doctor", "--json"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert "can_capture" in d and "header_cupti_api_version" in d
+    if NO_GPU:
+        assert d["can_capture"] is False and d["problems"]
+
+
+def test_report_json_and_tables(capsys):
+    p = _fixture("mlp_step")
+    assert main(["report", p, "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["replays"] > 0 and s["modules"][0]["module"] == "L"
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "1"], terminal_width=120)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert any(line.startswith("│ L ") for line in lines)
+    assert any("fc1" in line for line in lines) and any("(loss)" in line for line in lines)
+    assert "Top kernels by time" in r.output and "aten::addmm" in r.output
+
+
+def test_report_errors_are_one_line(tmp_path, capsys):
+    rc = main(["report", str(tmp_path / "missing")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == [f"graphscope: error: {tmp_path / 'missing'}: no such bundle directory"]
+
+
+def test_dump_dot_raw_trace_annotations(tmp_path):
+    pytest.importorskip("pydot")
+    p = _fixture("mlp_step")
+    for flag, name in (("--dot", "a.dot"), ("--raw", "r.dot"), ("--trace", "t.json"),
+                       ("--annotations", "ann.json")):
+        out = tmp_path / name
+        rc = main(["dump", p, flag, "-o", str(out)])
+        assert rc == 0 and out.exists(), flag
+    assert "digraph" in (tmp_path / "a.dot").read_text()
+    assert "graph_" in (tmp_path / "r.dot").read_text()
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    ann = json.loads((tmp_path / "ann.json").read_text())
+    assert all(int(k) >> 32 for k in ann)
+    assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot")]) == 2  # exists, no --force
+    assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot"), "--force"]) == 0
+
+
+def test_dump_svg_without_graphviz(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pydot")
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    rc = main(["dump", _fixture("mlp_step"), "--format", "svg", "-o", str(tmp_path / "x.svg")])
+    assert rc == 2 and "install Graphviz" in capsys.readouterr().err
+    assert not (tmp_path / "x.svg").exists()
+
+
+def test_dump_trace_of_annotate_bundle_explains(capsys):
+    rc = main(["dump", _fixture("mlp_annotate"), "--trace", "-o", "-"])
+    assert rc == 2 and "no replay events" in capsys.readouterr().err
+
+
+def test_end_to_end_subprocess_dump_writes_json(tmp_path):
+    out = tmp_path / "trace.json"
+    r = subprocess.run([sys.executable, "-m", "graphscope", "dump", _fixture("cnn_step"),
+                        "--trace", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"Wrote {out}"
+    tr = json.loads(out.read_text())
+    assert any(e.get("args", {}).get("autograd_phase") == "backward" for e in tr["traceEvents"])

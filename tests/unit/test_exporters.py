@@ -1,0 +1,92 @@
+"""DOT and Chrome/Perfetto trace exports from recorded bundles."""
+
+import json
+import os
+import re
+
+import pytest
+
+from graphscope._errors import GraphscopeError
+from graphscope.bundle import read_bundle
+from graphscope.exporters.dot import DotOptions, build_dot, render
+from graphscope.exporters.trace import build_trace
+from tests.conftest import DATA
+
+
+def _b(name):
+    p = os.path.join(DATA, name)
+    if not os.path.isdir(p):
+        pytest.skip(f"fixture {name} not recorded")
+    return read_bundle(p)
+
+
+def test_dot_clusters_follow_module_tree_and_keep_edges():
+    pydot = pytest.importorskip("pydot")
+    b = _b("mlp_step")
+    text, notes = build_dot(b)
+    assert not notes
+    g = pydot.graph_from_dot_data(text)[0]
+    labels = {sg.get_label().strip('"') for sg in _all_subgraphs(g)}
+    assert {"L", "fc1", "fc2", "head", "act"} <= labels
+    n_edges = len(re.findall(r" -> ", text))
+    assert n_edges == len(b.graphs[0].edges)
+    assert "dashed" in text  # backward nodes are styled
+    assert build_dot(b)[0] == text  # deterministic
+
+
+def _all_subgraphs(g):
+    for sg in g.get_subgraphs():
+        yield sg
+        yield from _all_subgraphs(sg)
+
+
+def test_dot_collapse_filter_and_group():
+    pytest.importorskip("pydot")
+    b = _b("cnn_step")
+    text, _ = build_dot(b, DotOptions(collapse=True, depth=1))
+    assert "nodes" in text and text.count("->") >= 1
+    text, _ = build_dot(b, DotOptions(filter=r"layer1\.0"))
+    assert "conv" in text or "bn" in text
+    assert "stem" not in text.replace("L.stem", "")
+    text, _ = build_dot(b, DotOptions(group="phase"))
+    assert '"backward"' in text and '"forward"' in text
+
+
+def test_dot_auto_collapse_above_threshold(monkeypatch):
+    pytest.importorskip("pydot")
+    from graphscope.exporters import dot
+
+    monkeypatch.setattr(dot, "AUTO_COLLAPSE_NODES", 10)
+    text, notes = build_dot(_b("mlp_step"))
+    assert notes and "collapsed" in notes[0]
+
+
+def test_render_without_graphviz_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(GraphscopeError, match="install Graphviz"):
+        render("digraph {}", "svg", str(tmp_path / "x.svg"))
+
+
+def test_trace_is_valid_trace_event_json_with_annotations():
+    b = _b("mlp_step")
+    tr = json.loads(json.dumps(build_trace(b)))
+    evs = tr["traceEvents"]
+    xs = [e for e in evs if e["ph"] == "X"]
+    for e in xs:
+        assert {"name", "ph", "ts", "dur", "pid", "tid"} <= set(e)
+        assert isinstance(e["ts"], (int, float)) and e["dur"] >= 0
+    kern = [e for e in xs if e.get("cat") == "kernel"]
+    assert len(kern) == len([n for n in b.work_nodes() if n.type == "kernel"]) * len(
+        {e["replay"] for e in b.events})
+    assert all("graph node id" in e["args"] for e in kern)
+    assert any(e["args"].get("module_name") == "L.fc1" and e["args"].get("op") for e in kern)
+    spans = [e for e in xs if e.get("cat") == "module"]
+    top = [s for s in spans if s["args"]["module_name"] == "L" and s["args"]["replay"] == 0][0]
+    kids = [s for s in spans if s["args"]["module_name"].startswith("L.")
+            and s["args"]["replay"] == 0]
+    assert kids and all(top["ts"] <= k["ts"] and k["ts"] + k["dur"] <= top["ts"] + top["dur"]
+                        + 1e-6 for k in kids)
+    lanes = {e["tid"] for e in kern}
+    assert lanes == set(range(len(lanes)))  # compacted stream lanes
+    names = [e for e in evs if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert names

@@ -1,0 +1,40 @@
+"""graphs/join.py on synthetic activity columns."""
+
+import numpy as np
+
+from graphscope.graphs.join import join
+
+
+def _cols(rows):
+    a = np.array(rows, dtype=np.int64)
+    return dict(graph_node_id=a[:, 0].astype(np.uint64), correlation=a[:, 1], start_ns=a[:, 2],
+                end_ns=a[:, 3], stream=a[:, 4], kind=a[:, 5])
+
+
+def test_replays_ranked_by_correlation_per_exec_graph():
+    e1, e2 = 2 << 32, 3 << 32
+    rows = [
+        # node, corr, start, end, stream, kind
+        (e1 | 0, 10, 100, 110, 7, 0), (e1 | 1, 10, 111, 131, 7, 0),
+        (0, 11, 132, 140, 7, 0),  # eager kernel between graph launches (loss in callables mode)
+        (e2 | 0, 12, 141, 151, 7, 1),
+        (e1 | 0, 20, 200, 212, 7, 0), (e1 | 1, 20, 213, 230, 7, 0),
+        (e2 | 0, 22, 231, 236, 7, 1),
+        (e1 | 9, 20, 240, 241, 7, 0),  # a graph record that matches no node
+    ]
+    ids = {e1 | 0: "forward", e1 | 1: "forward", e2 | 0: "backward"}
+    r = join(**_cols(rows), exec_node_ids=ids, keep_events=1)
+    assert r.replays == 2
+    assert r.durations_ns == {e1 | 0: [10, 12], e1 | 1: [20, 17], e2 | 0: [10, 5]}
+    assert r.replay_kernel_ns == [40, 34]
+    assert r.replay_span_ns == [51, 36]
+    assert (r.joined_records, r.unjoined_records, r.outside_graph_records) == (6, 1, 1)
+    assert [e["replay"] for e in r.events] == [0, 0, 0]
+    assert r.events[0] == {"replay": 0, "graph": "forward", "exec_node_id": e1 | 0,
+                           "start_ns": 0, "dur_ns": 10, "stream": 7, "kind": "kernel"}
+    assert r.events[2]["kind"] == "memcpy"
+
+
+def test_empty():
+    r = join(**_cols([(0, 1, 1, 2, 0, 0)]), exec_node_ids={5: "step"})
+    assert r.replays == 0 and r.durations_ns == {} and r.events == []

@@ -1,0 +1,77 @@
+"""The extension and its door on a machine without a GPU."""
+
+import subprocess
+import sys
+
+import pytest
+
+from graphscope import _errors, native
+
+
+def test_import_does_not_import_torch_or_need_a_gpu():
+    r = subprocess.run([sys.executable, "-c",
+                        "import sys, graphscope; import graphscope.cli.main;"
+                        "print('torch' in sys.modules)"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_scope_stack_is_per_thread_and_slot_is_retired():
+    import threading
+
+    ext = native.extension()
+    ext.push_scope(5)
+    other = []
+    t = threading.Thread(target=lambda: other.append(ext.current_scope()))
+    t.start()
+    t.join()
+    assert other == [-1] and ext.current_scope() == 5
+    assert ext.pop_scope() == 5 and ext.current_scope() == -1
+    ext.set_slot(9)
+    assert ext.current_scope() == 9
+    ext.push_scope(3)
+    assert ext.current_scope() == 3  # a pushed scope beats the slot
+    ext.pop_scope()
+    ext.retire_slots()
+    assert ext.current_scope() == -1
+
+
+def test_probe_without_gpu_says_why():
+    caps = native.probe(try_subscribe=True)
+    if caps.can_capture:
+        pytest.skip("this machine has a GPU")
+    assert caps.extension
+    assert not caps.can_capture and caps.problems
+    assert caps.details["header_cupti_api_version"] >= 130000
+
+
+@pytest.mark.parametrize(
+    ("raw", "cls", "text"),
+    [
+        ("cupti:39:cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (holder: kineto)",
+         _errors.CuptiSubscriberError, "torch.profiler already ran in this process"),
+        ("cupti:35:cuptiSubscribe: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+         _errors.CuptiPrivilegesError, "NVreg_RestrictProfilingToAdminUsers=0"),
+        ("cupti:1:cuptiActivityEnable: CUPTI_ERROR_INVALID_PARAMETER", _errors.CuptiError,
+         "cuptiActivityEnable"),
+        ("notloaded:0:libcupti/libcuda not loaded", _errors.NativeUnavailableError, "not loaded"),
+        ("plain message", _errors.GraphscopeError, "plain message"),
+    ],
+)
+def test_cupti_errors_become_actionable_graphscope_errors(raw, cls, text):
+    err = native.translate(RuntimeError(raw))
+    assert type(err) is cls and text in str(err)
+    if cls is _errors.CuptiSubscriberError:
+        assert "holder: kineto" in str(err) and "fresh process" in str(err)
+
+
+def test_demangle():
+    assert native.demangle("_ZN2at6native3fooEv") == "at::native::foo()"
+
+
+def test_no_gpu_error_before_touching_cupti():
+    caps = native.probe(try_subscribe=False)
+    if caps.gpu:
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(_errors.NoGPUError):
+        native.ensure_loaded()
