@@ -3,8 +3,9 @@ PY            ?= python3
 VENV          ?= .venv
 BIN           := $(VENV)/bin
 TORCH_SPEC    ?= torch==2.13.0
-# Pinned to the CUDA 13.0 line that torch 2.11+cu130 ships: headers only, never linked.
-CUDA_HEADERS  ?= nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85
+# Pinned to the CUDA 13.0 line that torch 2.11+cu130 ships: headers only, never linked
+# (cuda.h from runtime, cupti.h from cupti, crt/host_defines.h that they include from crt).
+CUDA_HEADERS  ?= nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85 nvidia-cuda-crt==13.0.88
 PYTEST_ARGS   ?=
 
 .PHONY: help install build-ext test test-gpu lint demo bench fixtures clean
