@@ -23,9 +23,9 @@ class TwoTower(nn.Module):
         self._side.wait_stream(main)
         with torch.cuda.stream(self._side):
             r = self.right(x)
-        l = self.left(x)
+        left = self.left(x)
         main.wait_stream(self._side)
-        return l + r
+        return left + r
 
 
 def graphscope_model():

@@ -83,8 +83,10 @@ def test_round_trip_is_byte_identical(tmp_path):
     timeline = json.load(open(os.path.join(b.path, "timeline.json")))
     timeline.pop("schema_version")
     manifest = {k: v for k, v in b.manifest.items() if k not in ("schema_version", "files")}
+    with open(os.path.join(b.path, "raw/step.dot")) as f:
+        raw = {"step": f.read()}
     kw = dict(manifest=manifest, graphs=list(b.graphs), timeline=timeline,
-              summary=summarize(b), raw_dot={"step": open(os.path.join(b.path, "raw/step.dot")).read()})
+              summary=summarize(b), raw_dot=raw)
     a1 = write_bundle(str(tmp_path / "a"), **kw)
     a2 = write_bundle(str(tmp_path / "b"), **kw)
     for f in ("graph.json", "annotations.json", "annotations.pkl", "timeline.json",
@@ -109,7 +111,8 @@ def test_write_refuses_existing_and_leaves_nothing_half_written(tmp_path):
             raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError):
-        write_bundle(str(tmp_path / "new"), manifest={}, graphs=list(b.graphs), raw_dot=Boom({"step": "digraph {}"}))
+        write_bundle(str(tmp_path / "new"), manifest={}, graphs=list(b.graphs),
+                     raw_dot=Boom({"step": "digraph {}"}))
     assert sorted(os.listdir(tmp_path)) == ["out"]  # no temp dir, no partial bundle
 
 

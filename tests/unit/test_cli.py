@@ -7,8 +7,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from graphscope.cli.main import cli, main
+
 from graphscope.native import probe
 from tests.conftest import DATA, ROOT
 
@@ -71,7 +71,8 @@ def test_report_json_and_tables(capsys):
 def test_report_errors_are_one_line(tmp_path, capsys):
     rc = main(["report", str(tmp_path / "missing")])
     err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and err == [f"graphscope: error: {tmp_path / 'missing'}: no such bundle directory"]
+    want = f"graphscope: error: {tmp_path / 'missing'}: no such bundle directory"
+    assert rc == 2 and err == [want]
 
 
 def test_dump_dot_raw_trace_annotations(tmp_path):
