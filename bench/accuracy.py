@@ -77,21 +77,28 @@ def eager_counts(name):
         return "(unattributed)"
 
     counts = Counter()
+    names = {}
     for e in events:
         kernels = [k for k in getattr(e, "kernels", []) if not k.name.startswith(SKIP)]
         if not kernels:
             continue
-        node = e
+        node, module = e, None
         while node is not None and not node.name.startswith("autograd::engine::evaluate_function"):
+            if module is None and node.name.startswith("module::"):
+                module = node.name[8:]  # innermost module range (checkpoint recompute too)
             node = node.cpu_parent
         if node is None:
-            counts[(module_of(e), "forward")] += len(kernels)
+            key = (module or "(unattributed)", "forward")
         elif "AccumulateGrad" in node.name:
             continue
+        elif module is not None:  # a module's forward re-run inside backward: recompute
+            key = (module, "backward")
         else:
             fwd = by_seq.get(node.sequence_nr)
-            counts[(module_of(fwd) if fwd else "(unattributed)", "backward")] += len(kernels)
-    return counts
+            key = (module_of(fwd) if fwd else "(unattributed)", "backward")
+        counts[key] += len(kernels)
+        names.setdefault(key, []).extend(k.name[:80] for k in kernels)
+    return counts, names
 
 
 def capture_counts(name):
@@ -102,15 +109,19 @@ def capture_counts(name):
                         output=f"/tmp/gs-accuracy/{name}", force=True).validate()
     res = run_capture(cfg, timing=False)
     counts = Counter()
+    names = {}
     for n in res.bundle.work_nodes():
         if n.type == "kernel":
-            counts[(n.module, n.phase if n.annotation else "unknown")] += 1
-    return counts
+            key = (n.module, n.phase if n.annotation else "unknown")
+            counts[key] += 1
+            names.setdefault(key, []).append((n.demangled or n.kernel or "?")[:80])
+    return counts, names
 
 
 def worker(kind, name):
-    c = eager_counts(name) if kind == "eager" else capture_counts(name)
-    print("RESULT " + json.dumps([[m, p, n] for (m, p), n in sorted(c.items())]), flush=True)
+    c, names = eager_counts(name) if kind == "eager" else capture_counts(name)
+    print("RESULT " + json.dumps([[m, p, n, names.get((m, p), [])]
+                                  for (m, p), n in sorted(c.items())]), flush=True)
 
 
 def _run(kind, name):
@@ -119,10 +130,12 @@ def _run(kind, name):
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
     if r.returncode != 0 or not line:
         raise SystemExit(f"{kind} {name} failed: {r.stderr[-3000:]}")
-    return {(m, p): n for m, p, n in json.loads(line[0][7:])}
+    rows = json.loads(line[0][7:])
+    return {(m, p): n for m, p, n, _ in rows}, {(m, p): k for m, p, _, k in rows}
 
 
-def compare(eager, cap):
+def compare(eager_run, cap_run):
+    (eager, eager_names), (cap, cap_names) = eager_run, cap_run
     rows = sorted(set(eager) | set(cap))
     agree = [r for r in rows if eager.get(r, 0) == cap.get(r, 0)]
     out = {}
@@ -133,7 +146,9 @@ def compare(eager, cap):
     out["agreement_pct"] = 100.0 * len(agree) / len(rows) if rows else 100.0
     out["rows"] = len(rows)
     out["mismatches"] = [
-        {"module": m, "phase": p, "eager": eager.get((m, p), 0), "graphscope": cap.get((m, p), 0)}
+        {"module": m, "phase": p, "eager": eager.get((m, p), 0), "graphscope": cap.get((m, p), 0),
+         "eager_kernels": eager_names.get((m, p), []),
+         "graphscope_kernels": cap_names.get((m, p), [])}
         for (m, p) in rows if eager.get((m, p), 0) != cap.get((m, p), 0)
     ]
     return out

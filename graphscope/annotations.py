@@ -357,14 +357,21 @@ class _Session:
                 node.register_hook(_claim_hook(bsid))
 
 
+_SLOT_HOOKS: dict[int, Any] = {}
+
+
 def _slot_hook(scope_id: int) -> Any:
-    set_slot = native.extension().set_slot
+    """One shared pre-hook per backward scope."""
+    hook = _SLOT_HOOKS.get(scope_id)
+    if hook is None:
+        set_slot = native.extension().set_slot
 
-    def pre(grad_outputs: Any) -> None:
-        if _ACTIVE is not None:  # MK7: outside an annotated capture, do nothing
-            set_slot(scope_id)
+        def hook(grad_outputs: Any) -> None:
+            if _ACTIVE is not None:  # MK7: outside an annotated capture, do nothing
+                set_slot(scope_id)
 
-    return pre
+        _SLOT_HOOKS[scope_id] = hook
+    return hook
 
 
 def _claim_hook(scope_id: int) -> Any:

@@ -3,6 +3,8 @@
 COMMANDS = {
     "annotate": ("graphscope.cli.commands.annotate", "annotate"),
     "capture": ("graphscope.cli.commands.capture", "capture"),
+    "check": ("graphscope.cli.commands.check", "check"),
+    "diff": ("graphscope.cli.commands.diff", "diff"),
     "doctor": ("graphscope.cli.commands.doctor", "doctor"),
     "dump": ("graphscope.cli.commands.dump", "dump"),
     "report": ("graphscope.cli.commands.report", "report"),

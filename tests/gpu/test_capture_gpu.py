@@ -87,3 +87,35 @@ def test_cli_capture_json_subprocess(tmp_path):
                          os.path.join(SAMPLES, "gpt.py"), "-o", out], capture_output=True,
                         text=True, cwd=ROOT, timeout=600)
     assert r2.returncode == 2 and "already exists" in r2.stderr
+
+
+def test_check_end_to_end_with_junit(tmp_path):
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text("capture: {replays: 3}\nmin_coverage: {forward: 100, backward: 99.5}\n"
+                       "total: {max_kernels: 1000, max_time_us: 100000}\n"
+                       "modules:\n  'L.fc*': {max_kernels: 2}\n")
+    junit = tmp_path / "out.xml"
+    r = subprocess.run([sys.executable, "-m", "graphscope", "check",
+                        os.path.join(SAMPLES, "mlp.py"), "--budget", str(budgets),
+                        "--junit", str(junit)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr  # L.fc1/L.fc2 have 4 and 6 kernels
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(junit.read_text())
+    failed = {tc.get("name") for tc in root.iter("testcase") if tc.find("failure") is not None}
+    assert failed == {"modules[L.fc1].kernels", "modules[L.fc2].kernels"}
+
+
+def test_annotate_cli_writes_pytorch_pickle(tmp_path):
+    out = str(tmp_path / "ann")
+    r = subprocess.run([sys.executable, "-m", "graphscope", "annotate",
+                        os.path.join(SAMPLES, "gpt.py"), "-o", out, "--json"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert s["annotated_nodes"] == s["work_nodes"] > 0
+    with open(s["annotations_pkl"], "rb") as f:
+        amap = pickle.load(f)
+    assert all(isinstance(k, int) and v[0].get("module_name") for k, v in amap.items())
+    assert {v[0].get("autograd_phase") for v in amap.values()} == {None, "backward"}

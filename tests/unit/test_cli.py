@@ -7,8 +7,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from graphscope.cli.main import cli, main
 
+from graphscope.cli.main import cli, main
 from graphscope.native import probe
 from tests.conftest import DATA, ROOT
 

@@ -1,0 +1,77 @@
+"""graphscope check: capture and replay a model, then hold it to a budgets YAML (for CI).
+
+Exit codes: 0 every budget passed, 1 a budget failed, 2 could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+import click
+
+
+def _write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+@click.command()
+@click.argument("model", required=False, type=click.Path())
+@click.option("--budget", "budget_path", required=True, type=click.Path(),
+              help="budgets.yaml (see docs/check.md).")
+@click.option("--baseline", type=click.Path(), default=None,
+              help="A bundle to measure regressions against.")
+@click.option("--junit", type=click.Path(), default=None, help="Write JUnit XML here.")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Keep the captured bundle here (default: a temporary directory).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def check(model: Optional[str], budget_path: str, baseline: Optional[str],
+          junit: Optional[str], output: Optional[str], as_json: bool) -> int:
+    """Capture MODEL, replay it and check the budgets. This runs the code in MODEL."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from graphscope._errors import GraphscopeError
+    from graphscope.bundle import read_bundle
+    from graphscope.checks import CheckResult, evaluate, junit_xml, load_budgets
+    from graphscope.config import merge
+
+    from ._run import run
+
+    budgets = load_budgets(budget_path)
+    base = read_bundle(baseline) if baseline else None
+    opts: dict[str, Any] = {**budgets.capture, "model": model, "force": True}
+    with tempfile.TemporaryDirectory(prefix="graphscope-check-") as tmp:
+        opts["output"] = output or os.path.join(tmp, "bundle")
+        cfg = merge(opts)
+        try:
+            res = run(cfg, "check", timing=True, quiet=True)
+        except GraphscopeError as exc:
+            if junit:
+                _write(junit, junit_xml([CheckResult("capture", False, None, None, str(exc))]))
+            raise
+        results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
+        results += evaluate(res.bundle, budgets, base)
+    failed = [r for r in results if not r.passed]
+    if junit:
+        _write(junit, junit_xml(results))
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in results], indent=1))
+        return 1 if failed else 0
+    con = Console()
+    t = Table(title=f"graphscope check ({len(results) - len(failed)}/{len(results)} passed)",
+              title_justify="left")
+    t.add_column("check", no_wrap=True)
+    t.add_column("result")
+    t.add_column("detail")
+    for r in results:
+        t.add_row(r.name, "[green]pass[/green]" if r.passed else "[red]FAIL[/red]", r.message)
+    con.print(t)
+    if junit:
+        con.print(f"Wrote {junit}")
+    return 1 if failed else 0

@@ -1,0 +1,193 @@
+"""Budgets for CI smoke runs: load a budgets YAML, check a bundle against it, write JUnit XML.
+
+budgets.yaml::
+
+    capture:                      # optional: options of the capture `check` runs
+      mode: step
+      replays: 20
+    min_coverage:                 # % of kernel/memcpy/memset nodes attributed to a module
+      forward: 100
+      backward: 99.5
+    total:
+      max_time_us: 800            # median graph work per replay
+      max_kernels: 300
+    modules:                      # glob patterns on module FQNs; every match must pass
+      "L.blocks.*":
+        max_time_us: 250
+        max_kernels: 60
+    regression:                   # against --baseline BUNDLE
+      max_pct: 10                 # total and every module present in both
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from xml.sax.saxutils import escape, quoteattr
+
+from ._errors import ConfigError
+from .graphs.model import Bundle
+from .reports.diff import diff_summary
+from .reports.summary import coverage, module_rows, summarize
+
+_LIMITS = {"max_time_us": float, "max_kernels": int}
+_SCHEMA: dict[str, Any] = {
+    "capture": {"mode": str, "replays": int, "warmup": int, "depth": int, "entry": str},
+    "min_coverage": {"forward": float, "backward": float},
+    "total": _LIMITS,
+    "modules": "patterns",
+    "regression": {"max_pct": float},
+}
+
+
+@dataclass(frozen=True)
+class Budgets:
+    path: str
+    capture: dict[str, Any] = field(default_factory=dict)
+    min_coverage: dict[str, float] = field(default_factory=dict)
+    total: dict[str, float] = field(default_factory=dict)
+    modules: dict[str, dict[str, float]] = field(default_factory=dict)
+    regression: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    measured: Optional[float]
+    limit: Optional[float]
+    message: str
+
+
+def _type_ok(value: Any, t: type) -> bool:
+    if t is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if t is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, t)
+
+
+def load_budgets(path: str) -> Budgets:
+    """Parse and validate; errors name the file, line and key."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read budgets ({exc.strerror})") from None
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    if root is None:
+        raise ConfigError(f"{path}: empty budgets file")
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{path}:1: the top level must be a mapping")
+    data = yaml.safe_load(text)
+    lines = {k.value: (k.start_mark.line + 1, v) for k, v in root.value}
+
+    def where(node: Any) -> str:
+        return f"{path}:{node.start_mark.line + 1}"
+
+    for key, (line, node) in lines.items():
+        if key not in _SCHEMA:
+            raise ConfigError(f"{path}:{line}: unknown key {key!r} "
+                              f"(known: {', '.join(sorted(_SCHEMA))})")
+        spec = _SCHEMA[key]
+        if not isinstance(node, yaml.MappingNode):
+            raise ConfigError(f"{path}:{line}: {key!r} must be a mapping")
+        entries = [(k, v) for k, v in node.value]
+        if spec == "patterns":
+            for pk, pv in entries:
+                if not isinstance(pv, yaml.MappingNode):
+                    raise ConfigError(f"{where(pk)}: modules.{pk.value!r} must be a mapping")
+                for lk, _ in pv.value:
+                    if lk.value not in _LIMITS:
+                        raise ConfigError(f"{where(lk)}: unknown key "
+                                          f"'modules.{pk.value}.{lk.value}' (known: "
+                                          f"{', '.join(sorted(_LIMITS))})")
+                for lk, lv in data[key][pk.value].items():
+                    if not _type_ok(lv, _LIMITS[lk]):
+                        raise ConfigError(f"{where(pk)}: 'modules.{pk.value}.{lk}' must be a "
+                                          f"number, not {type(lv).__name__}")
+            continue
+        for k, _ in entries:
+            if k.value not in spec:
+                raise ConfigError(f"{where(k)}: unknown key '{key}.{k.value}' "
+                                  f"(known: {', '.join(sorted(spec))})")
+        for k, v in data[key].items():
+            if not _type_ok(v, spec[k]):
+                raise ConfigError(f"{path}:{line}: '{key}.{k}' must be "
+                                  f"{spec[k].__name__}, not {type(v).__name__}")
+    return Budgets(path=path, **{k: dict(v) for k, v in data.items()})
+
+
+def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
+             ) -> list[CheckResult]:
+    """Every budget as a pass/fail result (capture success is the caller's first result)."""
+    out: list[CheckResult] = []
+    cov = coverage(bundle)
+    for phase, minimum in sorted(budgets.min_coverage.items()):
+        got = cov[phase]["pct"]
+        out.append(CheckResult(f"coverage.{phase}", got >= minimum, got, minimum,
+                               f"{phase} module coverage {got:.2f}% (min {minimum}%)"))
+    s = summarize(bundle)
+    if budgets.total:
+        out += _limits("total", s["replay_kernel_median_ns"], s["work_nodes"], budgets.total,
+                       bundle.has_timings)
+    rows = module_rows(bundle)
+    for pattern, limits in budgets.modules.items():
+        matched = [r for r in rows if fnmatch.fnmatchcase(r["module"], pattern)]
+        if not matched:
+            out.append(CheckResult(f"modules[{pattern}]", False, None, None,
+                                   f"no module matches {pattern!r}"))
+        for r in matched:
+            out += _limits(f"modules[{r['module']}]", r["median_ns"], r["kernels"], limits,
+                           bundle.has_timings)
+    if baseline is not None and "max_pct" in budgets.regression:
+        limit = budgets.regression["max_pct"]
+        d = diff_summary(baseline, bundle)
+        t = d["total"]
+        out.append(CheckResult("regression.total", t["delta_pct"] <= limit, t["delta_pct"], limit,
+                               f"total {t['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
+        for r in d["modules"]:
+            if r["only_in"] is None:
+                out.append(CheckResult(
+                    f"regression[{r['module']}]", r["delta_pct"] <= limit, r["delta_pct"], limit,
+                    f"{r['module']} {r['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
+    return out
+
+
+def _limits(name: str, time_ns: float, kernels: int, limits: dict[str, float], timed: bool
+            ) -> list[CheckResult]:
+    out = []
+    if "max_time_us" in limits:
+        lim = limits["max_time_us"]
+        if not timed:
+            out.append(CheckResult(f"{name}.time", False, None, lim, "bundle has no replays"))
+        else:
+            us = time_ns / 1000.0
+            out.append(CheckResult(f"{name}.time", us <= lim, us, lim,
+                                   f"{name}: {us:.1f} µs per replay (max {lim} µs)"))
+    if "max_kernels" in limits:
+        lim = limits["max_kernels"]
+        out.append(CheckResult(f"{name}.kernels", kernels <= lim, kernels, lim,
+                               f"{name}: {kernels} kernels (max {int(lim)})"))
+    return out
+
+
+def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
+    """JUnit XML, one testcase per check."""
+    fails = sum(not r.passed for r in results)
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}">']
+    for r in results:
+        lines.append(f'  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>')
+        if not r.passed:
+            lines.append(f'    <failure message={quoteattr(r.message)}>{escape(r.message)}'
+                         "</failure>")
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"

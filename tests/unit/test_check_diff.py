@@ -1,0 +1,83 @@
+"""Budget logic and bundle diffs on recorded fixtures (issue 9 / issue 6)."""
+
+import os
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from graphscope._errors import ConfigError
+from graphscope.bundle import read_bundle
+from graphscope.checks import evaluate, junit_xml, load_budgets
+from graphscope.cli.main import main
+from graphscope.reports.diff import diff_summary, worst_regression_pct
+from tests.conftest import DATA
+
+
+def _b(name):
+    return read_bundle(os.path.join(DATA, name))
+
+
+def _yaml(tmp_path, text):
+    p = tmp_path / "budgets.yaml"
+    p.write_text(textwrap.dedent(text))
+    return str(p)
+
+
+def test_budgets_pass_and_fail_with_measured_values(tmp_path):
+    b = _b("gpt_step")
+    total_us = b.replay_kernel_ns[0] / 1000
+    p = _yaml(tmp_path, f"""
+        min_coverage: {{forward: 100, backward: 99.5}}
+        total: {{max_time_us: {total_us * 10:.0f}, max_kernels: 10}}
+        modules:
+          "L.blocks.?.attn": {{max_kernels: 100}}
+          "L.nope*": {{max_kernels: 1}}
+    """)
+    res = {r.name: r for r in evaluate(b, load_budgets(p))}
+    assert res["coverage.forward"].passed and res["coverage.backward"].passed
+    assert res["total.time"].passed
+    assert not res["total.kernels"].passed and res["total.kernels"].measured == 114
+    assert res["modules[L.blocks.0.attn].kernels"].passed
+    assert res["modules[L.blocks.1.attn].kernels"].passed
+    assert not res["modules[L.nope*]"].passed
+
+
+def test_regression_against_baseline(tmp_path):
+    p = _yaml(tmp_path, "regression: {max_pct: 1000}\n")
+    res = evaluate(_b("mlp_step"), load_budgets(p), baseline=_b("mlp_step"))
+    assert res and all(r.passed for r in res) and res[0].measured == 0.0
+
+
+@pytest.mark.parametrize(("text", "msg"), [
+    ("totl: {max_kernels: 1}\n", r"budgets\.yaml:1: unknown key 'totl'"),
+    ("total:\n  max_kernel: 1\n", r"budgets\.yaml:2: unknown key 'total\.max_kernel'"),
+    ("total: {max_kernels: many}\n", r"budgets\.yaml:1: 'total\.max_kernels' must be int"),
+    ("modules:\n  L.x:\n    max_ms: 3\n", r"budgets\.yaml:3: unknown key 'modules\.L\.x\.max_ms'"),
+    ("- 1\n", r"budgets\.yaml:1: the top level must be a mapping"),
+])
+def test_budget_errors_name_file_line_key(tmp_path, text, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_budgets(_yaml(tmp_path, text))
+
+
+def test_junit_is_valid_xml(tmp_path):
+    p = _yaml(tmp_path, "total: {max_kernels: 1}\nmin_coverage: {forward: 50}\n")
+    xml = junit_xml(evaluate(_b("mlp_step"), load_budgets(p)))
+    root = ET.fromstring(xml)
+    assert root.tag == "testsuite" and root.get("tests") == "2" and root.get("failures") == "1"
+    assert root.find("testcase/failure").get("message").startswith("total: 24 kernels")
+
+
+def test_diff_same_bundle_is_zero_and_cli_fail_above(tmp_path, capsys):
+    d = diff_summary(_b("mlp_step"), _b("mlp_step"))
+    assert worst_regression_pct(d) == 0.0
+    assert all(r["delta_ns"] == 0 for r in d["modules"])
+    a, b = os.path.join(DATA, "mlp_callables"), os.path.join(DATA, "mlp_step")
+    d2 = diff_summary(_b("mlp_callables"), _b("mlp_step"))
+    loss = [r for r in d2["modules"] if r["module"] == "(loss)"][0]
+    assert loss["only_in"] == "b" and loss["a_kernels"] == 0
+    worst = worst_regression_pct(d2)
+    assert main(["diff", a, b, "--fail-above", str(worst + 1)]) == 0
+    assert main(["diff", a, b, "--fail-above", str(worst - 1)]) == 1
+    assert "FAIL" in capsys.readouterr().out
