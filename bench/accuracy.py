@@ -64,10 +64,21 @@ def eager_counts(name):
     for h in hs:
         h.remove()
     events = list(prof.events())
-    by_seq = {}
+    by_seq = {}  # (thread, sequence nr) -> forward op: sequence numbers are per thread
     for e in events:
         if e.sequence_nr >= 0 and not e.name.startswith("autograd::engine"):
-            by_seq.setdefault(e.sequence_nr, e)
+            by_seq.setdefault((e.thread, e.sequence_nr), e)
+
+    def own_kernels(e):
+        """Kernels listed on e but not on any of its descendants (the profiler can list a
+        launch on an enclosing event too)."""
+        own = Counter((k.name, k.duration) for k in getattr(e, "kernels", []))
+        stack = list(e.cpu_children)
+        while stack and own:
+            c = stack.pop()
+            own -= Counter((k.name, k.duration) for k in getattr(c, "kernels", []))
+            stack.extend(c.cpu_children)
+        return [name for (name, _), n in own.items() for _ in range(n)]
 
     def module_of(e):
         while e is not None:
@@ -79,7 +90,7 @@ def eager_counts(name):
     counts = Counter()
     names = {}
     for e in events:
-        kernels = [k for k in getattr(e, "kernels", []) if not k.name.startswith(SKIP)]
+        kernels = [k for k in own_kernels(e) if not k.startswith(SKIP)]
         if not kernels:
             continue
         node, module = e, None
@@ -94,10 +105,10 @@ def eager_counts(name):
         elif module is not None:  # a module's forward re-run inside backward: recompute
             key = (module, "backward")
         else:
-            fwd = by_seq.get(node.sequence_nr)
+            fwd = by_seq.get((getattr(node, "fwd_thread", None) or e.thread, node.sequence_nr))
             key = (module_of(fwd) if fwd else "(unattributed)", "backward")
         counts[key] += len(kernels)
-        names.setdefault(key, []).extend(k.name[:80] for k in kernels)
+        names.setdefault(key, []).extend(k[:80] for k in kernels)
     return counts, names
 
 

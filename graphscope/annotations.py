@@ -124,15 +124,23 @@ def _freeze(ann: Mapping[str, Any]) -> bytes:
 SCOPES = ScopeTable()
 
 
+_STR_ANNOTATIONS: dict[str, tuple[dict[str, Any], bytes]] = {}
+
+
 def normalize(annotation: Annotation, what: str = "mark_kernels") -> tuple[dict[str, Any], bytes]:
     """MK12: a str ``s`` is ``{"name": s}``; keys must be str and values must pickle.
 
     Returns the dict and its pickle (the scope-interning key).
     """
     if isinstance(annotation, str):
-        ann: dict[str, Any] = {"name": annotation}
-    elif isinstance(annotation, Mapping):
-        ann = dict(annotation)
+        hit = _STR_ANNOTATIONS.get(annotation)
+        if hit is None:
+            hit = ({"name": annotation}, pickle.dumps({"name": annotation}, protocol=4))
+            if len(_STR_ANNOTATIONS) < 4096:
+                _STR_ANNOTATIONS[annotation] = hit
+        return dict(hit[0]), hit[1]
+    if isinstance(annotation, Mapping):
+        ann: dict[str, Any] = dict(annotation)
     else:
         raise AnnotationError(
             f"{what}: annotation must be a str or a dict, not {type(annotation).__name__}"
@@ -512,8 +520,8 @@ class mark_kernels:
 
     def __enter__(self) -> mark_kernels:
         ann, frozen = normalize(self._ann)
-        if annotations_active():
-            push(SCOPES.child(native.current_scope(), ann, self._backward, frozen))
+        if _ACTIVE is not None:
+            push(SCOPES.child(_current_scope(), ann, self._backward, frozen))
             self._pushed = True
         return self
 

@@ -56,42 +56,53 @@ def join(
     st = np.asarray(start_ns, dtype=np.int64)[idx]
     en = np.asarray(end_ns, dtype=np.int64)[idx]
     exec_of = (gn >> np.uint64(32)).astype(np.int64)
+    # Rank launches (correlation ids) within each exec graph, by sorting; np.unique would
+    # lazily import numpy.ma, which alone costs more than the whole join.
     replay = np.zeros(len(idx), dtype=np.int64)
     n_replays = 0
-    for e in np.unique(exec_of):
-        sel = exec_of == e
-        launches, inv = np.unique(corr[sel], return_inverse=True)
-        replay[sel] = inv
-        n_replays = max(n_replays, len(launches))
+    if len(idx):
+        order = np.lexsort((corr, exec_of))
+        e_s, c_s = exec_of[order], corr[order]
+        new_exec = np.ones(len(order), dtype=bool)
+        new_exec[1:] = e_s[1:] != e_s[:-1]
+        new_launch = new_exec.copy()
+        new_launch[1:] |= c_s[1:] != c_s[:-1]
+        launch_no = np.cumsum(new_launch) - 1
+        first = np.maximum.accumulate(np.where(new_exec, launch_no, 0))
+        replay[order] = launch_no - first
+        n_replays = int(replay.max()) + 1
     dur = en - st
     durations: dict[int, list[int]] = {}
-    order = np.lexsort((replay, gn))
-    for i in order.tolist():
-        durations.setdefault(int(gn[i]), []).append(int(dur[i]))
+    if len(idx):
+        order = np.lexsort((replay, gn))
+        gs, ds = gn[order], dur[order]
+        cuts = (np.nonzero(gs[1:] != gs[:-1])[0] + 1).tolist()
+        starts = [0, *cuts]
+        ends = [*cuts, len(gs)]
+        gl, dl = gs.tolist(), ds.tolist()
+        for a, b in zip(starts, ends):
+            durations[int(gl[a])] = dl[a:b]
     kernel_ns = np.bincount(replay, weights=dur, minlength=n_replays).astype(np.int64)
-    span = []
-    for r in range(n_replays):
-        sel = replay == r
-        span.append(int(en[sel].max() - st[sel].min()) if sel.any() else 0)
+    span = [0] * n_replays
+    if len(idx):
+        last = np.full(n_replays, np.iinfo(np.int64).min)
+        first_t = np.full(n_replays, np.iinfo(np.int64).max)
+        np.maximum.at(last, replay, en)
+        np.minimum.at(first_t, replay, st)
+        span = [int(x) for x in (last - first_t)]
     events: list[dict[str, Any]] = []
     if len(idx):
         t0 = int(st.min())
         strm = np.asarray(stream)[idx]
         knd = np.asarray(kind)[idx]
-        for i in np.argsort(st, kind="stable").tolist():
-            if replay[i] >= keep_events:
-                continue
-            events.append(
-                {
-                    "replay": int(replay[i]),
-                    "graph": exec_node_ids[int(gn[i])],
-                    "exec_node_id": int(gn[i]),
-                    "start_ns": int(st[i]) - t0,
-                    "dur_ns": int(dur[i]),
-                    "stream": int(strm[i]),
-                    "kind": KINDS.get(int(knd[i]), "?"),
-                }
-            )
+        keep = np.nonzero(replay < keep_events)[0]
+        keep = keep[np.argsort(st[keep], kind="stable")]
+        for r, g, s, d, sm, k in zip(replay[keep].tolist(), gn[keep].tolist(),
+                                     st[keep].tolist(), dur[keep].tolist(),
+                                     strm[keep].tolist(), knd[keep].tolist()):
+            events.append({"replay": r, "graph": exec_node_ids[g], "exec_node_id": g,
+                           "start_ns": s - t0, "dur_ns": d, "stream": sm,
+                           "kind": KINDS.get(k, "?")})
     return JoinResult(
         replays=n_replays,
         durations_ns=durations,
