@@ -7,6 +7,7 @@ subscription around it and publishes the exec-id annotation map afterwards.
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterator
 from typing import Any, Optional
 
@@ -14,6 +15,28 @@ from . import annotations as _ann
 from ._errors import CaptureError
 
 _ERROR_MODES = ("default", "global", "thread_local", "relaxed")
+
+
+class _GcPause:
+    """Keep Python's cyclic GC from running inside a capture window.
+
+    A collection there can run the destructor of an unreachable CUDAGraph (or other CUDA
+    object) from earlier work; its cudaFree is illegal while a stream captures and invalidates
+    the capture. torch.cuda.graph collects once at entry; graphscope then pauses the collector
+    until the capture ends.
+    """
+
+    def __init__(self) -> None:
+        self._was = False
+
+    def pause(self) -> None:
+        self._was = gc.isenabled()
+        gc.disable()
+
+    def resume(self) -> None:
+        if self._was:
+            gc.enable()
+            self._was = False
 
 
 class graph:
@@ -46,6 +69,7 @@ class graph:
         self._record_ops = record_ops
         self._session: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
+        self._gc = _GcPause()
         self.template_graph_ids: list[int] = []
 
     def __enter__(self) -> graph:
@@ -54,7 +78,8 @@ class graph:
             self._records = stack.enter_context(_ann.session(self._record_ops))
             self._session = stack
         try:
-            self._inner.__enter__()
+            self._inner.__enter__()  # synchronize, gc.collect(), empty_cache, capture_begin
+            self._gc.pause()
         except BaseException:
             if self._session is not None:
                 self._session.close()
@@ -69,6 +94,7 @@ class graph:
             recover_failed_capture(self.cuda_graph, getattr(self._inner, "stream_ctx", None))
             raise
         finally:
+            self._gc.resume()
             if self._session is not None:
                 self._session.close()  # exits modes, releases CUPTI on every path
                 self._session = None
@@ -146,6 +172,7 @@ class Graph:
         self._session: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
         self._instantiated = False
+        self._gc = _GcPause()
 
     # AG5
     def capture_begin(self) -> None:
@@ -154,7 +181,9 @@ class Graph:
             self._records = stack.enter_context(_ann.session(self._record_ops))
             self._session = stack
         try:
+            gc.collect()
             self._g.capture_begin(pool=self._pool, capture_error_mode=self._mode)
+            self._gc.pause()
         except BaseException:
             self._close_session(publish=False)
             raise
@@ -166,6 +195,7 @@ class Graph:
             recover_failed_capture(self._g)
             raise
         finally:
+            self._gc.resume()
             self._close_session(publish=True)
         self._instantiated = not self.keep_graph
 
