@@ -5,12 +5,12 @@ GRAPHNODE_CREATED callback stores the innermost id with the new node (O(1) per n
 the nesting depth, and from any capturing stream). Scope ids index :data:`SCOPES`, which keeps
 each id's merged dict, so nothing is merged per node.
 
-Backward (torch without ``node_creation_hook``): while an annotated capture runs, a
-``TorchFunctionMode`` sees every op's outputs and their ``grad_fn``; the innermost open scope
-owns nodes it has not seen (walking ``next_functions`` catches nodes made inside composite
-ops). Owned nodes get ``register_prehook`` (push the owner's backward scope) and
-``register_hook`` (pop). Hooks run on autograd's device thread, which is where backward
-kernels are launched, so the per-thread stack is the right one.
+Backward (torch without ``node_creation_hook``): scope pushes and pops note autograd's
+sequence counter, so the scope that created any autograd node is known from its sequence number
+(:class:`_Ownership`). When backward starts inside a session, every node about to run gets one
+pre-hook that sets the thread's backward slot to its owner's backward scope. Hooks run on
+autograd's device thread, which is where backward kernels are launched. See
+docs/architecture.md.
 """
 
 from __future__ import annotations
