@@ -2,6 +2,7 @@
 
 COMMANDS = {
     "annotate": ("graphscope.cli.commands.annotate", "annotate"),
+    "annotate-trace": ("graphscope.cli.commands.annotate_trace", "annotate_trace"),
     "capture": ("graphscope.cli.commands.capture", "capture"),
     "check": ("graphscope.cli.commands.check", "check"),
     "diff": ("graphscope.cli.commands.diff", "diff"),

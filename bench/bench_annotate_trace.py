@@ -1,0 +1,89 @@
+"""graphscope annotate-trace vs PyTorch 2.14.1's annotator on the same trace, side by side.
+
+Usage: bench_annotate_trace.py OUT.json [--nodes 5000] [--replays 200] [--workdir DIR]
+Generates the trace with ../shared/bench/gen_kineto_trace.py (1,000,802 events by default),
+takes PyTorch's stdlib-only script out of the torch 2.14.1 wheel (not installed), and runs each
+tool in its own process on .json and .json.gz, recording wall time and peak RSS.
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_kineto_trace.py")
+RUNNER = r"""
+import resource, runpy, sys, time
+t0 = time.perf_counter()
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    if e.code:
+        raise
+print("BENCH", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+      file=sys.stderr)
+"""
+
+
+def _torch_script(workdir):
+    wheels = sorted(glob.glob("/opt/pypi-more/files/torch-2.14.1-*.whl")) or sorted(
+        glob.glob(os.environ.get("GRAPHSCOPE_TORCH_WHEEL", "/nonexistent")))
+    if not wheels:
+        raise SystemExit("torch 2.14.1 wheel not found (set GRAPHSCOPE_TORCH_WHEEL)")
+    out = os.path.join(workdir, "torch_annotate_cuda_graph_trace.py")
+    with zipfile.ZipFile(wheels[0]) as z:
+        with open(out, "wb") as f:
+            f.write(z.read("torch/cuda/_annotate_cuda_graph_trace.py"))
+    return out
+
+
+def _run(argv):
+    r = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH ")]
+    if r.returncode != 0 or not line:
+        raise SystemExit(f"{argv[0]} failed: {r.stderr[-2000:]}")
+    _, secs, rss_kb = line[0].split()
+    return {"wall_s": float(secs), "peak_rss_mb": int(rss_kb) / 1024}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--nodes", type=int, default=5000)
+    p.add_argument("--replays", type=int, default=200)
+    p.add_argument("--workdir", default="/tmp/gs-annotate-bench")
+    a = p.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    script = _torch_script(a.workdir)
+    gs_cli = os.path.join(ROOT, "graphscope", "__main__.py")
+    rows = []
+    for gz in (False, True):
+        ext = ".json.gz" if gz else ".json"
+        trace = os.path.join(a.workdir, "trace" + ext)
+        pkl = os.path.join(a.workdir, "annotations.pkl")
+        if not os.path.exists(trace):
+            subprocess.run([sys.executable, GEN, trace, pkl, "--nodes", str(a.nodes),
+                            "--replays", str(a.replays)] + (["--gz"] if gz else []), check=True)
+        size_mb = os.path.getsize(trace) / 2**20
+        theirs = _run([script, trace, "-a", pkl, "-o", os.path.join(a.workdir, "theirs" + ext)])
+        ours = _run([gs_cli, "annotate-trace", trace, "-a", pkl, "-f", "-o",
+                     os.path.join(a.workdir, "ours" + ext)])
+        rows.append({"input": ext, "size_mb": round(size_mb, 1), "pytorch": theirs,
+                     "graphscope": ours,
+                     "speedup": theirs["wall_s"] / ours["wall_s"],
+                     "rss_ratio": ours["peak_rss_mb"] / theirs["peak_rss_mb"]})
+        print(json.dumps(rows[-1]), flush=True)
+    res = {"bench": "annotate_trace", "nodes": a.nodes, "replays": a.replays,
+           "date": time.strftime("%Y-%m-%d"), "cpus": os.cpu_count(), "rows": rows}
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

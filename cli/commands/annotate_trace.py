@@ -1,0 +1,52 @@
+"""graphscope annotate-trace: join annotations onto a torch.profiler / Kineto trace."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import click
+
+
+def _default_out(trace: str) -> str:
+    for ext in (".json.gz", ".json"):
+        if trace.endswith(ext):
+            return trace[: -len(ext)] + ".annotated" + ext
+    return trace + ".annotated.json"
+
+
+@click.command("annotate-trace")
+@click.argument("trace", type=click.Path())
+@click.option("-a", "--annotations", "ann", required=True, type=click.Path(),
+              help="A bundle, graphscope's annotations.json, or PyTorch's annotation pickle "
+              "(read with a restricted unpickler: plain containers and scalars only).")
+@click.option("-o", "--output", type=click.Path(), default=None,
+              help="Output trace (.json or .json.gz). Default: TRACE.annotated.json[.gz].")
+@click.option("--default-stream", type=int, default=7, show_default=True,
+              help="Stream lane for graphed work without an annotated stream.")
+@click.option("--no-module-track", is_flag=True, help="Do not add the modules track.")
+@click.option("-f", "--force", is_flag=True, help="Replace an existing output.")
+def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: int,
+                   no_module_track: bool, force: bool) -> int:
+    """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
+    node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
+    from graphscope._errors import GraphscopeError
+    from graphscope.exporters.annotate_trace import annotate_trace_file
+
+    out = output or _default_out(trace)
+    if os.path.exists(out) and not force:
+        raise GraphscopeError(f"{out} already exists: pass --force to replace it")
+    r = annotate_trace_file(trace, ann, out, default_stream=default_stream,
+                            module_track=not no_module_track)
+    click.echo(f"{r.events_in} events in, {r.events_out} out; {r.graphed_events} graphed, "
+               f"{r.annotated_events} annotated; {r.noise_removed} noise events removed; "
+               f"{r.moved_overlapping} overlapping kernels moved; {r.timestamps_fixed} "
+               f"timestamps clamped; {r.module_spans} module spans")
+    if r.match_rate is not None:
+        click.echo(f"no graph node ids in the trace: matched {r.matched_by_sequence} of "
+                   f"{r.sequence_candidates} graph-launched kernels to the bundle by kernel "
+                   f"sequence ({r.match_rate:.1f}%)")
+    for note in r.notes[:5]:
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"Wrote {out}")
+    return 0

@@ -1,0 +1,629 @@
+"""Join graphscope (or PyTorch) annotations onto an existing profiler trace, streaming.
+
+Join key: a work event's ``args["graph node id"]``. Two forms exist: Kineto's packed 64-bit
+``exec_id << 32 | local_id``, and PyTorch's in-process exporter's low 32 bits next to a separate
+``args["graph id"]``; both are turned into the packed form. Traces without graph node ids
+(torch <= 2.11) are matched against a bundle instead: per graph launch (one correlation id), the
+replayed kernels' (name, grid, block) sequence is matched to the bundle's recorded execution
+order, and the match rate is reported. No clocks are aligned: times are never compared across
+files.
+
+Event-level semantics follow PyTorch's ``torch/cuda/_annotate_cuda_graph_trace.py`` (2.14.1) so
+that for the same input the output's args are a superset of its: annotation values are written
+with ``str()``, graphed work moves to its annotated ``stream`` (else ``default_stream``) together
+with its ``ac2g`` flow end, ``gpu_user_annotation``/``ac2g`` noise on streams without work is
+dropped, thread-name metadata of emptied streams is removed and added for new ones, graphed
+kernels overlapping their predecessor on the default stream move to stream 8, and sub-µs
+timestamp overlaps are clamped. graphscope adds a "modules" track (spans of each module's work
+per graph launch) and, from a bundle, the op, shapes and source of every node.
+
+Two streaming passes, chunk by chunk: the first gathers compact per-event columns, the second
+rewrites and writes. Peak memory is a chunk of events plus those columns, not the whole trace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, Optional
+
+import numpy as np
+
+from .._errors import GraphscopeError
+
+WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
+CHUNK_BYTES = 16 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+class TraceError(GraphscopeError):
+    """The trace or annotation file cannot be read."""
+
+
+# ------------------------------------------------------------------ annotations in
+class _SafeUnpickler(pickle.Unpickler):
+    """Admits plain containers and scalars only: a pickle naming any class or function is
+    refused, so loading an annotation pickle cannot run code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise TraceError(f"annotation pickle refers to {module}.{name}: only plain dicts, "
+                         "lists, strings and numbers are accepted")
+
+
+def _normalise(entries: Any) -> dict[str, Any]:
+    """One node's annotation list (PyTorch shape, legacy shapes too) -> merged dict."""
+    items = entries if isinstance(entries, (list, tuple)) else [entries]
+    merged: dict[str, Any] = {}
+    for ann in items:
+        if isinstance(ann, Mapping):
+            for k, v in ann.items():
+                merged["name" if k == "str" else str(k)] = v
+        else:
+            merged["name"] = ann
+    return merged
+
+
+def load_annotations(path: str) -> tuple[dict[int, dict[str, Any]], Any]:
+    """Annotation map from a bundle dir, graphscope's annotations.json, or a PyTorch pickle.
+
+    Returns ``({exec node id: merged dict}, bundle or None)``.
+    """
+    if os.path.isdir(path):
+        from ..bundle import read_bundle
+
+        b = read_bundle(path)
+        amap = {n.exec_node_id: dict(n.annotation) for n in b.work_nodes() if n.annotation}
+        return amap, b
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1)
+            f.seek(0)
+            if head in (b"{", b"[", b" ", b"\n"):
+                import json
+
+                data = json.load(f)
+                if isinstance(data, dict) and "annotations" in data:
+                    data = data["annotations"]
+            else:
+                data = _SafeUnpickler(f).load()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such annotation file") from None
+    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+        raise TraceError(f"{path}: not an annotation pickle or JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: expected {{exec node id: [annotation dict]}}, "
+                         f"got {type(data).__name__}")
+    try:
+        return {int(k): _normalise(v) for k, v in data.items()}, None
+    except (TypeError, ValueError) as exc:
+        raise TraceError(f"{path}: keys must be exec node ids ({exc})") from None
+
+
+# ------------------------------------------------------------------ chunked JSON
+@dataclass
+class _Layout:
+    prefix: bytes  # everything before the first event (includes '"traceEvents": [')
+    suffix: bytes = b""  # everything after the closing ']'
+
+
+def _open(path: str) -> IO[bytes]:
+    if path.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")
+
+
+def _ext() -> Any:
+    from .. import native
+
+    return native.extension()
+
+
+Chunk = tuple[bytes, dict[str, np.ndarray], dict[str, Any]]
+
+
+def _chunks(path: str, layout_out: Optional[list[_Layout]] = None) -> Iterator[Chunk]:
+    """Yield (buffer, columns, raw columns) for runs of complete events of the trace file."""
+    import zlib
+
+    scan = _ext().scan_events
+    try:
+        f = _open(path)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    with f:
+        try:
+            buf = b""
+            while True:
+                more = f.read(CHUNK_BYTES)
+                buf += more
+                m = _EVENTS_KEY.search(buf)
+                if m:
+                    break
+                if not more or len(buf) > (64 << 20):
+                    raise TraceError(f"{path}: no \"traceEvents\" array: not a Chrome/Kineto "
+                                     "trace")
+            layout = _Layout(prefix=buf[: m.end()])
+            pos = m.end()
+            while True:
+                try:
+                    raw = scan(buf, pos)
+                except RuntimeError as exc:
+                    msg = str(exc).split(":", 2)[-1]
+                    raise TraceError(f"{path}: invalid JSON in traceEvents ({msg})") from None
+                cols = {k: np.frombuffer(v, dtype=_DTYPES.get(k, "<i8"))
+                        for k, v in raw.items() if isinstance(v, bytes)}
+                if len(cols["begin"]):
+                    yield buf, cols, raw
+                resume = int(raw["resume"])
+                if raw["closed"]:
+                    rest = buf[resume:] + f.read()
+                    if not rest.rstrip().endswith(b"}"):
+                        raise TraceError(f"{path}: truncated after the traceEvents array")
+                    layout.suffix = rest
+                    break
+                more = f.read(CHUNK_BYTES)
+                if not more:
+                    raise TraceError(f"{path}: truncated JSON (the traceEvents array never "
+                                     "closes)")
+                buf = buf[resume:] + more
+                pos = 0
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceError(f"{path}: cannot read ({exc})") from None
+    if layout_out is not None:
+        layout_out.append(layout)
+
+
+@dataclass
+class AnnotateResult:
+    events_in: int = 0
+    events_out: int = 0
+    graphed_events: int = 0
+    annotated_events: int = 0
+    matched_by_sequence: int = 0
+    sequence_candidates: int = 0
+    moved_overlapping: int = 0
+    timestamps_fixed: int = 0
+    noise_removed: int = 0
+    module_spans: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def match_rate(self) -> Optional[float]:
+        if not self.sequence_candidates:
+            return None
+        return 100.0 * self.matched_by_sequence / self.sequence_candidates
+
+
+_MODULES_PID = "graphscope modules"
+_DTYPES = {"cat": "i1", "ph": "i1", "has_gnid": "u1", "tid": "<f8", "ts": "<f8", "dur": "<f8",
+           "gnid": "<u8", "gid": "<u8"}
+CAT_KERNEL, CAT_MEMCPY, CAT_MEMSET, CAT_AC2G, CAT_RUNTIME, CAT_USER = 1, 2, 3, 4, 5, 6
+PH_M, PH_F = ord("M"), ord("f")
+_NO_TID = -(1 << 62)
+_UNCHANGED = np.iinfo(np.int64).min
+
+
+def _int_tids(a: np.ndarray) -> np.ndarray:
+    ok = np.isfinite(a)
+    return np.where(ok, np.where(ok, a, 0).astype(np.int64), _NO_TID)
+
+
+def _decode(text: bytes, b: int, e: int) -> dict[str, Any]:
+    import json
+
+    out = json.loads(text[b:e])
+    return out if isinstance(out, dict) else {}
+
+
+def _fragment(ann: Mapping[str, Any], extra: Optional[Mapping[str, Any]] = None) -> str:
+    import json
+
+    parts = [f"{json.dumps(str(k))}: {json.dumps(str(v))}" for k, v in ann.items()
+             if k != "stream"]
+    for k, v in (extra or {}).items():
+        if v and k not in ann:
+            parts.append(f"{json.dumps(k)}: {json.dumps(v)}")
+    return ", ".join(parts)
+
+
+def _sequential_drop(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """PyTorch's overlap rule on events sorted by ts: an event starting before the previous
+    *kept* event's end is moved. Vectorised when nothing overlaps (the usual case)."""
+    ends = ts + dur
+    prev = np.concatenate(([0.0], np.maximum.accumulate(ends)[:-1]))
+    moved = np.zeros(len(ts), dtype=bool)
+    if len(ts) == 0 or bool(np.all(ts >= prev)):
+        return moved
+    prev_end = 0.0
+    for j, (t, d) in enumerate(zip(ts.tolist(), dur.tolist())):
+        if t < prev_end:
+            moved[j] = True
+        else:
+            prev_end = t + d
+    return moved
+
+
+def _clamp(ts: np.ndarray, dur: np.ndarray, res: AnnotateResult, tid: Any) -> np.ndarray:
+    """Clamp sub-µs overlaps of events sorted by ts (PyTorch's rule)."""
+    ends = ts + dur
+    prev = np.concatenate(([0.0], np.maximum.accumulate(ends)[:-1]))
+    if len(ts) == 0 or bool(np.all(ts >= prev)):
+        return ts
+    out = ts.copy()
+    prev_end = 0.0
+    for j in range(len(out)):
+        t = out[j]
+        if t < prev_end:
+            if prev_end - t <= 1.0:
+                out[j] = prev_end
+                res.timestamps_fixed += 1
+            elif len(res.notes) < 20:
+                res.notes.append(f"large overlap {prev_end - t:.3f}us on stream {tid}, left")
+        prev_end = out[j] + dur[j]
+    return out
+
+
+def annotate_trace_file(
+    trace_path: str,
+    annotations_path: str,
+    out_path: str,
+    *,
+    default_stream: int = 7,
+    overlap_stream: int = 8,
+    module_track: bool = True,
+    gzip_level: int = 6,
+) -> AnnotateResult:
+    """Write ``out_path``: ``trace_path`` with annotations joined on. Atomic: on any error no
+    output file is left behind."""
+    amap, bundle = load_annotations(annotations_path)
+    res = AnnotateResult()
+    nodes = {n.exec_node_id: n for n in bundle.work_nodes()} if bundle is not None else {}
+    ann_keys = np.array(sorted(amap), dtype=np.uint64)
+    ann_stream = np.array([int(amap[int(k)]["stream"]) if _is_int(amap[int(k)].get("stream"))
+                           else _UNCHANGED for k in ann_keys.tolist()], dtype=np.int64)
+    frags = [_fragment(amap[k], _extras(nodes.get(k))) for k in ann_keys.tolist()]
+
+    # ---- pass 1: columns
+    g_ord, g_key, g_tid, g_ts, g_dur, g_kernel, g_corr = [], [], [], [], [], [], []
+    plain_work_tids: set[int] = set()
+    other_tids: set[int] = set()
+    noise: list[tuple[int, int, float, int]] = []  # ordinal, tid, ts, cat
+    meta: list[tuple[int, int, dict[str, Any]]] = []  # ordinal, tid, event
+    launches: set[int] = set()
+    seq_events: dict[int, list[tuple[float, int, str, tuple, tuple]]] = defaultdict(list)
+    layout: list[_Layout] = []
+    base = 0
+    for text, c, _ in _chunks(trace_path, layout):
+        n = len(c["begin"])
+        cat, ph = c["cat"], c["ph"]
+        tid = _int_tids(c["tid"])
+        work = (cat >= CAT_KERNEL) & (cat <= CAT_MEMSET)
+        key = c["gnid"].copy()
+        low = (key >> np.uint64(32) == 0) & (c["gid"] != 0)
+        key[low] |= c["gid"][low] << np.uint64(32)
+        graphed = work & (c["has_gnid"] == 1) & (key != 0)
+        idx = np.nonzero(graphed)[0]
+        g_ord.append(idx + base)
+        g_key.append(key[idx])
+        g_tid.append(tid[idx])
+        g_ts.append(c["ts"][idx])
+        g_dur.append(np.nan_to_num(c["dur"][idx]))
+        g_kernel.append(cat[idx] == CAT_KERNEL)
+        g_corr.append(c["corr"][idx])
+        plain_work_tids.update(tid[work & ~graphed].tolist())
+        is_noise = (cat == CAT_USER) | ((cat == CAT_AC2G) & (ph == PH_F))
+        is_meta = ph == PH_M
+        other_tids.update(tid[~graphed & ~is_noise & ~is_meta].tolist())
+        noise.extend((base + j, int(tid[j]), float(c["ts"][j]), int(cat[j]))
+                     for j in np.nonzero(is_noise)[0].tolist())
+        meta.extend((base + j, int(tid[j]), _decode(text, int(c["begin"][j]), int(c["end"][j])))
+                    for j in np.nonzero(is_meta)[0].tolist())
+        for j in np.nonzero(cat == CAT_RUNTIME)[0].tolist():
+            nb, ne = int(c["name_b"][j]), int(c["name_e"][j])
+            if nb >= 0 and b"GraphLaunch" in text[nb:ne]:
+                launches.add(int(c["corr"][j]))
+        if bundle is not None:
+            for j in np.nonzero((cat == CAT_KERNEL) & ~graphed & (c["corr"] >= 0))[0].tolist():
+                e = _decode(text, int(c["begin"][j]), int(c["end"][j]))
+                a = e.get("args") or {}
+                seq_events[int(c["corr"][j])].append(
+                    (float(e.get("ts", 0.0)), base + j, str(e.get("name", "")),
+                     tuple(a.get("grid", ())), tuple(a.get("block", ()))))
+        base += n
+    res.events_in = base
+    o = np.concatenate(g_ord) if g_ord else np.zeros(0, np.int64)
+    keys = np.concatenate(g_key) if g_key else np.zeros(0, np.uint64)
+    old_tid = np.concatenate(g_tid) if g_tid else np.zeros(0, np.int64)
+    ts0 = np.concatenate(g_ts) if g_ts else np.zeros(0)
+    dur = np.concatenate(g_dur) if g_dur else np.zeros(0)
+    is_kernel = np.concatenate(g_kernel) if g_kernel else np.zeros(0, bool)
+    corr = np.concatenate(g_corr) if g_corr else np.zeros(0, np.int64)
+    res.graphed_events = len(o)
+
+    # ---- decisions, vectorised
+    pos = np.searchsorted(ann_keys, keys) if len(ann_keys) else np.zeros(len(keys), np.int64)
+    hit = (pos < len(ann_keys)) & (ann_keys[np.minimum(pos, max(len(ann_keys) - 1, 0))] == keys) \
+        if len(ann_keys) else np.zeros(len(keys), bool)
+    frag_of = np.where(hit, pos, -1).astype(np.int32)
+    res.annotated_events = int(hit.sum())
+    st = ann_stream[np.minimum(pos, max(len(ann_keys) - 1, 0))] if len(ann_keys) else None
+    new_tid = np.full(len(o), default_stream, dtype=np.int64)
+    if st is not None:
+        with_stream = hit & (st != _UNCHANGED)
+        new_tid[with_stream] = st[with_stream]
+    work_tids = plain_work_tids | set(new_tid.tolist())
+
+    # ac2g flow ends follow the graphed event they sit on (same old tid and ts; the last wins)
+    ac2g_tid: dict[int, int] = {}
+    if noise and len(o):
+        order = np.argsort(ts0, kind="stable")
+        ts_sorted = ts0[order]
+        for ordinal, t, ts, cat_ in noise:
+            if cat_ != CAT_AC2G:
+                continue
+            lo, hi = np.searchsorted(ts_sorted, [ts, ts], side="left")[0], np.searchsorted(
+                ts_sorted, ts, side="right")
+            cand = order[lo:hi]
+            cand = cand[old_tid[cand] == t]
+            if len(cand):
+                ac2g_tid[ordinal] = int(new_tid[cand.max()])
+    drop: set[int] = set()
+    kept_noise_tids: set[int] = set()
+    for ordinal, t, _, _ in noise:
+        t2 = ac2g_tid.get(ordinal, t)
+        if t2 not in work_tids:
+            drop.add(ordinal)
+        else:
+            kept_noise_tids.add(t2)
+    res.noise_removed = len(drop)
+    all_tids = other_tids | set(new_tid.tolist()) | kept_noise_tids
+    named: set[int] = set()
+    gpu_pid: Any = None
+    for ordinal, t, e in meta:
+        if t not in all_tids:
+            drop.add(ordinal)
+        elif e.get("name") == "thread_name":
+            named.add(t)
+    for _, _, e in meta:
+        if (e.get("name") == "thread_name"
+                and str((e.get("args") or {}).get("name", "")).startswith("stream ")):
+            gpu_pid = e.get("pid", 0)
+            break
+
+    # overlaps on the default stream move to overlap_stream; then sub-µs clamps per stream
+    final_tid = new_tid.copy()
+    new_ts = ts0.copy()
+    if len(o):
+        d_idx = np.nonzero((new_tid == default_stream) & is_kernel)[0]
+        d_idx = d_idx[np.argsort(ts0[d_idx], kind="stable")]
+        moved = _sequential_drop(ts0[d_idx], dur[d_idx])
+        final_tid[d_idx[moved]] = overlap_stream
+        res.moved_overlapping = int(moved.sum())
+        order = np.lexsort((ts0, final_tid))
+        ft = final_tid[order]
+        cuts = (np.nonzero(ft[1:] != ft[:-1])[0] + 1).tolist()
+        for a_, b_ in zip([0, *cuts], [*cuts, len(order)]):
+            sel = order[a_:b_]
+            new_ts[sel] = _clamp(ts0[sel], dur[sel], res, int(ft[a_]))
+
+    # sequence matching for traces without graph node ids (needs a bundle)
+    seq_frag: dict[int, int] = {}
+    if bundle is not None and seq_events:
+        matched = _match_sequences(bundle, {k: v for k, v in seq_events.items()
+                                            if k in launches}, res)
+        for ordinal, a in matched.items():
+            seq_frag[ordinal] = len(frags)
+            frags.append(_fragment(a))
+        res.annotated_events += len(matched)
+
+    # ---- pass 2: splice and write
+    spans = _module_spans(amap, keys, hit, corr, new_ts, dur) if module_track else []
+    n_spans = spans[1].count(b'"cat": "graphscope_module"') if spans else 0
+    ts_changed = new_ts != ts0
+    ext = _ext()
+    tmp = f"{out_path}.tmp{os.getpid()}"
+    try:
+        with _open_out(tmp, gzip_level) as w:
+            w.write(layout[0].prefix)
+            first = True
+            base = 0
+            for text, c, raw in _chunks(trace_path):
+                n = len(c["begin"])
+                lo, hi = np.searchsorted(o, [base, base + n])
+                rel = o[lo:hi] - base
+                keep = np.ones(n, dtype=np.uint8)
+                for ordinal in drop:
+                    if base <= ordinal < base + n:
+                        keep[ordinal - base] = 0
+                tid_plan = np.full(n, _UNCHANGED, dtype=np.int64)
+                stream_plan = np.full(n, _UNCHANGED, dtype=np.int64)
+                ts_plan = np.full(n, np.nan)
+                frag_plan = np.full(n, -1, dtype=np.int32)
+                tid_plan[rel] = final_tid[lo:hi]
+                stream_plan[rel] = final_tid[lo:hi]
+                ch = ts_changed[lo:hi]
+                ts_plan[rel[ch]] = new_ts[lo:hi][ch]
+                frag_plan[rel] = frag_of[lo:hi]
+                for ordinal, t in ac2g_tid.items():
+                    if base <= ordinal < base + n:
+                        tid_plan[ordinal - base] = t
+                for ordinal, fi in seq_frag.items():
+                    if base <= ordinal < base + n:
+                        frag_plan[ordinal - base] = fi
+                out = ext.rewrite_events(
+                    text, raw["begin"], raw["end"], raw["tid_b"], raw["tid_e"], raw["ts_b"],
+                    raw["ts_e"], raw["args_close"], raw["stream_b"], raw["stream_e"],
+                    keep.tobytes(), tid_plan.tobytes(), ts_plan.tobytes(),
+                    stream_plan.tobytes(), frag_plan.tobytes(), frags)
+                if out:
+                    w.write(out if first else b"," + out)
+                    first = False
+                res.events_out += int(keep.sum())
+                base += n
+            import json
+
+            extra = [json.dumps({"ph": "M", "pid": gpu_pid if gpu_pid is not None else 0,
+                                 "tid": t, "name": "thread_name",
+                                 "args": {"name": f"stream {t}"}}).encode()
+                     for t in sorted(t for t in work_tids - named if t != _NO_TID)]
+            res.module_spans = n_spans
+            res.events_out += len(extra) + (len(spans) - 1 + n_spans if spans else 0)
+            for part in extra + spans:
+                w.write(part if first else b"," + part)
+                first = False
+            w.write(b"]" + layout[0].suffix)
+        if os.path.exists(out_path):
+            # Renaming over an existing file makes ext4 (auto_da_alloc) flush the new file's
+            # data synchronously: seconds for a big trace. The user asked to replace it.
+            os.unlink(out_path)
+        os.replace(tmp, out_path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return res
+
+
+def _extras(node: Any) -> Optional[dict[str, Any]]:
+    if node is None:
+        return None
+    return {"op": node.op, "shapes": node.shapes, "source": node.source}
+
+
+def _module_spans(amap: Mapping[int, Mapping[str, Any]], keys: np.ndarray, hit: np.ndarray,
+                  corr: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> list[bytes]:
+    """Per graph launch (correlation id), one slice per module prefix from the first start to
+    the last end of its work, as ready JSON (hundreds of thousands of them: no dict each)."""
+    import json
+
+    if not hit.any():
+        return []
+    prefixes: dict[str, int] = {}
+    uk = np.sort(keys[hit])
+    uk = uk[np.concatenate(([True], uk[1:] != uk[:-1]))]
+    key_module = np.full(len(uk), -1, dtype=np.int64)
+    rows: list[list[int]] = []
+    for i, k in enumerate(uk.tolist()):
+        m = amap[k].get("module_name")
+        if not m:
+            continue
+        parts = str(m).split(".")
+        rows.append([prefixes.setdefault(".".join(parts[:j]), len(prefixes))
+                     for j in range(1, len(parts) + 1)])
+        key_module[i] = len(rows) - 1
+    if not rows:
+        return []
+    sel = np.nonzero(hit)[0]
+    mk = key_module[np.searchsorted(uk, keys[sel])]
+    sel, mk = sel[mk >= 0], mk[mk >= 0]
+    # 1) per (launch, leaf module): one sort of the events
+    n_mod = len(rows)
+    gk = corr[sel] * n_mod + mk
+    order = np.argsort(gk, kind="stable")
+    gk = gk[order]
+    t0 = ts[sel][order]
+    t1 = (ts + dur)[sel][order]
+    starts = np.concatenate(([0], np.nonzero(gk[1:] != gk[:-1])[0] + 1))
+    leaf_c = gk[starts] // n_mod
+    leaf_m = gk[starts] % n_mod
+    leaf_lo = np.minimum.reduceat(t0, starts)
+    leaf_hi = np.maximum.reduceat(t1, starts)
+    # 2) every prefix of each leaf, from the (few) leaf spans
+    depth = max(len(r) for r in rows)
+    table = np.full((n_mod, depth), -1, dtype=np.int64)
+    for m, ids in enumerate(rows):
+        table[m, : len(ids)] = ids
+    pid = table[leaf_m].T.reshape(-1)
+    ok = pid >= 0
+    n_pre = len(prefixes)
+    key2 = (np.tile(leaf_c, depth) * n_pre + pid)[ok]
+    lo2 = np.tile(leaf_lo, depth)[ok]
+    hi2 = np.tile(leaf_hi, depth)[ok]
+    order = np.argsort(key2, kind="stable")
+    key2, lo2, hi2 = key2[order], lo2[order], hi2[order]
+    starts = np.concatenate(([0], np.nonzero(key2[1:] != key2[:-1])[0] + 1))
+    cc = key2[starts] // n_pre
+    pp = key2[starts] % n_pre
+    lo = np.minimum.reduceat(lo2, starts)
+    hi = np.maximum.reduceat(hi2, starts)
+    level = {v: k.count(".") for k, v in prefixes.items()}
+    pid_json = json.dumps(_MODULES_PID)
+    head = {v: (f'{{"ph": "X", "cat": "graphscope_module", "pid": {pid_json}, "tid": {level[v]}, '
+                f'"name": {json.dumps(k.rsplit(".", 1)[-1])}, "args": {{"module_name": '
+                f'{json.dumps(k)}, "correlation": ')
+            for k, v in prefixes.items()}
+    out = [json.dumps({"ph": "M", "pid": _MODULES_PID, "tid": 0, "name": "process_name",
+                       "args": {"name": "modules (graphscope)"}}).encode()]
+    body = [f'{head[p_]}{c_}}}, "ts": {s_!r}, "dur": {e_ - s_!r}}}'
+            for c_, p_, s_, e_ in zip(cc.tolist(), pp.tolist(), lo.tolist(), hi.tolist())]
+    out.append(",".join(body).encode())
+    out += [json.dumps({"ph": "M", "pid": _MODULES_PID, "tid": lv, "name": "thread_name",
+                        "args": {"name": f"module depth {lv}"}}).encode()
+            for lv in sorted(set(level.values()))]
+    return out
+
+
+def _open_out(path: str, gzip_level: int) -> IO[bytes]:
+    if ".gz.tmp" in path or path.endswith(".gz"):
+        return gzip.open(path, "wb", compresslevel=gzip_level)  # type: ignore[return-value]
+    return open(path, "wb", buffering=CHUNK_BYTES)  # noqa: SIM115
+
+
+def _is_int(v: Any) -> bool:
+    try:
+        int(v)
+        return v is not None
+    except (TypeError, ValueError):
+        return False
+
+
+def _match_sequences(bundle: Any, launches: dict[Any, list[tuple[float, int, str, Any, Any]]],
+                     res: AnnotateResult) -> dict[int, dict[str, Any]]:
+    """Match each launch's kernels to a bundle graph by (name, grid, block) in order."""
+    graphs = []
+    order = {int(e["exec_node_id"]): k for k, e in enumerate(
+        sorted((e for e in bundle.events if e.get("replay") == 0), key=lambda e: e["start_ns"]))}
+    for g in bundle.graphs:
+        seqs: dict[tuple[str, tuple, tuple], list[Any]] = defaultdict(list)
+        nodes = sorted((n for n in g.nodes if n.type == "kernel"),
+                       key=lambda n: (order.get(n.exec_node_id, 1 << 40), n.local_id))
+        for n in nodes:
+            seqs[(n.demangled or n.kernel or "", tuple(n.grid), tuple(n.block))].append(n)
+        graphs.append(seqs)
+    out: dict[int, dict[str, Any]] = {}
+    for evs in launches.values():
+        evs.sort()
+        res.sequence_candidates += len(evs)
+        best, best_hits = None, -1
+        for seqs in graphs:
+            hits = sum(1 for ev in evs if (ev[2], ev[3], ev[4]) in seqs)
+            if hits > best_hits:
+                best, best_hits = seqs, hits
+        if best is None:
+            continue
+        used: dict[tuple[str, tuple, tuple], int] = defaultdict(int)
+        for _ts, ordinal, name, grid, block in evs:
+            k = (name, grid, block)
+            lst = best.get(k)
+            if not lst or used[k] >= len(lst):
+                continue
+            node = lst[used[k]]
+            used[k] += 1
+            a = {kk: str(vv) for kk, vv in node.annotation.items()}
+            a["graphscope match"] = "sequence"
+            a["graphscope local id"] = node.local_id
+            for kk in ("op", "shapes", "source"):
+                v = getattr(node, kk)
+                if v:
+                    a[kk] = v
+            out[ordinal] = a
+            res.matched_by_sequence += 1
+    return out
+
+
+__all__ = ["AnnotateResult", "TraceError", "annotate_trace_file", "load_annotations"]

@@ -1,0 +1,233 @@
+"""annotate-trace against PyTorch 2.14.1's own annotator (taken from the wheel when it is on
+this machine) and on the error paths."""
+
+import glob
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+
+import pytest
+
+from graphscope.cli.main import main
+from graphscope.exporters.annotate_trace import TraceError, annotate_trace_file, load_annotations
+from tests.conftest import DATA
+
+EXEC = 7
+
+
+def _trace(n_nodes=60, replays=3, low32=False, jitter=False):
+    """A Kineto-style trace like shared/bench/gen_kineto_trace.py writes, with the cases the
+    annotator must handle: side-stream annotations, noise on empty streams, overlaps."""
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 9, "args": {"name": "stream 9"}}]
+    ts, corr = 1000.0, 100
+    for r in range(replays):
+        corr += 1
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1,
+                   "tid": 1, "ts": ts - 5, "dur": 4.0, "args": {"correlation": corr}})
+        ev.append({"ph": "X", "cat": "gpu_user_annotation", "name": "step", "pid": 0, "tid": 9,
+                   "ts": ts, "dur": 1.0, "args": {}})
+        for i in range(n_nodes):
+            nid = (EXEC << 32) | i
+            args = {"device": 0, "stream": 7, "correlation": corr, "grid": [4, 1, 1],
+                    "block": [128, 1, 1], "graph node id": nid}
+            if low32:
+                args["graph node id"] = i
+                args["graph id"] = EXEC
+            cat = "gpu_memcpy" if i % 17 == 0 else "kernel"
+            dur = 2.0 + i % 5
+            ev.append({"ph": "X", "cat": cat, "name": f"k{i % 6}", "pid": 0, "tid": 7,
+                       "ts": round(ts, 3), "dur": dur, "args": args})
+            ts += dur + (-0.4 if jitter and i % 7 == 3 else 0.5)
+        ev.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g",
+                   "name": "ac2g", "bp": "e"})
+        ts += 20
+    ann = {}
+    for i in range(n_nodes):
+        if i % 10 == 9:
+            continue
+        d = {"module_name": f"L.layers.{i // 20}.mlp", "name": f"L.layers.{i // 20}.mlp",
+             "size": i}
+        if i > n_nodes // 2:
+            d["autograd_phase"] = "backward"
+        if i % 13 == 0:
+            d["stream"] = 11
+        ann[(EXEC << 32) | i] = [d]
+    ann[(EXEC << 32) | 1] = ["legacy string"]
+    ann[(EXEC << 32) | 2] = [{"str": "legacy dict"}]
+    return {"schemaVersion": 1, "traceEvents": ev, "displayTimeUnit": "ms",
+            "deviceProperties": [{"id": 0, "name": "H200"}]}, ann
+
+
+def _write(tmp_path, trace, ann, gz=False):
+    tp = tmp_path / ("t.json.gz" if gz else "t.json")
+    with (gzip.open(tp, "wt") if gz else open(tp, "w")) as f:
+        json.dump(trace, f)
+    ap = tmp_path / "a.pkl"
+    with open(ap, "wb") as f:
+        pickle.dump(ann, f)
+    return str(tp), str(ap)
+
+
+def _load(path):
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
+def _torch_script(tmp_path):
+    wheels = glob.glob("/opt/pypi-more/files/torch-2.14.1-*.whl") + glob.glob(
+        os.environ.get("GRAPHSCOPE_TORCH_WHEEL", "/nonexistent"))
+    if not wheels:
+        pytest.skip("torch 2.14.1 wheel (for its _annotate_cuda_graph_trace.py) not on disk")
+    with zipfile.ZipFile(wheels[0]) as z:
+        src = z.read("torch/cuda/_annotate_cuda_graph_trace.py")
+    p = tmp_path / "torch_annotate.py"
+    p.write_bytes(src)
+    return str(p)
+
+
+def _key(e):
+    return (e.get("ph"), e.get("cat"), e.get("name"), e.get("pid"), e.get("tid"), e.get("ts"))
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("jitter", [False, True])
+def test_args_are_a_superset_of_pytorchs_for_the_same_input(tmp_path, gz, jitter):
+    script = _torch_script(tmp_path)
+    tp, ap = _write(tmp_path, *_trace(jitter=jitter), gz=gz)
+    theirs_p = str(tmp_path / ("theirs.json.gz" if gz else "theirs.json"))
+    ours_p = str(tmp_path / ("ours.json.gz" if gz else "ours.json"))
+    r = subprocess.run([sys.executable, script, tp, "-a", ap, "-o", theirs_p],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    res = annotate_trace_file(tp, ap, ours_p)
+    theirs, ours = _load(theirs_p)["traceEvents"], _load(ours_p)["traceEvents"]
+    mine = {}
+    for e in ours:
+        mine.setdefault(_key(e), []).append(e)
+    for e in theirs:
+        cands = mine.get(_key(e))
+        assert cands, f"missing event {_key(e)}"
+        o = cands.pop(0)
+        for k, v in (e.get("args") or {}).items():
+            assert o["args"].get(k) == v, (k, v, o["args"].get(k))
+    leftover = [e for v in mine.values() for e in v]
+    assert leftover and all(e.get("pid") == "graphscope modules" for e in leftover)
+    assert res.annotated_events == 3 * 54
+    if jitter:
+        assert res.timestamps_fixed > 0 or res.moved_overlapping > 0
+    extra = [e for e in ours if e.get("cat") == "graphscope_module"]
+    assert extra and all(e["dur"] >= 0 for e in extra)
+
+
+def test_low32_graph_node_ids_with_graph_id_are_joined(tmp_path):
+    tp, ap = _write(tmp_path, *_trace(low32=True))
+    out = str(tmp_path / "o.json")
+    res = annotate_trace_file(tp, ap, out)
+    assert res.annotated_events == 3 * 54  # PyTorch's script matches none of these
+    ev = [e for e in _load(out)["traceEvents"] if e.get("cat") == "kernel"]
+    assert ev[5]["args"]["module_name"] == "L.layers.0.mlp"
+
+
+def test_noise_on_empty_streams_removed_and_stream_lanes_named(tmp_path):
+    tp, ap = _write(tmp_path, *_trace())
+    out = str(tmp_path / "o.json")
+    res = annotate_trace_file(tp, ap, out)
+    evs = _load(out)["traceEvents"]
+    assert res.noise_removed == 3  # the gpu_user_annotation copies on stream 9
+    assert not any(e.get("tid") == 9 for e in evs)
+    names = {e["tid"]: e["args"]["name"] for e in evs
+             if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == 0}
+    assert names[11] == "stream 11" and 9 not in names
+    assert all(e["args"]["stream"] == 11 for e in evs
+               if e.get("args", {}).get("graph node id", 0) & 0xFFFFFFFF == 13)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "gzip"])
+def test_truncated_or_invalid_input_is_one_clear_error_and_no_output(tmp_path, damage, capsys):
+    tp, ap = _write(tmp_path, *_trace(), gz=damage == "gzip")
+    data = open(tp, "rb").read()
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "garbage":
+        data = data.replace(b'"ph": "X"', b'"ph": X', 1)
+    else:
+        data = data[: len(data) // 2]
+    with open(tp, "wb") as f:
+        f.write(data)
+    out = tmp_path / "out.json"
+    rc = main(["annotate-trace", tp, "-a", ap, "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and tp in err[0]
+    assert os.listdir(tmp_path) == sorted(os.listdir(tmp_path)) and not out.exists()
+    assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]
+
+
+def test_restricted_unpickler_refuses_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    p = tmp_path / "evil.pkl"
+    p.write_bytes(pickle.dumps({1: [Evil()]}))
+    with pytest.raises(TraceError, match="only plain dicts"):
+        load_annotations(str(p))
+
+
+def test_graphscope_outputs_are_accepted_as_annotations(tmp_path):
+    b = os.path.join(DATA, "mlp_step")
+    amap_dir, bundle = load_annotations(b)
+    amap_json, _ = load_annotations(os.path.join(b, "annotations.json"))
+    amap_pkl, _ = load_annotations(os.path.join(b, "annotations.pkl"))
+    assert bundle is not None and amap_dir == amap_json == amap_pkl and amap_dir
+
+
+def test_graphscope_pickle_works_in_pytorchs_annotator(tmp_path):
+    script = _torch_script(tmp_path)
+    b = os.path.join(DATA, "mlp_step")
+    with open(os.path.join(b, "annotations.pkl"), "rb") as f:
+        amap = pickle.load(f)
+    ids = sorted(amap)
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0 * i,
+           "dur": 1.0, "args": {"graph node id": nid}} for i, nid in enumerate(ids)]
+    tp = tmp_path / "t.json"
+    tp.write_text(json.dumps({"traceEvents": ev}))
+    out = tmp_path / "o.json"
+    r = subprocess.run([sys.executable, script, str(tp), "-a", os.path.join(b, "annotations.pkl"),
+                        "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(out.read_text())["traceEvents"]
+    assert Counter(e["args"].get("module_name") for e in got if e.get("ph") == "X")
+
+
+def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
+    """torch <= 2.11: no graph node id on kernel events; match by (name, grid, block) order."""
+    b = os.path.join(DATA, "mlp_step")
+    from graphscope.bundle import read_bundle
+
+    bundle = read_bundle(b)
+    rep0 = sorted((e for e in bundle.events if e["replay"] == 0), key=lambda e: e["start_ns"])
+    by_id = {n.exec_node_id: n for n in bundle.work_nodes()}
+    ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
+           "ts": 0.0, "dur": 1.0, "args": {"correlation": 5}}]
+    for k, e in enumerate(rep0):
+        n = by_id[e["exec_node_id"]]
+        if n.type != "kernel":
+            continue
+        ev.append({"ph": "X", "cat": "kernel", "name": n.demangled, "pid": 0, "tid": 7,
+                   "ts": 1.0 + k, "dur": 0.5, "args": {"correlation": 5, "grid": list(n.grid),
+                                                      "block": list(n.block)}})
+    tp = tmp_path / "t.json"
+    tp.write_text(json.dumps({"traceEvents": ev}))
+    out = tmp_path / "o.json"
+    res = annotate_trace_file(str(tp), b, str(out))
+    assert res.sequence_candidates == len(ev) - 1 and res.match_rate == 100.0
+    got = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    assert all(e["args"]["graphscope match"] == "sequence" for e in got)
+    assert {e["args"].get("module_name") for e in got} >= {"L.fc1", "L.head"}
