@@ -8,5 +8,6 @@ COMMANDS = {
     "diff": ("graphscope.cli.commands.diff", "diff"),
     "doctor": ("graphscope.cli.commands.doctor", "doctor"),
     "dump": ("graphscope.cli.commands.dump", "dump"),
+    "lint": ("graphscope.cli.commands.lint", "lint"),
     "report": ("graphscope.cli.commands.report", "report"),
 }

@@ -25,9 +25,11 @@ def _default_out(trace: str) -> str:
 @click.option("--default-stream", type=int, default=7, show_default=True,
               help="Stream lane for graphed work without an annotated stream.")
 @click.option("--no-module-track", is_flag=True, help="Do not add the modules track.")
+@click.option("--gzip-level", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="Compression level of a .gz output (1 is fast; 9 is small and slow).")
 @click.option("-f", "--force", is_flag=True, help="Replace an existing output.")
 def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: int,
-                   no_module_track: bool, force: bool) -> int:
+                   no_module_track: bool, gzip_level: int, force: bool) -> int:
     """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
     node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
     from graphscope._errors import GraphscopeError
@@ -37,7 +39,7 @@ def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: 
     if os.path.exists(out) and not force:
         raise GraphscopeError(f"{out} already exists: pass --force to replace it")
     r = annotate_trace_file(trace, ann, out, default_stream=default_stream,
-                            module_track=not no_module_track)
+                            module_track=not no_module_track, gzip_level=gzip_level)
     click.echo(f"{r.events_in} events in, {r.events_out} out; {r.graphed_events} graphed, "
                f"{r.annotated_events} annotated; {r.noise_removed} noise events removed; "
                f"{r.moved_overlapping} overlapping kernels moved; {r.timestamps_fixed} "

@@ -276,7 +276,7 @@ def annotate_trace_file(
     default_stream: int = 7,
     overlap_stream: int = 8,
     module_track: bool = True,
-    gzip_level: int = 6,
+    gzip_level: int = 1,
 ) -> AnnotateResult:
     """Write ``out_path``: ``trace_path`` with annotations joined on. Atomic: on any error no
     output file is left behind."""

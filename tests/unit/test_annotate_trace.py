@@ -27,7 +27,7 @@ def _trace(n_nodes=60, replays=3, low32=False, jitter=False):
           {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
           {"ph": "M", "name": "thread_name", "pid": 0, "tid": 9, "args": {"name": "stream 9"}}]
     ts, corr = 1000.0, 100
-    for r in range(replays):
+    for _ in range(replays):
         corr += 1
         ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1,
                    "tid": 1, "ts": ts - 5, "dur": 4.0, "args": {"correlation": corr}})

@@ -1,0 +1,248 @@
+"""Capture-safety lint on a CPU: run forward and backward once and report what breaks or
+silently corrupts CUDA-graph capture, each finding with module FQN and source line.
+
+How: a ``TorchDispatchMode`` sees every aten op (host syncs, data-dependent shapes), a
+``TorchFunctionMode`` sees Python-level tensor use (``if tensor:``, printing tensors, factory
+calls without a device), global module hooks keep the current module path, and
+``torch.cuda.synchronize`` is wrapped for the run. No GPU is needed: the rules are about what
+the code asks for, not where it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .annotations import module_fqn, user_source
+from .loader import ModelSpec
+
+SEVERITIES = ("info", "warning", "error")
+
+# aten ops that copy a device value to the host: a sync, illegal while capturing
+_SYNC_OPS = {"aten::_local_scalar_dense": "reads a tensor value on the host (.item(), "
+             "float(t), .tolist() or bool(t))"}
+# aten ops whose output shape depends on tensor values
+_DYNAMIC_OPS = {
+    "aten::nonzero": "nonzero() has a data-dependent output shape",
+    "aten::nonzero_static": None,
+    "aten::masked_select": "masked_select() has a data-dependent output shape",
+    "aten::unique_dim": "unique() has a data-dependent output shape",
+    "aten::_unique2": "unique() has a data-dependent output shape",
+    "aten::unique_consecutive": "unique_consecutive() has a data-dependent output shape",
+    "aten::repeat_interleave.Tensor": "repeat_interleave() with tensor repeats has a "
+    "data-dependent output shape (pass output_size=)",
+}
+_FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "eye",
+              "linspace", "logspace", "tensor", "as_tensor", "zeros_like", "ones_like"}
+_LIKE = {"zeros_like", "ones_like"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    severity: str
+    message: str
+    module: Optional[str]
+    source: Optional[str]
+    count: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "severity": self.severity, "message": self.message,
+                "module": self.module, "source": self.source, "count": self.count}
+
+
+@dataclass
+class LintReport:
+    findings: list[Finding] = field(default_factory=list)
+    ran_backward: bool = False
+    error: Optional[str] = None
+
+    def at_or_above(self, severity: str) -> list[Finding]:
+        lvl = SEVERITIES.index(severity)
+        return [f for f in self.findings if SEVERITIES.index(f.severity) >= lvl]
+
+
+class _Collector:
+    def __init__(self, skip_dirs: tuple[str, ...]) -> None:
+        self.skip_dirs = skip_dirs
+        self.modules = threading.local()
+        self.found: dict[tuple[str, Optional[str], Optional[str]], list[Any]] = {}
+        self.in_forward = False
+
+    def module(self) -> Optional[str]:
+        stack = self.modules.__dict__.get("stack", [])
+        return stack[-1] if stack else None
+
+    def add(self, rule: str, severity: str, message: str) -> None:
+        key = (rule, self.module(), user_source(self.skip_dirs))
+        hit = self.found.get(key)
+        if hit is None:
+            self.found[key] = [severity, message, 1]
+        else:
+            hit[2] += 1
+
+    def findings(self) -> list[Finding]:
+        out = [Finding(rule, sev, msg, module, src, n)
+               for (rule, module, src), (sev, msg, n) in self.found.items()]
+        out.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.rule, f.source or ""))
+        return out
+
+
+def _modes(col: _Collector) -> tuple[Any, Any]:
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            name = str(func.name())
+            base = name.split(".")[0] if name not in _DYNAMIC_OPS else name
+            if name in _SYNC_OPS:
+                col.add("host-sync", "error", _SYNC_OPS[name])
+            msg = _DYNAMIC_OPS.get(name) or _DYNAMIC_OPS.get(base)
+            if msg:
+                col.add("data-dependent-shape", "error", msg)
+            if base == "aten::index" and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                for i in (args[1] if len(args) > 1 and isinstance(args[1], (list, tuple))
+                          else ())
+            ):
+                col.add("data-dependent-shape", "error",
+                        "boolean-mask indexing has a data-dependent output shape "
+                        "(use torch.where)")
+            return func(*args, **(kwargs or {}))
+
+    class Function(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            if name == "__bool__":
+                col.add("tensor-control-flow", "error",
+                        "Python control flow on a tensor value (if/while on a tensor): the "
+                        "graph records one branch and syncs")
+            elif name in ("__repr__", "__str__", "__format__"):
+                col.add("print-tensor", "error",
+                        "formats a tensor (print/log/f-string): copies it to the host")
+            elif name in ("cpu", "numpy"):
+                col.add("host-sync", "error", f".{name}() copies to the host")
+            elif col.in_forward and name in _FACTORIES and getattr(func, "__module__", "") in (
+                    "torch", "torch._C._VariableFunctions") and name not in _LIKE:
+                if kwargs.get("device") is None:
+                    col.add("cpu-tensor-in-forward", "warning",
+                            f"torch.{name}() without device= makes a CPU tensor inside "
+                            "forward; on the GPU it is copied host-to-device in the captured "
+                            "step (pass device=x.device)")
+            return func(*args, **kwargs)
+
+    return Dispatch(), Function()
+
+
+@contextlib.contextmanager
+def _module_paths(model: Any, col: _Collector) -> Iterator[None]:
+    from torch.nn.modules import module as m
+
+    names = {mod: module_fqn(p) for p, mod in model.named_modules()} if hasattr(
+        model, "named_modules") else {}
+
+    def pre(mod: Any, args: Any) -> None:
+        col.modules.__dict__.setdefault("stack", []).append(names.get(mod, type(mod).__name__))
+
+    def post(mod: Any, args: Any, out: Any) -> None:
+        stack = col.modules.__dict__.setdefault("stack", [])
+        if stack:
+            stack.pop()
+
+    hs = [m.register_module_forward_pre_hook(pre),
+          m.register_module_forward_hook(post, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in hs:
+            h.remove()
+
+
+@contextlib.contextmanager
+def _wrapped_synchronize(col: _Collector) -> Iterator[None]:
+    import torch
+
+    real = torch.cuda.synchronize
+
+    def sync(*a: Any, **k: Any) -> None:
+        col.add("host-sync", "error", "torch.cuda.synchronize() inside the step")
+        if torch.cuda.is_available():
+            real(*a, **k)
+
+    torch.cuda.synchronize = sync  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize = real  # type: ignore[assignment]
+
+
+def _graphing_restrictions(spec: ModelSpec) -> list[Finding]:
+    """SPEC CG5: what make_graphed_callables refuses (relevant to --mode callables)."""
+    import torch
+
+    out: list[Finding] = []
+    model = spec.model
+    if isinstance(model, torch.nn.Module):
+        for path, mod in model.named_modules():
+            if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks:
+                out.append(Finding("graphed-module-hooks", "warning",
+                                   "module hooks registered: make_graphed_callables refuses "
+                                   "the module (--mode callables)", module_fqn(path), None))
+        for name, buf in model.named_buffers():
+            if buf.requires_grad:
+                out.append(Finding("buffer-requires-grad", "warning",
+                                   f"buffer {name} requires grad: make_graphed_callables "
+                                   "refuses it", None, None))
+    for i, a in enumerate(spec.args):
+        if not isinstance(a, torch.Tensor):
+            out.append(Finding("non-tensor-arg", "warning",
+                               f"sample arg {i} is a {type(a).__name__}: make_graphed_callables "
+                               "takes tensors only (--mode callables)", None, None))
+    return out
+
+
+def lint_model(spec: ModelSpec) -> LintReport:
+    """Run one forward+loss+backward of ``spec`` on the CPU and collect findings."""
+    import torch
+
+    from .annotations import _torch_dir
+
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    col = _Collector((_torch_dir(), pkg, os.path.dirname(contextlib.__file__)))
+    report = LintReport()
+    dispatch, function = _modes(col)
+    loss_fn = spec.loss
+    printed = io.StringIO()  # the model's own prints stay out of the report
+    try:
+        with _module_paths(spec.model, col), _wrapped_synchronize(col), \
+                contextlib.redirect_stdout(printed), function, dispatch:
+            col.in_forward = True
+            autocast = torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()
+            out = spec.model(*spec.args)
+            if autocast or (torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()):
+                col.add("autocast-cache", "warning",
+                        "autocast with cache_enabled=True: graphing needs cache_enabled=False")
+            col.in_forward = False
+            if loss_fn is not None:
+                loss = loss_fn(out)
+            else:
+                leaves = out if isinstance(out, (tuple, list)) else (out,)
+                ts = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+                loss = sum(t.float().sum() for t in ts) if ts else None
+            if loss is not None and getattr(loss, "requires_grad", False):
+                loss.backward()
+                report.ran_backward = True
+    except Exception as exc:  # the user's model failed on CPU: still report what was seen
+        report.error = f"{type(exc).__name__}: {exc}"
+    report.findings = col.findings() + _graphing_restrictions(spec)
+    return report
