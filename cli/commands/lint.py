@@ -25,7 +25,6 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool) -> int:
     Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run.
     """
     from rich.console import Console
-    from rich.table import Table
 
     from graphscope._errors import GraphscopeError
     from graphscope.lint import lint_model
@@ -40,25 +39,20 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool) -> int:
                               indent=1))
     else:
         con = Console()
-        if report.findings:
-            t = Table(title=f"graphscope lint: {len(report.findings)} finding(s)",
-                      title_justify="left")
-            t.add_column("severity", no_wrap=True)
-            t.add_column("rule", no_wrap=True)
-            t.add_column("module", no_wrap=True)
-            t.add_column("where", no_wrap=True)
-            t.add_column("what", overflow="fold")
-            colour = {"error": "red", "warning": "yellow", "info": "cyan"}
-            for f in report.findings:
-                where = "-"
-                if f.source:
-                    path, _, rest = f.source.partition(":")
-                    where = f"{os.path.relpath(path)}:{rest.split()[0]}"
-                t.add_row(f"[{colour[f.severity]}]{f.severity}[/]", f.rule, f.module or "-",
-                          where + (f" (×{f.count})" if f.count > 1 else ""), f.message)
-            con.print(t)
-        else:
-            con.print("graphscope lint: no findings")
+        colour = {"error": "red", "warning": "yellow", "info": "cyan"}
+        for f in report.findings:
+            where = "-"
+            if f.source:
+                path, _, rest = f.source.partition(":")
+                where = f"{os.path.relpath(path)}:{rest.split()[0]}"
+            times = f" (×{f.count})" if f.count > 1 else ""
+            con.print(f"[{colour[f.severity]}]{f.severity:<7}[/] [bold]{f.rule}[/] "
+                      f"{f.module or '-'}  {where}{times}", highlight=False)
+            con.print(f"        {f.message}", highlight=False)
+        counts = {s: sum(1 for f in report.findings if f.severity == s)
+                  for s in ("error", "warning", "info")}
+        con.print(f"graphscope lint: {counts['error']} error(s), {counts['warning']} "
+                  f"warning(s), {counts['info']} info", highlight=False)
     if report.error:
         raise GraphscopeError(f"{spec.path}: the model failed while linting on the CPU: "
                               f"{report.error}")
