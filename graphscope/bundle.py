@@ -27,8 +27,11 @@ SCHEMA_VERSION = 1
 REQUIRED = ("manifest.json", "graph.json", "annotations.json")
 
 
-def dumps(obj: Any) -> str:
-    """Deterministic JSON: sorted keys, fixed separators."""
+def dumps(obj: Any, compact: bool = False) -> str:
+    """Deterministic JSON: sorted keys, fixed separators. ``compact`` for the big files
+    (graph, timeline, annotations): no indentation, which halves their size and parse time."""
+    if compact:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str) + "\n"
     return json.dumps(obj, sort_keys=True, indent=1, separators=(",", ": "), default=str) + "\n"
 
 
@@ -60,16 +63,18 @@ def write_bundle(
         files = ["manifest.json", "graph.json", "annotations.json", "annotations.pkl"]
         bundle = Bundle(path, manifest, tuple(graphs), 0)
         amap = bundle.annotation_map()
-        _write(tmp, "graph.json", dumps(_versioned({"graphs": [g.to_json() for g in graphs]})))
+        _write(tmp, "graph.json",
+               dumps(_versioned({"graphs": [g.to_json() for g in graphs]}), compact=True))
         _write(
             tmp,
             "annotations.json",
-            dumps(_versioned({"annotations": {str(k): v for k, v in sorted(amap.items())}})),
+            dumps(_versioned({"annotations": {str(k): v for k, v in sorted(amap.items())}}),
+                  compact=True),
         )
         with open(os.path.join(tmp, "annotations.pkl"), "wb") as f:
             pickle.dump(dict(sorted(amap.items())), f, protocol=4)
         if timeline is not None:
-            _write(tmp, "timeline.json", dumps(_versioned(timeline)))
+            _write(tmp, "timeline.json", dumps(_versioned(timeline), compact=True))
             files.append("timeline.json")
         if summary is not None:
             _write(tmp, "summary.json", dumps(_versioned(summary)))
@@ -97,14 +102,24 @@ def _write(root: str, rel: str, text: str) -> None:
         f.write(text)
 
 
+try:  # 5-10x faster on big bundles; optional so that a bare environment still reads them
+    import orjson
+
+    _loads: Any = orjson.loads
+    _DecodeError: Any = (orjson.JSONDecodeError, json.JSONDecodeError)
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _loads = json.loads
+    _DecodeError = json.JSONDecodeError
+
+
 def _load_json(path: str, name: str) -> dict[str, Any]:
     p = os.path.join(path, name)
     try:
-        with open(p, encoding="utf-8") as f:
-            data = json.load(f)
+        with open(p, "rb") as f:
+            data = _loads(f.read())
     except FileNotFoundError:
         raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
-    except json.JSONDecodeError as exc:
+    except _DecodeError as exc:
         raise BundleError(f"{p}: invalid JSON ({exc})") from None
     v = data.get("schema_version") if isinstance(data, dict) else None
     if v != SCHEMA_VERSION:

@@ -9,6 +9,8 @@ import click
 
 from ..options import bundle_argument, json_option
 
+MAX_ROWS = 80
+
 
 @click.command()
 @bundle_argument
@@ -28,5 +30,14 @@ def report(bundle: str, depth: Optional[int], top: int, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
-    print_summary(s, Console(), depth)
+    con = Console()
+    if depth is None:  # a huge tree: show the levels that fit in MAX_ROWS, and say so
+        levels = sorted({r["level"] for r in s["modules"]})
+        shown = [lv for lv in levels
+                 if sum(1 for r in s["modules"] if r["level"] <= lv) <= MAX_ROWS]
+        if shown and shown[-1] < levels[-1]:
+            depth = shown[-1]
+            con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
+                      "(pass --depth N for more)")
+    print_summary(s, con, depth)
     return 0

@@ -8,8 +8,9 @@ rows, per-replay times add up exactly to the replay's graph work time.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from typing import Any, Optional
+
+import numpy as np
 
 from ..graphs.model import UNATTRIBUTED, Bundle, Node
 
@@ -25,42 +26,67 @@ def _prefixes(module: str) -> list[str]:
     return [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
+def _factorize(keys: list[str]) -> tuple[np.ndarray, list[str]]:
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(k, len(index)) for k in keys), dtype=np.int64,
+                        count=len(keys))
+    return codes, list(index)
+
+
+def _group_sum(codes: np.ndarray, n_groups: int, values: np.ndarray) -> np.ndarray:
+    out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
+    np.add.at(out, codes, values)
+    return out
+
+
+def _median_rows(m: np.ndarray) -> np.ndarray:
+    if m.shape[1] == 0:
+        return np.zeros(m.shape[0])
+    return np.median(m, axis=1)
+
+
 def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, Any]]:
     """Rows of the module tree, depth-first; ``depth`` limits rows to that many levels."""
-    r = max(bundle.replays, 0)
-    per: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"kernels": 0, "fwd": 0, "bwd": 0, "t": [0] * r, "tf": [0] * r, "tb": [0] * r}
-    )
-    for n in bundle.work_nodes():
-        d = n.durations_ns
-        bwd = n.phase == "backward"
-        for p in _prefixes(n.module):
-            row = per[p]
-            row["kernels"] += 1
-            row["bwd" if bwd else "fwd"] += 1
-            for i, x in enumerate(d[:r]):
-                row["t"][i] += x
-                row["tb" if bwd else "tf"][i] += x
+    work = bundle.work
+    dur = bundle.durations
+    codes, modules = _factorize([n.module for n in work])
+    bwd = np.fromiter((n.phase == "backward" for n in work), dtype=bool, count=len(work))
+    n_mod = len(modules)
+    t_mod = _group_sum(codes, n_mod, dur)
+    tb_mod = _group_sum(codes[bwd], n_mod, dur[bwd])
+    k_mod = np.bincount(codes, minlength=n_mod)
+    kb_mod = np.bincount(codes[bwd], minlength=n_mod)
+    prefixes: dict[str, int] = {}
+    pairs: list[tuple[int, int]] = []
+    for m, name in enumerate(modules):
+        pairs.extend((m, prefixes.setdefault(p, len(prefixes))) for p in _prefixes(name))
+    src = np.array([m for m, _ in pairs], dtype=np.int64)
+    dst = np.array([p for _, p in pairs], dtype=np.int64)
+    n_pre = len(prefixes)
+    t = _group_sum(dst, n_pre, t_mod[src])
+    tb = _group_sum(dst, n_pre, tb_mod[src])
+    k = np.bincount(dst, weights=k_mod[src], minlength=n_pre).astype(np.int64)
+    kb = np.bincount(dst, weights=kb_mod[src], minlength=n_pre).astype(np.int64)
+    med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb)
     total = _median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
-    for name in sorted(per, key=_tree_key):
+    for name in sorted(prefixes, key=_tree_key):
         lvl = 0 if name == UNATTRIBUTED else name.count(".")
         if depth is not None and lvl > depth:
             continue
-        row = per[name]
-        med = _median(row["t"])
+        i = prefixes[name]
         rows.append(
             {
                 "module": name,
                 "level": lvl,
-                "kernels": row["kernels"],
-                "fwd_kernels": row["fwd"],
-                "bwd_kernels": row["bwd"],
-                "median_ns": med,
-                "fwd_ns": _median(row["tf"]),
-                "bwd_ns": _median(row["tb"]),
-                "pct": (100.0 * med / total) if total else 0.0,
-                "per_replay_ns": list(row["t"]),
+                "kernels": int(k[i]),
+                "fwd_kernels": int(k[i] - kb[i]),
+                "bwd_kernels": int(kb[i]),
+                "median_ns": float(med[i]),
+                "fwd_ns": float(med_f[i]),
+                "bwd_ns": float(med_b[i]),
+                "pct": (100.0 * float(med[i]) / total) if total else 0.0,
+                "per_replay_ns": t[i].tolist(),
             }
         )
     return rows
@@ -73,23 +99,21 @@ def _tree_key(name: str) -> tuple[int, list[str]]:
 
 def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict[str, Any]]:
     """Top kernels (by short name) or ops (``key="op"``) by median time per replay."""
-    r = bundle.replays
-    agg: dict[str, dict[str, Any]] = defaultdict(lambda: {"count": 0, "t": [0] * r})
-    for n in bundle.work_nodes():
-        k = n.short_name if key == "kernel" else (n.op or "(no op recorded)")
-        a = agg[k]
-        a["count"] += 1
-        for i, x in enumerate(n.durations_ns[:r]):
-            a["t"][i] += x
+    work = bundle.work
+    names = [n.short_name if key == "kernel" else (n.op or "(no op recorded)") for n in work]
+    codes, groups = _factorize(names)
+    t = _group_sum(codes, len(groups), bundle.durations)
+    counts = np.bincount(codes, minlength=len(groups))
+    med = _median_rows(t)
     total = _median([float(x) for x in bundle.replay_kernel_ns])
     rows = [
         {
-            key: k,
-            "count": a["count"],
-            "median_ns": _median(a["t"]),
-            "pct": (100.0 * _median(a["t"]) / total) if total else 0.0,
+            key: g,
+            "count": int(counts[i]),
+            "median_ns": float(med[i]),
+            "pct": (100.0 * float(med[i]) / total) if total else 0.0,
         }
-        for k, a in agg.items()
+        for i, g in enumerate(groups)
     ]
     rows.sort(key=lambda x: (-x["median_ns"], -x["count"], x[key]))
     return rows[:top] if top else rows

@@ -1,0 +1,91 @@
+"""DOT + report of a synthetic 100,000-node bundle (issue 6): wall time and peak RSS.
+
+Usage: bench_dot_report.py OUT.json [--nodes 100000] [--replays 20]
+Writes a bundle with a transformer-like module tree (48 layers x ~2,000 nodes), a chain of
+edges plus skips, and per-replay durations, then runs `graphscope dump --dot` (collapsed
+automatically above 2,000 nodes) and `graphscope report` in fresh processes.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNER = r"""
+import resource, runpy, sys, time
+t0 = time.perf_counter()
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    if e.code:
+        raise
+print("BENCH", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+      file=sys.stderr)
+"""
+
+
+def make_bundle(path, n, replays):
+    sys.path.insert(0, ROOT)
+    from graphscope.bundle import write_bundle
+    from graphscope.graphs.model import CapturedGraph, Node
+
+    exec_id = 3
+    subs = ["attn.qkv", "attn.proj", "attn.core", "mlp.fc", "mlp.act", "mlp.proj", "ln1", "ln2"]
+    nodes = []
+    durations = {}
+    layers = 48
+    for i in range(n):
+        layer = i * layers // n
+        phase = {"autograd_phase": "backward"} if i >= n // 2 else {}
+        ann = {"module_name": f"L.blocks.{layer}.{subs[i % len(subs)]}", **phase}
+        nid = (exec_id << 32) | i
+        nodes.append(Node("step", i, nid, "kernel", kernel=f"_Z6kernel{i % 50}v",
+                          demangled=f"kernel{i % 50}()", grid=(128, 1, 1), block=(256, 1, 1),
+                          annotation=ann, op="aten::mm", shapes="bf16[4096,4096]"))
+        durations[str(nid)] = [1000 + (i * 7919 + r) % 3000 for r in range(replays)]
+    edges = tuple((i, i + 1) for i in range(n - 1)) + tuple((i, i + 17) for i in range(0, n - 17, 50))
+    g = CapturedGraph("step", 1, exec_id, tuple(nodes), edges)
+    totals = [sum(v[r] for v in durations.values()) for r in range(replays)]
+    write_bundle(path, manifest={"tool": "graphscope", "synthetic": True}, graphs=[g],
+                 timeline={"replays": replays, "durations_ns": durations,
+                           "replay_kernel_ns": totals, "replay_span_ns": totals, "events": []},
+                 force=True)
+
+
+def run(argv):
+    r = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH ")]
+    if r.returncode != 0 or not line:
+        raise SystemExit(f"{argv} failed: {r.stderr[-2000:]}")
+    _, secs, rss = line[0].split()
+    return {"wall_s": float(secs), "peak_rss_mb": int(rss) / 1024}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("out")
+    p.add_argument("--nodes", type=int, default=100_000)
+    p.add_argument("--replays", type=int, default=20)
+    a = p.parse_args()
+    tmp = tempfile.mkdtemp(prefix="gs-dot-bench-")
+    bundle = os.path.join(tmp, "big")
+    make_bundle(bundle, a.nodes, a.replays)
+    cli = os.path.join(ROOT, "graphscope", "__main__.py")
+    res = {
+        "bench": "dot_report", "nodes": a.nodes, "replays": a.replays, "cpus": os.cpu_count(),
+        "dump_dot": run([cli, "dump", bundle, "--dot", "-o", os.path.join(tmp, "g.dot"), "-f"]),
+        "report": run([cli, "report", bundle]),
+        "dump_dot_full": run([cli, "dump", bundle, "--dot", "--no-collapse", "-o",
+                              os.path.join(tmp, "full.dot"), "-f"]),
+    }
+    with open(a.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
