@@ -44,7 +44,7 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
     t = Table(title=title + (" by time" if timed else " by count"), title_justify="left")
-    t.add_column(key, no_wrap=True, max_width=56, overflow="ellipsis")
+    t.add_column(key, no_wrap=True, max_width=44, overflow="ellipsis")
     t.add_column("count", justify="right", no_wrap=True)
     if timed:
         t.add_column("time", justify="right", no_wrap=True)
