@@ -16,8 +16,11 @@ MAX_ROWS = 80
 @bundle_argument
 @click.option("--depth", type=int, default=None, help="Module levels to show.")
 @click.option("--top", type=int, default=10, show_default=True, help="Top kernels/ops rows.")
+@click.option("--html", "html_path", type=click.Path(), default=None,
+              help="Also write a self-contained HTML report (tables, timeline, graph) here.")
 @json_option
-def report(bundle: str, depth: Optional[int], top: int, as_json: bool) -> int:
+def report(bundle: str, depth: Optional[int], top: int, html_path: Optional[str],
+           as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
@@ -26,6 +29,11 @@ def report(bundle: str, depth: Optional[int], top: int, as_json: bool) -> int:
     from graphscope.reports.table import print_summary
 
     b = read_bundle(bundle)
+    if html_path:
+        from graphscope.reports.html import write_html
+
+        write_html(b, html_path)
+        click.echo(f"Wrote {html_path}", err=as_json)
     s = summarize(b, top=top)
     if as_json:
         click.echo(json.dumps(s, sort_keys=True, indent=1))
