@@ -47,7 +47,8 @@ def make_bundle(path, n, replays):
                           demangled=f"kernel{i % 50}()", grid=(128, 1, 1), block=(256, 1, 1),
                           annotation=ann, op="aten::mm", shapes="bf16[4096,4096]"))
         durations[str(nid)] = [1000 + (i * 7919 + r) % 3000 for r in range(replays)]
-    edges = tuple((i, i + 1) for i in range(n - 1)) + tuple((i, i + 17) for i in range(0, n - 17, 50))
+    edges = tuple((i, i + 1) for i in range(n - 1))
+    edges += tuple((i, i + 17) for i in range(0, n - 17, 50))
     g = CapturedGraph("step", 1, exec_id, tuple(nodes), edges)
     totals = [sum(v[r] for v in durations.values()) for r in range(replays)]
     write_bundle(path, manifest={"tool": "graphscope", "synthetic": True}, graphs=[g],

@@ -30,7 +30,7 @@ def bundle_argument(f: F) -> F:
 
 def capture_options(f: F) -> F:
     """Options of commands that load and capture a model file."""
-    opts = [
+    opts: list[Any] = [
         click.argument("model", required=False, type=click.Path()),
         click.option("--entry", default=None, help="Function in MODEL returning (model, args)."
                      "  [default: graphscope_model]"),

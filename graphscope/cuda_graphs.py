@@ -182,7 +182,7 @@ class Graph:
             self._session = stack
         try:
             gc.collect()
-            self._g.capture_begin(pool=self._pool, capture_error_mode=self._mode)
+            self._g.capture_begin(pool=self._pool, capture_error_mode=self._mode)  # type: ignore[arg-type]
             self._gc.pause()
         except BaseException:
             self._close_session(publish=False)
@@ -261,7 +261,7 @@ def _kept_graphs() -> Iterator[list[Any]]:
         made.append(g)
         return g
 
-    torch.cuda.CUDAGraph = factory  # type: ignore[misc]
+    torch.cuda.CUDAGraph = factory  # type: ignore[misc,assignment]
     try:
         yield made
     finally:

@@ -179,11 +179,11 @@ def _wrapped_synchronize(col: _Collector) -> Iterator[None]:
         if torch.cuda.is_available():
             real(*a, **k)
 
-    torch.cuda.synchronize = sync  # type: ignore[assignment]
+    torch.cuda.synchronize = sync
     try:
         yield
     finally:
-        torch.cuda.synchronize = real  # type: ignore[assignment]
+        torch.cuda.synchronize = real
 
 
 def _graphing_restrictions(spec: ModelSpec) -> list[Finding]:

@@ -87,8 +87,8 @@ class Node:
             type=str(d["type"]),
             kernel=d.get("kernel"),
             demangled=d.get("demangled"),
-            grid=tuple(d.get("grid", (0, 0, 0))),  # type: ignore[arg-type]
-            block=tuple(d.get("block", (0, 0, 0))),  # type: ignore[arg-type]
+            grid=tuple(d.get("grid", (0, 0, 0))),
+            block=tuple(d.get("block", (0, 0, 0))),
             smem=int(d.get("smem", 0)),
             bytes=int(d.get("bytes", 0)),
             annotation=d.get("annotation", {}),

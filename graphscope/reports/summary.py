@@ -106,7 +106,7 @@ def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict
     counts = np.bincount(codes, minlength=len(groups))
     med = _median_rows(t)
     total = _median([float(x) for x in bundle.replay_kernel_ns])
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             key: g,
             "count": int(counts[i]),
