@@ -32,7 +32,7 @@ test: install ## Run the test suite (GPU tests skip without a GPU)
 test-gpu: install ## Run only the GPU tests (needs an NVIDIA GPU)
 	$(BIN)/python -m pytest -q -m gpu $(PYTEST_ARGS)
 
-lint: install ## ruff check, ruff format --check, mypy
+lint: install ## ruff check and mypy
 	$(BIN)/ruff check graphscope cli tests bench sample_models
 	$(BIN)/mypy graphscope cli
 

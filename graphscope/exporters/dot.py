@@ -91,7 +91,7 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     dot.set_node_defaults(shape="box", style="filled,rounded", fontname="Helvetica",
                           fontsize="10")
     if collapse:
-        _collapsed(pydot, dot, g, nodes, opts)
+        _collapsed(pydot, dot, g, nodes, opts, bundle)
     else:
         _full(pydot, dot, g, nodes, opts)
     return dot.to_string(), notes
@@ -163,19 +163,33 @@ def _tooltip(n: Node) -> str:
     return " | ".join(bits)[:1000]
 
 
-def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions) -> None:
+def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions,
+               bundle: Bundle) -> None:
+    import numpy as np
+
     depth = 1 if opts.depth is None else opts.depth
+    key_opts = DotOptions(group=opts.group, depth=depth)
+    medians: dict[int, float] = {}
+    if bundle.replays and bundle.work:
+        med = np.median(bundle.durations, axis=1).tolist()
+        medians = dict(zip((n.exec_node_id for n in bundle.work), med))
     group: dict[int, str] = {}  # local id -> collapsed node
+    keys: dict[tuple[str, str, str], str] = {}  # (module, phase, stream) -> collapsed node
     stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "t": 0.0, "bwd": 0})
     for n in nodes:
-        key = "/".join(_group_key(n, DotOptions(group=opts.group, depth=depth))[-1:]) or "all"
-        if n.phase == "backward" and opts.group == "module":
-            key += " (bwd)"
+        bwd = n.phase == "backward"
+        ck = (n.module, n.phase, str(n.annotation.get("stream", "")))
+        key = keys.get(ck)
+        if key is None:
+            key = "/".join(_group_key(n, key_opts)[-1:]) or "all"
+            if bwd and opts.group == "module":
+                key += " (bwd)"
+            keys[ck] = key
         group[n.local_id] = key
         s = stats[key]
         s["n"] += 1
-        s["t"] += n.median_ns or 0.0
-        s["bwd"] |= n.phase == "backward"
+        s["t"] += medians.get(n.exec_node_id, 0.0)
+        s["bwd"] |= bwd
     ids = {k: f"m{i}" for i, k in enumerate(sorted(stats))}
     colours: dict[str, str] = {}
     for k in sorted(stats):

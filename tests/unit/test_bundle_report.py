@@ -90,7 +90,7 @@ def test_round_trip_is_byte_identical(tmp_path):
     a1 = write_bundle(str(tmp_path / "a"), **kw)
     a2 = write_bundle(str(tmp_path / "b"), **kw)
     for f in ("graph.json", "annotations.json", "annotations.pkl", "timeline.json",
-              "summary.json", "manifest.json", "raw/step.dot"):
+              "durations.npy", "summary.json", "manifest.json", "raw/step.dot"):
         assert open(os.path.join(a1, f), "rb").read() == open(os.path.join(a2, f), "rb").read(), f
     again = read_bundle(a1)
     assert [n.to_json() for n in again.nodes()] == [n.to_json() for n in b.nodes()]
