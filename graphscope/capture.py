@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import tempfile
@@ -180,10 +181,27 @@ def run_capture(
 
     phase = _Phases(progress)
     require_gpu(command)
+    from .ranks import rank_from_env, rank_output
+
+    rank = rank_from_env()
+    if rank is not None:  # under torchrun: one GPU and one bundle per rank
+        torch.cuda.set_device(rank.local_rank)
     phase("load")
     path = cfg.model or default_model_path()
     spec = load_model_file(path, cfg.entry)
     model = spec.model.cuda() if hasattr(spec.model, "cuda") else spec.model
+    if rank is not None and spec.settings.get("ddp"):
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        if not dist.is_initialized():
+            dist.init_process_group("nccl")
+        cfg = dataclasses.replace(cfg, warmup=max(cfg.warmup, 11))  # DDP needs 11 warm-ups
+        # DDP must be built on the side stream it will be captured from (torch's docs)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            model = DistributedDataParallel(model, device_ids=[rank.local_rank])
+        torch.cuda.current_stream().wait_stream(s)
     args = _to_cuda(spec.args)
     loss_fn = spec.loss or default_loss
     graphs: list[CapturedGraph] = []
@@ -235,6 +253,10 @@ def run_capture(
             "outside_graph_records": jr.outside_graph_records,
         }
     out = cfg.output or _default_output(spec, command)
+    if rank is not None:
+        out = rank_output(out, rank)
+        manifest["rank"] = {"rank": rank.rank, "world_size": rank.world_size,
+                            "local_rank": rank.local_rank}
     written = write_bundle(
         out, manifest=manifest, graphs=graphs, timeline=timeline, summary=summary,
         raw_dot=raw, force=cfg.force,

@@ -52,6 +52,9 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
         raise ModelFileError(f"{path}: cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    here = os.path.dirname(os.path.abspath(path))
+    if here not in sys.path:  # as for `python model.py`: sibling modules import
+        sys.path.insert(0, here)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:

@@ -13,21 +13,30 @@ from ..options import capture_options, json_option
 @click.command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
+@click.option("--nproc", type=int, default=None,
+              help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
 @json_option
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: Optional[bool], replays: Optional[int],
-            as_json: bool) -> int:
+            nproc: Optional[int], as_json: bool) -> int:
     """Capture MODEL's forward and backward into CUDA graphs, replay them under the CUPTI
     tracer and write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
 
     This runs the code in MODEL.
     """
+    import subprocess
+    import sys
+
     from rich.console import Console
 
+    from graphscope.ranks import rank_from_env, torchrun_argv, torchrun_env
     from graphscope.reports.table import print_summary
 
     from ._run import build_config, run
+
+    if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
+        return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force, replays=replays)

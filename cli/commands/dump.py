@@ -36,7 +36,22 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
     from graphscope.bundle import raw_dot, read_bundle
     from graphscope.exporters.dot import DotOptions, build_dot, render
+    from graphscope.ranks import is_multirank, read_ranks
 
+    if is_multirank(bundle):
+        from graphscope.exporters.trace import build_multirank_trace
+
+        if what != "trace":
+            raise click.UsageError("a multi-rank bundle: dump --trace, or dump one rank<r>/")
+        out = output or bundle.rstrip("/") + ".trace.json"
+        text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
+        if out == "-":
+            click.echo(text, nl=False)
+            return 0
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+        click.echo(f"Wrote {out}")
+        return 0
     b = read_bundle(bundle)
     gname = graph or b.graphs[0].name
     notes: list[str] = []

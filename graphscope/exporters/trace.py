@@ -72,3 +72,17 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"graphscope_bundle": bundle.path, "replays_kept": len(
                 {e["replay"] for e in bundle.events})}}
+
+
+def build_multirank_trace(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
+    """One trace with one GPU process and one modules process per rank."""
+    events: list[dict[str, Any]] = []
+    for r, b in ranks:
+        for e in build_trace(b)["traceEvents"]:
+            e = dict(e)
+            e["pid"] = 100 * (r + 1) + int(e["pid"])
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                e["args"] = {"name": f"rank {r}: {e['args']['name']}"}
+            events.append(e)
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"ranks": [r for r, _ in ranks]}}

@@ -1,0 +1,137 @@
+"""Many GPUs: per-rank bundles under torchrun and the merged cross-rank view.
+
+Layout: a multi-rank bundle is a directory holding ``rank<r>/`` bundles, one per rank
+(``graphscope capture`` under torchrun writes its rank's there). Merging reads only bundles.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ._errors import BundleError
+from .bundle import read_bundle
+from .graphs.model import Bundle
+from .reports.summary import module_rows
+
+NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                        "NVSHMEM_DISABLE_NVLS": "1"}
+_RANK_DIR = re.compile(r"^rank(\d+)$")
+COLLECTIVE = re.compile(r"nccl|allreduce|all_reduce|allgather|reduce_scatter|broadcast",
+                        re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def rank_from_env(env: Optional[dict[str, str]] = None) -> Optional[RankInfo]:
+    """The torchrun rank of this process, or None outside torchrun."""
+    e = os.environ if env is None else env
+    if "RANK" not in e or "WORLD_SIZE" not in e:
+        return None
+    return RankInfo(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", e["RANK"])))
+
+
+def rank_output(base: str, info: RankInfo) -> str:
+    return os.path.join(base, f"rank{info.rank}")
+
+
+def torchrun_argv(nproc: int, argv: list[str]) -> list[str]:
+    """The command that re-runs ``graphscope <argv>`` under torchrun with ``nproc`` ranks
+    (``--nproc`` removed so that the ranks do not recurse)."""
+    out, skip = [], False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == "--nproc":
+            skip = True
+            continue
+        if a.startswith("--nproc="):
+            continue
+        out.append(a)
+        del i
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc-per-node={nproc}", "-m", "graphscope", *out]
+
+
+def torchrun_env(base: Optional[dict[str, str]] = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    env.update(NVLINK_MULTICAST_OFF)
+    return env
+
+
+def rank_dirs(path: str) -> list[tuple[int, str]]:
+    if not os.path.isdir(path):
+        return []
+    out = []
+    for name in os.listdir(path):
+        m = _RANK_DIR.match(name)
+        if m and os.path.isdir(os.path.join(path, name)):
+            out.append((int(m.group(1)), os.path.join(path, name)))
+    return sorted(out)
+
+
+def is_multirank(path: str) -> bool:
+    return bool(rank_dirs(path)) and not os.path.exists(os.path.join(path, "manifest.json"))
+
+
+def read_ranks(path: str) -> list[tuple[int, Bundle]]:
+    ranks = rank_dirs(path)
+    if not ranks:
+        raise BundleError(f"{path}: no rank<r>/ bundles (not a multi-rank bundle)")
+    expected = list(range(len(ranks)))
+    got = [r for r, _ in ranks]
+    if got != expected:
+        raise BundleError(f"{path}: ranks {got} are not 0..{len(ranks) - 1}: a rank's capture "
+                          "is missing")
+    return [(r, read_bundle(p)) for r, p in ranks]
+
+
+def merge(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
+    """Per-module median time per rank, skew (max / median over ranks), collective time."""
+    per_rank = {r: {row["module"]: row for row in module_rows(b)} for r, b in ranks}
+    modules: list[str] = []
+    for _, rows in sorted(per_rank.items()):
+        modules += [m for m in rows if m not in modules]
+    out_rows = []
+    for m in modules:
+        times = [per_rank[r][m]["median_ns"] if m in per_rank[r] else 0.0 for r, _ in ranks]
+        med = statistics.median(times)
+        out_rows.append({
+            "module": m,
+            "level": next(per_rank[r][m]["level"] for r, _ in ranks if m in per_rank[r]),
+            "per_rank_ns": times,
+            "median_ns": med,
+            "max_ns": max(times),
+            "skew": (max(times) / med) if med else (0.0 if not max(times) else float("inf")),
+            "slowest_rank": times.index(max(times)),
+        })
+    collectives = []
+    for r, b in ranks:
+        ns = 0.0
+        count = 0
+        for n in b.work:
+            if n.type == "kernel" and COLLECTIVE.search(n.demangled or n.kernel or ""):
+                count += 1
+                ns += n.median_ns or 0.0
+        total = statistics.median(b.replay_kernel_ns) if b.replay_kernel_ns else 0.0
+        collectives.append({"rank": r, "kernels": count, "median_ns": ns,
+                            "pct": 100.0 * ns / total if total else 0.0,
+                            "replay_kernel_ns": total})
+    totals = [c["replay_kernel_ns"] for c in collectives]
+    med_total = statistics.median(totals) if totals else 0.0
+    return {
+        "world_size": len(ranks),
+        "modules": out_rows,
+        "collectives": collectives,
+        "replay_skew": (max(totals) / med_total) if med_total else 0.0,
+    }
