@@ -18,6 +18,8 @@ import subprocess
 import sys
 from collections import Counter
 
+from _measure import write_json
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["mlp", "cnn", "gpt", "marked", "sidestream"]
 SKIP = ("Memcpy", "Memset")
@@ -171,11 +173,7 @@ def main():
     result = {}
     for m in models:
         result[m] = compare(_run("eager", m), _run("capture", m))
-    text = json.dumps({"bench": "accuracy", "models": result}, indent=1)
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
-    print(text)
+    write_json(out, {"bench": "accuracy", "models": result})
 
 
 if __name__ == "__main__":

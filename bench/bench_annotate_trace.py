@@ -15,20 +15,10 @@ import sys
 import time
 import zipfile
 
+from _measure import measure
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_kineto_trace.py")
-RUNNER = r"""
-import resource, runpy, sys, time
-t0 = time.perf_counter()
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as e:
-    if e.code:
-        raise
-print("BENCH", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-      file=sys.stderr)
-"""
 
 
 def _torch_script(workdir):
@@ -41,15 +31,6 @@ def _torch_script(workdir):
         with open(out, "wb") as f:
             f.write(z.read("torch/cuda/_annotate_cuda_graph_trace.py"))
     return out
-
-
-def _run(argv):
-    r = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True)
-    line = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH ")]
-    if r.returncode != 0 or not line:
-        raise SystemExit(f"{argv[0]} failed: {r.stderr[-2000:]}")
-    _, secs, rss_kb = line[0].split()
-    return {"wall_s": float(secs), "peak_rss_mb": int(rss_kb) / 1024}
 
 
 def main():
@@ -71,8 +52,8 @@ def main():
             subprocess.run([sys.executable, GEN, trace, pkl, "--nodes", str(a.nodes),
                             "--replays", str(a.replays)] + (["--gz"] if gz else []), check=True)
         size_mb = os.path.getsize(trace) / 2**20
-        theirs = _run([script, trace, "-a", pkl, "-o", os.path.join(a.workdir, "theirs" + ext)])
-        ours = _run([gs_cli, "annotate-trace", trace, "-a", pkl, "-f", "-o",
+        theirs = measure([script, trace, "-a", pkl, "-o", os.path.join(a.workdir, "theirs" + ext)])
+        ours = measure([gs_cli, "annotate-trace", trace, "-a", pkl, "-f", "-o",
                      os.path.join(a.workdir, "ours" + ext)])
         rows.append({"input": ext, "size_mb": round(size_mb, 1), "pytorch": theirs,
                      "graphscope": ours,

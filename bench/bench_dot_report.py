@@ -9,23 +9,12 @@ automatically above 2,000 nodes) and `graphscope report` in fresh processes.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
+from _measure import measure
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNER = r"""
-import resource, runpy, sys, time
-t0 = time.perf_counter()
-sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(sys.argv[0], run_name="__main__")
-except SystemExit as e:
-    if e.code:
-        raise
-print("BENCH", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-      file=sys.stderr)
-"""
 
 
 def make_bundle(path, n, replays):
@@ -57,15 +46,6 @@ def make_bundle(path, n, replays):
                  force=True)
 
 
-def run(argv):
-    r = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True)
-    line = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH ")]
-    if r.returncode != 0 or not line:
-        raise SystemExit(f"{argv} failed: {r.stderr[-2000:]}")
-    _, secs, rss = line[0].split()
-    return {"wall_s": float(secs), "peak_rss_mb": int(rss) / 1024}
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -78,9 +58,9 @@ def main():
     cli = os.path.join(ROOT, "graphscope", "__main__.py")
     res = {
         "bench": "dot_report", "nodes": a.nodes, "replays": a.replays, "cpus": os.cpu_count(),
-        "dump_dot": run([cli, "dump", bundle, "--dot", "-o", os.path.join(tmp, "g.dot"), "-f"]),
-        "report": run([cli, "report", bundle]),
-        "dump_dot_full": run([cli, "dump", bundle, "--dot", "--no-collapse", "-o",
+        "dump_dot": measure([cli, "dump", bundle, "--dot", "-o", os.path.join(tmp, "g.dot"), "-f"]),
+        "report": measure([cli, "report", bundle]),
+        "dump_dot_full": measure([cli, "dump", bundle, "--dot", "--no-collapse", "-o",
                               os.path.join(tmp, "full.dot"), "-f"]),
     }
     with open(a.out, "w") as f:

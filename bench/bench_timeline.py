@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+from _measure import write_json
+
 N = 20
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,11 +120,7 @@ def main():
             "speedup_cold": pr["cold_s"] / gs["cold_s"],
             "speedup_warm": pr["warm_s"] / gs["warm_s"],
         })
-    text = json.dumps({"bench": "timeline", "rows": rows}, indent=1)
-    if out:
-        with open(out, "w") as f:
-            f.write(text)
-    print(text)
+    write_json(out, {"bench": "timeline", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from typing import Any, Optional
 from xml.sax.saxutils import escape, quoteattr
 
 from ._errors import ConfigError
+from .config import read_yaml
 from .graphs.model import Bundle
 from .reports.diff import diff_summary
 from .reports.summary import coverage, module_rows, summarize
@@ -72,20 +73,11 @@ def load_budgets(path: str) -> Budgets:
     """Parse and validate; errors name the file, line and key."""
     import yaml
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read budgets ({exc.strerror})") from None
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    root, data = read_yaml(path, "budgets")
     if root is None:
         raise ConfigError(f"{path}: empty budgets file")
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:1: the top level must be a mapping")
-    data = yaml.safe_load(text)
     lines = {k.value: (k.start_mark.line + 1, v) for k, v in root.value}
 
     def where(node: Any) -> str:

@@ -57,20 +57,24 @@ def _check(key: str, value: Any, where: str) -> Any:
     return value
 
 
-def load_yaml(path: str) -> dict[str, Any]:
-    """Read a graphscope.yaml; wrong keys or types name the file, line and key."""
+def read_yaml(path: str, what: str) -> tuple[Any, Any]:
+    """(node tree with line marks, plain data) of a YAML file; errors name the file."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config ({exc.strerror})") from None
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        return yaml.compose(text), yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}".splitlines()[0]) from None
+        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def load_yaml(path: str) -> dict[str, Any]:
+    """Read a graphscope.yaml; wrong keys or types name the file, line and key."""
+    node, data = read_yaml(path, "config")
     if data is None:
         return {}
     if not isinstance(data, dict):

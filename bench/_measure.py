@@ -1,0 +1,37 @@
+"""Run a script or module in a fresh process and report its wall time and peak RSS."""
+
+import subprocess
+import sys
+
+RUNNER = r"""
+import resource, runpy, sys, time
+t0 = time.perf_counter()
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as e:
+    if e.code:
+        raise
+print("BENCH", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+      file=sys.stderr)
+"""
+
+
+def measure(argv):
+    """argv[0] is a script path; returns {"wall_s", "peak_rss_mb"} of running it."""
+    r = subprocess.run([sys.executable, "-c", RUNNER, *argv], capture_output=True, text=True)
+    line = [ln for ln in r.stderr.splitlines() if ln.startswith("BENCH ")]
+    if r.returncode != 0 or not line:
+        raise SystemExit(f"{argv[0]} failed: {r.stderr[-2000:]}")
+    _, secs, rss_kb = line[0].split()
+    return {"wall_s": float(secs), "peak_rss_mb": int(rss_kb) / 1024}
+
+
+def write_json(path, obj):
+    import json
+
+    text = json.dumps(obj, indent=1)
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    print(text)
