@@ -227,6 +227,19 @@ def _read_bundle(path: str) -> Bundle:
     )
 
 
+def read_summary(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's precomputed summary.json (what `report` prints), or None if it has none."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise BundleError(f"{path}: no such bundle directory")
+    _load_json(path, "manifest.json")  # validates that this is a bundle of our schema
+    if not os.path.exists(os.path.join(path, "summary.json")):
+        return None
+    data = _load_json(path, "summary.json")
+    data.pop("schema_version", None)
+    return data
+
+
 def raw_dot(bundle: Bundle, graph: str) -> str:
     p = os.path.join(bundle.path, "raw", f"{graph}.dot")
     if not os.path.exists(p):

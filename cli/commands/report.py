@@ -10,34 +10,42 @@ import click
 from ..options import bundle_argument, json_option
 
 MAX_ROWS = 80
+DEFAULT_TOP = 10
 
 
 @click.command()
 @bundle_argument
 @click.option("--depth", type=int, default=None, help="Module levels to show.")
-@click.option("--top", type=int, default=10, show_default=True, help="Top kernels/ops rows.")
+@click.option("--top", type=int, default=DEFAULT_TOP, show_default=True,
+              help="Top kernels/ops rows.")
+@click.option("--recompute", is_flag=True,
+              help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here.")
 @json_option
-def report(bundle: str, depth: Optional[int], top: int, html_path: Optional[str],
-           as_json: bool) -> int:
+def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
+           html_path: Optional[str], as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
-    from graphscope.bundle import read_bundle
+    from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
     from graphscope.reports.summary import summarize
     from graphscope.reports.table import print_summary
 
     if is_multirank(bundle):
         return _report_ranks(bundle, depth, as_json)
-    b = read_bundle(bundle)
-    if html_path:
-        from graphscope.reports.html import write_html
+    # summary.json holds exactly what summarize() gives with the default --top: no need to
+    # load every node for it.
+    s = read_summary(bundle) if not (recompute or html_path or top != DEFAULT_TOP) else None
+    if s is None:
+        b = read_bundle(bundle)
+        if html_path:
+            from graphscope.reports.html import write_html
 
-        write_html(b, html_path)
-        click.echo(f"Wrote {html_path}", err=as_json)
-    s = summarize(b, top=top)
+            write_html(b, html_path)
+            click.echo(f"Wrote {html_path}", err=as_json)
+        s = summarize(b, top=top)
     if as_json:
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0

@@ -136,3 +136,15 @@ def test_missing_and_corrupt_bundles(tmp_path):
         f.write('{"schema_version": 1, "graphs": [{"nodes": [')
     with pytest.raises(BundleError, match="graph.json: invalid JSON"):
         read_bundle(p)
+
+
+@pytest.mark.parametrize("name", ["mlp_step", "gpt_step", "cnn_step", "mlp_callables"])
+def test_report_from_summary_json_equals_recomputed(name, capsys):
+    from graphscope.cli.main import main
+
+    p = _fixture(name)
+    assert main(["report", p, "--json"]) == 0
+    fast = json.loads(capsys.readouterr().out)
+    assert main(["report", p, "--json", "--recompute"]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert fast == json.loads(json.dumps(slow))
