@@ -48,7 +48,7 @@ def torchrun_argv(nproc: int, argv: list[str]) -> list[str]:
     """The command that re-runs ``graphscope <argv>`` under torchrun with ``nproc`` ranks
     (``--nproc`` removed so that the ranks do not recurse)."""
     out, skip = [], False
-    for i, a in enumerate(argv):
+    for a in argv:
         if skip:
             skip = False
             continue
@@ -58,7 +58,6 @@ def torchrun_argv(nproc: int, argv: list[str]) -> list[str]:
         if a.startswith("--nproc="):
             continue
         out.append(a)
-        del i
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc-per-node={nproc}", "-m", "graphscope", *out]
 
