@@ -33,8 +33,8 @@ test-gpu: install ## Run only the GPU tests (needs an NVIDIA GPU)
 	$(BIN)/python -m pytest -q -m gpu $(PYTEST_ARGS)
 
 lint: install ## ruff check and mypy
-	$(BIN)/ruff check graphscope cli tests bench sample_models
-	$(BIN)/mypy graphscope cli
+	$(BIN)/python -m ruff check graphscope cli tests bench sample_models
+	$(BIN)/python -m mypy graphscope cli
 
 demo: install ## Capture the default sample model (or, without a GPU, report its recorded bundle)
 	@if $(BIN)/python -m graphscope doctor --json --no-subscribe | grep -q '"gpu": "'; then \
