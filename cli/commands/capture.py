@@ -48,6 +48,8 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         return 0
     con = Console()
     print_summary(res.summary, con)
+    phases = " · ".join(f"{k} {v:.2f} s" for k, v in res.phases_s.items())
+    con.print(f"phases: {phases}", highlight=False)
     jr = res.join
     if jr is not None:
         con.print(f"joined {jr.joined_records} replayed records to nodes "

@@ -23,7 +23,7 @@ def _write(path: str, text: str) -> None:
 @click.command()
 @click.argument("model", required=False, type=click.Path())
 @click.option("--budget", "budget_path", required=True, type=click.Path(),
-              help="budgets.yaml (see docs/check.md).")
+              help="budgets.yaml (format: README, \"In CI\"; graphscope/checks.py).")
 @click.option("--baseline", type=click.Path(), default=None,
               help="A bundle to measure regressions against.")
 @click.option("--junit", type=click.Path(), default=None, help="Write JUnit XML here.")
