@@ -825,6 +825,28 @@ int8_t cat_code(const char* b, size_t s, size_t e) {
 
 }  // namespace ev
 
+// Step to the next member of an object: skips ',' and whitespace; false at the object's '}'
+// (pos then just past it); else the key spans [ks, ke) and its value starts at vs.
+inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t& ke,
+                        size_t& vs) {
+  using namespace ev;
+  while (true) {
+    if (pos >= n) throw Incomplete{};
+    if (b[pos] == '}') { ++pos; return false; }
+    if (b[pos] != ',') break;
+    pos = skip_ws(b, pos + 1, n);
+  }
+  if (b[pos] != '"') bad(pos, "expected a key");
+  ks = pos;
+  ke = str_end(b, pos, n);
+  pos = skip_ws(b, ke, n);
+  if (pos >= n) throw Incomplete{};
+  if (b[pos] != ':') bad(pos, "expected ':'");
+  vs = skip_ws(b, pos + 1, n);
+  if (vs >= n) throw Incomplete{};
+  return true;
+}
+
 // Scan the events of a traceEvents array held in data, from pos: the columns above for every
 // complete event, where to resume once more bytes are read, and whether the array closed.
 nb::dict scan_events(nb::bytes data, size_t pos) {
@@ -856,32 +878,14 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
     bool hg = false;
     int64_t vcorr = -1;
     try {
-    size_t q = skip_ws(b, p + 1, n);
-    while (true) {
-      if (q >= n) throw Incomplete{};
-      if (b[q] == '}') { e_end = q + 1; break; }
-      if (b[q] == ',') { q = skip_ws(b, q + 1, n); continue; }
-      if (b[q] != '"') bad(q, "expected a key");
-      size_t ks = q, ke = str_end(b, q, n);
-      q = skip_ws(b, ke, n);
-      if (q >= n) throw Incomplete{};
-      if (b[q] != ':') bad(q, "expected ':'");
-      q = skip_ws(b, q + 1, n);
-      size_t vs = q, ve;
-      if (ke - ks == 6 && q < n && b[q] == '{' && key_is(b, ks, ke, "args")) {
+    size_t q = skip_ws(b, p + 1, n), ks, ke, vs;
+    while (next_member(b, q, n, ks, ke, vs)) {
+      size_t ve;
+      if (ke - ks == 6 && b[vs] == '{' && key_is(b, ks, ke, "args")) {
         // args: walk its members once, noting the few the annotator needs
-        size_t r = skip_ws(b, vs + 1, n);
-        while (true) {
-          if (r >= n) throw Incomplete{};
-          if (b[r] == '}') { ve = r + 1; break; }
-          if (b[r] == ',') { r = skip_ws(b, r + 1, n); continue; }
-          if (b[r] != '"') bad(r, "expected a key in args");
-          size_t aks = r, ake = str_end(b, r, n);
-          r = skip_ws(b, ake, n);
-          if (r >= n) throw Incomplete{};
-          if (b[r] != ':') bad(r, "expected ':' in args");
-          r = skip_ws(b, r + 1, n);
-          size_t avs = r, ave = value_end(b, r, n);
+        size_t r = skip_ws(b, vs + 1, n), aks, ake, avs;
+        while (next_member(b, r, n, aks, ake, avs)) {
+          size_t ave = value_end(b, avs, n);
           bool ok = false;
           size_t klen = ake - aks;
           if (klen == 15 && key_is(b, aks, ake, "graph node id")) {
@@ -896,11 +900,12 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
           }
           r = skip_ws(b, ave, n);
         }
+        ve = r;  // just past the args object's '}'
         ac = ve - 1;
         q = skip_ws(b, ve, n);
         continue;
       }
-      ve = value_end(b, q, n);
+      ve = value_end(b, vs, n);
       switch (ke - ks) {
         case 4:
           if (key_is(b, ks, ke, "ph")) h = (ve - vs >= 3 && b[vs] == '"') ? b[vs + 1] : 0;
@@ -919,6 +924,7 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
       }
       q = skip_ws(b, ve, n);
     }
+    e_end = q;  // just past the event's '}'
     } catch (const Incomplete&) {
       resume = e_begin;
       break;
