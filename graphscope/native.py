@@ -310,11 +310,6 @@ def current_scope() -> int:
     return -1 if _ext is None else int(_ext.current_scope())
 
 
-def set_slot(scope_id: int) -> None:
-    """Set this thread's backward slot: the scope used while nothing is pushed."""
-    extension().set_slot(scope_id)
-
-
 def retire_slots() -> None:
     """Retire every thread's backward slot (after a backward call, at capture end)."""
     if _ext is not None:
