@@ -13,7 +13,7 @@ PYTEST_ARGS   ?=
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml CMakeLists.txt csrc/native.cpp
+$(VENV)/.installed: pyproject.toml CMakeLists.txt $(wildcard csrc/*.cpp csrc/*.h)
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"

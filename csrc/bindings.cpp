@@ -1,0 +1,105 @@
+// graphscope._native: the bindings. One file per concern beside this one:
+//   dl.*        libcuda/libcupti opened at run time     scopes.*   per-thread scope/op state
+//   recorder.*  CUPTI resource callbacks (capture)       inspect.*  template graph walk, ids
+//   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
+// No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "common.h"
+#include "dl.h"
+#include "inspect.h"
+#include "recorder.h"
+#include "scopes.h"
+#include "tracejson.h"
+#include "tracer.h"
+
+namespace gs {
+namespace {
+
+nb::dict probe(bool try_subscribe) {
+  nb::dict d;
+  d["cupti_path"] = cupti.path;
+  d["cupti_loaded"] = cupti.handle != nullptr;
+  d["driver_loaded"] = drv.handle != nullptr;
+  d["header_cupti_api_version"] = static_cast<uint32_t>(CUPTI_API_VERSION);
+  d["header_cuda_version"] = static_cast<int>(CUDA_VERSION);
+  if (drv.handle) {
+    int v = 0;
+    drv.Init(0);
+    drv.DriverGetVersion(&v);
+    d["driver_cuda_version"] = v;
+    d["tools_id_api"] = drv.GraphNodeGetToolsId != nullptr;
+  }
+  if (cupti.handle) {
+    uint32_t v = 0;
+    cupti.GetVersion(&v);
+    d["cupti_api_version"] = v;
+    d["cupti_subscribe_v2"] = cupti.Subscribe_v2 != nullptr;
+    d["recorder_active"] = static_cast<bool>(rec.active);
+    d["tracer_active"] = static_cast<bool>(tracer.active);
+    if (try_subscribe && !rec.active) {
+      try {
+        recorder_start(false);
+        recorder_stop();
+        d["subscribe"] = "ok";
+      } catch (const std::exception& e) {
+        d["subscribe"] = std::string(e.what());
+      }
+    }
+  }
+  return d;
+}
+
+}  // namespace
+}  // namespace gs
+
+using namespace gs;
+
+NB_MODULE(_native, m) {
+  m.doc() = "graphscope native core: CUPTI recorder, graph inspector, activity tracer";
+  m.def("load_driver", &load_driver, "Open libcuda.so.1; returns '' or why not.");
+  m.def("load_cupti", &load_cupti, nb::arg("path"), "Open libcupti at path; '' or why not.");
+  m.def("probe", &probe, nb::arg("try_subscribe") = false);
+  m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));
+  m.def("pop_scope", []() -> int64_t {
+    if (tls.scopes.empty()) return -1;
+    int64_t s = tls.scopes.back();
+    tls.scopes.pop_back();
+    return s;
+  });
+  m.def("current_scope", []() -> int64_t { return tls.current(); });
+  m.def("set_slot", [](int64_t s) {
+    tls.slot = s;
+    tls.slot_gen = g_slot_generation.load(std::memory_order_relaxed);
+  }, nb::arg("scope"), "Set this thread's backward slot (used when no scope is pushed).");
+  m.def("retire_slots", []() { g_slot_generation.fetch_add(1); },
+        "Retire every thread's backward slot.");
+  m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
+  m.def("set_current_op", [](int64_t op) {
+    int64_t prev = tls.op;
+    tls.op = op;
+    return prev;
+  }, nb::arg("op"));
+  m.def("current_op", []() -> int64_t { return tls.op; });
+  m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
+  m.def("recorder_stop", &recorder_stop);
+  m.def("recorder_active", []() -> bool { return rec.active; });
+  m.def("recorder_records", &recorder_records);
+  m.def("inspect_graph", &inspect_graph, nb::arg("graph"));
+  m.def("exec_id", &exec_id, nb::arg("graph_exec"));
+  m.def("graph_id", &graph_id, nb::arg("graph"));
+  m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));
+  m.def("tracer_start", &tracer_start);
+  m.def("tracer_stop", &tracer_stop);
+  m.def("tracer_active", []() -> bool { return tracer.active; });
+  m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
+  m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"));
+  m.def("rewrite_events", &rewrite_events);
+}
+

@@ -1,0 +1,147 @@
+#include "inspect.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "dl.h"
+#include "recorder.h"
+
+namespace gs {
+
+std::string demangle(const char* mangled) {
+  if (!mangled) return "";
+  int status = 0;
+  char* out = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  if (status != 0 || !out) return std::string(mangled);
+  std::string s(out);
+  std::free(out);
+  return s;
+}
+
+nb::dict inspect_graph(uintptr_t graph_ptr) {
+  require_loaded();
+  auto graph = reinterpret_cast<CUgraph>(graph_ptr);
+  size_t n = 0;
+  CUresult r = drv.GraphGetNodes(graph, nullptr, &n);
+  if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
+  std::vector<CUgraphNode> nodes(n);
+  if (n) {
+    r = drv.GraphGetNodes(graph, nodes.data(), &n);
+    if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
+  }
+  std::vector<uint64_t> ids(n);
+  std::vector<int32_t> types(n);
+  std::vector<int32_t> grid(3 * n, 0), block(3 * n, 0);
+  std::vector<uint32_t> smem(n, 0);
+  std::vector<uint64_t> bytes(n, 0);
+  std::vector<int32_t> name_idx(n, -1);
+  std::vector<std::string> names;
+  std::unordered_map<std::string, int32_t> name_of;
+  std::unordered_map<CUgraphNode, uint64_t> id_of;
+  auto intern = [&](const char* s) -> int32_t {
+    std::string k = s ? s : "";
+    auto it = name_of.find(k);
+    if (it != name_of.end()) return it->second;
+    int32_t i = static_cast<int32_t>(names.size());
+    names.push_back(k);
+    name_of.emplace(k, i);
+    return i;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    ids[i] = node_id_of(nodes[i]);
+    id_of[nodes[i]] = ids[i];
+    CUgraphNodeType t;
+    drv.GraphNodeGetType(nodes[i], &t);
+    types[i] = static_cast<int32_t>(t);
+    if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS p;
+      std::memset(&p, 0, sizeof(p));
+      if (drv.GraphKernelNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+        const char* nm = nullptr;
+        if (p.func) drv.FuncGetName(&nm, p.func);
+        if (!nm && p.kern && drv.KernelGetName) drv.KernelGetName(&nm, p.kern);
+        name_idx[i] = intern(nm ? nm : "<unknown kernel>");
+        grid[3 * i] = p.gridDimX; grid[3 * i + 1] = p.gridDimY; grid[3 * i + 2] = p.gridDimZ;
+        block[3 * i] = p.blockDimX; block[3 * i + 1] = p.blockDimY;
+        block[3 * i + 2] = p.blockDimZ;
+        smem[i] = p.sharedMemBytes;
+      }
+    } else if (t == CU_GRAPH_NODE_TYPE_MEMCPY) {
+      CUDA_MEMCPY3D p;
+      std::memset(&p, 0, sizeof(p));
+      if (drv.GraphMemcpyNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+        bytes[i] = static_cast<uint64_t>(p.WidthInBytes) * (p.Height ? p.Height : 1) *
+                   (p.Depth ? p.Depth : 1);
+      }
+    } else if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
+      CUDA_MEMSET_NODE_PARAMS p;
+      std::memset(&p, 0, sizeof(p));
+      if (drv.GraphMemsetNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+        bytes[i] = static_cast<uint64_t>(p.width) * p.elementSize * (p.height ? p.height : 1);
+      }
+    }
+  }
+  size_t ne = 0;
+  r = drv.GraphGetEdges(graph, nullptr, nullptr, nullptr, &ne);  // count only
+  if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
+  std::vector<CUgraphNode> from(ne), to(ne);
+  // Edge data must be asked for: edges with non-default data (port/type, e.g. programmatic
+  // dependent launch) make a query without it fail with CUDA_ERROR_LOSSY_QUERY.
+  std::vector<CUgraphEdgeData> edge_data(ne);
+  if (ne) {
+    r = drv.GraphGetEdges(graph, from.data(), to.data(), edge_data.data(), &ne);
+    if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
+  }
+  std::vector<uint64_t> efrom(ne), eto(ne);
+  for (size_t i = 0; i < ne; ++i) {
+    efrom[i] = id_of.count(from[i]) ? id_of[from[i]] : node_id_of(from[i]);
+    eto[i] = id_of.count(to[i]) ? id_of[to[i]] : node_id_of(to[i]);
+  }
+  std::vector<std::string> demangled;
+  demangled.reserve(names.size());
+  for (auto& s : names) demangled.push_back(demangle(s.c_str()));
+  nb::dict d;
+  d["graph_id"] = graph_id_of(graph);
+  d["node_id"] = as_bytes(ids);
+  d["node_type"] = as_bytes(types);
+  d["grid"] = as_bytes(grid);
+  d["block"] = as_bytes(block);
+  d["smem"] = as_bytes(smem);
+  d["bytes"] = as_bytes(bytes);
+  d["name_idx"] = as_bytes(name_idx);
+  d["names"] = names;
+  d["demangled"] = demangled;
+  d["edge_from"] = as_bytes(efrom);
+  d["edge_to"] = as_bytes(eto);
+  return d;
+}
+
+uint32_t exec_id(uintptr_t exec_ptr) {
+  require_loaded();
+  uint32_t v = 0;
+  CUptiResult r = cupti.GetGraphExecId(reinterpret_cast<CUgraphExec>(exec_ptr), &v);
+  if (r != CUPTI_SUCCESS) raise_cupti("cuptiGetGraphExecId", r);
+  return v;
+}
+
+uint32_t graph_id(uintptr_t graph_ptr) {
+  require_loaded();
+  uint32_t v = 0;
+  CUptiResult r = cupti.GetGraphId(reinterpret_cast<CUgraph>(graph_ptr), &v);
+  if (r != CUPTI_SUCCESS) raise_cupti("cuptiGetGraphId", r);
+  return v;
+}
+
+void debug_dot_print(uintptr_t graph_ptr, const std::string& path) {
+  require_loaded();
+  // 1 = CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE
+  CUresult r = drv.GraphDebugDotPrint(reinterpret_cast<CUgraph>(graph_ptr), path.c_str(), 1);
+  if (r != CUDA_SUCCESS) raise_cuda("cuGraphDebugDotPrint", r);
+}
+
+
+}  // namespace gs

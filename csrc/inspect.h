@@ -1,0 +1,18 @@
+// Graph inspection: walk a template cudaGraph_t (nodes in creation order, kernel names and
+// launch dimensions, memcpy/memset sizes, edges) and read exec/graph ids.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common.h"
+
+namespace gs {
+
+std::string demangle(const char* mangled);
+nb::dict inspect_graph(uintptr_t graph_ptr);
+uint32_t exec_id(uintptr_t exec_ptr);
+uint32_t graph_id(uintptr_t graph_ptr);
+void debug_dot_print(uintptr_t graph_ptr, const std::string& path);
+
+}  // namespace gs

@@ -1,0 +1,316 @@
+#include "tracejson.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace gs {
+
+// ---------------------------------------------------------------- trace event scanning
+// A byte-level reader of Chrome/Kineto trace events for annotate-trace: per event it finds the
+// few fields the annotator reads (and the byte spans it rewrites) without building Python
+// objects for the rest. Events are JSON objects; values it does not need are skipped with
+// string-aware bracket matching. Malformed input raises ("json:<offset>:...").
+namespace ev {
+
+struct Incomplete {};  // the buffer ends inside an event: read more and resume at its start
+
+inline size_t skip_ws(const char* b, size_t p, size_t n) {
+  while (p < n && (b[p] == ' ' || b[p] == '\n' || b[p] == '\r' || b[p] == '\t')) ++p;
+  return p;
+}
+
+[[noreturn]] void bad(size_t at, const char* what) {
+  throw std::runtime_error("json:" + std::to_string(at) + ":" + what);
+}
+
+// End (exclusive) of the string starting at b[p] == '"'.
+inline size_t str_end(const char* b, size_t p, size_t n) {
+  ++p;
+  while (true) {
+    const void* hit = p < n ? std::memchr(b + p, '"', n - p) : nullptr;
+    if (!hit) throw Incomplete{};
+    size_t q = static_cast<const char*>(hit) - b;
+    size_t k = q;
+    while (k > p && b[k - 1] == '\\') --k;
+    if (((q - k) & 1) == 0) return q + 1;  // an even run of backslashes: a real quote
+    p = q + 1;
+  }
+}
+
+// End (exclusive) of the value starting at b[p].
+size_t value_end(const char* b, size_t p, size_t n) {
+  if (p >= n) throw Incomplete{};
+  char c = b[p];
+  if (c == '"') return str_end(b, p, n);
+  if (c == '{' || c == '[') {
+    int depth = 0;
+    for (; p < n; ++p) {
+      char d = b[p];
+      if (d == '"') { p = str_end(b, p, n) - 1; continue; }
+      if (d == '{' || d == '[') ++depth;
+      else if ((d == '}' || d == ']') && --depth == 0) return p + 1;
+    }
+    throw Incomplete{};
+  }
+  size_t q = p;
+  while (q < n && b[q] != ',' && b[q] != '}' && b[q] != ']' && b[q] != ' ' && b[q] != '\n' &&
+         b[q] != '\r' && b[q] != '\t') {
+    ++q;
+  }
+  if (q >= n) throw Incomplete{};
+  if (q == p) bad(p, "unexpected character");
+  for (size_t i = p; i < q; ++i) {
+    char d = b[i];
+    bool ok = (d >= '0' && d <= '9') || d == '-' || d == '+' || d == '.' || d == 'e' ||
+              d == 'E' || d == 't' || d == 'r' || d == 'u' || d == 'f' || d == 'a' ||
+              d == 'l' || d == 's' || d == 'n';
+    if (!ok) bad(i, "invalid literal");
+  }
+  return q;
+}
+
+inline bool key_is(const char* b, size_t ks, size_t ke, const char* lit) {
+  size_t len = std::strlen(lit);
+  return ke - ks == len + 2 && std::memcmp(b + ks + 1, lit, len) == 0;
+}
+
+inline double num(const char* b, size_t s, size_t e) {
+  if (s >= e || b[s] == '"' || b[s] == 'n' || b[s] == 't' || b[s] == 'f') return NAN;
+  double v = NAN;
+  auto r = std::from_chars(b + s, b + e, v);
+  return r.ec == std::errc() ? v : NAN;
+}
+
+inline uint64_t unum(const char* b, size_t s, size_t e, bool* ok) {
+  *ok = false;
+  if (s >= e || !(b[s] >= '0' && b[s] <= '9')) return 0;
+  char tmp[64];
+  size_t len = std::min<size_t>(e - s, sizeof(tmp) - 1);
+  std::memcpy(tmp, b + s, len);
+  tmp[len] = 0;
+  char* end = nullptr;
+  uint64_t v = std::strtoull(tmp, &end, 10);
+  if (end && (*end == '.' || *end == 'e' || *end == 'E')) v = (uint64_t)std::strtod(tmp, nullptr);
+  *ok = true;
+  return v;
+}
+
+int8_t cat_code(const char* b, size_t s, size_t e) {
+  static const char* cats[] = {"kernel", "gpu_memcpy", "gpu_memset", "ac2g", "cuda_runtime",
+                               "gpu_user_annotation"};
+  for (int i = 0; i < 6; ++i) {
+    if (key_is(b, s, e, cats[i])) return static_cast<int8_t>(i + 1);
+  }
+  return 0;
+}
+
+}  // namespace ev
+
+// Step to the next member of an object: skips ',' and whitespace; false at the object's '}'
+// (pos then just past it); else the key spans [ks, ke) and its value starts at vs.
+inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t& ke,
+                        size_t& vs) {
+  using namespace ev;
+  while (true) {
+    if (pos >= n) throw Incomplete{};
+    if (b[pos] == '}') { ++pos; return false; }
+    if (b[pos] != ',') break;
+    pos = skip_ws(b, pos + 1, n);
+  }
+  if (b[pos] != '"') bad(pos, "expected a key");
+  ks = pos;
+  ke = str_end(b, pos, n);
+  pos = skip_ws(b, ke, n);
+  if (pos >= n) throw Incomplete{};
+  if (b[pos] != ':') bad(pos, "expected ':'");
+  vs = skip_ws(b, pos + 1, n);
+  if (vs >= n) throw Incomplete{};
+  return true;
+}
+
+// Scan the events of a traceEvents array held in data, from pos: the columns above for every
+// complete event, where to resume once more bytes are read, and whether the array closed.
+nb::dict scan_events(nb::bytes data, size_t pos) {
+  using namespace ev;
+  const char* b = data.c_str();
+  const size_t n = data.size();
+  std::vector<int64_t> ev_b, ev_e, tid_b, tid_e, ts_b, ts_e, args_close, stream_b, stream_e,
+      name_b, name_e, corr;
+  std::vector<int8_t> cat, ph;
+  std::vector<double> tid, ts, dur;
+  std::vector<uint64_t> gnid, gid;
+  std::vector<uint8_t> has_gnid;
+  size_t p = pos, resume = pos;
+  bool closed = false;
+  while (true) {
+    while (p < n && (b[p] == ' ' || b[p] == '\n' || b[p] == '\r' || b[p] == '\t' ||
+                     b[p] == ',')) {
+      ++p;
+    }
+    if (p >= n) { resume = p; break; }
+    if (b[p] == ']') { closed = true; resume = p + 1; break; }
+    if (b[p] != '{') bad(p, "expected an event object");
+    const size_t e_begin = p;
+    size_t e_end = 0;
+    int64_t tb = -1, te = -1, sb = -1, se = -1, ac = -1, stb = -1, ste = -1, nb_ = -1, ne = -1;
+    int8_t c = 0, h = 0;
+    double vtid = NAN, vts = NAN, vdur = NAN;
+    uint64_t vg = 0, vgid = 0;
+    bool hg = false;
+    int64_t vcorr = -1;
+    try {
+    size_t q = skip_ws(b, p + 1, n), ks, ke, vs;
+    while (next_member(b, q, n, ks, ke, vs)) {
+      size_t ve;
+      if (ke - ks == 6 && b[vs] == '{' && key_is(b, ks, ke, "args")) {
+        // args: walk its members once, noting the few the annotator needs
+        size_t r = skip_ws(b, vs + 1, n), aks, ake, avs;
+        while (next_member(b, r, n, aks, ake, avs)) {
+          size_t ave = value_end(b, avs, n);
+          bool ok = false;
+          size_t klen = ake - aks;
+          if (klen == 15 && key_is(b, aks, ake, "graph node id")) {
+            vg = unum(b, avs, ave, &ok); hg = ok;
+          } else if (klen == 10 && key_is(b, aks, ake, "graph id")) {
+            vgid = unum(b, avs, ave, &ok);
+          } else if (klen == 13 && key_is(b, aks, ake, "correlation")) {
+            uint64_t v = unum(b, avs, ave, &ok);
+            if (ok) vcorr = static_cast<int64_t>(v);
+          } else if (klen == 8 && key_is(b, aks, ake, "stream")) {
+            stb = avs; ste = ave;
+          }
+          r = skip_ws(b, ave, n);
+        }
+        ve = r;  // just past the args object's '}'
+        ac = ve - 1;
+        q = skip_ws(b, ve, n);
+        continue;
+      }
+      ve = value_end(b, vs, n);
+      switch (ke - ks) {
+        case 4:
+          if (key_is(b, ks, ke, "ph")) h = (ve - vs >= 3 && b[vs] == '"') ? b[vs + 1] : 0;
+          else if (key_is(b, ks, ke, "ts")) { sb = vs; se = ve; vts = num(b, vs, ve); }
+          break;
+        case 5:
+          if (key_is(b, ks, ke, "cat")) c = cat_code(b, vs, ve);
+          else if (key_is(b, ks, ke, "tid")) { tb = vs; te = ve; vtid = num(b, vs, ve); }
+          else if (key_is(b, ks, ke, "dur")) vdur = num(b, vs, ve);
+          break;
+        case 6:
+          if (key_is(b, ks, ke, "name")) { nb_ = vs; ne = ve; }
+          break;
+        default:
+          break;
+      }
+      q = skip_ws(b, ve, n);
+    }
+    e_end = q;  // just past the event's '}'
+    } catch (const Incomplete&) {
+      resume = e_begin;
+      break;
+    }
+    ev_b.push_back(e_begin); ev_e.push_back(e_end);
+    cat.push_back(c); ph.push_back(h);
+    tid_b.push_back(tb); tid_e.push_back(te); ts_b.push_back(sb); ts_e.push_back(se);
+    tid.push_back(vtid); ts.push_back(vts); dur.push_back(vdur);
+    args_close.push_back(ac); stream_b.push_back(stb); stream_e.push_back(ste);
+    name_b.push_back(nb_); name_e.push_back(ne);
+    gnid.push_back(vg); gid.push_back(vgid); has_gnid.push_back(hg); corr.push_back(vcorr);
+    p = e_end;
+    resume = p;
+  }
+  nb::dict d;
+  d["begin"] = as_bytes(ev_b); d["end"] = as_bytes(ev_e);
+  d["cat"] = as_bytes(cat); d["ph"] = as_bytes(ph);
+  d["tid"] = as_bytes(tid); d["ts"] = as_bytes(ts); d["dur"] = as_bytes(dur);
+  d["tid_b"] = as_bytes(tid_b); d["tid_e"] = as_bytes(tid_e);
+  d["ts_b"] = as_bytes(ts_b); d["ts_e"] = as_bytes(ts_e);
+  d["args_close"] = as_bytes(args_close);
+  d["stream_b"] = as_bytes(stream_b); d["stream_e"] = as_bytes(stream_e);
+  d["name_b"] = as_bytes(name_b); d["name_e"] = as_bytes(name_e);
+  d["gnid"] = as_bytes(gnid); d["gid"] = as_bytes(gid); d["has_gnid"] = as_bytes(has_gnid);
+  d["corr"] = as_bytes(corr);
+  d["resume"] = resume;
+  d["closed"] = closed;
+  return d;
+}
+
+// Rewrite the events scanned above (same order) per a plan: keep flag, new tid / ts /
+// args.stream (sentinels: INT64_MIN / NaN = unchanged), and an args fragment to append
+// (",\"k\": \"v\"..." without the leading comma) by index. Returns the kept events joined by ','.
+nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::bytes tid_b_,
+                         nb::bytes tid_e_, nb::bytes ts_b_, nb::bytes ts_e_,
+                         nb::bytes args_close_, nb::bytes stream_b_, nb::bytes stream_e_,
+                         nb::bytes keep_, nb::bytes new_tid_, nb::bytes new_ts_,
+                         nb::bytes new_stream_, nb::bytes frag_, std::vector<std::string> frags) {
+  const char* b = data.c_str();
+  auto I64 = [](const nb::bytes& x) { return reinterpret_cast<const int64_t*>(x.c_str()); };
+  const int64_t *eb = I64(begin_), *ee = I64(end_), *tb = I64(tid_b_), *te = I64(tid_e_),
+                *sb = I64(ts_b_), *se = I64(ts_e_), *ac = I64(args_close_),
+                *stb = I64(stream_b_), *ste = I64(stream_e_), *ntid = I64(new_tid_),
+                *nstr = I64(new_stream_);
+  const double* nts = reinterpret_cast<const double*>(new_ts_.c_str());
+  const uint8_t* keep = reinterpret_cast<const uint8_t*>(keep_.c_str());
+  const int32_t* frag = reinterpret_cast<const int32_t*>(frag_.c_str());
+  const size_t count = begin_.size() / sizeof(int64_t);
+  std::string out;
+  out.reserve(static_cast<size_t>(ee[count ? count - 1 : 0] - eb[0]) + 1024);
+  bool first = true;
+  struct Edit { int64_t at, until; std::string text; };
+  std::vector<Edit> edits;
+  char nbuf[64];
+  for (size_t i = 0; i < count; ++i) {
+    if (!keep[i]) continue;
+    if (!first) out.push_back(',');
+    first = false;
+    bool changed = ntid[i] != INT64_MIN || !std::isnan(nts[i]) || nstr[i] != INT64_MIN ||
+                   frag[i] >= 0;
+    if (!changed) { out.append(b + eb[i], ee[i] - eb[i]); continue; }
+    edits.clear();
+    if (ntid[i] != INT64_MIN && tb[i] >= 0) {
+      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), ntid[i]);
+      edits.push_back({tb[i], te[i], std::string(nbuf, r.ptr)});
+    }
+    if (!std::isnan(nts[i]) && sb[i] >= 0) {
+      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), nts[i]);
+      std::string t(nbuf, r.ptr);
+      if (t.find_first_of(".e") == std::string::npos) t += ".0";
+      edits.push_back({sb[i], se[i], t});
+    }
+    std::string tail;  // appended before the args object's closing brace
+    if (nstr[i] != INT64_MIN) {
+      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), nstr[i]);
+      std::string v(nbuf, r.ptr);
+      if (stb[i] >= 0) edits.push_back({stb[i], ste[i], v});
+      else tail += "\"stream\": " + v;
+    }
+    if (frag[i] >= 0) {
+      if (!tail.empty()) tail += ", ";
+      tail += frags[static_cast<size_t>(frag[i])];
+    }
+    if (!tail.empty() && ac[i] >= 0) {
+      int64_t k = ac[i] - 1;
+      while (k > eb[i] && (b[k] == ' ' || b[k] == '\n' || b[k] == '\r' || b[k] == '\t')) --k;
+      edits.push_back({ac[i], ac[i], (b[k] == '{' ? "" : ", ") + tail});
+    }
+    std::sort(edits.begin(), edits.end(), [](const Edit& x, const Edit& y) { return x.at < y.at; });
+    int64_t cur = eb[i];
+    for (auto& ed : edits) {
+      out.append(b + cur, ed.at - cur);
+      out += ed.text;
+      cur = ed.until;
+    }
+    out.append(b + cur, ee[i] - cur);
+  }
+  return nb::bytes(out.data(), out.size());
+}
+
+
+}  // namespace gs

@@ -1,0 +1,216 @@
+#include "tracer.h"
+
+#include <cuda.h>
+#include <cupti.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+
+#include "dl.h"
+
+namespace gs {
+
+Tracer tracer;
+
+namespace {
+
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kAlign, kBufferBytes) != 0) p = nullptr;
+  *buffer = static_cast<uint8_t*>(p);
+  *size = p ? kBufferBytes : 0;
+  *max_records = 0;
+  tracer.buffers++;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  std::lock_guard<std::mutex> g(tracer.mu);
+  tracer.done.emplace_back(buffer, valid);
+}
+
+const CUpti_ActivityKind kTraceKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                          CUPTI_ACTIVITY_KIND_MEMCPY,
+                                          CUPTI_ACTIVITY_KIND_MEMSET};
+
+// Record layouts. CUPTI writes the newest record struct that the *loaded* library knows. The
+// fields read here sit at the same offsets in every layout from CUDA 12.0's CUPTI (API v19:
+// Kernel9 / Memcpy5 / Memset4) to CUDA 13.x (Kernel10 / Memcpy6 / Memset4); the asserts pin it.
+struct KernelLayout {
+  size_t start, end, device, stream, correlation, grid, block, name, graph_node, graph_id;
+};
+constexpr KernelLayout kKernel{offsetof(CUpti_ActivityKernel10, start),
+                               offsetof(CUpti_ActivityKernel10, end),
+                               offsetof(CUpti_ActivityKernel10, deviceId),
+                               offsetof(CUpti_ActivityKernel10, streamId),
+                               offsetof(CUpti_ActivityKernel10, correlationId),
+                               offsetof(CUpti_ActivityKernel10, gridX),
+                               offsetof(CUpti_ActivityKernel10, blockX),
+                               offsetof(CUpti_ActivityKernel10, name),
+                               offsetof(CUpti_ActivityKernel10, graphNodeId),
+                               offsetof(CUpti_ActivityKernel10, graphId)};
+static_assert(offsetof(CUpti_ActivityKernel9, graphNodeId) ==
+                  offsetof(CUpti_ActivityKernel10, graphNodeId),
+              "kernel record layout moved");
+static_assert(offsetof(CUpti_ActivityKernel9, graphId) ==
+                  offsetof(CUpti_ActivityKernel10, graphId),
+              "kernel record layout moved");
+static_assert(offsetof(CUpti_ActivityMemcpy5, graphNodeId) ==
+                  offsetof(CUpti_ActivityMemcpy6, graphNodeId),
+              "memcpy record layout moved");
+constexpr uint32_t kMinCuptiVersion = 19;  // CUDA 12.0
+
+struct TraceColumns {
+  std::vector<int32_t> kind;
+  std::vector<uint64_t> start, end, graph_node_id;
+  std::vector<uint32_t> device, stream, correlation, graph_id;
+  std::vector<int32_t> grid, block, name_idx;
+  std::vector<uint64_t> bytes;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, int32_t> name_of;
+  uint64_t unknown = 0;
+};
+
+template <typename T>
+T field(const uint8_t* base, size_t off) {
+  T v;
+  std::memcpy(&v, base + off, sizeof(T));
+  return v;
+}
+
+void decode(TraceColumns& c, const uint8_t* r) {
+  const auto kind = field<CUpti_ActivityKind>(r, 0);
+  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+    c.kind.push_back(0);
+    c.start.push_back(field<uint64_t>(r, kKernel.start));
+    c.end.push_back(field<uint64_t>(r, kKernel.end));
+    c.device.push_back(field<uint32_t>(r, kKernel.device));
+    c.stream.push_back(field<uint32_t>(r, kKernel.stream));
+    c.correlation.push_back(field<uint32_t>(r, kKernel.correlation));
+    for (int k = 0; k < 3; ++k) {
+      c.grid.push_back(field<int32_t>(r, kKernel.grid + 4 * k));
+      c.block.push_back(field<int32_t>(r, kKernel.block + 4 * k));
+    }
+    const char* nm = field<const char*>(r, kKernel.name);
+    std::string key = nm ? nm : "";
+    auto it = c.name_of.find(key);
+    int32_t idx;
+    if (it == c.name_of.end()) {
+      idx = static_cast<int32_t>(c.names.size());
+      c.names.push_back(key);
+      c.name_of.emplace(key, idx);
+    } else {
+      idx = it->second;
+    }
+    c.name_idx.push_back(idx);
+    c.graph_node_id.push_back(field<uint64_t>(r, kKernel.graph_node));
+    c.graph_id.push_back(field<uint32_t>(r, kKernel.graph_id));
+    c.bytes.push_back(0);
+    return;
+  }
+  if (kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+    c.kind.push_back(1);
+    c.start.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemcpy6, start)));
+    c.end.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemcpy6, end)));
+    c.device.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemcpy6, deviceId)));
+    c.stream.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemcpy6, streamId)));
+    c.correlation.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemcpy6, correlationId)));
+    c.graph_node_id.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemcpy6, graphNodeId)));
+    c.graph_id.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemcpy6, graphId)));
+    c.bytes.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemcpy6, bytes)));
+  } else if (kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+    c.kind.push_back(2);
+    c.start.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemset4, start)));
+    c.end.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemset4, end)));
+    c.device.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemset4, deviceId)));
+    c.stream.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemset4, streamId)));
+    c.correlation.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemset4, correlationId)));
+    c.graph_node_id.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemset4, graphNodeId)));
+    c.graph_id.push_back(field<uint32_t>(r, offsetof(CUpti_ActivityMemset4, graphId)));
+    c.bytes.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityMemset4, bytes)));
+  } else {
+    c.unknown++;
+    return;
+  }
+  for (int k = 0; k < 3; ++k) {
+    c.grid.push_back(0);
+    c.block.push_back(0);
+  }
+  c.name_idx.push_back(-1);
+}
+
+}  // namespace
+
+void tracer_start() {
+  require_loaded();
+  if (tracer.active) throw std::runtime_error("state:0:the graphscope tracer is already running");
+  uint32_t v = 0;
+  cupti.GetVersion(&v);
+  if (v < kMinCuptiVersion) {
+    throw std::runtime_error("version:" + std::to_string(v) +
+                             ":CUPTI API version " + std::to_string(v) +
+                             " is older than CUDA 12.0's (19); its activity records are not "
+                             "decoded by graphscope");
+  }
+  CUptiResult r = cupti.ActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) raise_cupti("cuptiActivityRegisterCallbacks", r);
+  {
+    std::lock_guard<std::mutex> g(tracer.mu);
+    for (auto& b : tracer.done) std::free(b.first);
+    tracer.done.clear();
+  }
+  for (auto k : kTraceKinds) {
+    r = cupti.ActivityEnable(k);
+    if (r != CUPTI_SUCCESS) {
+      for (auto k2 : kTraceKinds) cupti.ActivityDisable(k2);
+      raise_cupti("cuptiActivityEnable", r);
+    }
+  }
+  tracer.active = true;
+}
+
+nb::dict tracer_stop() {
+  require_loaded();
+  if (!tracer.active) throw std::runtime_error("state:0:the graphscope tracer is not running");
+  CUptiResult flush = cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  for (auto k : kTraceKinds) cupti.ActivityDisable(k);
+  tracer.active = false;
+  size_t dropped = 0;
+  cupti.ActivityGetNumDroppedRecords(nullptr, 0, &dropped);
+  std::vector<std::pair<uint8_t*, size_t>> bufs;
+  {
+    std::lock_guard<std::mutex> g(tracer.mu);
+    bufs.swap(tracer.done);
+  }
+  TraceColumns c;
+  for (auto& b : bufs) {
+    CUpti_Activity* rec_ptr = nullptr;
+    while (cupti.ActivityGetNextRecord(b.first, b.second, &rec_ptr) == CUPTI_SUCCESS) {
+      decode(c, reinterpret_cast<const uint8_t*>(rec_ptr));
+    }
+    std::free(b.first);
+  }
+  if (flush != CUPTI_SUCCESS) raise_cupti("cuptiActivityFlushAll", flush);
+  nb::dict d;
+  d["kind"] = as_bytes(c.kind);
+  d["start"] = as_bytes(c.start);
+  d["end"] = as_bytes(c.end);
+  d["device"] = as_bytes(c.device);
+  d["stream"] = as_bytes(c.stream);
+  d["correlation"] = as_bytes(c.correlation);
+  d["graph_id"] = as_bytes(c.graph_id);
+  d["graph_node_id"] = as_bytes(c.graph_node_id);
+  d["grid"] = as_bytes(c.grid);
+  d["block"] = as_bytes(c.block);
+  d["name_idx"] = as_bytes(c.name_idx);
+  d["bytes"] = as_bytes(c.bytes);
+  d["names"] = c.names;
+  d["dropped"] = static_cast<uint64_t>(dropped);
+  d["unknown_records"] = c.unknown;
+  return d;
+}
+
+
+}  // namespace gs
