@@ -29,7 +29,7 @@ def eager_counts(name):
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from graphscope.annotations import module_fqn
+    from graphscope.annotate import module_fqn
     from graphscope.capture import _to_cuda, _zero_grad, default_loss
     from graphscope.loader import load_model_file
 

@@ -6,6 +6,9 @@ from typing import Any, Callable
 
 import click
 
+from graphscope.capture.source import SOURCES
+from graphscope.config import mode_names
+
 F = Callable[..., Any]
 
 
@@ -34,9 +37,9 @@ def capture_options(f: F) -> F:
         click.argument("model", required=False, type=click.Path()),
         click.option("--entry", default=None, help="Function in MODEL returning (model, args)."
                      "  [default: graphscope_model]"),
-        click.option("--mode", type=click.Choice(["step", "callables"]), default=None,
-                     help="step: one graph of forward+loss+backward; callables: forward and "
-                     "backward graphs as make_graphed_callables makes them.  [default: step]"),
+        click.option("--mode", type=click.Choice(mode_names()), default=None,
+                     help="; ".join(f"{n}: {SOURCES[n].help}" for n in mode_names())
+                     + ".  [default: step]"),
         click.option("--warmup", type=int, default=None,
                      help="Warm-up iterations on a side stream (DDP needs 11).  [default: 3]"),
         click.option("--depth", type=int, default=None,

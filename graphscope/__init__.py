@@ -14,7 +14,7 @@ Importing graphscope never imports torch nor needs a GPU.
 
 from ._errors import GraphscopeError
 from ._version import __version__
-from .annotations import (
+from .annotate import (
     clear_kernel_annotations,
     get_kernel_annotations,
     is_available,

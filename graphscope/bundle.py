@@ -8,7 +8,8 @@ Layout (every JSON file carries ``schema_version``)::
     timeline.json      per-replay totals, a few replays as events
     durations.npy      per-node durations per replay (int64; column 0 is the exec node id)
     summary.json       module table and top kernels (what `graphscope report` prints)
-    raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint)
+    raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint); graph names that are
+                       not plain file names are sanitised (``CapturedGraph.dot_file``)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._errors import BundleError
-from .graphs.model import Bundle, CapturedGraph, Node
+from .graphs.model import Bundle, CapturedGraph, Node, safe_file_stem
 
 SCHEMA_VERSION = 1
 DURATIONS_FILE = "durations.npy"
@@ -90,8 +91,9 @@ def write_bundle(
             files.append("summary.json")
         for name, text in sorted((raw_dot or {}).items()):
             os.makedirs(os.path.join(tmp, "raw"), exist_ok=True)
-            _write(tmp, f"raw/{name}.dot", text)
-            files.append(f"raw/{name}.dot")
+            rel = f"raw/{safe_file_stem(name)}.dot"
+            _write(tmp, rel, text)
+            files.append(rel)
         _write(tmp, "manifest.json", dumps(_versioned({**manifest, "files": sorted(files)})))
         if os.path.exists(path):
             old = tempfile.mkdtemp(prefix=".graphscope-old-", dir=parent)
@@ -211,6 +213,7 @@ def _read_bundle(path: str) -> Bundle:
                     exec_id=int(g["exec_id"]),
                     nodes=nodes,
                     edges=tuple((int(a), int(b)) for a, b in g["edges"]),
+                    info=dict(g.get("info") or {}),
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:
@@ -241,8 +244,9 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
 
 
 def raw_dot(bundle: Bundle, graph: str) -> str:
-    p = os.path.join(bundle.path, "raw", f"{graph}.dot")
-    if not os.path.exists(p):
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} (raw/{graph}.dot)")
+    rel = f"raw/{safe_file_stem(graph)}.dot"
+    p = os.path.join(bundle.path, rel)
+    if not os.path.isfile(p) or os.path.islink(p):
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})")
     with open(p, encoding="utf-8") as f:
         return f.read()

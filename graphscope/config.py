@@ -16,7 +16,7 @@ class CaptureConfig:
 
     model: Optional[str] = None
     entry: str = "graphscope_model"
-    mode: str = "step"  # step | callables
+    mode: str = "step"  # a name in graphscope.capture.source.SOURCES
     warmup: int = 3
     replays: int = 20
     depth: Optional[int] = None
@@ -27,13 +27,23 @@ class CaptureConfig:
     force: bool = False
 
     def validate(self) -> CaptureConfig:
-        if self.mode not in ("step", "callables"):
-            raise ConfigError(f"mode must be 'step' or 'callables', not {self.mode!r}")
+        modes = mode_names()
+        if self.mode not in modes:
+            raise ConfigError(f"mode must be one of {', '.join(modes)}, not {self.mode!r}")
         if self.warmup < 0 or self.replays < 0 or self.keep_events < 0:
             raise ConfigError("warmup, replays and keep_events must be >= 0")
         if self.depth is not None and self.depth < 0:
             raise ConfigError("depth must be >= 0")
         return self
+
+
+def mode_names() -> list[str]:
+    """The registered model-file capture sources (``--mode`` choices)."""
+    from .capture.source import SOURCES
+
+    if not SOURCES:  # the sources register when graphscope.capture is imported
+        import graphscope.capture  # noqa: F401
+    return sorted(SOURCES)
 
 
 _TYPES = {f.name: f.type for f in fields(CaptureConfig)}

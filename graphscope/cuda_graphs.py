@@ -11,7 +11,7 @@ import gc
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from . import annotations as _ann
+from . import annotate as _ann
 from ._errors import CaptureError
 
 _ERROR_MODES = ("default", "global", "thread_local", "relaxed")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .annotations import module_fqn, user_source
+from .annotate import module_fqn
+from .annotate.ops import default_skip_dirs, user_source
 from .loader import ModelSpec
 
 SEVERITIES = ("info", "warning", "error")
@@ -215,10 +215,7 @@ def lint_model(spec: ModelSpec) -> LintReport:
     """Run one forward+loss+backward of ``spec`` on the CPU and collect findings."""
     import torch
 
-    from .annotations import _torch_dir
-
-    pkg = os.path.dirname(os.path.abspath(__file__))
-    col = _Collector((_torch_dir(), pkg, os.path.dirname(contextlib.__file__)))
+    col = _Collector(default_skip_dirs())
     report = LintReport()
     dispatch, function = _modes(col)
     loss_fn = spec.loss

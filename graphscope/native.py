@@ -43,11 +43,6 @@ except ImportError as exc:  # pragma: no cover - exercised only on broken instal
 _lock = threading.Lock()
 _loaded = False
 
-NODE_TYPES = {
-    0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty",
-    6: "event_wait", 7: "event_record", 8: "ext_semas_signal", 9: "ext_semas_wait",
-    10: "mem_alloc", 11: "mem_free", 12: "batch_mem_op", 13: "conditional",
-}
 ANNOTATED_TYPES = frozenset({0, 1, 2})  # MK2: kernel, memcpy and memset nodes
 BODY_TYPES = frozenset({4, 13})  # child graph and conditional: bodies in another cudaGraph_t
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 UNATTRIBUTED = "(unattributed)"
+WORK_TYPES = frozenset({"kernel", "memcpy", "memset"})  # the nodes that take GPU time (MK2)
 
 
 @dataclass(eq=False)
@@ -40,7 +41,7 @@ class Node:
     @property
     def is_work(self) -> bool:
         """Kernel, memcpy or memset: the nodes that take GPU time and get annotations."""
-        return self.type in ("kernel", "memcpy", "memset")
+        return self.type in WORK_TYPES
 
     @property
     def module(self) -> str:
@@ -113,22 +114,50 @@ _NODE_DEFAULTS = {
 
 @dataclass(frozen=True)
 class CapturedGraph:
-    """One captured graph: ``step``, or ``forward`` / ``backward`` in callables mode."""
+    """One captured graph: ``step``, ``forward`` / ``backward`` in callables mode, or a graph
+    a program captured itself (``graphscope run``), named by its capture site.
+
+    ``info`` holds graph-level facts: for observed programs the capture ``site``, ``ordinal``,
+    input ``shapes``, ``replays`` over the whole run, ``traced_replays``, ``pool_bytes``.
+    """
 
     name: str
     template_graph_id: int
     exec_id: int
     nodes: tuple[Node, ...]
     edges: tuple[tuple[int, int], ...]  # (from local id, to local id)
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "name": self.name,
             "template_graph_id": self.template_graph_id,
             "exec_id": self.exec_id,
             "nodes": [n.to_json() for n in self.nodes],
             "edges": [list(e) for e in self.edges],
         }
+        if self.info:
+            d["info"] = dict(sorted(self.info.items()))
+        return d
+
+    @property
+    def dot_file(self) -> str:
+        """The bundle-relative file of this graph's driver DOT: a safe name for any graph name."""
+        return f"raw/{safe_file_stem(self.name)}.dot"
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$")
+
+
+def safe_file_stem(name: str) -> str:
+    """``name`` where it is a plain file name, else a sanitised name plus a hash of ``name``
+    (graph names like ``decode.py:65 #0 [1,1]`` or ``../x`` never become paths)."""
+    if _SAFE.match(name) and ".." not in name:
+        return name
+    import hashlib
+
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._")[:60] or "graph"
+    return f"{stem}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True)

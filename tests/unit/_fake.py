@@ -7,14 +7,15 @@ for a node is what ``native.current_scope()`` returns when the kernel would laun
 
 import contextlib
 
-from graphscope import annotations as A
+from graphscope import annotate as A
 from graphscope import native
+from graphscope.annotate import state
 
 
 @contextlib.contextmanager
 def fake_session(record_ops=False):
-    s = A._Session(record_ops)
-    A._ACTIVE = s
+    s = A.Session(record_ops)
+    state.ACTIVE = s
     try:
         s.enter()
         yield s
@@ -22,7 +23,7 @@ def fake_session(record_ops=False):
         try:
             s.exit()
         finally:
-            A._ACTIVE = None
+            state.ACTIVE = None
 
 
 def current():

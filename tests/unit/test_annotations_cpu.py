@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import graphscope
-from graphscope import annotations as A
+from graphscope import annotate as A
 from graphscope import native
 from graphscope._errors import AnnotationError
 
@@ -121,7 +121,7 @@ def test_mk8_higher_order_gradients_inherit():  # MK8
             y = torch.tanh(x).sum()
         (gx,) = torch.autograd.grad(y, x, create_graph=True)
         owners = {type(n).__name__: dict(A.SCOPES.annotation(s))
-                  for n, s in A.OWNERSHIP.explicit.items()}
+                  for n, s in A.backward.OWNERSHIP.explicit.items()}
         assert owners["TanhBackwardBackward0"] == {"name": "f", "autograd_phase": "backward"}
         gx.grad_fn.register_prehook(lambda g: None)
         node = gx.grad_fn  # made by the first backward while the hooked node ran
@@ -196,7 +196,7 @@ def test_module_annotations_fqn_depth_and_removal():
         m(x)
     h.remove()
     assert got == [{"module_name": "L.1.0"}, {"module_name": "L.1"}, {}]
-    assert not A._MODULES.handles  # global hooks removed when no module is registered
+    assert not A.modules._MODULES.handles  # global hooks removed when no module is registered
 
 
 def test_stream_annotation_is_the_outermost_layer():
@@ -211,7 +211,7 @@ def test_op_recording_notes_aten_op_shapes_and_user_line():
         prev = native.set_current_op(-1)
         torch.mm(x, x.t())
         native.set_current_op(prev)
-    recs = [A.OPS[i] for i in range(len(A.OPS))]
+    recs = [A.ops.OPS[i] for i in range(len(A.ops.OPS))]
     mm = [r for r in recs if r.op == "aten::mm"]
     assert mm and mm[-1].shapes == "float32[4,3], float32[3,4]"
     assert mm[-1].source.endswith("(test_op_recording_notes_aten_op_shapes_and_user_line)")

@@ -1,0 +1,165 @@
+"""Backward attribution on torch without ``node_creation_hook`` (MK5-MK9).
+
+Scope pushes and pops note autograd's sequence counter, so the scope that created any autograd
+node is known from its sequence number (:class:`_Ownership`). When backward starts inside a
+session, every node about to run gets one pre-hook that sets the thread's backward slot to its
+owner's backward scope. Hooks run on autograd's device thread, which is where backward kernels
+are launched. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from typing import Any, Optional
+
+from .. import native
+from . import state
+from .scopes import SCOPES
+
+
+class _Ownership:
+    """Which scope created each autograd node, without a per-op mode.
+
+    Autograd numbers nodes with a per-thread sequence counter. Every scope push/pop on the
+    capturing thread appends ``(counter now, current scope)``: the owner of a node numbered
+    ``s`` is the scope of the last event at or before ``s`` (a step function; bisect). Nodes
+    made on autograd's thread while a hooked node ran (create_graph=True, MK8) are claimed
+    explicitly by that node's post-hook instead.
+    """
+
+    def __init__(self) -> None:
+        self.thread: Optional[int] = None
+        self.seqs: list[int] = []
+        self.scopes: list[int] = []
+        self.explicit: dict[Any, int] = {}  # autograd Node -> backward scope id
+
+    def event(self) -> None:
+        if threading.get_ident() != self.thread:
+            return
+        self.seqs.append(_seq())
+        self.scopes.append(_current_scope())
+
+    def owner_scope(self, node: Any) -> int:
+        """The forward scope whose dict the node's backward gets (-1: none)."""
+        i = bisect.bisect_right(self.seqs, node._sequence_nr()) - 1
+        return self.scopes[i] if i >= 0 else -1
+
+
+def _seq() -> int:
+    global _seq
+    import torch
+
+    getter = getattr(torch._C._autograd, "_get_sequence_nr", None)
+    if getter is None:  # older torch: read the counter by making (and dropping) one node
+
+        def getter() -> int:
+            n = torch.ones(1, requires_grad=True).clone().grad_fn
+            return int(n._sequence_nr()) + 1 if n is not None else 0
+
+    _seq = getter
+    return int(getter())
+
+
+def _current_scope() -> int:
+    global _current_scope
+    _current_scope = native.extension().current_scope
+    return int(_current_scope())
+
+
+OWNERSHIP = _Ownership()
+
+
+def push(scope_id: int) -> None:
+    """Open a scope on this thread (and note it for backward ownership)."""
+    ext = native.extension()
+    ext.push_scope(scope_id)
+    own = OWNERSHIP
+    if own.thread == threading.get_ident():
+        own.seqs.append(_seq())
+        own.scopes.append(scope_id)
+
+
+def pop() -> None:
+    ext = native.extension()
+    ext.pop_scope()
+    own = OWNERSHIP
+    if own.thread == threading.get_ident():
+        own.seqs.append(_seq())
+        own.scopes.append(int(ext.current_scope()))
+
+
+def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
+    """Give every node of the graph about to run a pre-hook that sets the thread's slot to
+    its owner's backward scope (-1 for AccumulateGrad and unowned nodes: MK9)."""
+    import torch
+
+    stack = []
+    for t in t_outputs:
+        node = t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
+        if node is not None:
+            stack.append(node)
+    hooked = session.hooked
+    explicit = OWNERSHIP.explicit
+    on_main = threading.get_ident() == session.main_thread
+    while stack:
+        node = stack.pop()
+        if node in hooked:
+            continue
+        hooked.add(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+        if type(node).__name__ == "AccumulateGrad":
+            bsid = -1
+        elif node in explicit:
+            bsid = explicit[node]
+        elif on_main:
+            sid = OWNERSHIP.owner_scope(node)
+            bsid = SCOPES[sid].backward_scope if sid >= 0 else -1
+        else:
+            continue  # nested backward on autograd's thread: inherit the running node's slot
+        node.register_prehook(_slot_hook(bsid))
+        if create_graph and bsid >= 0:
+            node.register_hook(_claim_hook(bsid))
+
+
+_SLOT_HOOKS: dict[int, Any] = {}
+
+
+def _slot_hook(scope_id: int) -> Any:
+    """One shared pre-hook per backward scope."""
+    hook = _SLOT_HOOKS.get(scope_id)
+    if hook is None:
+        set_slot = native.extension().set_slot
+
+        def hook(grad_outputs: Any) -> None:
+            if state.ACTIVE is not None:  # MK7: outside an annotated capture, do nothing
+                set_slot(scope_id)
+
+        _SLOT_HOOKS[scope_id] = hook
+    return hook
+
+
+def _claim_hook(scope_id: int) -> Any:
+    def post(grad_inputs: Any, grad_outputs: Any) -> None:
+        if state.ACTIVE is None or not _grad_enabled():
+            return
+        # MK8: nodes made while this node ran (create_graph=True) inherit its scope.
+        import torch
+
+        hooked = state.ACTIVE.hooked
+        explicit = OWNERSHIP.explicit
+        stack = [g.grad_fn for g in grad_inputs if isinstance(g, torch.Tensor) and g.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node in hooked or node in explicit or type(node).__name__ == "AccumulateGrad":
+                continue
+            explicit[node] = scope_id
+            stack.extend(n for n, _ in node.next_functions if n is not None)
+
+    return post
+
+
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()

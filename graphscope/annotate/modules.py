@@ -1,0 +1,103 @@
+"""Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import weakref
+from typing import Any, Optional
+
+from .. import native
+from . import state
+from .backward import pop, push
+from .scopes import MODULE_KEY, SCOPES
+
+
+class _ModuleHooks:
+    """Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
+
+    def __init__(self) -> None:
+        # module -> (annotation, its pickle, backward)
+        self.names: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], bytes, bool]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.handles: list[Any] = []
+        self.local = threading.local()
+
+    def install(self) -> None:
+        if self.handles:
+            return
+        from torch.nn.modules import module as m
+
+        self.handles = [
+            m.register_module_forward_pre_hook(self.pre),
+            m.register_module_forward_hook(self.post, always_call=True),
+        ]
+
+    def uninstall_if_idle(self) -> None:
+        if not len(self.names) and self.handles:
+            for h in self.handles:
+                h.remove()
+            self.handles = []
+
+    def pre(self, module: Any, args: Any) -> None:
+        entry = self.names.get(module)
+        stack = self.local.__dict__.setdefault("pushed", [])
+        if entry is not None and state.ACTIVE is not None:
+            push(SCOPES.child(native.current_scope(), entry[0], entry[2], entry[1]))
+            stack.append(True)
+        else:
+            stack.append(False)
+
+    def post(self, module: Any, args: Any, output: Any) -> None:
+        stack = self.local.__dict__.setdefault("pushed", [])
+        if stack and stack.pop():
+            pop()
+
+
+_MODULES = _ModuleHooks()
+
+
+class ModuleAnnotations:
+    """Handle returned by :func:`register_module_annotations`; ``remove()`` undoes it."""
+
+    def __init__(self, modules: list[Any]) -> None:
+        self._modules = modules
+
+    def remove(self) -> None:
+        for mod in self._modules:
+            _MODULES.names.pop(mod, None)
+        _MODULES.uninstall_if_idle()
+
+    def __enter__(self) -> ModuleAnnotations:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def module_fqn(path: str, prefix: str = "L") -> str:
+    return f"{prefix}.{path}" if path else prefix
+
+
+def register_module_annotations(
+    model: Any, *, depth: Optional[int] = None, prefix: str = "L", backward: bool = True
+) -> ModuleAnnotations:
+    """Tag each module's captured work with ``{"module_name": "L.<path>"}``.
+
+    Args:
+        model: the root ``nn.Module``; the root itself is ``"L"``.
+        depth: tag modules at most this many levels below the root (None: all).
+        prefix: the FQN prefix PyTorch's helper uses (``"L"``).
+        backward: also attribute each module's backward kernels to it (MK5).
+    """
+    mods = []
+    for path, mod in model.named_modules():
+        level = 0 if not path else path.count(".") + 1
+        if depth is not None and level > depth:
+            continue
+        ann = {MODULE_KEY: module_fqn(path, prefix)}
+        _MODULES.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
+        mods.append(mod)
+    _MODULES.install()
+    return ModuleAnnotations(mods)

@@ -1,0 +1,148 @@
+"""Per-node context: the aten op that launched a node, its input shapes and the user's source
+line (recorded once per op call by a TorchDispatchMode), and ``mark_stream``."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .. import native
+from .scopes import SCOPES, Annotation, normalize
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """The aten op that launched a node, its inputs and the user's source line."""
+
+    op: str
+    shapes: str
+    source: Optional[str]
+
+
+class OpTable:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ops: list[OpRecord] = []
+        self._index: dict[OpRecord, int] = {}
+
+    def __getitem__(self, op_id: int) -> OpRecord:
+        return self._ops[op_id]
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def intern(self, rec: OpRecord) -> int:
+        oid = self._index.get(rec)
+        if oid is not None:
+            return oid
+        with self._lock:
+            oid = self._index.setdefault(rec, len(self._ops))
+            if oid == len(self._ops):
+                self._ops.append(rec)
+            return oid
+
+
+OPS = OpTable()
+
+
+def _describe(args: Any) -> str:
+    import torch
+
+    parts = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            dt = str(a.dtype).replace("torch.", "")
+            parts.append(f"{dt}[{','.join(map(str, a.shape))}]")
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            parts.append("[" + _describe(a) + "]")
+        elif isinstance(a, (int, float, bool)) or a is None:
+            parts.append(repr(a))
+    return ", ".join(parts)
+
+
+def _torch_dir() -> str:
+    import torch
+
+    return os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def user_source(skip_dirs: tuple[str, ...]) -> Optional[str]:
+    """``file:line (function)`` of the innermost frame outside torch and graphscope."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(skip_dirs) and not fn.startswith("<"):
+            return f"{fn}:{f.f_lineno} ({f.f_code.co_name})"
+        f = f.f_back  # type: ignore[assignment]
+    return None
+
+
+def default_skip_dirs() -> tuple[str, ...]:
+    """Frames in these directories are never "the user's line"."""
+    return (_torch_dir(), _PKG_DIR, os.path.dirname(contextlib.__file__))
+
+
+STREAMS: dict[int, dict[str, Any]] = {}  # cuda stream handle -> mark_stream annotation
+
+
+def mark_stream(stream: Any, annotation: Annotation) -> None:
+    """Tag all work captured on ``stream`` (a str ``s`` means ``{"stream": s}``).
+
+    The stream's dict is the outermost layer: scopes inside override its keys. Pass
+    ``annotation=None`` to forget the stream.
+    """
+    handle = int(getattr(stream, "cuda_stream", stream))
+    if annotation is None:
+        STREAMS.pop(handle, None)
+        return
+    ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)[0]
+    STREAMS[handle] = ann
+
+
+_MODE_CLASSES: dict[str, type] = {}
+
+
+def _op_mode_cls() -> type:
+    if "op" not in _MODE_CLASSES:
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class OpMode(TorchDispatchMode):
+            def __init__(self, session: Any) -> None:
+                super().__init__()
+                self.session = session
+
+            def __torch_dispatch__(
+                self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+            ) -> Any:
+                s = self.session
+                pushed = False
+                if STREAMS:
+                    base = STREAMS.get(torch.cuda.current_stream().cuda_stream)
+                    if base is not None:
+                        native.push_scope(SCOPES.with_base(native.current_scope(), base))
+                        pushed = True
+                if s.record_ops:
+                    src = (
+                        user_source(s.skip_dirs)
+                        if threading.get_ident() == s.main_thread
+                        else None
+                    )
+                    rec = OpRecord(str(func.name()), _describe(args), src)
+                    prev = native.set_current_op(OPS.intern(rec))
+                try:
+                    return func(*args, **(kwargs or {}))
+                finally:
+                    if s.record_ops:
+                        native.set_current_op(prev)
+                    if pushed:
+                        native.pop_scope()
+
+        _MODE_CLASSES["op"] = OpMode
+    return _MODE_CLASSES["op"]

@@ -1,0 +1,90 @@
+"""One annotated capture window: the CUPTI recorder subscribed, backward attribution armed,
+the op mode entered; everything undone on exit, on every path."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from .. import native
+from .._errors import AnnotationError
+from . import state
+from .backward import OWNERSHIP, prepare_backward
+from .ops import STREAMS, _op_mode_cls, default_skip_dirs
+
+
+class Session:
+    """One annotated capture window (or a make_graphed_callables call)."""
+
+    def __init__(self, record_ops: bool) -> None:
+        self.record_ops = record_ops
+        self.hooked: set[Any] = set()  # nodes given a pre-hook during this session
+        self.skip_dirs = default_skip_dirs()
+        self.main_thread = threading.get_ident()
+        self._modes: list[Any] = []
+        self._real_run_backward: Any = None
+
+    def enter(self) -> None:
+        import torch.autograd
+
+        OWNERSHIP.thread = self.main_thread
+        OWNERSHIP.event()
+        self._real_run_backward = torch.autograd._engine_run_backward
+        real = self._real_run_backward
+
+        def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            create_graph = bool(args[2]) if len(args) > 2 else bool(
+                kwargs.get("create_graph", False))
+            prepare_backward(self, t_outputs, create_graph)
+            try:
+                return real(t_outputs, *args, **kwargs)
+            finally:
+                native.retire_slots()
+
+        torch.autograd._engine_run_backward = run_backward
+        if self.record_ops or STREAMS:
+            dm = _op_mode_cls()(self)
+            dm.__enter__()
+            self._modes.append(dm)
+
+    def exit(self) -> None:
+        import torch.autograd
+
+        try:
+            while self._modes:
+                self._modes.pop().__exit__(None, None, None)
+        finally:
+            if self._real_run_backward is not None:
+                torch.autograd._engine_run_backward = self._real_run_backward
+            OWNERSHIP.event()
+            OWNERSHIP.thread = None
+            native.retire_slots()
+            self.hooked.clear()
+
+
+def annotations_active() -> bool:
+    """True inside an annotated capture (``graph(..., enable_annotations=True)``).
+
+    A session exists only while the recorder holds its subscription (see :func:`session`).
+    """
+    return state.ACTIVE is not None
+
+
+@contextlib.contextmanager
+def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
+    """Subscribe the recorder and start backward attribution; yields the records list."""
+    if state.ACTIVE is not None:
+        raise AnnotationError("an annotated capture is already running in this process")
+    with native.recording() as records:
+        s = Session(record_ops)
+        state.ACTIVE = s
+        try:
+            s.enter()
+            yield records
+        finally:
+            try:
+                s.exit()
+            finally:
+                state.ACTIVE = None

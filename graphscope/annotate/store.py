@@ -1,0 +1,135 @@
+"""The exec-id annotation map: template-graph annotations keyed by exec node id, rekeyed at
+every instantiate (each one mints a new exec id)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import warnings
+import weakref
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Optional, Union
+
+from .. import native
+from .scopes import SCOPES
+
+
+class _AnnotationStore:
+    """Template-graph annotations and their current exec-graph keys."""
+
+    def __init__(self) -> None:
+        self.by_template: dict[int, dict[int, dict[str, Any]]] = {}
+        self.exec_of: dict[int, int] = {}  # template graph id -> exec id
+        self.live: dict[int, list[dict[str, Any]]] = {}
+        self.view: Mapping[int, list[dict[str, Any]]] = MappingProxyType(self.live)
+        self.graph_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+    def add_template(self, gid: int, local: dict[int, dict[str, Any]]) -> None:
+        self.by_template[gid] = local
+
+    def rekey(self, gid: int, exec_id: int, clones: Optional[dict[int, int]] = None) -> int:
+        """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys)."""
+        old = self.exec_of.get(gid)
+        if old is not None:
+            for k in [k for k in self.live if k >> 32 == old]:
+                del self.live[k]
+        self.exec_of[gid] = exec_id
+        local = self.by_template.get(gid, {})
+        n = 0
+        if clones:
+            for clone, origin in clones.items():
+                if clone >> 32 == exec_id and origin >> 32 == gid:
+                    ann = local.get(origin & 0xFFFFFFFF)
+                    if ann:
+                        self.live[clone] = [dict(ann)]
+                        n += 1
+        else:
+            for lid, ann in local.items():
+                self.live[(exec_id << 32) | lid] = [dict(ann)]
+                n += 1
+        return n
+
+
+STORE = _AnnotationStore()
+
+
+def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[int, dict]:
+    """Per template graph id: {local id: merged annotation} of annotated nodes (MK2, MK14)."""
+    out: dict[int, dict[int, dict[str, Any]]] = {}
+    body_tagged = 0
+    for nid, gid, ntype, sid in zip(
+        rec.node_id.tolist(), rec.graph_id.tolist(), rec.node_type.tolist(), rec.scope.tolist()
+    ):
+        if gid in exec_ids:
+            continue
+        per = out.setdefault(gid, {})
+        if sid < 0:
+            continue
+        if ntype in native.BODY_TYPES:
+            body_tagged += 1
+            continue
+        if ntype not in native.ANNOTATED_TYPES:
+            continue
+        ann = SCOPES.annotation(sid)
+        if ann:
+            per[nid & 0xFFFFFFFF] = dict(ann)
+    if body_tagged:
+        warnings.warn(
+            f"graphscope: {body_tagged} child-graph/conditional node(s) were captured inside "
+            "annotated scopes; work in their bodies is tagged only where CUPTI's clone "
+            "callbacks map it to exec nodes (MK14)",
+            stacklevel=3,
+        )
+    return out
+
+
+def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
+    """Store a finished capture's annotations; rekey instantiated graphs. Returns template ids."""
+    exec_ids = set(rec.exec_id.tolist())
+    per_graph = template_annotations(rec, exec_ids)
+    clones = dict(zip(rec.clone_id.tolist(), rec.clone_origin.tolist()))
+    for gid, local in per_graph.items():
+        STORE.add_template(gid, local)
+    for eid, gid in zip(rec.exec_id.tolist(), rec.exec_graph.tolist()):
+        if gid in per_graph:
+            STORE.rekey(gid, eid, clones)
+    gids = sorted(per_graph)
+    if cuda_graph is not None and len(gids) >= 1:
+        STORE.graph_ids[cuda_graph] = gids[0]
+    return gids
+
+
+def get_kernel_annotations() -> Mapping[int, list[dict[str, Any]]]:
+    """Live read-only ``{exec node id: [annotation dict]}``; ``dict(...)`` it to pickle."""
+    return STORE.view
+
+
+def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
+    """Pickle ``dict(get_kernel_annotations())`` atomically, in PyTorch's format."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        pickle.dump(dict(STORE.live), f, protocol=4)
+    os.replace(tmp, path)
+    return path
+
+
+def remap_to_exec_graph(cuda_graph: Any) -> int:
+    """Rekey ``cuda_graph``'s annotations to its current exec graph (each instantiate mints a
+    new exec id). Returns the number of exec node ids keyed."""
+    gid = STORE.graph_ids.get(cuda_graph)
+    if gid is None:
+        try:
+            gid = native.graph_id(cuda_graph.raw_cuda_graph())
+        except Exception:
+            return 0
+    eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
+    return STORE.rekey(gid, eid)
+
+
+def clear_kernel_annotations() -> None:
+    """Forget every recorded annotation."""
+    STORE.by_template.clear()
+    STORE.exec_of.clear()
+    STORE.live.clear()

@@ -1,0 +1,44 @@
+"""``--mode callables``: forward and backward graphs as ``make_graphed_callables`` makes them."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from .._errors import CaptureError
+from ..cuda_graphs import make_graphed_callables
+from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+from .step import zero_grad
+
+
+@register
+class CallablesSource:
+    name: ClassVar[str] = "callables"
+    help: ClassVar[str] = "forward and backward graphs as make_graphed_callables makes them"
+
+    def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
+        if job.kwargs:
+            raise CaptureError("--mode callables takes positional tensors only "
+                               "(make_graphed_callables refuses keyword arguments): use "
+                               "--mode step")
+        phase("capture")
+        made: list[Any] = []
+        rec_holder: list[Any] = []
+        graphed = make_graphed_callables(
+            job.model, job.args, num_warmup_iters=max(job.warmup, 1), module_depth=job.depth,
+            record_ops=job.record_ops, graphs_out=made, records_out=rec_holder,
+        )
+        phase("inspect")
+        if len(made) != 2:
+            raise CaptureError(f"expected a forward and a backward graph, torch made {len(made)}")
+        raws = []
+        for name, g in zip(("forward", "backward"), made):
+            raw = inspect_template(g, name, rec_holder[0])
+            set_exec_id(raw, g)
+            raws.append(raw)
+        model, args, loss_fn = job.model, job.args, job.loss_fn
+
+        def replay() -> None:
+            zero_grad(model)
+            loss_fn(graphed(*args)).backward()
+
+        return RawCapture(raws, replay=replay)

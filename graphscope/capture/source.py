@@ -1,0 +1,105 @@
+"""The capture-source protocol: every way graphscope obtains graphs is one class behind it.
+
+A source turns a job into a :class:`RawCapture`: per graph, the template inspection, the
+recorder rows of its capture window, its exec id and driver DOT, plus either a ``replay``
+callable (graphscope traces it afterwards) or the replays it already traced itself (a program
+observed by ``graphscope run``). Everything after that — building the Graph model, joining
+timings, writing the bundle — is shared (:func:`graphscope.capture.finish`).
+
+Model-file sources register in :data:`SOURCES`; ``--mode`` and config validation read it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional, Protocol
+
+from .. import native
+
+Phase = Callable[[str], None]
+
+
+@dataclass
+class RawGraph:
+    """One captured graph before it becomes a :class:`~graphscope.graphs.model.CapturedGraph`."""
+
+    name: str
+    inspection: native.GraphInspection
+    records: native.CreatedNodes
+    exec_id: int
+    dot: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    # (exec node id -> extra annotation) for work nodes that scopes could not tag
+    place: Optional[Callable[[Any], Optional[Mapping[str, Any]]]] = None
+
+
+@dataclass
+class RawCapture:
+    """What a source produced: graphs, and how to time them."""
+
+    graphs: list[RawGraph]
+    replay: Optional[Callable[[], None]] = None  # one replay of every graph, in order
+    join: Any = None  # a JoinResult when the source traced replays itself
+    meta: dict[str, Any] = field(default_factory=dict)  # goes into the manifest
+
+
+@dataclass
+class ModelJob:
+    """A loaded model file, on the GPU: what model-file sources capture."""
+
+    model: Any
+    args: tuple
+    kwargs: dict[str, Any]
+    loss_fn: Callable[[Any], Any]
+    warmup: int
+    depth: Optional[int]
+    backward: bool
+    record_ops: bool
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    buckets: tuple = ()  # extra input sets (forward mode)
+    step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
+
+
+class CaptureSource(Protocol):
+    """Turns a model-file job into graphs."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]
+
+    def capture(self, job: ModelJob, phase: Phase) -> RawCapture: ...
+
+
+SOURCES: dict[str, type[CaptureSource]] = {}
+
+
+def register(cls: type[CaptureSource]) -> type[CaptureSource]:
+    """Class decorator: make a source selectable as ``--mode NAME``."""
+    SOURCES[cls.name] = cls
+    return cls
+
+
+def read_dot(graph_ptr: int) -> str:
+    """The driver's verbose DOT of a template graph (cudaGraphDebugDotPrint)."""
+    fd, path = tempfile.mkstemp(suffix=".dot")
+    os.close(fd)
+    try:
+        native.debug_dot_print(graph_ptr, path)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    finally:
+        os.unlink(path)
+
+
+def inspect_template(cuda_graph: Any, name: str, records: native.CreatedNodes,
+                     dot: bool = True) -> RawGraph:
+    """Inspect a kept template (before it is dropped); the exec id is filled in later."""
+    ptr = cuda_graph.raw_cuda_graph()
+    return RawGraph(name, native.inspect_graph(ptr), records, -1,
+                    read_dot(ptr) if dot else "")
+
+
+def set_exec_id(raw: RawGraph, cuda_graph: Any) -> None:
+    raw.exec_id = native.exec_id(cuda_graph.raw_cuda_graph_exec())
