@@ -288,6 +288,10 @@ def recording() -> Iterator[list[CreatedNodes]]:
             out.append(_records())
 
 
+def tracer_active() -> bool:
+    return _ext is not None and bool(_ext.tracer_active())
+
+
 def recorder_active() -> bool:
     return _ext is not None and bool(_ext.recorder_active())
 

@@ -10,4 +10,5 @@ COMMANDS = {
     "dump": ("graphscope.cli.commands.dump", "dump"),
     "lint": ("graphscope.cli.commands.lint", "lint"),
     "report": ("graphscope.cli.commands.report", "report"),
+    "run": ("graphscope.cli.commands.run", "run"),
 }

@@ -22,9 +22,12 @@ DEFAULT_TOP = 10
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here.")
+@click.option("--graph", "graph_name", default=None, metavar="NAME",
+              help="Only this graph (names as listed in the Graphs table; a unique prefix "
+              "or a regex that matches one graph).")
 @json_option
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], as_json: bool) -> int:
+           html_path: Optional[str], graph_name: Optional[str], as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
@@ -37,9 +40,14 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         return _report_ranks(bundle, depth, as_json)
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.
-    s = read_summary(bundle) if not (recompute or html_path or top != DEFAULT_TOP) else None
+    full = recompute or html_path or top != DEFAULT_TOP or graph_name
+    s = read_summary(bundle) if not full else None
     if s is None:
         b = read_bundle(bundle)
+        if graph_name:
+            from graphscope.graphs.model import only_graph
+
+            b = only_graph(b, graph_name)
         if html_path:
             from graphscope.reports.html import write_html
 

@@ -221,6 +221,41 @@ class Bundle:
         }
 
 
+def only_graph(bundle: Bundle, name: str) -> Bundle:
+    """``bundle`` restricted to one graph, chosen by exact name, unique prefix or regex.
+
+    Per-replay totals are recomputed from that graph's nodes; events keep that graph's only.
+    """
+    from .._errors import BundleError
+
+    names = [g.name for g in bundle.graphs]
+    hits = [n for n in names if n == name] or [n for n in names if n.startswith(name)]
+    if not hits:
+        try:
+            rx = re.compile(name)
+        except re.error:
+            rx = None
+        hits = [n for n in names if rx is not None and rx.search(n)]
+    if len(hits) != 1:
+        what = "no graph" if not hits else f"{len(hits)} graphs"
+        raise BundleError(f"{bundle.path}: --graph {name!r} matches {what}; graphs: "
+                          + "; ".join(names[:20]))
+    g = bundle.graph(hits[0])
+    import numpy as np
+
+    work = [n for n in g.nodes if n.is_work]
+    r = bundle.replays
+    mat = np.zeros((len(work), r), dtype=np.int64)
+    for i, n in enumerate(work):
+        k = min(len(n.durations_ns), r)
+        mat[i, :k] = n.durations_ns[:k]
+    per_replay = mat.sum(axis=0).tolist()
+    return dataclasses.replace(
+        bundle, graphs=(g,), replay_kernel_ns=tuple(int(x) for x in per_replay),
+        replay_span_ns=(),
+        events=tuple(e for e in bundle.events if e.get("graph") == g.name))
+
+
 _TEMPLATE = re.compile(r"<[^<>]*>")
 _PARENS = re.compile(r"\([^()]*\)")
 # Names that say little alone: qualify them with what their template arguments instantiate.

@@ -120,9 +120,13 @@ def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict
 
 
 def coverage(bundle: Bundle) -> dict[str, Any]:
-    """Share of work nodes that carry a module annotation, by phase."""
+    """Share of work nodes that carry a module annotation, by phase (``optimizer`` only where
+    a captured step has one)."""
     out: dict[str, Any] = {}
-    for phase in ("forward", "backward"):
+    phases = ["forward", "backward"]
+    if any(_phase_of(n) == "optimizer" for n in bundle.work):
+        phases.append("optimizer")
+    for phase in phases:
         nodes = [n for n in bundle.work_nodes() if _phase_of(n) == phase]
         tagged = [n for n in nodes if n.module != UNATTRIBUTED]
         out[phase] = {
@@ -139,15 +143,36 @@ def _phase_of(n: Node) -> str:
     return "backward" if n.graph == "backward" else "unknown"
 
 
+def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
+    """One row per graph: size, its info (site, replays, pool memory) and its median time per
+    replay (sum of its work nodes' durations in each traced replay)."""
+    dur = bundle.durations
+    rows = []
+    start = 0
+    for g in bundle.graphs:
+        n_work = sum(1 for n in g.nodes if n.is_work)
+        block = dur[start:start + n_work]
+        start += n_work
+        per_replay = block.sum(axis=0) if block.size else np.zeros(0)
+        traced = [float(x) for x in per_replay if x > 0]
+        row: dict[str, Any] = {
+            "name": g.name, "exec_id": g.exec_id, "nodes": len(g.nodes), "work_nodes": n_work,
+            "edges": len(g.edges), "median_ns": _median(traced),
+            "attributed": sum(1 for n in g.nodes if n.is_work and n.module != UNATTRIBUTED),
+        }
+        for k in ("site", "ordinal", "kind", "shapes", "replays", "traced_replays",
+                  "pool_bytes"):
+            if k in g.info:
+                row[k] = g.info[k]
+        rows.append(row)
+    return rows
+
+
 def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json)."""
     work = list(bundle.work_nodes())
     return {
-        "graphs": [
-            {"name": g.name, "exec_id": g.exec_id, "nodes": len(g.nodes),
-             "work_nodes": sum(1 for n in g.nodes if n.is_work), "edges": len(g.edges)}
-            for g in bundle.graphs
-        ],
+        "graphs": graph_rows(bundle),
         "replays": bundle.replays,
         "replay_kernel_median_ns": _median([float(x) for x in bundle.replay_kernel_ns]),
         "replay_span_median_ns": _median([float(x) for x in bundle.replay_span_ns]),

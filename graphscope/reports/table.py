@@ -57,8 +57,38 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     return t
 
 
+def fmt_bytes(n: Optional[float]) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def graphs_table(summary: dict[str, Any]) -> Table:
+    """The graphs of a bundle: capture site, size, replays over the run, pool memory."""
+    t = Table(title="Graphs", title_justify="left")
+    t.add_column("graph", no_wrap=True, overflow="ellipsis", max_width=48)
+    for col in ("nodes", "tagged", "replays", "traced", "time/replay", "pool"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for g in summary["graphs"]:
+        t.add_row(
+            Text(str(g["name"])), str(g["nodes"]),
+            f"{g.get('attributed', 0)}/{g['work_nodes']}",
+            str(g.get("replays", "-")), str(g.get("traced_replays", "-")),
+            fmt_ns(g.get("median_ns")) if g.get("median_ns") else "-",
+            fmt_bytes(g.get("pool_bytes")),
+        )
+    return t
+
+
 def header(summary: dict[str, Any]) -> Text:
-    graphs = ", ".join(f"{g['name']} ({g['work_nodes']} work nodes)" for g in summary["graphs"])
+    if len(summary["graphs"]) > 3:
+        graphs = f"{len(summary['graphs'])} graphs"
+    else:
+        graphs = ", ".join(f"{g['name']} ({g['work_nodes']} work nodes)"
+                           for g in summary["graphs"])
     cov = summary["coverage"]
     line = (
         f"graphs: {graphs}; annotated {summary['annotated_nodes']}/{summary['work_nodes']}; "
@@ -74,7 +104,10 @@ def header(summary: dict[str, Any]) -> Text:
 
 
 def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True) -> Group:
-    parts: list[Any] = [header(summary), module_table(summary, depth)]
+    parts: list[Any] = [header(summary)]
+    if any("site" in g for g in summary["graphs"]):
+        parts.append(graphs_table(summary))
+    parts.append(module_table(summary, depth))
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
@@ -86,3 +119,10 @@ def print_summary(
     summary: dict[str, Any], console: Optional[Console] = None, depth: Optional[int] = None
 ) -> None:
     (console or Console()).print(render(summary, depth))
+
+
+def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> None:
+    """What ``graphscope run`` prints when the program ends: graphs, then modules."""
+    con = console or Console()
+    con.print(graphs_table(summary))
+    con.print(module_table(summary, depth=2))

@@ -1,0 +1,64 @@
+"""Run a program in this process as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` would
+(``sys.argv``, ``__main__``, ``sys.path[0]`` are the program's), and return its exit code."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+
+from .._errors import ConfigError
+
+
+def check_target(target: str, module: bool) -> None:
+    """Fail before anything runs when the program cannot be found."""
+    if module:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(target) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise ConfigError(f"-m {target}: no module of that name on sys.path")
+    elif not os.path.isfile(target):
+        raise ConfigError(f"{target}: no such program file")
+
+
+def exit_code(exc: SystemExit) -> int:
+    """What the interpreter would exit with for ``sys.exit(code)``."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_program(target: str, args: list[str], module: bool = False) -> int:
+    """Run the program; its exceptions print as Python prints them (exit 1), Ctrl-C exits 130."""
+    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    try:
+        if module:
+            sys.argv = [target, *args]
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target)
+            sys.argv = [target, *args]
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return exit_code(exc)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        return 130
+    except BaseException:  # the program's own failure: shown as Python shows it
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv = saved_argv
+        if not module and saved_path0 is not None and sys.path and sys.path[0] != saved_path0:
+            sys.path.pop(0)

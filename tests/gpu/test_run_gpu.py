@@ -1,0 +1,180 @@
+"""``graphscope run`` on unmodified programs (sample_models/programs/), on the GPU: every
+capture observed, graphs named by site/ordinal/shapes, 100% of work nodes tagged, replay
+counts exact, the program's output and exit code its own."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+
+pytestmark = pytest.mark.gpu
+PROGRAMS = os.path.join(SAMPLES, "programs")
+
+
+def graphscope_run(tmp_path, program, *opts, name="b"):
+    out = tmp_path / name
+    p = subprocess.run(
+        [sys.executable, "-m", "graphscope", "run", "-o", str(out), *opts,
+         os.path.join(PROGRAMS, program) if not program.startswith("-") else program],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    return p, out
+
+
+def load(out):
+    graph = json.loads((out / "graph.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    return graph["graphs"], manifest
+
+
+def work(g):
+    return [n for n in g["nodes"] if n["type"] in ("kernel", "memcpy", "memset")]
+
+
+def test_decode_loop_two_buckets_named_by_site_and_shape(tmp_path):
+    # GIVEN a decode loop that captures one graph per batch bucket (1 and 8), 40 replays each
+    p, out = graphscope_run(tmp_path, "decode.py")
+    # THEN the program ran as usual and both graphs are in the bundle, named by site and shape
+    assert p.returncode == 0, p.stderr
+    assert "decoded" in p.stdout
+    graphs, manifest = load(out)
+    names = [g["name"] for g in graphs]
+    assert len(graphs) == 2, names
+    assert names[0].startswith("decode.py:") and names[0].endswith("#0 [1,1]"), names
+    assert names[1].endswith("#1 [8,1]"), names
+    for g in graphs:
+        assert g["info"]["replays"] == 40 and g["info"]["traced_replays"] == 20
+        assert g["info"]["pool_bytes"] > 0
+        w = work(g)
+        tagged = [n for n in w if "module_name" in n.get("annotation", {})]
+        assert len(tagged) == len(w), [n.get("op") for n in w if n not in tagged]
+        mods = {n["annotation"]["module_name"] for n in w}
+        assert "Decoder.blocks.0.attn.qkv" in mods and "Decoder.head" in mods
+        assert all(n.get("source", "").startswith(os.path.join(PROGRAMS, "decode.py"))
+                   for n in w if n.get("source"))
+    assert manifest["mode"] == "run"
+
+
+def test_whole_training_step_optimizer_is_its_own_scope(tmp_path):
+    p, out = graphscope_run(tmp_path, "whole_network.py")
+    assert p.returncode == 0, p.stderr
+    (g,) = load(out)[0]
+    assert g["info"]["replays"] == 30
+    w = work(g)
+    phases = {n["annotation"].get("autograd_phase", "forward") for n in w if n.get("annotation")}
+    assert phases == {"forward", "backward", "optimizer"}, phases
+    opt = [n for n in w if n["annotation"].get("module_name") == "(optimizer)"]
+    assert opt and all(n["annotation"]["autograd_phase"] == "optimizer" for n in opt)
+    assert all("module_name" in n.get("annotation", {}) for n in w), \
+        [(n.get("op"), n.get("source")) for n in w if "module_name" not in n.get("annotation", {})]
+
+
+def test_amp_adamw_step(tmp_path):
+    p, out = graphscope_run(tmp_path, "train_step_amp.py")
+    assert p.returncode == 0, p.stderr
+    (g,) = load(out)[0]
+    w = work(g)
+    mods = {n["annotation"].get("module_name") for n in w if n.get("annotation")}
+    assert "(optimizer)" in mods and "CrossEntropyLoss" in mods and "Sequential.0" in mods
+    untagged = [n for n in w if "module_name" not in n.get("annotation", {})]
+    assert all("unplaced_reason" in n["annotation"] for n in untagged)
+
+
+def test_graphed_callables_four_graphs(tmp_path):
+    p, out = graphscope_run(tmp_path, "partial_network.py")
+    assert p.returncode == 0, p.stderr
+    graphs, _ = load(out)
+    assert len(graphs) == 6  # forward + backward graph of each of the three modules
+    assert sum(g["info"]["replays"] for g in graphs) == 30 * 2 * 2
+    for g in graphs:
+        w = work(g)
+        assert all("module_name" in n.get("annotation", {}) for n in w), g["name"]
+
+
+def test_torch_compile_reduce_overhead_inductor_provenance(tmp_path):
+    p, out = graphscope_run(tmp_path, "compiled.py")
+    assert p.returncode == 0, p.stderr
+    graphs, _ = load(out)
+    assert graphs, p.stderr
+    w = [n for g in graphs for n in work(g)]
+    placed = [n for n in w if n.get("annotation", {}).get("module_source") == "inductor"]
+    assert placed, [(n.get("op"), n.get("source")) for n in w]
+    mods = {n["annotation"]["module_name"] for n in placed}
+    assert any(m.startswith("Net.fc") for m in mods), mods
+    for n in w:  # nothing unplaced without saying why
+        a = n.get("annotation", {})
+        assert "module_name" in a or "unplaced_reason" in a, n
+
+
+def test_exit_code_and_exception_still_write(tmp_path):
+    prog = tmp_path / "boom.py"
+    prog.write_text(
+        "import sys, torch\n"
+        "x = torch.ones(4, device='cuda')\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "with torch.cuda.graph(g):\n    y = x * 2\n"
+        "g.replay()\n"
+        "print('argv', sys.argv[1:])\n"
+        "raise SystemExit(3)\n")
+    p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(tmp_path / "b"),
+                        str(prog), "--flag", "v"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr
+    assert "argv ['--flag', 'v']" in p.stdout
+    graphs, _ = load(tmp_path / "b")
+    assert len(graphs) == 1 and graphs[0]["info"]["replays"] == 1
+
+
+def test_no_graph_one_line_and_no_bundle(tmp_path):
+    prog = tmp_path / "eager.py"
+    prog.write_text("import torch\nprint((torch.ones(3, device='cuda') * 2).sum().item())\n")
+    p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(tmp_path / "b"),
+                        str(prog)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0
+    assert "captured no CUDA graph" in p.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_profile_context_manager_and_next_capture_works(tmp_path):
+    code = f"""
+import torch, graphscope
+m = torch.nn.Linear(64, 64).cuda()
+x = torch.randn(8, 64, device='cuda')
+with graphscope.profile(output={str(tmp_path / 'p')!r}, replays=5) as prof:
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        m(x)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        y = m(x)
+    for _ in range(7):
+        g.replay()
+print('BUNDLE', prof.bundle_path)
+# afterwards: torch untouched, torch.profiler still records GPU work
+from torch.profiler import profile, ProfilerActivity
+with profile(activities=[ProfilerActivity.CUDA]) as p:
+    m(x); torch.cuda.synchronize()
+print('GPU_EVENTS', sum(1 for e in p.events() if e.device_type.name == 'CUDA'))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "BUNDLE" in p.stdout
+    gpu = int(p.stdout.split("GPU_EVENTS")[1].split()[0])
+    assert gpu > 0
+    (g,) = load(tmp_path / "p")[0]
+    assert g["info"]["replays"] == 7 and g["info"]["traced_replays"] == 5
+    assert {n["annotation"]["module_name"] for n in work(g)} == {"Linear"}
+
+
+def test_report_lists_graphs_and_takes_graph(tmp_path):
+    p, out = graphscope_run(tmp_path, "decode.py")
+    assert p.returncode == 0, p.stderr
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report", str(out), "--graph",
+                        "#1", "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)
+    assert len(s["graphs"]) == 1 and s["graphs"][0]["name"].endswith("[8,1]")
