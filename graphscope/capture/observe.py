@@ -420,18 +420,16 @@ class Observer:
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         cls = torch.cuda.CUDAGraph
         obs = self
-        real = {k: cls.__dict__[k] for k in ("__new__", "capture_begin", "capture_end",
-                                             "instantiate", "replay") if k in cls.__dict__}
-        base_new = real.get("__new__")
+        names = ("__init__", "capture_begin", "capture_end", "instantiate", "replay")
+        real = {k: cls.__dict__[k] for k in names if k in cls.__dict__}
+        base_init = real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
         keep_of: dict[int, bool] = {}
 
-        def __new__(klass: Any, keep_graph: bool = False, *a: Any, **k: Any) -> Any:
-            if base_new is not None:
-                inst = base_new(klass, True, *a, **k)
-            else:
-                inst = super(cls, klass).__new__(klass, True, *a, **k)  # type: ignore[misc]
-            keep_of[id(inst)] = bool(keep_graph)
-            return inst
+        # keep_graph is read by the C++ constructor (__init__, not __new__): every graph keeps
+        # its template so it can be inspected; the program's own choice is remembered.
+        def __init__(self: Any, keep_graph: bool = False, *a: Any, **k: Any) -> None:
+            keep_of[id(self)] = bool(keep_graph)
+            base_init(self, True, *a, **k)
 
         def capture_begin(self: Any, *a: Any, **k: Any) -> None:
             obs._begin(self, keep_of.get(id(self), False))
@@ -465,14 +463,14 @@ class Observer:
             else:
                 _parent(cls, "replay", real)(self)
 
-        setattr(cls, "__new__", __new__)  # noqa: B010 - a slot, set like the others
+        cls.__init__ = __init__  # type: ignore[method-assign]
         cls.capture_begin = capture_begin  # type: ignore[method-assign]
         cls.capture_end = capture_end  # type: ignore[method-assign]
         cls.instantiate = instantiate  # type: ignore[method-assign]
         cls.replay = replay  # type: ignore[method-assign]
 
         def undo() -> None:
-            for name in ("__new__", "capture_begin", "capture_end", "instantiate", "replay"):
+            for name in names:
                 if name in real:
                     setattr(cls, name, real[name])
                 else:
