@@ -25,6 +25,7 @@ from .annotate import (
     save_kernel_annotations,
 )
 from .cuda_graphs import Graph, graph, make_graphed_callables
+from .profile import profile
 
 __all__ = [
     "Graph",
@@ -37,6 +38,7 @@ __all__ = [
     "make_graphed_callables",
     "mark_kernels",
     "mark_stream",
+    "profile",
     "register_module_annotations",
     "remap_to_exec_graph",
     "save_kernel_annotations",

@@ -55,11 +55,11 @@ def run(as_module: bool, output: Optional[str], replays: int, skip_replays: int,
     with prof:
         code = run_program(target, list(args), as_module)
     for w in prof.warnings:
-        err.print(f"graphscope: warning: {w}", highlight=False, markup=False)
+        click.echo(f"graphscope: warning: {w}", err=True)
     if prof.bundle_path is None:
-        err.print(f"graphscope: {target} captured no CUDA graph ({prof.captures} capture(s) "
-                  "seen, none recorded); no bundle written", highlight=False, markup=False)
+        click.echo(f"graphscope: {target} captured no CUDA graph ({prof.captures} capture(s) "
+                   "seen, none recorded); no bundle written", err=True)
         return code
     print_graphs(prof.result.summary, err)
-    err.print(f"Wrote {prof.bundle_path}", highlight=False, markup=False)
+    click.echo(f"Wrote {prof.bundle_path}", err=True)
     return code

@@ -109,7 +109,8 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
         hooked.add(node)
         stack.extend(n for n, _ in node.next_functions if n is not None)
         if type(node).__name__ == "AccumulateGrad":
-            bsid = -1
+            leaf = getattr(session, "leaf_scope", None)  # where the caller knows param owners
+            bsid = leaf(node) if leaf is not None else -1
         elif node in explicit:
             bsid = explicit[node]
         elif on_main:

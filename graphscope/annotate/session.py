@@ -13,6 +13,7 @@ from .._errors import AnnotationError
 from . import state
 from .backward import OWNERSHIP, prepare_backward
 from .ops import STREAMS, _op_mode_cls, default_skip_dirs
+from .scopes import SCOPES
 
 
 class Session:
@@ -25,6 +26,9 @@ class Session:
         self.main_thread = threading.get_ident()
         self._modes: list[Any] = []
         self._real_run_backward: Any = None
+        self._real_make_grads: Any = None
+        # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
+        self.leaf_scope: Any = None
 
     def enter(self) -> None:
         import torch.autograd
@@ -44,6 +48,30 @@ class Session:
                 native.retire_slots()
 
         torch.autograd._engine_run_backward = run_backward
+        self._real_make_grads = torch.autograd._make_grads
+        real_make = self._real_make_grads
+
+        def make_grads(outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            # The gradient seed (ones_like) belongs to the backward of whoever made the output,
+            # where no scope is open (inside mark_kernels it keeps that scope).
+            if native.current_scope() >= 0:
+                return real_make(outputs, *args, **kwargs)
+            scope = -1
+            for t in outputs:
+                node = getattr(t, "grad_fn", None)
+                if node is not None:
+                    sid = OWNERSHIP.owner_scope(node)
+                    scope = SCOPES[sid].backward_scope if sid >= 0 else -1
+                    break
+            if scope < 0:
+                return real_make(outputs, *args, **kwargs)
+            native.push_scope(scope)
+            try:
+                return real_make(outputs, *args, **kwargs)
+            finally:
+                native.pop_scope()
+
+        torch.autograd._make_grads = make_grads
         if self.record_ops or STREAMS:
             dm = _op_mode_cls()(self)
             dm.__enter__()
@@ -58,6 +86,8 @@ class Session:
         finally:
             if self._real_run_backward is not None:
                 torch.autograd._engine_run_backward = self._real_run_backward
+            if self._real_make_grads is not None:
+                torch.autograd._make_grads = self._real_make_grads
             OWNERSHIP.event()
             OWNERSHIP.thread = None
             native.retire_slots()

@@ -247,7 +247,53 @@ def _optimizer_hooks() -> list[Any]:
         if stack and stack.pop():
             pop()
 
-    return [o.register_optimizer_step_pre_hook(pre), o.register_optimizer_step_post_hook(post)]
+    real_zero = o.Optimizer.zero_grad
+
+    def zero_grad(self: Any, *a: Any, **k: Any) -> Any:  # its fills are optimizer work too
+        if state.ACTIVE is None:
+            return real_zero(self, *a, **k)
+        d, frozen = normalize({MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
+                               "optimizer": type(self).__name__, "optimizer_call": "zero_grad"})
+        push(SCOPES.child(native.current_scope(), d, False, frozen))
+        try:
+            return real_zero(self, *a, **k)
+        finally:
+            pop()
+
+    class _Undo:
+        def remove(self) -> None:
+            o.Optimizer.zero_grad = real_zero  # type: ignore[method-assign]
+
+    o.Optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
+    return [o.register_optimizer_step_pre_hook(pre), o.register_optimizer_step_post_hook(post),
+            _Undo()]
+
+
+def _leaf_scopes(names: _ModuleNames) -> Callable[[Any], int]:
+    """AccumulateGrad (a ``.grad`` that already exists, e.g. zero_grad(set_to_none=False) or
+    micro-batch accumulation): the parameter's owner module, phase backward."""
+    cache: dict[int, int] = {}
+
+    def scope(node: Any) -> int:
+        var = getattr(node, "variable", None)
+        if var is None:
+            return -1
+        key = id(var)
+        if key not in cache:
+            owner = None
+            for table in list(names.roots.values()):
+                for mod, fqn in table.items():
+                    if any(p is var for p in mod.parameters(recurse=False)):
+                        owner = fqn
+                        break
+                if owner:
+                    break
+            cache[key] = -1 if owner is None else SCOPES.backward(
+                {MODULE_KEY: owner, PHASE_KEY: "backward", "module_source": "hooks",
+                 "accumulate_grad": True})
+        return cache[key]
+
+    return scope
 
 
 # ---------------------------------------------------------------- inductor provenance
@@ -512,6 +558,8 @@ class Observer:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
             hooks = _module_hooks(self) + _optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
+            if state.ACTIVE is not None:
+                state.ACTIVE.leaf_scope = _leaf_scopes(self.module_names)
         except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
             stack.close()
             rec.failed = str(exc)
@@ -604,7 +652,8 @@ class Observer:
     # -- results
     def result(self) -> RawCapture:
         """Everything observed so far, as a raw capture with its traced replays joined."""
-        done = [g for g in self.graphs if g.raw is not None and not g.failed]
+        done = [g for g in self.graphs if g.raw is not None and not g.failed
+                and len(g.raw.inspection.node_id)]
         raws = []
         for g in done:
             raw = g.raw
@@ -622,6 +671,8 @@ class Observer:
         jr = self._join(done) if any(g.traced for g in done) else None
         meta: dict[str, Any] = {
             "observed_captures": len(self.graphs),
+            "empty_captures": sum(1 for g in self.graphs if g.raw is not None
+                                  and not len(g.raw.inspection.node_id)),
             "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
                                 if g.failed],
         }
