@@ -22,7 +22,9 @@ from ..options import bundle_argument, force_option
               help="Output file (default: next to the bundle; '-' for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
               show_default=True, help="Render DOT with Graphviz's `dot`.")
-@click.option("--graph", default=None, help="Graph name (step, forward, backward).")
+@click.option("--graph", default=None,
+              help="Graph name (step, forward, backward, or a run bundle's graph: exact name, "
+              "unique prefix or regex).")
 @click.option("--group", type=click.Choice(["module", "phase", "stream", "none"]),
               default="module", show_default=True, help="Cluster nodes by.")
 @click.option("--depth", type=int, default=None, help="Cluster/collapse module depth.")
@@ -53,7 +55,9 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         click.echo(f"Wrote {out}")
         return 0
     b = read_bundle(bundle)
-    gname = graph or b.graphs[0].name
+    from graphscope.graphs.model import resolve_graph, safe_file_stem
+
+    gname = resolve_graph(b, graph) if graph else b.graphs[0].name
     notes: list[str] = []
     if what == "raw":
         text, ext = raw_dot(b, gname), "raw.dot"
@@ -71,7 +75,7 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         text = json.dumps({str(k): v for k, v in sorted(amap.items())}, sort_keys=True, indent=1)
         text, ext = text + "\n", "annotations.json"
     else:
-        text, notes = build_dot(b, DotOptions(graph=graph, group=group, depth=depth,
+        text, notes = build_dot(b, DotOptions(graph=gname if graph else None, group=group, depth=depth,
                                               collapse=collapse, filter=regex))
         ext = "dot" if fmt == "dot" else fmt
     for n in notes:
@@ -80,7 +84,7 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         click.echo(text, nl=False)
         return 0
     out = output or os.path.join(os.path.dirname(b.path) or ".",
-                                 f"{os.path.basename(b.path)}.{gname}.{ext}")
+                                 f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
     if os.path.exists(out) and not force:
         from graphscope._errors import GraphscopeError
 

@@ -303,10 +303,9 @@ _CALL_LINE = re.compile(r"\.run\(|extern_kernels\.|\.call\(|torch\.ops\.")
 
 def module_path(stack_entry: str) -> str:
     """``L['self'].blocks[0].attn`` / ``L__self___blocks_0`` style paths -> ``blocks.0.attn``."""
-    s = stack_entry
+    s = re.sub(r"\._modules\['([^']*)'\]", r".\1", stack_entry)
     s = re.sub(r"^L\['self'\]\.?", "", s)
     s = re.sub(r"^self\.?", "", s)
-    s = re.sub(r"\._modules\['([^']*)'\]", r".\1", s)
     s = re.sub(r"\['([^']*)'\]", r".\1", s)
     s = re.sub(r"\[(\d+)\]", r".\1", s)
     return s.strip(".")

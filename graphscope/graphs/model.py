@@ -221,11 +221,9 @@ class Bundle:
         }
 
 
-def only_graph(bundle: Bundle, name: str) -> Bundle:
-    """``bundle`` restricted to one graph, chosen by exact name, unique prefix or regex.
-
-    Per-replay totals are recomputed from that graph's nodes; events keep that graph's only.
-    """
+def resolve_graph(bundle: Bundle, name: str) -> str:
+    """The one graph ``name`` means: an exact name, else a unique prefix, else a regex that
+    matches exactly one graph (``decode.py:65 #1`` or ``#1``)."""
     from .._errors import BundleError
 
     names = [g.name for g in bundle.graphs]
@@ -240,7 +238,15 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
         what = "no graph" if not hits else f"{len(hits)} graphs"
         raise BundleError(f"{bundle.path}: --graph {name!r} matches {what}; graphs: "
                           + "; ".join(names[:20]))
-    g = bundle.graph(hits[0])
+    return hits[0]
+
+
+def only_graph(bundle: Bundle, name: str) -> Bundle:
+    """``bundle`` restricted to one graph (see :func:`resolve_graph`).
+
+    Per-replay totals are recomputed from that graph's nodes; events keep that graph's only.
+    """
+    g = bundle.graph(resolve_graph(bundle, name))
     import numpy as np
 
     work = [n for n in g.nodes if n.is_work]

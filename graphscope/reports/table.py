@@ -69,7 +69,7 @@ def fmt_bytes(n: Optional[float]) -> str:
 def graphs_table(summary: dict[str, Any]) -> Table:
     """The graphs of a bundle: capture site, size, replays over the run, pool memory."""
     t = Table(title="Graphs", title_justify="left")
-    t.add_column("graph", no_wrap=True, overflow="ellipsis", max_width=48)
+    t.add_column("graph", overflow="fold", ratio=1)
     for col in ("nodes", "tagged", "replays", "traced", "time/replay", "pool"):
         t.add_column(col, justify="right", no_wrap=True)
     for g in summary["graphs"]:
@@ -97,9 +97,11 @@ def header(summary: dict[str, Any]) -> Text:
     if summary.get("replays"):
         line += (
             f"\nreplays: {summary['replays']}, graph work "
-            f"{fmt_ns(summary['replay_kernel_median_ns'])}"
-            f" per replay, span {fmt_ns(summary['replay_span_median_ns'])}"
+            f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay"
         )
+        # A program's graphs replay apart from each other: one span over them means nothing.
+        if not any("site" in g for g in summary["graphs"]):
+            line += f", span {fmt_ns(summary['replay_span_median_ns'])}"
     return Text(line)
 
 

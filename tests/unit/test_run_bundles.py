@@ -1,0 +1,175 @@
+"""`graphscope run` bundles recorded on the H200 (tests/data/run_*), read on a CPU: graphs
+named by capture site, per-graph replay counts and pool memory, report --graph, DOT, the
+attribution of optimizer, gradient accumulation and compiled (inductor) nodes. Plus the
+pieces of `run` that need no GPU: program running, config validation, provenance lookup."""
+
+import json
+import os
+import sys
+
+import pytest
+
+from graphscope.bundle import read_bundle
+from graphscope.capture.observe import ObserveConfig, Provenance, module_path
+from graphscope.capture.program import check_target, run_program
+from graphscope.cli.main import main
+from graphscope.graphs.model import resolve_graph, safe_file_stem
+from tests.conftest import DATA
+
+
+def work(b):
+    return list(b.work)
+
+
+def test_decode_bundle_graphs_named_by_site_ordinal_and_shapes(capsys):
+    # GIVEN the decode loop's bundle WHEN report --json THEN both buckets are listed
+    assert main(["report", os.path.join(DATA, "run_decode"), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    names = [g["name"] for g in s["graphs"]]
+    assert names == ["decode.py:71 #0 [1,1] [1]", "decode.py:71 #1 [8,1] [1]"]
+    for g in s["graphs"]:
+        assert g["site"] == "decode.py:71" and g["replays"] == 40 and g["traced_replays"] == 20
+        assert g["pool_bytes"] > 0 and g["attributed"] == g["work_nodes"]
+        assert g["median_ns"] > 0
+    assert s["coverage"]["forward"]["pct"] == 100.0
+
+
+def test_report_graph_selects_one_graph_and_recomputes_its_time(capsys):
+    path = os.path.join(DATA, "run_decode")
+    assert main(["report", path, "--graph", "#1", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert [g["name"] for g in s["graphs"]] == ["decode.py:71 #1 [8,1] [1]"]
+    # the module table's total is that graph's own time per replay
+    root = next(r for r in s["modules"] if r["module"] == "Decoder")
+    assert root["median_ns"] == pytest.approx(s["graphs"][0]["median_ns"])
+
+
+def test_report_graph_that_matches_nothing_names_the_graphs(capsys):
+    assert main(["report", os.path.join(DATA, "run_decode"), "--graph", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "matches no graph" in err and "decode.py:71 #0" in err
+
+
+def test_raw_dot_files_have_safe_names_and_dump_reads_them(tmp_path, capsys):
+    b = read_bundle(os.path.join(DATA, "run_decode"))
+    for g in b.graphs:
+        assert os.path.isfile(os.path.join(b.path, g.dot_file))
+        assert "/" not in safe_file_stem(g.name) and " " not in safe_file_stem(g.name)
+    out = tmp_path / "g.raw.dot"
+    assert main(["dump", b.path, "--raw", "--graph", "#0", "-o", str(out)]) == 0
+    assert out.read_text().startswith("digraph")
+
+
+def test_dump_dot_of_a_run_graph(tmp_path):
+    pydot = pytest.importorskip("pydot")
+    out = tmp_path / "g.dot"
+    assert main(["dump", os.path.join(DATA, "run_whole_network"), "-o", str(out)]) == 0
+    (g,) = pydot.graph_from_dot_file(str(out))
+    assert g.get_nodes()
+
+
+def test_training_step_phases_optimizer_and_accumulation():
+    b = read_bundle(os.path.join(DATA, "run_train_step_amp"))
+    w = work(b)
+    assert all(n.annotation.get("module_name") for n in w)
+    opt = [n for n in w if n.module == "(optimizer)"]
+    assert opt and {n.phase for n in opt} == {"optimizer"}
+    assert any(n.annotation.get("optimizer_call") == "zero_grad" for n in opt)
+    acc = [n for n in w if n.annotation.get("accumulate_grad")]
+    assert acc and {n.phase for n in acc} == {"backward"}
+    assert {n.module for n in acc} <= {"Sequential.0", "Sequential.2", "Sequential.4"}
+    seed = [n for n in w if n.op == "aten::ones_like"]
+    assert seed and seed[0].module == "CrossEntropyLoss" and seed[0].phase == "backward"
+
+
+def test_whole_network_loss_module_and_optimizer():
+    b = read_bundle(os.path.join(DATA, "run_whole_network"))
+    mods = {n.module for n in work(b)}
+    assert {"Sequential.0", "Sequential.2", "MSELoss", "(optimizer)"} <= mods
+
+
+def test_graphed_callables_bundle_has_forward_and_backward_graphs():
+    b = read_bundle(os.path.join(DATA, "run_partial_network"))
+    assert len(b.graphs) == 6
+    phases = {g.name: {n.phase for n in g.nodes if n.is_work} for g in b.graphs}
+    assert sum(1 for p in phases.values() if p == {"backward"}) == 3, phases
+    assert sum(g.info["replays"] for g in b.graphs) == 120
+
+
+def test_compiled_graph_nodes_placed_by_inductor_provenance():
+    b = read_bundle(os.path.join(DATA, "run_compiled"))
+    (g,) = b.graphs
+    assert g.info["kind"] == "compiled" and "compiled" in g.name
+    for n in g.nodes:
+        if n.is_work:
+            assert n.annotation.get("module_source") == "inductor", n.annotation
+            assert n.module.startswith("Net")
+            fused = n.annotation.get("fused_modules")
+            if fused:  # several modules: said so, and the module is their common ancestor
+                assert len(fused) > 1 and all(f.startswith(n.module) for f in fused)
+    mods = {n.module for n in g.nodes if n.is_work}
+    assert {"Net.fc1", "Net.fc2"} <= mods
+    assert any(n.annotation.get("fused_modules") for n in g.nodes)
+
+
+def test_resolve_graph_exact_prefix_regex():
+    b = read_bundle(os.path.join(DATA, "run_decode"))
+    assert resolve_graph(b, "decode.py:71 #1 [8,1] [1]").endswith("[8,1] [1]")
+    assert resolve_graph(b, r"\[1,1\]").startswith("decode.py:71 #0")
+
+
+def test_module_path_normalises_dynamo_paths():
+    assert module_path("L['self'].blocks[0].attn") == "blocks.0.attn"
+    assert module_path("L['self']._modules['fc1']") == "fc1"
+    assert module_path("L['self']") == ""
+
+
+def test_provenance_reads_the_comment_above_the_launch(tmp_path):
+    wrapper = tmp_path / "torchinductor_x" / "cabc.py"
+    wrapper.parent.mkdir()
+    wrapper.write_text(
+        "def call(args):\n"
+        "    # Topologically Sorted Source Nodes: [linear, relu], Original ATen: [aten.addmm]\n"
+        "    buf0 = empty()\n"
+        "    triton_poi_fused_0.run(buf0, stream=s)\n"
+        "    # Topologically Sorted Source Nodes: [layer_norm], Original ATen: [aten.ln]\n"
+        "    triton_per_fused_1.run(buf0, stream=s)\n")
+    p = Provenance()
+    p.by_file[str(wrapper)] = {"linear": ["fc1"], "relu": ["act"], "layer_norm": ["norm"]}
+    a = p.place(f"{wrapper}:4 (call)", "Net")
+    assert a == {"module_name": "Net", "module_source": "inductor",
+                 "fused_modules": ["Net.fc1", "Net.act"]}
+    assert p.place(f"{wrapper}:6 (call)", "Net")["module_name"] == "Net.norm"
+    unknown = p.place(str(tmp_path / "torchinductor_y" / "z.py") + ":3 (call)", "Net")
+    assert unknown["module_source"] == "none" and "did not see" in unknown["unplaced_reason"]
+
+
+def test_observe_config_rejects_a_bad_regex():
+    from graphscope._errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        ObserveConfig(graphs="(").validate()
+
+
+def test_run_program_argv_exit_codes_and_exceptions(tmp_path, capsys):
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys\nprint('argv', sys.argv)\nraise SystemExit(int(sys.argv[1]))\n")
+    assert run_program(str(prog), ["3"]) == 3
+    assert f"argv ['{prog}', '3']" in capsys.readouterr().out
+    boom = tmp_path / "boom.py"
+    boom.write_text("raise ValueError('bad input')\n")
+    assert run_program(str(boom), []) == 1
+    assert "ValueError: bad input" in capsys.readouterr().err
+    msg = tmp_path / "msg.py"
+    msg.write_text("import sys\nsys.exit('fatal')\n")
+    assert run_program(str(msg), []) == 1
+    assert sys.argv[0] != str(prog)  # restored
+
+
+def test_run_target_missing_is_one_line(capsys):
+    from graphscope._errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no such program file"):
+        check_target("/nonexistent/prog.py", False)
+    with pytest.raises(ConfigError, match="no module of that name"):
+        check_target("no_such_module_xyz", True)
