@@ -75,8 +75,9 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         text = json.dumps({str(k): v for k, v in sorted(amap.items())}, sort_keys=True, indent=1)
         text, ext = text + "\n", "annotations.json"
     else:
-        text, notes = build_dot(b, DotOptions(graph=gname if graph else None, group=group, depth=depth,
-                                              collapse=collapse, filter=regex))
+        opts = DotOptions(graph=gname if graph else None, group=group, depth=depth,
+                          collapse=collapse, filter=regex)
+        text, notes = build_dot(b, opts)
         ext = "dot" if fmt == "dot" else fmt
     for n in notes:
         click.echo(f"note: {n}", err=True)
