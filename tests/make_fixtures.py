@@ -26,6 +26,9 @@ SCENARIOS = [
 
 
 
+RUN_PROGRAMS = ("decode", "whole_network", "compiled", "partial_network", "train_step_amp")
+
+
 def record(name: str) -> None:
     _, model, mode, timing = next(s for s in SCENARIOS if s[0] == name)
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", model), mode=mode, replays=4,
@@ -44,5 +47,12 @@ if __name__ == "__main__":
         failed = 0
         for scenario in SCENARIOS:
             r = subprocess.run([sys.executable, __file__, OUT, scenario[0]], check=False)
+            failed += r.returncode != 0
+        # `graphscope run` bundles of the unmodified sample programs
+        for prog in RUN_PROGRAMS:
+            r = subprocess.run([sys.executable, "-m", "graphscope", "run", "--force", "-o",
+                                os.path.join(OUT, f"run_{prog}"),
+                                os.path.join("sample_models", "programs", f"{prog}.py")],
+                               check=False, cwd=ROOT)
             failed += r.returncode != 0
         sys.exit(1 if failed else 0)
