@@ -25,7 +25,6 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -735,18 +734,3 @@ def _pool_bytes(pool: Any) -> Optional[int]:
         if tuple(s.get("segment_pool_id", ())) == pool:
             total += int(s.get("total_size", 0))
     return total
-
-
-@contextlib.contextmanager
-def observing(cfg: ObserveConfig) -> Iterator[Observer]:
-    """Observe the CUDA graphs captured in the ``with`` body; always uninstalls."""
-    if state.ACTIVE is not None:
-        raise GraphscopeError("graphscope.profile cannot start inside an annotated capture")
-    obs = Observer(cfg)
-    obs.install()
-    try:
-        yield obs
-    finally:
-        obs.uninstall()
-
-
