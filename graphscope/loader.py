@@ -22,6 +22,10 @@ class ModelSpec:
     args: tuple[Any, ...]
     loss: Optional[Callable[[Any], Any]] = None
     settings: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # input sets, each (args, kwargs): one graph each in --mode forward; () = just args/kwargs
+    buckets: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...] = ()
+    step: Optional[Callable[..., Any]] = None  # the user's whole step: step(model, *a, **kw)
     path: str = ""
     sha256: str = ""
     entry: str = DEFAULT_ENTRY
@@ -42,7 +46,8 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
     """Import ``path`` and call ``entry()``.
 
     The entry returns ``(model, args)``, ``(model, args, loss)`` or a dict with keys
-    ``model``, ``args`` and optionally ``loss`` and ``settings``.
+    ``model`` and ``args`` (or ``buckets``: several input sets) and optionally ``kwargs``,
+    ``loss``, ``step`` and ``settings``.
     """
     if not os.path.isfile(path):
         raise ModelFileError(f"{path}: no such model file")
@@ -77,17 +82,41 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
     return spec_out
 
 
+_KEYS = ("model", "args", "kwargs", "buckets", "loss", "step", "settings")
+
+
+def _input_set(x: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """One input set: positional args (a tuple/list, or one value), or a dict with ``args``
+    and/or ``kwargs``."""
+    if isinstance(x, dict) and set(x) <= {"args", "kwargs"} and x:
+        args, kwargs = x.get("args", ()), x.get("kwargs", {})
+    else:
+        args, kwargs = x, {}
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise ModelFileError(f"{where}: kwargs must be a dict of str keys")
+    return tuple(args), dict(kwargs)
+
+
 def _normalise(got: Any, path: str, entry: str) -> ModelSpec:
     where = f"{path}: {entry}()"
+    kwargs: Any = {}
+    buckets: Any = None
+    step: Any = None
     if isinstance(got, dict):
-        unknown = set(got) - {"model", "args", "loss", "settings"}
+        unknown = set(got) - set(_KEYS)
         if unknown:
-            raise ModelFileError(f"{where} returned unknown key(s): {', '.join(sorted(unknown))}")
-        if "model" not in got or "args" not in got:
-            raise ModelFileError(f"{where} must return a dict with 'model' and 'args'")
-        model, args, loss, settings = got["model"], got["args"], got.get("loss"), got.get(
-            "settings", {}
-        )
+            raise ModelFileError(f"{where} returned unknown key(s): {', '.join(sorted(unknown))}"
+                                 f" (known: {', '.join(_KEYS)})")
+        if "model" not in got or ("args" not in got and "buckets" not in got):
+            raise ModelFileError(f"{where} must return a dict with 'model' and 'args' "
+                                 "(or 'buckets')")
+        if "args" in got and "buckets" in got:
+            raise ModelFileError(f"{where}: give 'args' or 'buckets', not both")
+        model, args, loss, settings = got["model"], got.get("args", ()), got.get("loss"), \
+            got.get("settings", {})
+        kwargs, buckets, step = got.get("kwargs", {}), got.get("buckets"), got.get("step")
     elif isinstance(got, tuple) and len(got) in (2, 3):
         model, args = got[0], got[1]
         loss = got[2] if len(got) == 3 else None
@@ -99,10 +128,23 @@ def _normalise(got: Any, path: str, entry: str) -> ModelSpec:
         )
     if not callable(model):
         raise ModelFileError(f"{where}: model is not callable ({type(model).__name__})")
-    if not isinstance(args, (tuple, list)):
-        args = (args,)
     if loss is not None and not callable(loss):
         raise ModelFileError(f"{where}: loss is not callable")
+    if step is not None and not callable(step):
+        raise ModelFileError(f"{where}: step is not callable ({type(step).__name__})")
     if not isinstance(settings, dict):
         raise ModelFileError(f"{where}: settings must be a dict")
-    return ModelSpec(model=model, args=tuple(args), loss=loss, settings=dict(settings))
+    if not isinstance(kwargs, dict):
+        raise ModelFileError(f"{where}: kwargs must be a dict, not {type(kwargs).__name__}")
+    sets: tuple[tuple[tuple[Any, ...], dict[str, Any]], ...] = ()
+    if buckets is not None:
+        if not isinstance(buckets, (list, tuple)) or not buckets:
+            raise ModelFileError(f"{where}: buckets must be a non-empty list of input sets")
+        sets = tuple(_input_set(b, f"{where} buckets[{i}]") for i, b in enumerate(buckets))
+        if kwargs:  # shared keyword inputs go to every bucket
+            sets = tuple((a, {**kwargs, **kw}) for a, kw in sets)
+        args, kwargs = sets[0]
+    else:
+        args, kwargs = _input_set({"args": args, "kwargs": kwargs} if kwargs else args, where)
+    return ModelSpec(model=model, args=tuple(args), loss=loss, settings=dict(settings),
+                     kwargs=dict(kwargs), buckets=sets, step=step)

@@ -97,6 +97,8 @@ def read_ranks(path: str) -> list[tuple[int, Bundle]]:
 
 def merge(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
     """Per-module median time per rank, skew (max / median over ranks), collective time."""
+    from .reports.summary import ddp_rows
+
     per_rank = {r: {row["module"]: row for row in module_rows(b)} for r, b in ranks}
     modules: list[str] = []
     for _, rows in sorted(per_rank.items()):
@@ -133,4 +135,5 @@ def merge(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
         "modules": out_rows,
         "collectives": collectives,
         "replay_skew": (max(totals) / med_total) if med_total else 0.0,
+        "ddp": [{"rank": r, "buckets": bk} for r, b in ranks if (bk := ddp_rows(b))],
     }

@@ -22,11 +22,19 @@ SCENARIOS = [
     ("marked_step", "marked.py", "step", True),
     ("sidestream_step", "sidestream.py", "step", True),
     ("mlp_annotate", "mlp.py", "step", False),
+    ("decode_kv_forward", "decode_kv.py", "forward", True),
+    ("train_step_bf16", "train_step_bf16.py", "step", True),
 ]
 
 
 
 RUN_PROGRAMS = ("decode", "whole_network", "compiled", "partial_network", "train_step_amp")
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def record(name: str) -> None:
@@ -53,6 +61,14 @@ if __name__ == "__main__":
             r = subprocess.run([sys.executable, "-m", "graphscope", "run", "--force", "-o",
                                 os.path.join(OUT, f"run_{prog}"),
                                 os.path.join("sample_models", "programs", f"{prog}.py")],
+                               check=False, cwd=ROOT)
+            failed += r.returncode != 0
+        # DDP over two ranks (needs two GPUs): BUNDLE/rank0, rank1
+        if _gpus() >= 2:
+            r = subprocess.run([sys.executable, "-m", "graphscope", "capture", "--nproc", "2",
+                                "--replays", "4", "--force", "-o",
+                                os.path.join(OUT, "ddp_mlp_step"),
+                                os.path.join("sample_models", "ddp_mlp.py")],
                                check=False, cwd=ROOT)
             failed += r.returncode != 0
         sys.exit(1 if failed else 0)

@@ -74,6 +74,7 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from graphscope.ranks import merge, read_ranks
     from graphscope.reports.table import fmt_ns
@@ -92,8 +93,8 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     for row in m["modules"]:
         if depth is not None and row["level"] > depth:
             continue
-        name = ("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
-                                        else row["module"])
+        name = Text(("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
+                                             else row["module"]))
         skew = f"{row['skew']:.2f}" + (f" (r{row['slowest_rank']})" if row["skew"] > 1.05 else "")
         t.add_row(name, *[fmt_ns(x) for x in row["per_rank_ns"]], skew)
     con.print(t)
@@ -104,5 +105,11 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
         c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
                   f"{row['pct']:.1f}")
     con.print(c)
+    from graphscope.reports.table import ddp_table
+
+    for entry in m.get("ddp", []):
+        t = ddp_table(entry["buckets"])
+        t.title = f"rank {entry['rank']}: {t.title}"
+        con.print(t)
     con.print(f"replay time skew across ranks (max / median): {m['replay_skew']:.2f}")
     return 0

@@ -119,6 +119,10 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
         else:
             continue  # nested backward on autograd's thread: inherit the running node's slot
         node.register_prehook(_slot_hook(bsid))
+        if bsid >= 0 and type(node).__name__ != "AccumulateGrad":
+            # After the node, the engine adds its outputs into the input buffers of nodes fed
+            # by several consumers: those adds are gradient accumulation of this scope.
+            node.register_hook(_accumulation_hook(bsid))
         if create_graph and bsid >= 0:
             node.register_hook(_claim_hook(bsid))
 
@@ -137,6 +141,31 @@ def _slot_hook(scope_id: int) -> Any:
                 set_slot(scope_id)
 
         _SLOT_HOOKS[scope_id] = hook
+    return hook
+
+
+_ACC_HOOKS: dict[int, Any] = {}
+ACCUMULATION_KEY = "grad_accumulation"
+
+
+def accumulation_scope(scope_id: int) -> int:
+    """The backward scope ``scope_id`` with ``grad_accumulation: True``."""
+    return SCOPES.backward({**SCOPES.annotation(scope_id), ACCUMULATION_KEY: True})
+
+
+def _accumulation_hook(scope_id: int) -> Any:
+    """One shared post-hook per backward scope: the slot becomes its accumulation variant
+    until the next node's pre-hook (the engine's InputBuffer adds run in between)."""
+    hook = _ACC_HOOKS.get(scope_id)
+    if hook is None:
+        set_slot = native.extension().set_slot
+        acc = accumulation_scope(scope_id)
+
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if state.ACTIVE is not None:
+                set_slot(acc)
+
+        _ACC_HOOKS[scope_id] = hook
     return hook
 
 

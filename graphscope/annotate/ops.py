@@ -128,6 +128,11 @@ def _op_mode_cls() -> type:
                     if base is not None:
                         native.push_scope(SCOPES.with_base(native.current_scope(), base))
                         pushed = True
+                if s.ddp is not None and not pushed:
+                    sid = s.ddp.scope_for(func, args, kwargs)
+                    if sid >= 0:
+                        native.push_scope(sid)
+                        pushed = True
                 if s.record_ops:
                     src = (
                         user_source(s.skip_dirs)

@@ -29,6 +29,7 @@ class Session:
         self._real_make_grads: Any = None
         # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
         self.leaf_scope: Any = None
+        self.ddp: Any = None  # a DDPWatch (state.DDP when the session starts)
 
     def enter(self) -> None:
         import torch.autograd
@@ -72,7 +73,10 @@ class Session:
                 native.pop_scope()
 
         torch.autograd._make_grads = make_grads
-        if self.record_ops or STREAMS:
+        self.ddp = state.DDP
+        if self.ddp is not None:
+            self.ddp.arm()
+        if self.record_ops or STREAMS or self.ddp is not None:
             dm = _op_mode_cls()(self)
             dm.__enter__()
             self._modes.append(dm)
@@ -83,6 +87,8 @@ class Session:
         try:
             while self._modes:
                 self._modes.pop().__exit__(None, None, None)
+            if getattr(self, "ddp", None) is not None:
+                self.ddp.disarm()
         finally:
             if self._real_run_backward is not None:
                 torch.autograd._engine_run_backward = self._real_run_backward

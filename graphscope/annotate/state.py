@@ -10,3 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 ACTIVE: Any = None  # the running graphscope.annotate.session.Session, or None
+
+# A DDPWatch (annotate/training.py) the next annotated captures place DDP's reducer work with;
+# set by the capture source around the capture.
+DDP: Any = None

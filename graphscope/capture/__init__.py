@@ -28,6 +28,7 @@ from ..graphs.model import Bundle, CapturedGraph, Node
 from ..loader import ModelSpec, default_model_path, load_model_file
 from ..reports.summary import summarize
 from . import callables as _callables  # noqa: F401  (registers the source)
+from . import forward as _forward  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
 from .replay import trace_replays
 from .source import SOURCES, ModelJob, RawCapture, RawGraph
@@ -69,14 +70,41 @@ def to_cuda(x: Any) -> Any:
     return x
 
 
-def default_loss(out: Any) -> Any:
-    """Sum of every floating-point output: a scalar to call backward on."""
+def _float_leaves(x: Any, out: list[Any], depth: int = 0) -> None:
+    """Floating-point tensors in an output: tensors, tuples/lists, dicts (Hugging Face's
+    ``ModelOutput`` is one) and dataclasses, in order."""
     import torch
 
-    leaves = out if isinstance(out, (tuple, list)) else (out,)
-    ts = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if depth > 32:
+        return
+    if isinstance(x, torch.Tensor):
+        if x.is_floating_point() and x.requires_grad:
+            out.append(x)
+    elif isinstance(x, Mapping):
+        for v in x.values():
+            _float_leaves(v, out, depth + 1)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _float_leaves(v, out, depth + 1)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            _float_leaves(getattr(x, f.name, None), out, depth + 1)
+
+
+def default_loss(out: Any) -> Any:
+    """A scalar to call backward on: the output's ``loss`` when it has one (Hugging Face models
+    given labels), else the sum of every floating-point output that requires grad."""
+    import torch
+
+    loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
+        return loss
+    ts: list[Any] = []
+    _float_leaves(out, ts)
     if not ts:
-        raise CaptureError("the model returned no floating-point tensor to call backward on")
+        raise CaptureError(f"the model returned no floating-point tensor that requires grad to "
+                           f"call backward on (got {type(out).__name__}); return one or give "
+                           "'loss' in graphscope_model()")
     total = ts[0].float().sum()
     for t in ts[1:]:
         total = total + t.float().sum()
@@ -200,6 +228,9 @@ def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
 
     model = spec.model.cuda() if hasattr(spec.model, "cuda") else spec.model
     warm = cfg.warmup
+    if spec.settings.get("ddp") and rank is None:
+        raise CaptureError(f"{spec.path}: settings['ddp'] needs several processes: run "
+                           "graphscope capture --nproc N (or under torchrun)")
     if rank is not None and spec.settings.get("ddp"):
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
@@ -212,9 +243,15 @@ def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
         with torch.cuda.stream(s):
             model = DistributedDataParallel(model, device_ids=[rank.local_rank])
         torch.cuda.current_stream().wait_stream(s)
-    return ModelJob(model=model, args=to_cuda(spec.args), kwargs={},
+    buckets = tuple((to_cuda(a), to_cuda(kw)) for a, kw in spec.buckets)
+    if buckets:
+        args, kwargs = buckets[0]
+    else:
+        args, kwargs = to_cuda(spec.args), to_cuda(spec.kwargs)
+    return ModelJob(model=model, args=args, kwargs=kwargs,
                     loss_fn=spec.loss or default_loss, warmup=warm, depth=cfg.depth,
-                    backward=cfg.backward, record_ops=cfg.record_ops, settings=spec.settings)
+                    backward=cfg.backward, record_ops=cfg.record_ops, settings=spec.settings,
+                    buckets=buckets, step=spec.step)
 
 
 def run_capture(

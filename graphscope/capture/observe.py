@@ -35,11 +35,11 @@ from .. import native
 from .._errors import GraphscopeError
 from ..annotate import state
 from ..annotate.backward import pop, push
-from ..annotate.scopes import MODULE_KEY, PHASE_KEY, SCOPES, normalize
+from ..annotate.scopes import MODULE_KEY, SCOPES, normalize
+from ..annotate.training import leaf_scopes, optimizer_hooks
 from ..graphs.join import JoinResult, join
-from .source import RawCapture, RawGraph, read_dot
+from .source import RawCapture, RawGraph, read_dot, unplaced_reason
 
-OPTIMIZER_SCOPE = "(optimizer)"
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -221,78 +221,17 @@ def _module_hooks(obs: Observer) -> list[Any]:
             m.register_module_forward_hook(post, always_call=True)]
 
 
-def _optimizer_hooks() -> list[Any]:
-    """``optimizer.step()`` inside a capture is its own scope, phase ``optimizer``."""
-    import torch
-    from torch.optim import optimizer as o
-
-    local = threading.local()
-
-    @torch._dynamo.disable
-    def pre(opt: Any, args: Any, kwargs: Any) -> None:
-        stack = local.__dict__.setdefault("stack", [])
-        if state.ACTIVE is None:
-            stack.append(False)
-            return
-        a = {MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
-             "optimizer": type(opt).__name__}
-        d, frozen = normalize(a)
-        push(SCOPES.child(native.current_scope(), d, False, frozen))
-        stack.append(True)
-
-    @torch._dynamo.disable
-    def post(opt: Any, args: Any, kwargs: Any) -> None:
-        stack = local.__dict__.get("stack")
-        if stack and stack.pop():
-            pop()
-
-    real_zero = o.Optimizer.zero_grad
-
-    def zero_grad(self: Any, *a: Any, **k: Any) -> Any:  # its fills are optimizer work too
-        if state.ACTIVE is None:
-            return real_zero(self, *a, **k)
-        d, frozen = normalize({MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
-                               "optimizer": type(self).__name__, "optimizer_call": "zero_grad"})
-        push(SCOPES.child(native.current_scope(), d, False, frozen))
-        try:
-            return real_zero(self, *a, **k)
-        finally:
-            pop()
-
-    class _Undo:
-        def remove(self) -> None:
-            o.Optimizer.zero_grad = real_zero  # type: ignore[method-assign]
-
-    o.Optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
-    return [o.register_optimizer_step_pre_hook(pre), o.register_optimizer_step_post_hook(post),
-            _Undo()]
-
-
 def _leaf_scopes(names: _ModuleNames) -> Callable[[Any], int]:
-    """AccumulateGrad (a ``.grad`` that already exists, e.g. zero_grad(set_to_none=False) or
-    micro-batch accumulation): the parameter's owner module, phase backward."""
-    cache: dict[int, int] = {}
+    """AccumulateGrad: the parameter's owner module among the modules seen in the window."""
 
-    def scope(node: Any) -> int:
-        var = getattr(node, "variable", None)
-        if var is None:
-            return -1
-        key = id(var)
-        if key not in cache:
-            owner = None
-            for table in list(names.roots.values()):
-                for mod, fqn in table.items():
-                    if any(p is var for p in mod.parameters(recurse=False)):
-                        owner = fqn
-                        break
-                if owner:
-                    break
-            cache[key] = -1 if owner is None else SCOPES.backward(
-                {MODULE_KEY: owner, PHASE_KEY: "backward", "module_source": "hooks",
-                 "accumulate_grad": True})
-        return cache[key]
+    def owner(var: Any) -> Optional[str]:
+        for table in list(names.roots.values()):
+            for mod, fqn in table.items():
+                if any(p is var for p in mod.parameters(recurse=False)):
+                    return fqn
+        return None
 
-    return scope
+    return leaf_scopes(owner)
 
 
 # ---------------------------------------------------------------- inductor provenance
@@ -554,7 +493,7 @@ class Observer:
         stack = contextlib.ExitStack()
         try:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
-            hooks = _module_hooks(self) + _optimizer_hooks()
+            hooks = _module_hooks(self) + optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
             if state.ACTIVE is not None:
                 state.ACTIVE.leaf_scope = _leaf_scopes(self.module_names)
@@ -664,7 +603,7 @@ class Observer:
                 root = g.root or "L"
                 raw.place = lambda node, root=root: self.provenance.place(node.source, root)
             else:
-                raw.place = _unplaced_reason
+                raw.place = unplaced_reason
             raws.append(raw)
         jr = self._join(done) if any(g.traced for g in done) else None
         meta: dict[str, Any] = {
@@ -697,11 +636,6 @@ class Observer:
                 ids[(g.exec_id << 32) | int(lid)] = g.name
         return join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
                     cat["kind"], ids, self.cfg.keep_events)
-
-
-def _unplaced_reason(node: Any) -> Optional[dict[str, Any]]:
-    where = f" ({node.op} at {node.source})" if node.op and node.source else ""
-    return {"unplaced_reason": f"launched outside any module and optimizer step{where}"}
 
 
 def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:

@@ -81,6 +81,13 @@ def register(cls: type[CaptureSource]) -> type[CaptureSource]:
     return cls
 
 
+def unplaced_reason(node: Any) -> Optional[dict[str, Any]]:
+    """Why a work node has no module: said in the node, never lumped silently."""
+    where = f" ({node.op} at {node.source})" if node.op and node.source else (
+        f" ({node.op})" if node.op else "")
+    return {"unplaced_reason": f"launched outside any module, loss and optimizer step{where}"}
+
+
 def read_dot(graph_ptr: int) -> str:
     """The driver's verbose DOT of a template graph (cudaGraphDebugDotPrint)."""
     fd, path = tempfile.mkstemp(suffix=".dot")
@@ -98,7 +105,7 @@ def inspect_template(cuda_graph: Any, name: str, records: native.CreatedNodes,
     """Inspect a kept template (before it is dropped); the exec id is filled in later."""
     ptr = cuda_graph.raw_cuda_graph()
     return RawGraph(name, native.inspect_graph(ptr), records, -1,
-                    read_dot(ptr) if dot else "")
+                    read_dot(ptr) if dot else "", place=unplaced_reason)
 
 
 def set_exec_id(raw: RawGraph, cuda_graph: Any) -> None:

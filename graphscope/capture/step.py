@@ -1,14 +1,26 @@
-"""``--mode step``: forward + loss + backward of a model file captured as one graph."""
+"""``--mode step``: a model file's training step captured as one graph.
+
+Without ``"step"`` in the model file: forward + loss + backward of the model. With
+``"step": fn``: the user's whole step ``fn(model, *args, **kwargs)`` (optimizer with
+``capturable=True``, ``torch.autocast``, micro-batches ...), warmed up on a side stream first.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
+from ..annotate import state
+from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
 from ..cuda_graphs import graph as annotated_graph
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 
 LOSS_SCOPE = {"module_name": "(loss)"}
+# Work of a user's step outside every module (its loss, its own tensor math), forward and
+# backward; modules and the optimizer open their own scopes inside it.
+STEP_SCOPE = {"module_name": "(step)"}
 
 
 def zero_grad(model: Any) -> None:
@@ -17,7 +29,21 @@ def zero_grad(model: Any) -> None:
             p.grad = None
 
 
-def warmup(model: Any, args: tuple, kwargs: dict, loss_fn: Callable, n: int) -> None:
+def _default_step(job: ModelJob) -> Callable[[], Any]:
+    def step() -> Any:
+        zero_grad(job.model)
+        return job.loss_fn(job.model(*job.args, **job.kwargs)).backward()
+
+    return step
+
+
+def _user_step(job: ModelJob) -> Callable[[], Any]:
+    assert job.step is not None
+    fn, model, args, kwargs = job.step, job.model, job.args, job.kwargs
+    return lambda: fn(model, *args, **kwargs)
+
+
+def warmup(step: Callable[[], Any], n: int) -> None:
     """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
     import torch
 
@@ -25,39 +51,71 @@ def warmup(model: Any, args: tuple, kwargs: dict, loss_fn: Callable, n: int) -> 
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(n):
-            zero_grad(model)
-            loss_fn(model(*args, **kwargs)).backward()
+            step()
     torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
+
+
+def unwrap_ddp(model: Any) -> Any:
+    """The module inside DistributedDataParallel (its parameters carry the module paths)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+@contextlib.contextmanager
+def training_scopes(job: ModelJob) -> Iterator[Any]:
+    """Module scopes (forward and backward), the optimizer scope, ``.grad`` accumulation to
+    the parameter's module and DDP's buckets: armed for one capture, undone on every path."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    inner = unwrap_ddp(job.model)
+    handles: list[Any] = [ann.register_module_annotations(inner, depth=job.depth,
+                                                          backward=job.backward)]
+    handles += optimizer_hooks()
+    if isinstance(job.model, DistributedDataParallel) and job.backward:
+        state.DDP = DDPWatch(job.model, job.depth)
+    owners = param_owners(inner, job.depth)
+    try:
+        yield leaf_scopes(lambda p: owners.get(id(p)), source="model")
+    finally:
+        state.DDP = None
+        for h in handles:
+            h.remove()
 
 
 @register
 class StepSource:
     name: ClassVar[str] = "step"
-    help: ClassVar[str] = "one graph of forward + loss + backward"
+    help: ClassVar[str] = ("one graph of forward + loss + backward, or of the model file's "
+                           "whole \"step\"")
 
     def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
         import torch
 
+        user = job.step is not None
+        step = _user_step(job) if user else _default_step(job)
         phase("warmup")
-        warmup(job.model, job.args, job.kwargs, job.loss_fn, job.warmup)
+        warmup(step, job.warmup)
         phase("capture")
-        zero_grad(job.model)
+        if not user:
+            zero_grad(job.model)
         g = torch.cuda.CUDAGraph(keep_graph=True)
-        handle = ann.register_module_annotations(job.model, depth=job.depth,
-                                                 backward=job.backward)
-        try:
+        with training_scopes(job) as leaf:
             with annotated_graph(g, enable_annotations=True, record_ops=job.record_ops) as cap:
-                out = job.model(*job.args, **job.kwargs)
-                with ann.mark_kernels(LOSS_SCOPE, backward=job.backward):
-                    loss = job.loss_fn(out)
-                    loss.backward()  # the gradient seed (ones_like) belongs to the loss
-        finally:
-            handle.remove()
+                state.ACTIVE.leaf_scope = leaf
+                if user:
+                    with ann.mark_kernels(STEP_SCOPE, backward=job.backward):
+                        step()
+                else:
+                    out = job.model(*job.args, **job.kwargs)
+                    with ann.mark_kernels(LOSS_SCOPE, backward=job.backward):
+                        loss = job.loss_fn(out)
+                        loss.backward()  # the gradient seed (ones_like) belongs to the loss
         phase("inspect")
         raw = inspect_template(g, "step", cap.records)
         phase("instantiate")
         g.instantiate()
         set_exec_id(raw, g)
         ann.remap_to_exec_graph(g)
-        return RawCapture([raw], replay=g.replay)
+        return RawCapture([raw], replay=g.replay, meta={"step": "user" if user else "model"})

@@ -70,7 +70,9 @@ def build_graph(
             smem=int(inspection.smem[i]),
             bytes=int(inspection.bytes[i]),
             annotation=annotation,
-            op=op.op if op else None,
+            # AccumulateGrad adding into an existing .grad: the op is the accumulation itself
+            op="accumulate_grad" if annotation.get("accumulate_grad") else (
+                op.op if op else None),
             shapes=op.shapes if op else None,
             source=op.source if op else None,
         )

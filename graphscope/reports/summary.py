@@ -14,6 +14,8 @@ import numpy as np
 
 from ..graphs.model import UNATTRIBUTED, Bundle, Node
 
+ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
+
 
 def _median(xs: list[float]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
@@ -51,11 +53,15 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     dur = bundle.durations
     codes, modules = _factorize([n.module for n in work])
     bwd = np.fromiter((n.phase == "backward" for n in work), dtype=bool, count=len(work))
+    acc = np.fromiter((bool(n.annotation.get(ACCUMULATION_KEY)) for n in work), dtype=bool,
+                      count=len(work))
     n_mod = len(modules)
     t_mod = _group_sum(codes, n_mod, dur)
     tb_mod = _group_sum(codes[bwd], n_mod, dur[bwd])
+    ta_mod = _group_sum(codes[acc], n_mod, dur[acc])
     k_mod = np.bincount(codes, minlength=n_mod)
     kb_mod = np.bincount(codes[bwd], minlength=n_mod)
+    ka_mod = np.bincount(codes[acc], minlength=n_mod)
     prefixes: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
     for m, name in enumerate(modules):
@@ -67,7 +73,10 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     tb = _group_sum(dst, n_pre, tb_mod[src])
     k = np.bincount(dst, weights=k_mod[src], minlength=n_pre).astype(np.int64)
     kb = np.bincount(dst, weights=kb_mod[src], minlength=n_pre).astype(np.int64)
+    ta = _group_sum(dst, n_pre, ta_mod[src])
+    ka = np.bincount(dst, weights=ka_mod[src], minlength=n_pre).astype(np.int64)
     med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb)
+    med_a = _median_rows(ta)
     total = _median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
     for name in sorted(prefixes, key=_tree_key):
@@ -85,6 +94,8 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
                 "median_ns": float(med[i]),
                 "fwd_ns": float(med_f[i]),
                 "bwd_ns": float(med_b[i]),
+                "acc_kernels": int(ka[i]),
+                "acc_ns": float(med_a[i]),
                 "pct": (100.0 * float(med[i]) / total) if total else 0.0,
                 "per_replay_ns": t[i].tolist(),
             }
@@ -168,6 +179,25 @@ def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
     return rows
 
 
+def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[str, Any]]:
+    """Module time per graph, one column per graph (a forward-mode bundle's buckets); None
+    for a bundle of one graph."""
+    if len(bundle.graphs) < 2 or len(bundle.graphs) > 16:
+        return None
+    from ..graphs.model import only_graph
+
+    cols = [g.name for g in bundle.graphs]
+    table: dict[str, list[float]] = {}
+    levels: dict[str, int] = {}
+    for i, name in enumerate(cols):
+        for row in module_rows(only_graph(bundle, name), depth):
+            table.setdefault(row["module"], [0.0] * len(cols))[i] = row["median_ns"]
+            levels[row["module"]] = row["level"]
+    rows = [{"module": m, "level": levels[m], "per_graph_ns": table[m]}
+            for m in sorted(table, key=_tree_key)]
+    return {"graphs": cols, "rows": rows}
+
+
 def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json)."""
     work = list(bundle.work_nodes())
@@ -184,4 +214,93 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
         "top_kernels": kernel_rows(bundle, top),
         "top_ops": kernel_rows(bundle, top, key="op"),
         "unjoined_records": bundle.unjoined_records,
+        **({"by_graph": by} if (by := modules_by_graph(bundle)) else {}),
+        **({"ddp": ddp} if (ddp := ddp_rows(bundle)) else {}),
     }
+
+
+DDP_SCOPE = "(ddp)"
+
+
+def _union_len(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _overlap(a: tuple[int, int], merged: list[tuple[int, int]]) -> int:
+    return sum(max(0, min(a[1], b) - max(a[0], s)) for s, b in merged)
+
+
+def ddp_rows(bundle: Bundle) -> list[dict[str, Any]]:
+    """DDP's reducer work per gradient bucket: nodes, communication (NCCL) time per replay,
+    and how much of that overlaps compute running on another stream (from the kept events)."""
+    work = bundle.work
+    idx = [i for i, n in enumerate(work) if n.module == DDP_SCOPE]
+    if not idx:
+        return []
+    dur = bundle.durations
+    by_id = {n.exec_node_id: n for n in work}
+    buckets: dict[Any, dict[str, Any]] = {}
+    for i in idx:
+        n = work[i]
+        b = n.annotation.get("ddp_bucket", "?")
+        row = buckets.setdefault(b, {
+            "bucket": b, "modules": list(n.annotation.get("bucket_modules", ())),
+            "bucket_bytes": n.annotation.get("bucket_bytes"), "nodes": 0, "comm_nodes": 0,
+            "_all": np.zeros(dur.shape[1]), "_comm": np.zeros(dur.shape[1])})
+        row["nodes"] += 1
+        row["_all"] = row["_all"] + dur[i]
+        if _is_comm(n):
+            row["comm_nodes"] += 1
+            row["_comm"] = row["_comm"] + dur[i]
+    # overlap: each comm kernel's interval against the union of non-DDP kernels on other
+    # streams, per kept replay
+    per_replay: dict[int, list[Any]] = {}
+    for e in bundle.events:
+        per_replay.setdefault(int(e.get("replay", 0)), []).append(e)
+    overlap: dict[Any, list[float]] = {}
+    comm_ev: dict[Any, list[float]] = {}
+    for evs in per_replay.values():
+        compute: dict[Any, list[tuple[int, int]]] = {}  # stream -> non-DDP kernel intervals
+        comms: list[tuple[Node, tuple[int, int], Any]] = []
+        for e in evs:
+            m = by_id.get(int(e.get("exec_node_id", -1)))
+            if m is None:
+                continue
+            a = (int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"]))
+            if m.module != DDP_SCOPE:
+                compute.setdefault(e.get("stream"), []).append(a)
+            elif _is_comm(m):
+                comms.append((m, a, e.get("stream")))
+        unions: dict[Any, list[tuple[int, int]]] = {}
+        seen: dict[Any, list[float]] = {}
+        for m, a, stream in comms:
+            if stream not in unions:
+                unions[stream] = _union_len(
+                    [iv for st, ivs in compute.items() if st != stream for iv in ivs])
+            v = seen.setdefault(m.annotation.get("ddp_bucket", "?"), [0.0, 0.0])
+            v[0] += _overlap(a, unions[stream])
+            v[1] += a[1] - a[0]
+        for b, (ov, tot) in seen.items():
+            overlap.setdefault(b, []).append(ov)
+            comm_ev.setdefault(b, []).append(tot)
+    rows = []
+    for b in sorted(buckets, key=lambda x: (not isinstance(x, int), str(x).zfill(6))):
+        row = buckets[b]
+        all_ns, comm_ns = row.pop("_all"), row.pop("_comm")
+        row["median_ns"] = _median([float(x) for x in all_ns])
+        row["comm_ns"] = _median([float(x) for x in comm_ns])
+        tot = float(np.sum(comm_ev.get(b, [])))
+        if tot > 0:
+            row["overlap_pct"] = 100.0 * float(np.sum(overlap[b])) / tot
+        rows.append(row)
+    return rows
+
+
+def _is_comm(n: Node) -> bool:
+    return "nccl" in (n.kernel or "").lower()

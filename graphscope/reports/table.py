@@ -21,9 +21,13 @@ def fmt_ns(ns: Optional[float]) -> str:
 
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     timed = summary.get("replays", 0) > 0
+    # the autograd engine's gradient-accumulation adds, inside bwd: shown when there are any
+    acc = any(r.get("acc_kernels") for r in summary["modules"])
     t = Table(title="GPU time by module (median per replay)", title_justify="left")
     t.add_column("module", no_wrap=True, overflow="ellipsis")
-    for col in (["time", "%", "fwd", "bwd"] if timed else []) + ["kernels", "fwd/bwd"]:
+    cols = (["time", "%", "fwd", "bwd"] + (["bwd acc"] if acc else [])) if timed else []
+    cols += ["kernels", "fwd/bwd"] + (["acc"] if acc else [])
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
         if depth is not None and row["level"] > depth:
@@ -34,8 +38,12 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
         if timed:
             cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}", fmt_ns(row["fwd_ns"]),
                       fmt_ns(row["bwd_ns"])]
+            if acc:
+                cells.append(fmt_ns(row.get("acc_ns")) if row.get("acc_kernels") else "")
         cells += [str(row["kernels"]), f"{row['fwd_kernels']}/{row['bwd_kernels']}"]
-        t.add_row(*cells)
+        if acc:
+            cells.append(str(row.get("acc_kernels") or ""))
+        t.add_row(Text(cells[0]), *cells[1:])
     return t
 
 
@@ -105,11 +113,46 @@ def header(summary: dict[str, Any]) -> Text:
     return Text(line)
 
 
+def by_graph_table(by: dict[str, Any], depth: Optional[int] = None) -> Table:
+    """Module time with one column per graph (a forward-mode bundle's buckets)."""
+    t = Table(title="GPU time by module per graph (median per replay)", title_justify="left")
+    t.add_column("module", no_wrap=True, overflow="ellipsis")
+    for name in by["graphs"]:
+        t.add_column(Text(str(name)), justify="right", overflow="fold")
+    for row in by["rows"]:
+        if depth is not None and row["level"] > depth:
+            continue
+        label = ("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
+                                         else row["module"])
+        t.add_row(Text(label), *[fmt_ns(x) if x else "-" for x in row["per_graph_ns"]])
+    return t
+
+
+def ddp_table(rows: list[dict[str, Any]]) -> Table:
+    """DDP's gradient buckets: reducer nodes, NCCL time, overlap with compute."""
+    t = Table(title="DDP gradient buckets (backward, median per replay)", title_justify="left")
+    for col in ("bucket", "size", "nodes", "time", "comm", "overlap"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("modules", overflow="fold", ratio=1)
+    for r in rows:
+        mods = r.get("modules") or []
+        shown = ", ".join(str(m) for m in mods[:6]) + (f" … +{len(mods) - 6}"
+                                                        if len(mods) > 6 else "")
+        t.add_row(str(r["bucket"]), fmt_bytes(r.get("bucket_bytes")), str(r["nodes"]),
+                  fmt_ns(r["median_ns"]), fmt_ns(r["comm_ns"]),
+                  f"{r['overlap_pct']:.0f}%" if "overlap_pct" in r else "-", Text(shown))
+    return t
+
+
 def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True) -> Group:
     parts: list[Any] = [header(summary)]
-    if any("site" in g for g in summary["graphs"]):
+    if len(summary["graphs"]) > 1 or any("site" in g for g in summary["graphs"]):
         parts.append(graphs_table(summary))
     parts.append(module_table(summary, depth))
+    if summary.get("by_graph") and summary.get("replays"):
+        parts.append(by_graph_table(summary["by_graph"], depth))
+    if summary.get("ddp"):
+        parts.append(ddp_table(summary["ddp"]))
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):

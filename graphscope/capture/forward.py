@@ -1,0 +1,73 @@
+"""``--mode forward``: inference graphs, one per input set, as serving engines capture them.
+
+Each input set (``"args"``/``"kwargs"``, or every entry of ``"buckets"``) is warmed up and
+captured under ``torch.inference_mode()`` with the model in eval mode: no loss, no autograd,
+no backward hooks. One bundle holds a graph per bucket.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .. import annotate as ann
+from ..cuda_graphs import graph as annotated_graph
+from .observe import describe_shapes
+from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+
+
+def bucket_name(i: int, args: tuple, kwargs: dict, n: int) -> str:
+    if n == 1:
+        return "forward"
+    shapes = describe_shapes(list(args) + list(kwargs.values()))
+    return f"bucket{i} {shapes}".rstrip()
+
+
+@register
+class ForwardSource:
+    name: ClassVar[str] = "forward"
+    help: ClassVar[str] = ("inference: one graph per input set (\"buckets\"), forward only "
+                           "under torch.inference_mode()")
+
+    def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
+        import torch
+
+        sets = list(job.buckets) or [(job.args, job.kwargs)]
+        model = job.model
+        if hasattr(model, "eval"):
+            model.eval()
+        raws, graphs = [], []
+        handle = ann.register_module_annotations(model, depth=job.depth, backward=False)
+        try:
+            for i, (args, kwargs) in enumerate(sets):
+                phase("warmup")
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.inference_mode(), torch.cuda.stream(s):
+                    for _ in range(max(job.warmup, 1)):
+                        model(*args, **kwargs)
+                torch.cuda.current_stream().wait_stream(s)
+                torch.cuda.synchronize()
+                phase("capture")
+                g = torch.cuda.CUDAGraph(keep_graph=True)
+                with torch.inference_mode():
+                    with annotated_graph(g, enable_annotations=True,
+                                         record_ops=job.record_ops) as cap:
+                        model(*args, **kwargs)
+                phase("inspect")
+                raw = inspect_template(g, bucket_name(i, args, kwargs, len(sets)), cap.records)
+                raw.info = {"kind": "forward", "bucket": i,
+                            "shapes": describe_shapes(list(args) + list(kwargs.values()))}
+                phase("instantiate")
+                g.instantiate()
+                set_exec_id(raw, g)
+                ann.remap_to_exec_graph(g)
+                raws.append(raw)
+                graphs.append(g)
+        finally:
+            handle.remove()
+
+        def replay() -> None:
+            for g in graphs:
+                g.replay()
+
+        return RawCapture(raws, replay=replay, meta={"buckets": len(sets)})
