@@ -1,6 +1,7 @@
 """Does an FSDP2 (fully_shard) training step capture into a CUDA graph on this torch?
 
-Run: torchrun --nproc-per-node 2 bench/probes/probe_fsdp2_capture.py
+Run: torchrun --nproc-per-node 2 bench/probes/probe_fsdp2_capture.py, or under graphscope:
+torchrun --nproc-per-node 2 -m graphscope run -o fsdp2.run bench/probes/probe_fsdp2_capture.py
 Prints one line per rank: captured (with node count) or the error capture raised.
 """
 
@@ -40,14 +41,14 @@ def main() -> None:
             model(x).sum().backward()
             opt.step()
         g.instantiate()
-        g.replay()
+        for _ in range(10):  # replays a profiler can trace
+            g.replay()
         torch.cuda.synchronize()
         print(f"rank {rank}: FSDP2 step captured and replayed", flush=True)
     except Exception as exc:  # the answer this probe exists to give
         msg = str(exc).strip().splitlines()
         print(f"rank {rank}: FSDP2 capture failed: {type(exc).__name__}: "
               f"{msg[0] if msg else ''}", flush=True)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

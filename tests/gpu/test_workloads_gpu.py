@@ -82,8 +82,7 @@ def graphscope_model():
                                        n_positions=64, attn_implementation="eager"))
     ids = torch.randint(0, 1000, (4, 32))
     mask = torch.ones(4, 32, dtype=torch.long)
-    return {"model": model, "args": (), "kwargs": {"input_ids": ids, "attention_mask": mask,
-            "labels": ids}}
+    return {"model": model, "args": (), "kwargs": {"input_ids": ids, "attention_mask": mask}}
 """
 
 HF_BUCKETS = """
@@ -111,9 +110,9 @@ def test_hugging_face_kwargs_and_model_output(tmp_path):
     tagged = sum(1 for n in work if n.module != UNATTRIBUTED)
     assert tagged == len(work), [n.kernel for n in work if n.module == UNATTRIBUTED][:5]
     assert any(n.module.startswith("L.transformer.h.1") for n in work)
-    # the loss comes from the ModelOutput (labels given), computed inside the model
-    assert any(n.module == "L" and n.op and "cross_entropy" in n.op or
-               n.op and "nll_loss" in n.op for n in work)
+    # the default loss sums the ModelOutput's logits (no labels given): in (loss)
+    assert any(n.module == "(loss)" and n.phase == "forward" for n in work)
+    assert any(n.module == "L.lm_head" and n.phase == "backward" for n in work)
 
 
 def test_hugging_face_forward_buckets(tmp_path):
