@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from .. import annotate as ann
 from .. import native
-from .._errors import CaptureError, NoGPUError
+from .._errors import CaptureError, GraphscopeError, NoGPUError
 from .._version import __version__
 from ..bundle import write_bundle
 from ..config import CaptureConfig
@@ -134,6 +134,10 @@ class Phases:
         self.times: dict[str, float] = {}
         self._name: Optional[str] = None
         self._t = 0.0
+
+    @property
+    def current(self) -> Optional[str]:
+        return self._name
 
     def __call__(self, name: str) -> None:
         now = time.perf_counter()
@@ -280,13 +284,14 @@ def run_capture(
     try:
         raw = source.capture(job, phase)
     except torch.cuda.OutOfMemoryError as exc:
-        raise CaptureError(f"{path}: out of GPU memory during capture: {exc}") from exc
-    except RuntimeError as exc:
-        msg = str(exc).splitlines()[0]
-        if "Cannot copy between CPU and CUDA" in msg:
-            msg += (" (a CPU tensor, such as loss targets, reaches the GPU inside the captured "
-                    "step: move it to the GPU in graphscope_model() or in warm-up)")
-        raise CaptureError(f"{path}: capture failed: {msg}") from exc
+        free, total = torch.cuda.mem_get_info()
+        raise CaptureError(
+            f"{path}: out of GPU memory during {phase.current or 'capture'} "
+            f"({fmt_gib(total - free)} of {fmt_gib(total)} in use, "
+            f"{fmt_gib(torch.cuda.memory_reserved())} reserved by torch): "
+            f"{str(exc).splitlines()[0]}") from exc
+    except Exception as exc:
+        raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
     manifest: dict[str, Any] = {
         "tool": "graphscope",
         "command": argv if argv is not None else [command],
@@ -304,6 +309,46 @@ def run_capture(
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
                   phase=phase)
+
+
+def fmt_gib(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def _eager_once(job: ModelJob, mode: str) -> Callable[[], Any]:
+    """One eager run of what ``mode`` captures (to find what broke the capture)."""
+    import torch
+
+    if mode == "forward":
+        def forward() -> Any:
+            with torch.inference_mode():
+                return job.model(*job.args, **job.kwargs)
+
+        return forward
+    if job.step is not None:
+        return lambda: job.step(job.model, *job.args, **job.kwargs)  # type: ignore[misc]
+    return lambda: job.loss_fn(job.model(*job.args, **job.kwargs)).backward()
+
+
+def _capture_failure(path: str, job: ModelJob, mode: str, phase: Optional[str],
+                     exc: BaseException) -> GraphscopeError:
+    """One line that says what to fix: the model's own exception (warm-up), or the op, module
+    and line that a capture forbids (found by running the step once more, eagerly)."""
+    from .diagnose import describe_exception, find_culprit
+
+    if isinstance(exc, GraphscopeError):
+        return exc
+    if phase == "warmup" or not isinstance(exc, RuntimeError):
+        return CaptureError(f"{path}: the model raised during {phase or 'capture'}: "
+                            f"{describe_exception(exc, job.model)}")
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    culprit = find_culprit(_eager_once(job, mode), job.model)
+    if culprit:
+        return CaptureError(f"{path}: capture failed: {culprit} ({msg})")
+    if "Cannot copy between CPU and CUDA" in msg:
+        msg += (" (a CPU tensor, such as loss targets, reaches the GPU inside the captured "
+                "step: move it to the GPU in graphscope_model() or in warm-up)")
+    return CaptureError(f"{path}: capture failed: {msg}")
 
 
 def default_output(path: str, command: str) -> str:

@@ -24,9 +24,12 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     # the autograd engine's gradient-accumulation adds, inside bwd: shown when there are any
     acc = any(r.get("acc_kernels") for r in summary["modules"])
     t = Table(title="GPU time by module (median per replay)", title_justify="left")
-    t.add_column("module", no_wrap=True, overflow="ellipsis")
-    cols = (["time", "%", "fwd", "bwd"] + (["bwd acc"] if acc else [])) if timed else []
-    cols += ["kernels", "fwd/bwd"] + (["acc"] if acc else [])
+    widest = max((len(r["module"].rsplit(".", 1)[-1]) + 2 * r["level"]
+                  for r in summary["modules"]), default=6)
+    t.add_column("module", no_wrap=True, overflow="ellipsis", min_width=min(widest, 24))
+    # "acc": of bwd, the gradient-accumulation adds (time when timed, else kernels)
+    cols = (["time", "%", "fwd", "bwd"] + (["acc"] if acc else [])) if timed else []
+    cols += ["kernels", "fwd/bwd"] + (["acc"] if acc and not timed else [])
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
@@ -41,7 +44,7 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
             if acc:
                 cells.append(fmt_ns(row.get("acc_ns")) if row.get("acc_kernels") else "")
         cells += [str(row["kernels"]), f"{row['fwd_kernels']}/{row['bwd_kernels']}"]
-        if acc:
+        if acc and not timed:
             cells.append(str(row.get("acc_kernels") or ""))
         t.add_row(Text(cells[0]), *cells[1:])
     return t
