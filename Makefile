@@ -34,7 +34,7 @@ test-gpu: install ## Run only the GPU tests (needs an NVIDIA GPU)
 
 lint: install ## ruff check and mypy
 	$(BIN)/python -m ruff check graphscope cli tests bench sample_models
-	$(BIN)/python -m mypy graphscope cli
+	$(BIN)/python -m mypy graphscope  # graphscope/cli is the cli/ folder (a symlink)
 
 demo: install ## Capture the default sample model (or, without a GPU, report its recorded bundle)
 	@if $(BIN)/python -m graphscope doctor --json --no-subscribe | grep -q '"gpu": "'; then \

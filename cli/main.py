@@ -50,6 +50,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args
     try:
+        # EOFError/KeyboardInterrupt inside a command must not read as click's "Aborted"
         rv: Any = cli.main(args=args, prog_name="graphscope", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
     except GraphscopeError as exc:
@@ -67,6 +68,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     except click.exceptions.Abort:
         click.echo("graphscope: aborted", err=True)
         return 130
+    except KeyboardInterrupt:
+        click.echo("graphscope: interrupted", err=True)
+        return 130
+    except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
+            UnicodeError, MemoryError) as exc:
+        # An input graphscope should have refused with a clear message: still one line, and
+        # the traceback with -v, so that the bug can be reported.
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"graphscope: error: {type(exc).__name__}: {exc} (unexpected: run with -v "
+                   "for the traceback and report it)", err=True)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

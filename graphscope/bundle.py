@@ -19,6 +19,7 @@ import json
 import os
 import pickle
 import shutil
+import stat
 import tempfile
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -87,6 +88,7 @@ def write_bundle(
             _write(tmp, "timeline.json", dumps(_versioned(timeline), compact=True))
             files.append("timeline.json")
         if summary is not None:
+            summary = {**summary, SUMMARY_KEY: content_digest(tmp)}
             _write(tmp, "summary.json", dumps(_versioned(summary)))
             files.append("summary.json")
         for name, text in sorted((raw_dot or {}).items()):
@@ -127,14 +129,22 @@ def _read_durations(path: str) -> dict[int, tuple[int, ...]]:
     import numpy as np
 
     try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{path}: unreadable ({exc})") from None
-    if arr.ndim != 2 or arr.dtype != np.int64:
-        raise BundleError(f"{path}: expected an int64 matrix, got {arr.dtype} {arr.shape}")
-    ids = arr[:, 0].tolist()
-    rows = arr[:, 1:].tolist()
-    return {k: tuple(r) for k, r in zip(ids, rows)}
+        size = os.path.getsize(path)
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as exc:
+        raise BundleError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+    if arr.ndim != 2 or arr.dtype != np.int64 or arr.shape[1] < 1:
+        raise BundleError(f"{path}: expected an int64 matrix (exec node id, durations...), got "
+                          f"{arr.dtype} {arr.shape}")
+    if arr.size * 8 > size:  # the header claims more than the file holds
+        raise BundleError(f"{path}: truncated")
+    arr = np.array(arr)
+    ids = arr[:, 0]
+    if len(np.unique(ids)) != len(ids):
+        raise BundleError(f"{path}: duplicate exec node ids")
+    if (ids < 0).any() or (arr[:, 1:] < 0).any():
+        raise BundleError(f"{path}: negative exec node id or duration")
+    return {k: tuple(r) for k, r in zip(ids.tolist(), arr[:, 1:].tolist())}
 
 
 def _write(root: str, rel: str, text: str) -> None:
@@ -152,19 +162,45 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     _DecodeError = json.JSONDecodeError
 
 
+def member(path: str, rel: str, what: str = "file") -> str:
+    """The bundle file ``rel``: it must resolve inside the bundle, to a regular file (a bundle
+    is untrusted data: no symlink out of it, no ``..``, no device or FIFO)."""
+    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or "\x00" in rel:
+        raise BundleError(f"{path}: {what} {rel!r} is not a path inside the bundle")
+    root = os.path.realpath(path)
+    p = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, p]) != root:
+        raise BundleError(f"{path}: {what} {rel!r} points outside the bundle")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise FileNotFoundError(p) from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read {rel} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BundleError(f"{path}: {rel} is not a regular file")
+    return p
+
+
 def _load_json(path: str, name: str) -> dict[str, Any]:
     p = os.path.join(path, name)
     try:
-        with open(p, "rb") as f:
+        with open(member(path, name), "rb") as f:
             data = _loads(f.read())
     except FileNotFoundError:
         raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
     except _DecodeError as exc:
         raise BundleError(f"{p}: invalid JSON ({exc})") from None
-    v = data.get("schema_version") if isinstance(data, dict) else None
-    if v != SCHEMA_VERSION:
+    except (RecursionError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{p}: invalid JSON ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise BundleError(f"{p}: cannot read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{p}: expected a JSON object, not {type(data).__name__}")
+    v = data.get("schema_version")
+    if v != SCHEMA_VERSION or isinstance(v, bool):
         raise BundleError(
-            f"{p}: schema version {v}, but this graphscope reads version {SCHEMA_VERSION}; "
+            f"{p}: schema version {v!r}, but this graphscope reads version {SCHEMA_VERSION}; "
             "re-record the bundle with this graphscope or use the graphscope that wrote it"
         )
     return data
@@ -193,60 +229,188 @@ def _read_bundle(path: str) -> Bundle:
     manifest = _load_json(path, "manifest.json")
     graph = _load_json(path, "graph.json")
     timeline: dict[str, Any] = {}
-    if os.path.exists(os.path.join(path, "timeline.json")):
+    if os.path.lexists(os.path.join(path, "timeline.json")):
         timeline = _load_json(path, "timeline.json")
-    if timeline.get("durations_file"):
-        durations = _read_durations(os.path.join(path, str(timeline["durations_file"])))
+    where = f"{path}/timeline.json"
+    if timeline.get("durations_file") is not None:
+        name = timeline["durations_file"]
+        if name != DURATIONS_FILE:
+            raise BundleError(f"{where}: durations_file must be {DURATIONS_FILE!r}, not {name!r}")
+        try:
+            durations = _read_durations(member(path, name, "durations_file"))
+        except FileNotFoundError:
+            raise BundleError(f"{path}: {name} is missing") from None
     else:  # bundles from before durations.npy
-        durations = {int(k): tuple(v) for k, v in timeline.get("durations_ns", {}).items()}
+        raw = timeline.get("durations_ns", {})
+        _expect(isinstance(raw, dict), where, "durations_ns", "an object")
+        durations = {_id(k, where, "durations_ns key"): _ints(v, where, "durations_ns")
+                     for k, v in raw.items()}
+    width = max((len(v) for v in durations.values()), default=0)
+    replays = _int(timeline.get("replays", 0), where, "replays")
+    if replays > width:
+        raise BundleError(f"{where}: replays is {replays} but the durations hold {width}")
     graphs = []
+    seen: set[int] = set()
+    gwhere = f"{path}/graph.json"
     try:
-        for g in graph["graphs"]:
-            nodes = tuple(
-                Node.from_json(g["name"], n, durations.get(int(n["exec_node_id"]), ()))
-                for n in g["nodes"]
-            )
+        glist = graph["graphs"]
+        _expect(isinstance(glist, list), gwhere, "graphs", "a list")
+        for g in glist:
+            _expect(isinstance(g, dict), gwhere, "graphs[]", "an object")
+            name = g["name"]
+            _expect(isinstance(name, str) and 0 < len(name) <= 4096, gwhere, "graph name",
+                    "a non-empty string")
+            _expect(isinstance(g["nodes"], list), gwhere, f"{name}: nodes", "a list")
+            nodes = []
+            for n in g["nodes"]:
+                _check_node(n, gwhere, name)
+                eid = n["exec_node_id"]
+                if eid in seen:
+                    raise BundleError(f"{gwhere}: exec node id {eid} appears twice")
+                seen.add(eid)
+                nodes.append(Node.from_json(name, n, durations.get(eid, ())))
+            edges = g["edges"]
+            _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
+            info = g.get("info") or {}
+            _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
             graphs.append(
                 CapturedGraph(
-                    name=g["name"],
-                    template_graph_id=int(g["template_graph_id"]),
-                    exec_id=int(g["exec_id"]),
-                    nodes=nodes,
-                    edges=tuple((int(a), int(b)) for a, b in g["edges"]),
-                    info=dict(g.get("info") or {}),
+                    name=name,
+                    template_graph_id=_int(g["template_graph_id"], gwhere, "template_graph_id"),
+                    exec_id=_int(g["exec_id"], gwhere, "exec_id"),
+                    nodes=tuple(nodes),
+                    edges=tuple((_int(a, gwhere, "edge"), _int(b, gwhere, "edge"))
+                                for a, b in edges),
+                    info=dict(info),
                 )
             )
     except (KeyError, TypeError, ValueError) as exc:
-        raise BundleError(f"{path}/graph.json: malformed ({type(exc).__name__}: {exc})") from None
+        raise BundleError(f"{gwhere}: malformed ({type(exc).__name__}: {exc})") from None
+    events = timeline.get("events", ())
+    _expect(isinstance(events, list) or events == (), where, "events", "a list")
+    for e in events:
+        _expect(isinstance(e, dict), where, "events[]", "an object")
+        for k in ("replay", "exec_node_id", "start_ns", "dur_ns"):
+            _int(e.get(k), where, f"events[].{k}")
+    totals = {}
+    for k in ("replay_kernel_ns", "replay_span_ns"):
+        totals[k] = _ints(timeline.get(k, ()), where, k)
+        if len(totals[k]) > max(replays, 0):
+            raise BundleError(f"{where}: {k} has more entries than replays ({replays})")
     return Bundle(
         path=path,
         manifest=manifest,
         graphs=tuple(graphs),
-        replays=int(timeline.get("replays", 0)),
-        replay_kernel_ns=tuple(timeline.get("replay_kernel_ns", ())),
-        replay_span_ns=tuple(timeline.get("replay_span_ns", ())),
-        events=tuple(timeline.get("events", ())),
-        unjoined_records=int(timeline.get("unjoined_records", 0)),
+        replays=replays,
+        replay_kernel_ns=totals["replay_kernel_ns"],
+        replay_span_ns=totals["replay_span_ns"],
+        events=tuple(events),
+        unjoined_records=_int(timeline.get("unjoined_records", 0), where, "unjoined_records"),
     )
 
 
+MAX_ID = (1 << 63) - 1
+_STR_FIELDS = ("kernel", "demangled", "op", "shapes", "source", "type")
+
+
+def _expect(ok: bool, where: str, field: str, what: str) -> None:
+    if not ok:
+        raise BundleError(f"{where}: {field} must be {what}")
+
+
+def _int(v: Any, where: str, field: str, hi: int = MAX_ID) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
+        raise BundleError(f"{where}: {field} must be an integer in [0, {hi}], not {v!r:.60}")
+    return v
+
+
+def _id(k: Any, where: str, field: str) -> int:
+    try:
+        v = int(k)
+    except (TypeError, ValueError):
+        raise BundleError(f"{where}: {field} {k!r:.60} is not an integer") from None
+    return _int(v, where, field)
+
+
+def _ints(v: Any, where: str, field: str) -> tuple[int, ...]:
+    if not isinstance(v, (list, tuple)):
+        raise BundleError(f"{where}: {field} must be a list of integers")
+    for x in v:
+        _int(x, where, field)
+    return tuple(v)
+
+
+def _check_node(n: Any, where: str, graph: str) -> None:
+    _expect(isinstance(n, dict), where, f"{graph}: nodes[]", "an object")
+    _int(n.get("local_id"), where, f"{graph}: local_id", (1 << 32) - 1)
+    _int(n.get("exec_node_id"), where, f"{graph}: exec_node_id")
+    for k in _STR_FIELDS:
+        v = n.get(k)
+        if v is not None and not isinstance(v, str):
+            raise BundleError(f"{where}: {graph}: node {n.get('local_id')} {k} must be a "
+                              f"string, not {type(v).__name__}")
+    _expect(isinstance(n.get("type"), str), where, f"{graph}: node type", "a string")
+    ann = n.get("annotation", {})
+    _expect(isinstance(ann, dict), where, f"{graph}: node {n.get('local_id')} annotation",
+            "an object")
+    for k in ("grid", "block"):
+        if k in n:
+            v = n[k]
+            _expect(isinstance(v, list) and len(v) == 3 and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v), where,
+                f"{graph}: node {n.get('local_id')} {k}", "three integers")
+    for k in ("smem", "bytes"):
+        if k in n:
+            _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
+
+
+SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
+_DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
+
+
+def content_digest(path: str) -> str:
+    """sha256 over the files a summary is computed from (hashing is far cheaper than
+    parsing them)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in _DIGESTED:
+        try:
+            p = member(path, name)
+        except FileNotFoundError:
+            h.update(b"-")
+            continue
+        h.update(name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
 def read_summary(path: str) -> Optional[dict[str, Any]]:
-    """The bundle's precomputed summary.json (what `report` prints), or None if it has none."""
+    """The bundle's precomputed summary.json (what `report` prints), or None when it has none
+    or it was not computed from this bundle's files (then the caller recomputes it)."""
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise BundleError(f"{path}: no such bundle directory")
     _load_json(path, "manifest.json")  # validates that this is a bundle of our schema
-    if not os.path.exists(os.path.join(path, "summary.json")):
+    missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
+    if missing:
+        raise BundleError(f"{path}: not a graphscope bundle ({missing[0]} is missing)")
+    if not os.path.lexists(os.path.join(path, "summary.json")):
         return None
     data = _load_json(path, "summary.json")
     data.pop("schema_version", None)
+    if data.pop(SUMMARY_KEY, None) != content_digest(path):
+        return None
     return data
 
 
 def raw_dot(bundle: Bundle, graph: str) -> str:
     rel = f"raw/{safe_file_stem(graph)}.dot"
-    p = os.path.join(bundle.path, rel)
-    if not os.path.isfile(p) or os.path.islink(p):
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})")
-    with open(p, encoding="utf-8") as f:
+    try:
+        p = member(bundle.path, rel, "raw DOT")
+    except FileNotFoundError:
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})") from None
+    with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()

@@ -22,6 +22,8 @@ budgets.yaml::
 from __future__ import annotations
 
 import fnmatch
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape, quoteattr
@@ -69,6 +71,40 @@ def _type_ok(value: Any, t: type) -> bool:
     return isinstance(value, t)
 
 
+_FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _coerce(value: Any, t: type, where: str, name: str) -> Any:
+    """A limit's value: YAML 1.1 reads ``1e3`` as a string, so numeric text is a number;
+    numbers must be finite and >= 0 (coverage at most 100)."""
+    if t is float and isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+        value = float(value)
+    if t is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _type_ok(value, t):
+        raise ConfigError(f"{where}: '{name}' must be {'a number' if t is float else t.__name__}"
+                          f", not {type(value).__name__}")
+    if t in (int, float):
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{where}: '{name}' must be a finite number >= 0, not {value}")
+        if name.startswith("min_coverage.") and value > 100:
+            raise ConfigError(f"{where}: '{name}' is a percentage: at most 100, not {value}")
+    return value
+
+
+def _no_duplicates(node: Any, path: str, prefix: str = "") -> None:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for k, v in node.value:
+            if k.value in seen:
+                raise ConfigError(f"{path}:{k.start_mark.line + 1}: duplicate key "
+                                  f"'{prefix}{k.value}'")
+            seen.add(k.value)
+            _no_duplicates(v, path, f"{prefix}{k.value}.")
+
+
 def load_budgets(path: str) -> Budgets:
     """Parse and validate; errors name the file, line and key."""
     import yaml
@@ -78,6 +114,7 @@ def load_budgets(path: str) -> Budgets:
         raise ConfigError(f"{path}: empty budgets file")
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:1: the top level must be a mapping")
+    _no_duplicates(root, path)
     lines = {k.value: (k.start_mark.line + 1, v) for k, v in root.value}
 
     def where(node: Any) -> str:
@@ -100,19 +137,16 @@ def load_budgets(path: str) -> Budgets:
                         raise ConfigError(f"{where(lk)}: unknown key "
                                           f"'modules.{pk.value}.{lk.value}' (known: "
                                           f"{', '.join(sorted(_LIMITS))})")
-                for lk, lv in data[key][pk.value].items():
-                    if not _type_ok(lv, _LIMITS[lk]):
-                        raise ConfigError(f"{where(pk)}: 'modules.{pk.value}.{lk}' must be a "
-                                          f"number, not {type(lv).__name__}")
+                limits = data[key][pk.value]
+                for lk, lv in limits.items():
+                    limits[lk] = _coerce(lv, _LIMITS[lk], where(pk), f"modules.{pk.value}.{lk}")
             continue
         for k, _ in entries:
             if k.value not in spec:
                 raise ConfigError(f"{where(k)}: unknown key '{key}.{k.value}' "
                                   f"(known: {', '.join(sorted(spec))})")
         for k, v in data[key].items():
-            if not _type_ok(v, spec[k]):
-                raise ConfigError(f"{path}:{line}: '{key}.{k}' must be "
-                                  f"{spec[k].__name__}, not {type(v).__name__}")
+            data[key][k] = _coerce(v, spec[k], f"{path}:{line}", f"{key}.{k}")
     return Budgets(path=path, **{k: dict(v) for k, v in data.items()})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -243,3 +244,73 @@ def lint_model(spec: ModelSpec) -> LintReport:
         report.error = f"{type(exc).__name__}: {exc}"
     report.findings = col.findings() + _graphing_restrictions(spec)
     return report
+
+
+# ------------------------------------------------------------------ in a child process
+LINT_TIMEOUT_S = 120.0
+
+
+def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> LintReport:
+    """Lint ``path`` in a child interpreter: the model cannot end the run early with
+    ``sys.exit``, hang it with a loop or a non-daemon thread, or print into our output. Its
+    exit, a timeout or a crash is a finding (rule ``exit``/``timeout``)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="graphscope-lint-") as tmp:
+        out = os.path.join(tmp, "report.json")
+        cmd = [sys.executable, "-c", "from graphscope.lint import _child_main; _child_main()",
+               path, entry, out]
+        try:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return LintReport([Finding(
+                "timeout", "error", f"the model did not finish within {timeout:.0f} s on the "
+                "CPU (an endless loop at import or in forward, or a thread that never ends)",
+                None, path)], error=f"timed out after {timeout:.0f} s")
+        if os.path.exists(out):
+            with open(out, encoding="utf-8") as f:
+                data = json.load(f)
+            if "load_error" in data:
+                from ._errors import ModelFileError
+
+                raise ModelFileError(data["load_error"])
+            return LintReport([Finding(**d) for d in data["findings"]],
+                              ran_backward=bool(data["ran_backward"]), error=data["error"])
+        err = proc.stderr.decode(errors="replace").strip().splitlines()
+        why = (f"exited with code {proc.returncode}" if proc.returncode >= 0
+               else f"was killed by signal {-proc.returncode}")
+        return LintReport([Finding(
+            "exit", "error", f"the model {why} while being linted (sys.exit() or os._exit() at "
+            "import, in graphscope_model() or in forward): graphscope could not check it"
+            + (f"; last output: {err[-1][:200]}" if err else ""), None, path)],
+            error=f"the model {why}")
+
+
+def _child_main() -> None:
+    """The child: load, lint, write the report as JSON, and leave at once (os._exit: a
+    thread the model started must not keep the process alive)."""
+    import json
+    import sys
+
+    from ._errors import ModelFileError
+    from .loader import load_model_file
+
+    path, entry, out = sys.argv[1:4]
+    try:
+        spec = load_model_file(path, entry)
+        report = lint_model(spec)
+        data: dict[str, Any] = {"findings": [f.to_json() for f in report.findings],
+                                "ran_backward": report.ran_backward, "error": report.error}
+    except ModelFileError as exc:
+        data = {"load_error": str(exc)}
+    tmp = out + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, out)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -4,7 +4,7 @@ run after the summary's shape changes, so fixtures stay what `capture` would wri
 import os
 import sys
 
-from graphscope.bundle import SCHEMA_VERSION, dumps, read_bundle
+from graphscope.bundle import SCHEMA_VERSION, SUMMARY_KEY, content_digest, dumps, read_bundle
 from graphscope.reports.summary import summarize
 
 
@@ -12,8 +12,10 @@ def main(root: str) -> None:
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
         if not os.path.isfile(os.path.join(path, "summary.json")):
+            if os.path.isdir(path) and any(d.startswith("rank") for d in os.listdir(path)):
+                main(path)  # a multi-rank bundle: each rank
             continue
-        s = summarize(read_bundle(path))
+        s = {**summarize(read_bundle(path)), SUMMARY_KEY: content_digest(path)}
         with open(os.path.join(path, "summary.json"), "w", encoding="utf-8") as f:
             f.write(dumps({"schema_version": SCHEMA_VERSION, **s}))
         print("refreshed", path)

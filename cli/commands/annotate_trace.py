@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+import functools
 from typing import Optional
 
 import click
@@ -32,23 +32,25 @@ def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: 
                    no_module_track: bool, gzip_level: int, force: bool) -> int:
     """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
     node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
-    from graphscope._errors import GraphscopeError
     from graphscope.exporters.annotate_trace import annotate_trace_file
+    from graphscope.outputs import check_output
 
     out = output or _default_out(trace)
-    if os.path.exists(out) and not force:
-        raise GraphscopeError(f"{out} already exists: pass --force to replace it")
+    check_output(out, force=force, inputs=(trace, ann), what="annotated trace")
     r = annotate_trace_file(trace, ann, out, default_stream=default_stream,
-                            module_track=not no_module_track, gzip_level=gzip_level)
-    click.echo(f"{r.events_in} events in, {r.events_out} out; {r.graphed_events} graphed, "
+                            module_track=not no_module_track, gzip_level=gzip_level,
+                            force=force)
+    echo = functools.partial(click.echo, err=out == "-")
+    echo(f"{r.events_in} events in, {r.events_out} out; {r.graphed_events} graphed, "
                f"{r.annotated_events} annotated; {r.noise_removed} noise events removed; "
                f"{r.moved_overlapping} overlapping kernels moved; {r.timestamps_fixed} "
                f"timestamps clamped; {r.module_spans} module spans")
     if r.match_rate is not None:
-        click.echo(f"no graph node ids in the trace: matched {r.matched_by_sequence} of "
+        echo(f"no graph node ids in the trace: matched {r.matched_by_sequence} of "
                    f"{r.sequence_candidates} graph-launched kernels to the bundle by kernel "
                    f"sequence ({r.match_rate:.1f}%)")
     for note in r.notes[:5]:
         click.echo(f"note: {note}", err=True)
-    click.echo(f"Wrote {out}")
+    if out != "-":
+        echo(f"Wrote {out}")
     return 0

@@ -13,11 +13,10 @@ from typing import Any, Optional
 import click
 
 
-def _write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _write(path: str, text: str, force: bool) -> None:
+    from graphscope.outputs import write_output
+
+    write_output(path, text, force=force, what="JUnit XML")
 
 
 @click.command()
@@ -30,22 +29,32 @@ def _write(path: str, text: str) -> None:
 @click.option("-o", "--output", type=click.Path(), default=None,
               help="Keep the captured bundle here (default: a temporary directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("-f", "--force", is_flag=True,
+              help="Replace an existing --junit file and --output bundle.")
 def check(model: Optional[str], budget_path: str, baseline: Optional[str],
-          junit: Optional[str], output: Optional[str], as_json: bool) -> int:
+          junit: Optional[str], output: Optional[str], as_json: bool, force: bool) -> int:
     """Capture MODEL, replay it and check the budgets. This runs the code in MODEL."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from graphscope._errors import GraphscopeError
     from graphscope.bundle import read_bundle
     from graphscope.checks import CheckResult, evaluate, junit_xml, load_budgets
     from graphscope.config import merge
+    from graphscope.outputs import check_output
 
     from ._run import run
 
     budgets = load_budgets(budget_path)
     base = read_bundle(baseline) if baseline else None
-    opts: dict[str, Any] = {**budgets.capture, "model": model, "force": True}
+    if junit:  # refused before the capture runs, not after
+        check_output(junit, force=force, inputs=[x for x in (baseline, budget_path, model) if x],
+                     what="JUnit XML")
+    if output and os.path.lexists(output) and not force:
+        raise GraphscopeError(f"{output} already exists: pass --force to replace it")
+    # the temporary bundle is check's own; --output is replaced only with --force
+    opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}
     with tempfile.TemporaryDirectory(prefix="graphscope-check-") as tmp:
         opts["output"] = output or os.path.join(tmp, "bundle")
         cfg = merge(opts)
@@ -53,13 +62,14 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
             res = run(cfg, "check", timing=True, quiet=True)
         except GraphscopeError as exc:
             if junit:
-                _write(junit, junit_xml([CheckResult("capture", False, None, None, str(exc))]))
+                _write(junit, junit_xml([CheckResult("capture", False, None, None, str(exc))]),
+                       force)
             raise
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
         results += evaluate(res.bundle, budgets, base)
     failed = [r for r in results if not r.passed]
     if junit:
-        _write(junit, junit_xml(results))
+        _write(junit, junit_xml(results), force)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=1))
         return 1 if failed else 0
@@ -70,7 +80,8 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     t.add_column("result")
     t.add_column("detail")
     for r in results:
-        t.add_row(r.name, "[green]pass[/green]" if r.passed else "[red]FAIL[/red]", r.message)
+        t.add_row(Text(r.name), Text.from_markup("[green]pass[/green]" if r.passed
+                                                else "[red]FAIL[/red]"), Text(r.message))
     con.print(t)
     if junit:
         con.print(f"Wrote {junit}")

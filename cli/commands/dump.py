@@ -38,7 +38,18 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
     from graphscope.bundle import raw_dot, read_bundle
     from graphscope.exporters.dot import DotOptions, build_dot, render
+    from graphscope.outputs import check_output, write_output
     from graphscope.ranks import is_multirank, read_ranks
+
+    if depth is not None and depth < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--depth")
+    if regex is not None:
+        import re
+
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise click.BadParameter(f"not a valid regex: {exc}", param_hint="--filter") from None
 
     if is_multirank(bundle):
         from graphscope.exporters.trace import build_multirank_trace
@@ -46,13 +57,11 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         if what != "trace":
             raise click.UsageError("a multi-rank bundle: dump --trace, or dump one rank<r>/")
         out = output or bundle.rstrip("/") + ".trace.json"
+        check_output(out, force=bool(force), inputs=[bundle])
         text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
-        if out == "-":
-            click.echo(text, nl=False)
-            return 0
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
-        click.echo(f"Wrote {out}")
+        write_output(out, text, force=bool(force), inputs=[bundle])
+        if out != "-":
+            click.echo(f"Wrote {out}", err=True)
         return 0
     b = read_bundle(bundle)
     from graphscope.graphs.model import resolve_graph, safe_file_stem
@@ -81,21 +90,11 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         ext = "dot" if fmt == "dot" else fmt
     for n in notes:
         click.echo(f"note: {n}", err=True)
-    if output == "-":
-        click.echo(text, nl=False)
-        return 0
     out = output or os.path.join(os.path.dirname(b.path) or ".",
                                  f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
-    if os.path.exists(out) and not force:
-        from graphscope._errors import GraphscopeError
-
-        raise GraphscopeError(f"{out} already exists: pass --force to replace it")
-    if what == "dot" and fmt != "dot":
-        render(text, fmt, out)
-    else:
-        tmp = f"{out}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, out)
-    click.echo(f"Wrote {out}")
+    check_output(out, force=bool(force), inputs=[bundle])
+    data = render(text, fmt) if what == "dot" and fmt != "dot" else text
+    write_output(out, data, force=bool(force), inputs=[bundle])
+    if out != "-":
+        click.echo(f"Wrote {out}", err=output == "-")
     return 0

@@ -7,7 +7,7 @@ from typing import Optional
 
 import click
 
-from ..options import bundle_argument, json_option
+from ..options import bundle_argument, force_option, json_option
 
 MAX_ROWS = 80
 DEFAULT_TOP = 10
@@ -15,8 +15,9 @@ DEFAULT_TOP = 10
 
 @click.command()
 @bundle_argument
-@click.option("--depth", type=int, default=None, help="Module levels to show.")
-@click.option("--top", type=int, default=DEFAULT_TOP, show_default=True,
+@click.option("--depth", type=click.IntRange(min=0), default=None,
+              help="Module levels to show.")
+@click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
               help="Top kernels/ops rows.")
 @click.option("--recompute", is_flag=True,
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
@@ -25,9 +26,11 @@ DEFAULT_TOP = 10
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
+@force_option
 @json_option
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], graph_name: Optional[str], as_json: bool) -> int:
+           html_path: Optional[str], graph_name: Optional[str], force: Optional[bool],
+           as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
@@ -37,7 +40,16 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     from graphscope.reports.table import print_summary
 
     if is_multirank(bundle):
+        if html_path or graph_name:
+            from graphscope._errors import GraphscopeError
+
+            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --html and --graph take one "
+                                  f"rank's bundle ({bundle.rstrip('/')}/rank0 ...)")
         return _report_ranks(bundle, depth, as_json)
+    if html_path:
+        from graphscope.outputs import check_output
+
+        check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.
     full = recompute or html_path or top != DEFAULT_TOP or graph_name
@@ -51,7 +63,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         if html_path:
             from graphscope.reports.html import write_html
 
-            write_html(b, html_path)
+            write_html(b, html_path, force=bool(force))
             click.echo(f"Wrote {html_path}", err=as_json)
         s = summarize(b, top=top)
     if as_json:

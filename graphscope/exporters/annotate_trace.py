@@ -277,9 +277,15 @@ def annotate_trace_file(
     overlap_stream: int = 8,
     module_track: bool = True,
     gzip_level: int = 1,
+    force: bool = True,
 ) -> AnnotateResult:
     """Write ``out_path``: ``trace_path`` with annotations joined on. Atomic: on any error no
-    output file is left behind."""
+    output file is left behind. The output rules of :mod:`graphscope.outputs` apply (never
+    onto an input; a device or FIFO is written in place; ``-`` is stdout)."""
+    from ..outputs import check_output
+
+    how = check_output(out_path, force=force, inputs=(trace_path, annotations_path),
+                       what="annotated trace")
     amap, bundle = load_annotations(annotations_path)
     res = AnnotateResult()
     nodes = {n.exec_node_id: n for n in bundle.work_nodes()} if bundle is not None else {}
@@ -426,9 +432,13 @@ def annotate_trace_file(
     n_spans = spans[1].count(b'"cat": "graphscope_module"') if spans else 0
     ts_changed = new_ts != ts0
     ext = _ext()
-    tmp = f"{out_path}.tmp{os.getpid()}"
+    from ..outputs import temp_path_for
+
+    gz = out_path.endswith(".gz")
+    tmp = temp_path_for(out_path) if how == "atomic" else (
+        "/dev/stdout" if how == "stdout" else out_path)
     try:
-        with _open_out(tmp, gzip_level) as w:
+        with _open_out(tmp, gzip_level, gz) as w:
             w.write(layout[0].prefix)
             first = True
             base = 0
@@ -477,13 +487,15 @@ def annotate_trace_file(
                 w.write(part if first else b"," + part)
                 first = False
             w.write(b"]" + layout[0].suffix)
-        if os.path.exists(out_path):
-            # Renaming over an existing file makes ext4 (auto_da_alloc) flush the new file's
-            # data synchronously: seconds for a big trace. The user asked to replace it.
-            os.unlink(out_path)
-        os.replace(tmp, out_path)
+        if how == "atomic":
+            if os.path.exists(out_path):
+                # Renaming over an existing file makes ext4 (auto_da_alloc) flush the new
+                # file's data synchronously: seconds for a big trace. The user asked (--force)
+                # to replace it.
+                os.unlink(out_path)
+            os.replace(tmp, out_path)
     except BaseException:
-        if os.path.exists(tmp):
+        if how == "atomic" and os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return res
@@ -568,8 +580,8 @@ def _module_spans(amap: Mapping[int, Mapping[str, Any]], keys: np.ndarray, hit: 
     return out
 
 
-def _open_out(path: str, gzip_level: int) -> IO[bytes]:
-    if ".gz.tmp" in path or path.endswith(".gz"):
+def _open_out(path: str, gzip_level: int, gz: bool) -> IO[bytes]:
+    if gz:
         return gzip.open(path, "wb", compresslevel=gzip_level)  # type: ignore[return-value]
     return open(path, "wb", buffering=CHUNK_BYTES)  # noqa: SIM115
 

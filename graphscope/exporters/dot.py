@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -32,7 +31,7 @@ def _pydot() -> Any:
         import pydot
     except ImportError:
         raise GraphscopeError(
-            "DOT output needs pydot: pip install 'graphscope[dot]' (or pip install pydot)"
+            "DOT output needs pydot, a dependency of graphscope: pip install pydot"
         ) from None
     return pydot
 
@@ -125,7 +124,8 @@ def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOp
         for i, p in enumerate(path):
             if p not in clusters:
                 c = pydot.Cluster(
-                    graph_name=_q("c" + str(len(clusters))), label=_q(p.rsplit(".", 1)[-1]),
+                    # pydot prefixes "cluster_": the name must stay a bare ID
+                    graph_name="c" + str(len(clusters)), label=_q(p.rsplit(".", 1)[-1]),
                     style="rounded", color="#888888", fontname="Helvetica", fontsize="11",
                 )
                 (clusters[path[i - 1]] if i else parent).add_subgraph(c)
@@ -208,18 +208,22 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
             dot.add_edge(pydot.Edge(ids[ka], ids[kb]))
 
 
-def render(dot_text: str, fmt: str, out_path: str) -> None:
-    """Render DOT to svg/png/pdf with Graphviz's `dot`; a clear error when it is missing."""
-    exe = shutil.which("dot")
-    if exe is None:
+def render(dot_text: str, fmt: str) -> bytes:
+    """Render DOT to svg/png/pdf with Graphviz's `dot` (through the graphviz package); a
+    clear error when it is missing or rejects the input."""
+    try:
+        import graphviz
+    except ImportError:
+        raise GraphscopeError("rendering needs the graphviz package: pip install graphviz"
+                              ) from None
+    try:
+        return bytes(graphviz.pipe("dot", fmt, dot_text.encode("utf-8"), quiet=True))
+    except graphviz.ExecutableNotFound:
         raise GraphscopeError(
             f"rendering {fmt} needs Graphviz's `dot`, which is not on PATH: install Graphviz "
             "(apt-get install graphviz / brew install graphviz / conda install graphviz) or "
             "write DOT with --format dot"
-        )
-    import subprocess
-
-    proc = subprocess.run([exe, f"-T{fmt}", "-o", out_path], input=dot_text.encode(),
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
-        raise GraphscopeError(f"dot -T{fmt} failed: {proc.stderr.decode(errors='replace')[:300]}")
+        ) from None
+    except graphviz.CalledProcessError as exc:
+        err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
+        raise GraphscopeError(f"dot -T{fmt} failed: {err[0] if err else exc}") from None

@@ -262,8 +262,6 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
         events=tuple(e for e in bundle.events if e.get("graph") == g.name))
 
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
-_PARENS = re.compile(r"\([^()]*\)")
 # Names that say little alone: qualify them with what their template arguments instantiate.
 _GENERIC = {"Kernel", "Kernel2", "kernel", "vectorized_elementwise_kernel", "elementwise_kernel",
             "unrolled_elementwise_kernel", "reduce_kernel", "device_kernel"}
@@ -273,25 +271,37 @@ _NOT_QUALIFYING = {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "func_wrapper_t"
                    "TensorIteratorBase", "OffsetCalculator"}
 
 
+def _strip_nested(s: str) -> str:
+    """``s`` without its ``<...>`` and ``(...)`` groups, however deep: one linear pass."""
+    out = []
+    depth = 0
+    for ch in s:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+MAX_NAME = 4096  # longer kernel names are cut before they are shortened
+
+
 @functools.lru_cache(maxsize=65536)
 def short_kernel_name(name: str) -> str:
     """``void at::native::foo<4, F>(int, F)`` -> ``foo``; generic names keep a qualifier
     (``vectorized_elementwise_kernel<GeluCUDAKernelImpl>``); plain C names pass through."""
-    s = name.strip()
+    s = name[:MAX_NAME].strip()
     if s.startswith("void "):
         s = s[5:]
-    prev = None
-    base = s
-    while prev != base:  # strip nested template args and parameter lists, innermost first
-        prev = base
-        base = _TEMPLATE.sub("", base)
-        base = _PARENS.sub("", base)
+    base = _strip_nested(s)
     base = base.split("::")[-1].strip()
     base = base.split(" ")[-1] if " " in base else base
     if not base:
         return name[:60]
     if base in _GENERIC and "<" in s:
-        for ident in _IDENT.findall(s[s.index("<"):]):
+        for ident in _IDENT.findall(s[s.index("<"):MAX_NAME]):
             if _QUALIFYING.search(ident) and ident not in _NOT_QUALIFYING:
                 return f"{base}<{ident}>"
     return base

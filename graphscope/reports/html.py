@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from importlib import resources
 from typing import Any, Optional
 
@@ -59,15 +58,14 @@ def payload(bundle: Bundle, replay: int = 0) -> dict[str, Any]:
 
 
 def _svg(bundle: Bundle) -> Optional[str]:
-    exe = shutil.which("dot")
-    if exe is None:
+    if shutil.which("dot") is None:
         return None
     try:
         from ..exporters.dot import DotOptions, build_dot
+        from ..exporters.dot import render as render_dot
 
         text, _ = build_dot(bundle, DotOptions(collapse=True, depth=1))
-        out = subprocess.run([exe, "-Tsvg"], input=text.encode(), capture_output=True,
-                             timeout=60, check=True).stdout.decode()
+        out = render_dot(text, "svg").decode("utf-8", errors="replace")
         return out[out.find("<svg"):]
     except Exception:
         return None
@@ -79,16 +77,21 @@ def render(bundle: Bundle, replay: int = 0) -> str:
     svg = _svg(bundle)
     template = resources.files("graphscope.reports").joinpath("templates/report.html").read_text(
         encoding="utf-8")
-    blob = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    # Every "<" escaped: no module name can end the script element or open a comment in it.
+    blob = json.dumps(data, sort_keys=True).replace("<", "\\u003c").replace(">", "\\u003e")
     graph = svg if svg else ("<p class='note'>Install Graphviz (<code>dot</code>) to embed the "
                              "collapsed graph here; <code>graphscope dump --dot</code> writes "
                              "it as DOT.</p>")
-    return template.replace("__PAYLOAD__", blob).replace("__GRAPH__", graph)
+    # One pass over the template's own markers: data never gets substituted into.
+    head, rest = template.split("__GRAPH__", 1)
+    mid, tail = rest.split("__PAYLOAD__", 1)
+    return head + graph + mid + blob + tail
 
 
-def write_html(bundle: Bundle, path: str, replay: int = 0) -> str:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(render(bundle, replay))
-    os.replace(tmp, path)
+def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = False,
+               inputs: tuple[str, ...] = ()) -> str:
+    from ..outputs import write_output
+
+    write_output(path, render(bundle, replay), force=force,
+                 inputs=(bundle.path, *inputs), what="HTML report")
     return path

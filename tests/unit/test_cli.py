@@ -93,8 +93,7 @@ def test_dump_dot_raw_trace_annotations(tmp_path):
 
 
 def test_dump_svg_without_graphviz(tmp_path, capsys, monkeypatch):
-    pytest.importorskip("pydot")
-    monkeypatch.setattr("shutil.which", lambda name: None)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` anywhere
     rc = main(["dump", _fixture("mlp_step"), "--format", "svg", "-o", str(tmp_path / "x.svg")])
     assert rc == 2 and "install Graphviz" in capsys.readouterr().err
     assert not (tmp_path / "x.svg").exists()

@@ -66,3 +66,33 @@ def test_cli_exit_codes_and_json(capsys):
     sev = {f["severity"] for f in out["findings"]}
     assert sev == {"error", "warning"}
     assert main(["lint", os.path.join(ROOT, "nope.py")]) == 2
+
+
+HOSTILE = {
+    "exit_at_import": ("import sys\nsys.exit(0)\n", "exit"),
+    "exit_in_entry": ("import sys\ndef graphscope_model():\n    sys.exit(0)\n", "exit"),
+    "exit_in_forward": (
+        "import sys, torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        sys.exit(0)\ndef graphscope_model():\n    return M(), (torch.ones(1),)\n", "exit"),
+    "loop_at_import": ("while True:\n    pass\n", "timeout"),
+    "thread": (
+        "import threading, time, torch\n"
+        "threading.Thread(target=lambda: time.sleep(3600)).start()\n"
+        "def graphscope_model():\n    return torch.nn.Linear(2, 2), (torch.ones(1, 2),)\n",
+        None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_lint_cannot_be_bypassed_or_hung(tmp_path, capsys, name):
+    body, rule = HOSTILE[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text("print('noise at import')\n" + body)
+    rc = main(["lint", str(path), "--json", "--timeout", "5"])
+    out = capsys.readouterr().out
+    data = json.loads(out)  # stdout stays JSON: the model's prints do not reach it
+    rules = {f["rule"] for f in data["findings"]}
+    if rule is None:
+        assert rc == 0 and "exit" not in rules and "timeout" not in rules
+    else:
+        assert rc == 1 and rule in rules

@@ -1,0 +1,119 @@
+"""Writing a user's output file without ever destroying data.
+
+Rules (README, "Errors and outputs"): an existing file is replaced only with ``--force``; an
+output never lands on one of the command's inputs (or inside an input bundle); a character
+device or FIFO (``/dev/null``, ``/dev/stdout``, a named pipe) is written in place, never
+renamed over; ``-`` is stdout; everything else is written to a temp file beside the target
+and renamed into place, and the temp file is removed on any failure (Ctrl-C included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+from ._errors import GraphscopeError
+
+
+class OutputError(GraphscopeError):
+    """An output path that would destroy data or cannot be written."""
+
+
+def _inside(path: str, root: str) -> bool:
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
+                 what: str = "output") -> str:
+    """Refuse an output that would destroy data; return how it will be written:
+    ``"stdout"``, ``"inplace"`` (device or FIFO) or ``"atomic"``."""
+    if path == "-":
+        return "stdout"
+    real = os.path.realpath(path)
+    for src in inputs:
+        if not src or src == "-":
+            continue
+        rsrc = os.path.realpath(src)
+        if real == rsrc or (os.path.isdir(rsrc) and _inside(real, rsrc)):
+            raise OutputError(f"{path}: the {what} would overwrite the input {src}; "
+                              "choose another path")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot use as {what} ({exc.strerror})") from None
+    if st is not None:
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+            return "inplace"
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{path}: is a directory; give a file name for the {what}")
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(f"{path}: not a regular file; refusing to replace it")
+        if not force:
+            raise OutputError(f"{path} already exists: pass --force to replace it")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise OutputError(f"{path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: directory {parent} is not writable")
+    return "atomic"
+
+
+@contextlib.contextmanager
+def open_output(path: str, mode: str = "w", *, force: bool, inputs: Sequence[str] = (),
+                what: str = "output") -> Iterator[IO[Any]]:
+    """Open ``path`` for writing under the rules above (``mode`` "w" or "wb")."""
+    how = check_output(path, force=force, inputs=inputs, what=what)
+    binary = "b" in mode
+    if how == "stdout":
+        out = sys.stdout.buffer if binary else sys.stdout
+        yield out
+        out.flush()
+        return
+    enc = None if binary else "utf-8"
+    if how == "inplace":
+        with open(path, mode, encoding=enc) as f:
+            yield f
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, mode, encoding=enc) as f:
+            yield f
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_output(path: str, data: Any, *, force: bool, inputs: Sequence[str] = (),
+                 what: str = "output") -> None:
+    """Write ``data`` (str or bytes) to ``path`` under the rules above."""
+    with open_output(path, "wb" if isinstance(data, bytes) else "w", force=force,
+                     inputs=inputs, what=what) as f:
+        f.write(data)
+
+
+def temp_path_for(path: str) -> str:
+    """A fresh temp file name beside ``path`` (for writers that need a path, not a file)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
+    os.close(fd)
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,325 @@
+"""Hostile-but-realistic input to the GPU-free commands (issue 14): outputs never destroy data,
+bundle paths stay inside the bundle, readers validate with one-line errors."""
+
+import json
+import os
+import shutil
+import stat
+import threading
+
+import numpy as np
+import pytest
+
+from graphscope.cli.main import main
+from graphscope.outputs import OutputError, check_output, open_output
+from tests.conftest import DATA
+
+
+def _copy(tmp_path, name="mlp_step"):
+    dst = tmp_path / name
+    shutil.copytree(os.path.join(DATA, name), dst)
+    return dst
+
+
+def _run(capsys, *args):
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def _one_line_error(rc, err, *needles):
+    assert rc == 2, err
+    lines = [x for x in err.strip().splitlines() if x]
+    assert len(lines) == 1 and lines[0].startswith("graphscope: error: "), err
+    for n in needles:
+        assert n in lines[0], err
+
+
+# ----------------------------------------------------------------- outputs never destroy data
+def test_existing_output_is_refused_without_force(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    out.write_text("mine")
+    rc, _, err = _run(capsys, "report", os.path.join(DATA, "mlp_step"), "--html", str(out))
+    _one_line_error(rc, err, "already exists", "--force")
+    assert out.read_text() == "mine"
+    rc, _, _ = _run(capsys, "report", os.path.join(DATA, "mlp_step"), "--html", str(out),
+                    "--force")
+    assert rc == 0 and out.read_text().lower().startswith("<!doctype html>")
+
+
+@pytest.mark.parametrize("args", [
+    ("report", "{b}", "--html", "{b}/graph.json", "--force"),
+    ("dump", "{b}", "-o", "{b}/manifest.json", "--force"),
+    ("dump", "{b}", "-o", "{b}/raw/step.dot", "--force"),
+])
+def test_an_output_never_lands_on_an_input(tmp_path, capsys, args):
+    b = _copy(tmp_path)
+    before = {p: p.read_bytes() for p in b.rglob("*") if p.is_file()}
+    rc, _, err = _run(capsys, *[a.format(b=b) for a in args])
+    _one_line_error(rc, err, "would overwrite the input")
+    assert {p: p.read_bytes() for p in b.rglob("*") if p.is_file()} == before
+
+
+def test_annotate_trace_refuses_its_own_input(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    trace.write_text("[]")
+    rc, _, err = _run(capsys, "annotate-trace", str(trace), "-a",
+                      os.path.join(DATA, "mlp_step"), "-o", str(trace), "--force")
+    _one_line_error(rc, err, "would overwrite the input")
+    assert trace.read_text() == "[]"
+
+
+def test_devices_and_fifos_are_written_in_place(tmp_path):
+    assert check_output("/dev/null", force=False) == "inplace"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    with open_output(str(fifo), "wb", force=False) as f:
+        f.write(b"hello")
+    reader.join(5)
+    assert got == [b"hello"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_dump_to_stdout(capsys):
+    rc, out, _ = _run(capsys, "dump", os.path.join(DATA, "mlp_step"), "-o", "-")
+    assert rc == 0 and out.startswith("digraph")
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(KeyboardInterrupt):
+        with open_output(str(target), force=False) as f:
+            f.write("half")
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["missing/dir/out.html", "ro/out.html"])
+def test_output_directory_must_exist_and_be_writable(tmp_path, where):
+    if os.geteuid() == 0 and where.startswith("ro"):
+        pytest.skip("root writes anywhere")
+    (tmp_path / "ro").mkdir(mode=0o500)
+    with pytest.raises(OutputError, match="does not exist|not writable"):
+        check_output(str(tmp_path / where), force=False)
+
+
+def test_check_refuses_an_existing_junit_before_running(tmp_path, capsys):
+    junit = tmp_path / "j.xml"
+    junit.write_text("keep")
+    budget = tmp_path / "b.yaml"
+    budget.write_text("modules: {}\n")
+    rc, _, err = _run(capsys, "check", "--budget", str(budget), "--junit", str(junit))
+    _one_line_error(rc, err, "already exists")
+    assert junit.read_text() == "keep"
+
+
+# ---------------------------------------------------------- bundle data stays inside the bundle
+def test_raw_dot_symlink_out_of_the_bundle_is_refused(tmp_path, capsys):
+    b = _copy(tmp_path)
+    secret = tmp_path / "secret"
+    secret.write_text("password")
+    os.unlink(b / "raw" / "step.dot")
+    os.symlink(secret, b / "raw" / "step.dot")
+    rc, out, err = _run(capsys, "dump", str(b), "--raw", "-o", "-")
+    _one_line_error(rc, err, "outside the bundle")
+    assert "password" not in out
+
+
+def _timeline(b, **change):
+    p = b / "timeline.json"
+    t = json.loads(p.read_text())
+    t.update(change)
+    p.write_text(json.dumps(t))
+
+
+@pytest.mark.parametrize("value,msg", [
+    ("/etc/passwd", "must be 'durations.npy'"),
+    ("../victim.npy", "must be 'durations.npy'"),
+])
+def test_durations_file_must_be_the_bundles_own(tmp_path, capsys, value, msg):
+    b = _copy(tmp_path)
+    _timeline(b, durations_file=value)
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, msg)
+
+
+def test_durations_file_that_is_a_fifo_does_not_hang(tmp_path, capsys):
+    b = _copy(tmp_path)
+    os.unlink(b / "durations.npy")
+    os.mkfifo(b / "durations.npy")
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "not a regular file")
+
+
+def test_graph_names_cannot_walk_out(tmp_path, capsys):
+    b = _copy(tmp_path)
+    g = json.loads((b / "graph.json").read_text())
+    g["graphs"][0]["name"] = "../../secret"
+    (b / "graph.json").write_text(json.dumps(g))
+    rc, _, err = _run(capsys, "dump", str(b), "--raw", "-o", "-")
+    _one_line_error(rc, err, "no raw DOT")
+
+
+# -------------------------------------------------------------- every reader validates, bounded
+def _node_edit(b, fn):
+    p = b / "graph.json"
+    g = json.loads(p.read_text())
+    fn(g["graphs"][0]["nodes"])
+    p.write_text(json.dumps(g))
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda ns: ns[0].__setitem__("annotation", "x"), "annotation must be an object"),
+    (lambda ns: ns[0].__setitem__("exec_node_id", "5"), "exec_node_id must be an integer"),
+    (lambda ns: ns[0].__setitem__("exec_node_id", -1), "exec_node_id must be an integer"),
+    (lambda ns: ns[0].__setitem__("exec_node_id", 2 ** 64), "exec_node_id must be an integer"),
+    (lambda ns: ns[1].__setitem__("exec_node_id", ns[0]["exec_node_id"]), "appears twice"),
+    (lambda ns: ns[0].__setitem__("grid", [1, "a", 3]), "grid must be three integers"),
+    (lambda ns: ns[0].__setitem__("kernel", {"a": 1}), "kernel must be a string"),
+    (lambda ns: ns[0].pop("local_id"), "local_id must be an integer"),
+])
+def test_wrong_types_in_graph_json_are_one_line_errors(tmp_path, capsys, edit, msg):
+    b = _copy(tmp_path)
+    _node_edit(b, edit)
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "graph.json", msg)
+
+
+@pytest.mark.parametrize("change,msg", [
+    ({"replays": "x"}, "replays must be an integer"),
+    ({"replays": 100000000}, "replays is 100000000 but the durations hold"),
+    ({"replay_kernel_ns": ["1"]}, "replay_kernel_ns must be"),
+    ({"events": [{"replay": 0}]}, "events[].exec_node_id"),
+    ({"unjoined_records": -3}, "unjoined_records"),
+])
+def test_wrong_timeline_fields_are_one_line_errors(tmp_path, capsys, change, msg):
+    b = _copy(tmp_path)
+    _timeline(b, **change)
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "timeline.json", msg)
+
+
+@pytest.mark.parametrize("data,msg", [
+    (b"", "unreadable"),
+    (b"\x93NUMPY garbage", "unreadable"),
+])
+def test_broken_durations_npy(tmp_path, capsys, data, msg):
+    b = _copy(tmp_path)
+    (b / "durations.npy").write_bytes(data)
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, msg)
+
+
+def test_negative_durations_are_refused(tmp_path, capsys):
+    b = _copy(tmp_path)
+    arr = np.load(b / "durations.npy")
+    arr[0, 1] = -5
+    np.save(b / "durations.npy", arr)
+    rc, _, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "negative")
+
+
+def test_schema_version_as_a_string_is_named_as_such(tmp_path, capsys):
+    b = _copy(tmp_path)
+    m = json.loads((b / "manifest.json").read_text())
+    m["schema_version"] = "1"
+    (b / "manifest.json").write_text(json.dumps(m))
+    rc, _, err = _run(capsys, "report", str(b))
+    _one_line_error(rc, err, "schema version '1'")
+
+
+def test_a_summary_from_another_bundle_is_not_trusted(tmp_path, capsys):
+    b = _copy(tmp_path)
+    shutil.copy(os.path.join(DATA, "cnn_step", "summary.json"), b / "summary.json")
+    rc, out, _ = _run(capsys, "report", str(b), "--json")
+    assert rc == 0 and json.loads(out)["work_nodes"] == 24  # mlp's, recomputed
+
+
+def test_a_bundle_without_graph_json_is_an_error(tmp_path, capsys):
+    b = _copy(tmp_path)
+    os.unlink(b / "graph.json")
+    rc, _, err = _run(capsys, "report", str(b))
+    _one_line_error(rc, err, "graph.json is missing")
+
+
+def test_deeply_nested_kernel_names_read_in_linear_time(tmp_path, capsys):
+    import time
+
+    b = _copy(tmp_path)
+    deep = "void f" + "<" * 50000 + "int" + ">" * 50000 + "(int)"
+    _node_edit(b, lambda ns: ns[0].__setitem__("kernel", deep))
+    t = time.perf_counter()
+    rc, _, _ = _run(capsys, "report", str(b), "--recompute")
+    assert rc == 0 and time.perf_counter() - t < 10  # was 38 s (quadratic); ms now
+
+
+@pytest.mark.parametrize("args", [("--depth", "-1"), ("--top", "-2")])
+def test_negative_depth_and_top_are_refused(capsys, args):
+    rc, _, err = _run(capsys, "report", os.path.join(DATA, "mlp_step"), *args)
+    assert rc == 2 and "Invalid value" in err
+
+
+def test_bad_filter_regex_is_one_line(capsys):
+    rc, _, err = _run(capsys, "dump", os.path.join(DATA, "mlp_step"), "--filter", "(", "-o",
+                      "-")
+    assert rc == 2 and "not a valid regex" in err and "Traceback" not in err
+
+
+def test_multirank_html_is_refused(tmp_path, capsys):
+    rc, _, err = _run(capsys, "report", os.path.join(DATA, "ddp_mlp_step"), "--html",
+                      str(tmp_path / "x.html"))
+    _one_line_error(rc, err, "multi-rank")
+
+
+def test_module_names_are_not_markup(tmp_path, capsys):
+    b = _copy(tmp_path)
+    _node_edit(b, lambda ns: [n.setdefault("annotation", {}).__setitem__(
+        "module_name", "L.[/x]") for n in ns if n.get("type") == "kernel"][:1])
+    rc, out, err = _run(capsys, "report", str(b), "--recompute")
+    assert rc == 0, err
+    assert "[/x]" in out
+
+
+# ------------------------------------------------------------------ diff and budgets
+def test_diff_against_an_untimed_bundle_is_an_error(capsys):
+    rc, _, err = _run(capsys, "diff", os.path.join(DATA, "mlp_step"),
+                      os.path.join(DATA, "mlp_annotate"))
+    _one_line_error(rc, err, "no timed replays")
+
+
+def test_diff_fail_above_nan_is_refused(capsys):
+    rc, _, err = _run(capsys, "diff", os.path.join(DATA, "mlp_step"),
+                      os.path.join(DATA, "mlp_step"), "--fail-above", "nan")
+    assert rc == 2 and "finite" in err
+
+
+def test_diff_of_different_models_warns(capsys):
+    rc, _, err = _run(capsys, "diff", os.path.join(DATA, "mlp_step"),
+                      os.path.join(DATA, "cnn_step"))
+    assert rc == 0 and "different model files" in err
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("total:\n  max_time_us: -5\n", "finite number >= 0"),
+    ("total:\n  max_time_us: .nan\n", "finite number >= 0"),
+    ("min_coverage:\n  forward: 150\n", "at most 100"),
+    ("total:\n  max_kernels: 3\n  max_kernels: 4\n", "duplicate key 'total.max_kernels'"),
+])
+def test_bad_budgets(tmp_path, text, msg):
+    from graphscope._errors import ConfigError
+    from graphscope.checks import load_budgets
+
+    p = tmp_path / "b.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        load_budgets(str(p))
+
+
+def test_budget_in_exponent_notation_is_a_number(tmp_path):
+    from graphscope.checks import load_budgets
+
+    p = tmp_path / "b.yaml"
+    p.write_text("total:\n  max_time_us: 1e3\n")
+    assert load_budgets(str(p)).total["max_time_us"] == 1000.0
