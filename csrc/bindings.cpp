@@ -99,7 +99,8 @@ NB_MODULE(_native, m) {
   m.def("tracer_stop", &tracer_stop);
   m.def("tracer_active", []() -> bool { return tracer.active; });
   m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
-  m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"));
+  m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
+        nb::arg("need_comma") = false);
   m.def("rewrite_events", &rewrite_events);
 }
 

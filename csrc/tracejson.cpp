@@ -43,36 +43,118 @@ inline size_t str_end(const char* b, size_t p, size_t n) {
   }
 }
 
-// End (exclusive) of the value starting at b[p].
+// End (exclusive) of the JSON number starting at b[p] (RFC 8259 grammar), or bad().
+inline size_t number_end(const char* b, size_t p, size_t n) {
+  size_t q = p;
+  auto digit = [&](size_t i) { return i < n && b[i] >= '0' && b[i] <= '9'; };
+  if (q < n && b[q] == '-') ++q;
+  if (q >= n) throw Incomplete{};
+  if (b[q] == '0') ++q;
+  else if (digit(q)) while (digit(q)) ++q;
+  else bad(q, "invalid number");
+  if (q < n && b[q] == '.') {
+    ++q;
+    if (!digit(q)) { if (q >= n) throw Incomplete{}; bad(q, "invalid number"); }
+    while (digit(q)) ++q;
+  }
+  if (q < n && (b[q] == 'e' || b[q] == 'E')) {
+    ++q;
+    if (q < n && (b[q] == '+' || b[q] == '-')) ++q;
+    if (!digit(q)) { if (q >= n) throw Incomplete{}; bad(q, "invalid number"); }
+    while (digit(q)) ++q;
+  }
+  if (q >= n) throw Incomplete{};  // a number may continue in the next chunk
+  return q;
+}
+
+// End (exclusive) of the scalar (string, number, true, false, null) starting at b[p].
+inline size_t scalar_end(const char* b, size_t p, size_t n) {
+  char c = b[p];
+  if (c == '"') {
+    size_t q = str_end(b, p, n);
+    for (size_t i = p + 1; i + 1 < q; ++i) {
+      unsigned char d = static_cast<unsigned char>(b[i]);
+      if (d < 0x20) bad(i, "control character in a string");
+      if (d != '\\') continue;
+      char e = b[++i];
+      if (e == 'u') {
+        for (int k = 1; k <= 4; ++k) {
+          char h = b[i + k];
+          if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+            bad(i, "invalid \\u escape");
+        }
+        i += 4;
+      } else if (!std::strchr("\"\\/bfnrt", e) || e == 0) {
+        bad(i, "invalid escape");
+      }
+    }
+    return q;
+  }
+  if (c == '-' || (c >= '0' && c <= '9')) return number_end(b, p, n);
+  for (const char* lit : {"true", "false", "null"}) {
+    size_t len = std::strlen(lit);
+    if (c == lit[0]) {
+      if (p + len > n) throw Incomplete{};
+      if (std::memcmp(b + p, lit, len) != 0) bad(p, "invalid literal");
+      return p + len;
+    }
+  }
+  bad(p, "unexpected character");
+}
+
+// End (exclusive) of the value starting at b[p], validated as JSON (objects and arrays with
+// an explicit stack: no recursion, whatever the depth).
 size_t value_end(const char* b, size_t p, size_t n) {
   if (p >= n) throw Incomplete{};
   char c = b[p];
-  if (c == '"') return str_end(b, p, n);
-  if (c == '{' || c == '[') {
-    int depth = 0;
-    for (; p < n; ++p) {
-      char d = b[p];
-      if (d == '"') { p = str_end(b, p, n) - 1; continue; }
-      if (d == '{' || d == '[') ++depth;
-      else if ((d == '}' || d == ']') && --depth == 0) return p + 1;
+  if (c != '{' && c != '[') return scalar_end(b, p, n);
+  std::vector<char> stack;  // the open containers
+  // state: 0 expect a value, 1 after a value (',' or the close), 2 expect a key, 3 expect a
+  // key or '}' (just after '{')
+  int state = 0;
+  while (true) {
+    p = skip_ws(b, p, n);
+    if (p >= n) throw Incomplete{};
+    char d = b[p];
+    if (state == 0) {
+      if (d == '{') { stack.push_back('{'); state = 3; ++p; continue; }
+      if (d == '[') {
+        stack.push_back('[');
+        ++p;
+        size_t q = skip_ws(b, p, n);
+        if (q >= n) throw Incomplete{};
+        if (b[q] == ']') { p = q; state = 1; continue; }  // "[]": closed below
+        state = 0;
+        continue;
+      }
+      p = scalar_end(b, p, n);
+      state = 1;
+    } else if (state == 2 || state == 3) {  // a key (3: right after '{', so '}' too)
+      if (d == '}' && state == 3) {
+        stack.pop_back();
+        ++p;
+        if (stack.empty()) return p;
+        state = 1;
+        continue;
+      }
+      if (d != '"') bad(p, "expected a key");
+      p = skip_ws(b, scalar_end(b, p, n), n);
+      if (p >= n) throw Incomplete{};
+      if (b[p] != ':') bad(p, "expected ':'");
+      ++p;
+      state = 0;
+    } else {  // after a value
+      char open = stack.back();
+      if (d == ',') { ++p; state = open == '{' ? 2 : 0; continue; }
+      if ((open == '{' && d == '}') || (open == '[' && d == ']')) {
+        stack.pop_back();
+        ++p;
+        if (stack.empty()) return p;
+        continue;
+      }
+      bad(p, open == '{' ? "expected ',' or '}'" : "expected ',' or ']'");
     }
-    throw Incomplete{};
   }
-  size_t q = p;
-  while (q < n && b[q] != ',' && b[q] != '}' && b[q] != ']' && b[q] != ' ' && b[q] != '\n' &&
-         b[q] != '\r' && b[q] != '\t') {
-    ++q;
-  }
-  if (q >= n) throw Incomplete{};
-  if (q == p) bad(p, "unexpected character");
-  for (size_t i = p; i < q; ++i) {
-    char d = b[i];
-    bool ok = (d >= '0' && d <= '9') || d == '-' || d == '+' || d == '.' || d == 'e' ||
-              d == 'E' || d == 't' || d == 'r' || d == 'u' || d == 'f' || d == 'a' ||
-              d == 'l' || d == 's' || d == 'n';
-    if (!ok) bad(i, "invalid literal");
-  }
-  return q;
 }
 
 inline bool key_is(const char* b, size_t ks, size_t ke, const char* lit) {
@@ -112,20 +194,24 @@ int8_t cat_code(const char* b, size_t s, size_t e) {
 
 }  // namespace ev
 
-// Step to the next member of an object: skips ',' and whitespace; false at the object's '}'
-// (pos then just past it); else the key spans [ks, ke) and its value starts at vs.
+// Step to the next member of an object whose '{' was just passed (``first``) or whose last
+// value ended at pos: false at the object's '}' (pos then just past it); else the key spans
+// [ks, ke) and its value starts at vs. Exactly one ',' between members, none trailing.
 inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t& ke,
-                        size_t& vs) {
+                        size_t& vs, bool& first) {
   using namespace ev;
-  while (true) {
-    if (pos >= n) throw Incomplete{};
-    if (b[pos] == '}') { ++pos; return false; }
-    if (b[pos] != ',') break;
+  pos = skip_ws(b, pos, n);
+  if (pos >= n) throw Incomplete{};
+  if (b[pos] == '}') { ++pos; return false; }
+  if (!first) {
+    if (b[pos] != ',') bad(pos, "expected ',' or '}'");
     pos = skip_ws(b, pos + 1, n);
+    if (pos >= n) throw Incomplete{};
   }
+  first = false;
   if (b[pos] != '"') bad(pos, "expected a key");
   ks = pos;
-  ke = str_end(b, pos, n);
+  ke = scalar_end(b, pos, n);
   pos = skip_ws(b, ke, n);
   if (pos >= n) throw Incomplete{};
   if (b[pos] != ':') bad(pos, "expected ':'");
@@ -136,7 +222,7 @@ inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t
 
 // Scan the events of a traceEvents array held in data, from pos: the columns above for every
 // complete event, where to resume once more bytes are read, and whether the array closed.
-nb::dict scan_events(nb::bytes data, size_t pos) {
+nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma) {
   using namespace ev;
   const char* b = data.c_str();
   const size_t n = data.size();
@@ -148,13 +234,29 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
   std::vector<uint8_t> has_gnid;
   size_t p = pos, resume = pos;
   bool closed = false;
+  // need_comma: an event ended just before pos, so ',' (then the next event) or ']' follows;
+  // else pos is at the start of the array or just past a ','
+  bool after_comma = false;
+  size_t comma_at = 0;
   while (true) {
-    while (p < n && (b[p] == ' ' || b[p] == '\n' || b[p] == '\r' || b[p] == '\t' ||
-                     b[p] == ',')) {
-      ++p;
+    p = skip_ws(b, p, n);
+    if (p >= n) {
+      if (after_comma) { resume = comma_at; need_comma = true; }  // re-read the ','
+      else resume = p;
+      break;
     }
-    if (p >= n) { resume = p; break; }
-    if (b[p] == ']') { closed = true; resume = p + 1; break; }
+    if (b[p] == ']') {
+      if (after_comma) bad(p, "trailing ',' in traceEvents");
+      closed = true; resume = p + 1; break;
+    }
+    if (need_comma) {
+      if (b[p] != ',') bad(p, "expected ',' or ']' between events");
+      need_comma = false;
+      after_comma = true;
+      comma_at = p;
+      ++p;
+      continue;
+    }
     if (b[p] != '{') bad(p, "expected an event object");
     const size_t e_begin = p;
     size_t e_end = 0;
@@ -165,13 +267,15 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
     bool hg = false;
     int64_t vcorr = -1;
     try {
-    size_t q = skip_ws(b, p + 1, n), ks, ke, vs;
-    while (next_member(b, q, n, ks, ke, vs)) {
+    size_t q = p + 1, ks, ke, vs;
+    bool first_member = true;
+    while (next_member(b, q, n, ks, ke, vs, first_member)) {
       size_t ve;
       if (ke - ks == 6 && b[vs] == '{' && key_is(b, ks, ke, "args")) {
         // args: walk its members once, noting the few the annotator needs
-        size_t r = skip_ws(b, vs + 1, n), aks, ake, avs;
-        while (next_member(b, r, n, aks, ake, avs)) {
+        size_t r = vs + 1, aks, ake, avs;
+        bool first_arg = true;
+        while (next_member(b, r, n, aks, ake, avs, first_arg)) {
           size_t ave = value_end(b, avs, n);
           bool ok = false;
           size_t klen = ake - aks;
@@ -185,11 +289,11 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
           } else if (klen == 8 && key_is(b, aks, ake, "stream")) {
             stb = avs; ste = ave;
           }
-          r = skip_ws(b, ave, n);
+          r = ave;
         }
         ve = r;  // just past the args object's '}'
         ac = ve - 1;
-        q = skip_ws(b, ve, n);
+        q = ve;
         continue;
       }
       ve = value_end(b, vs, n);
@@ -209,11 +313,12 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
         default:
           break;
       }
-      q = skip_ws(b, ve, n);
+      q = ve;
     }
     e_end = q;  // just past the event's '}'
     } catch (const Incomplete&) {
       resume = e_begin;
+      need_comma = false;
       break;
     }
     ev_b.push_back(e_begin); ev_e.push_back(e_end);
@@ -225,6 +330,8 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
     gnid.push_back(vg); gid.push_back(vgid); has_gnid.push_back(hg); corr.push_back(vcorr);
     p = e_end;
     resume = p;
+    need_comma = true;
+    after_comma = false;
   }
   nb::dict d;
   d["begin"] = as_bytes(ev_b); d["end"] = as_bytes(ev_e);
@@ -239,6 +346,7 @@ nb::dict scan_events(nb::bytes data, size_t pos) {
   d["corr"] = as_bytes(corr);
   d["resume"] = resume;
   d["closed"] = closed;
+  d["need_comma"] = need_comma;
   return d;
 }
 

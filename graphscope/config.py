@@ -76,6 +76,8 @@ def read_yaml(path: str, what: str) -> tuple[Any, Any]:
             text = f.read()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
     try:
         return yaml.compose(text), yaml.safe_load(text)
     except yaml.YAMLError as exc:

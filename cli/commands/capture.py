@@ -13,7 +13,7 @@ from ..options import capture_options, json_option
 @click.command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
-@click.option("--nproc", type=int, default=None,
+@click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
 @json_option
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],

@@ -36,13 +36,13 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     """Capture MODEL, replay it and check the budgets. This runs the code in MODEL."""
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     from graphscope._errors import GraphscopeError
     from graphscope.bundle import read_bundle
     from graphscope.checks import CheckResult, evaluate, junit_xml, load_budgets
     from graphscope.config import merge
     from graphscope.outputs import check_output
+    from graphscope.reports.table import Text
 
     from ._run import run
 
@@ -80,8 +80,8 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     t.add_column("result")
     t.add_column("detail")
     for r in results:
-        t.add_row(Text(r.name), Text.from_markup("[green]pass[/green]" if r.passed
-                                                else "[red]FAIL[/red]"), Text(r.message))
+        t.add_row(Text(r.name), Text("pass", style="green") if r.passed
+                  else Text("FAIL", style="red"), Text(r.message))
     con.print(t)
     if junit:
         con.print(f"Wrote {junit}")

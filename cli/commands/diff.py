@@ -22,12 +22,11 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     from graphscope._errors import GraphscopeError
     from graphscope.bundle import read_bundle
     from graphscope.reports.diff import diff_summary, worst_regression_pct
-    from graphscope.reports.table import fmt_ns
+    from graphscope.reports.table import Text, fmt_ns
 
     if fail_above is not None and not math.isfinite(fail_above):
         raise click.BadParameter(f"must be a finite number, not {fail_above}",

@@ -86,10 +86,9 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     from graphscope.ranks import merge, read_ranks
-    from graphscope.reports.table import fmt_ns
+    from graphscope.reports.table import Text, fmt_ns
 
     m = merge(read_ranks(path))
     if as_json:

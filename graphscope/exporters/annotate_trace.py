@@ -55,17 +55,41 @@ class _SafeUnpickler(pickle.Unpickler):
                          "lists, strings and numbers are accepted")
 
 
-def _normalise(entries: Any) -> dict[str, Any]:
+class _OverBudget(Exception):
+    pass
+
+
+def _normalise(entries: Any, budget: Optional[list[int]] = None) -> dict[str, Any]:
     """One node's annotation list (PyTorch shape, legacy shapes too) -> merged dict."""
     items = entries if isinstance(entries, (list, tuple)) else [entries]
     merged: dict[str, Any] = {}
     for ann in items:
         if isinstance(ann, Mapping):
+            if budget is not None:
+                budget[0] -= len(ann) + 1
+                if budget[0] < 0:
+                    raise _OverBudget
             for k, v in ann.items():
+                if isinstance(v, (list, tuple, dict)) and budget is not None:
+                    v = _bounded(v, budget)
                 merged["name" if k == "str" else str(k)] = v
         else:
             merged["name"] = ann
     return merged
+
+
+def _bounded(v: Any, budget: list[int], depth: int = 0) -> Any:
+    """``v`` if walking it stays within the budget (nested values are stringified later)."""
+    if depth > 64:
+        raise _OverBudget
+    items = v.values() if isinstance(v, dict) else v
+    budget[0] -= len(items) + 1
+    if budget[0] < 0:
+        raise _OverBudget
+    for x in items:
+        if isinstance(x, (list, tuple, dict)):
+            _bounded(x, budget, depth + 1)
+    return v
 
 
 def load_annotations(path: str) -> tuple[dict[int, dict[str, Any]], Any]:
@@ -79,29 +103,43 @@ def load_annotations(path: str) -> tuple[dict[int, dict[str, Any]], Any]:
         b = read_bundle(path)
         amap = {n.exec_node_id: dict(n.annotation) for n in b.work_nodes() if n.annotation}
         return amap, b
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1)
-            f.seek(0)
-            if head in (b"{", b"[", b" ", b"\n"):
-                import json
+    import io
 
-                data = json.load(f)
-                if isinstance(data, dict) and "annotations" in data:
-                    data = data["annotations"]
-            else:
-                data = _SafeUnpickler(f).load()
+    try:
+        if os.path.getsize(path) > _MAX_PICKLE:
+            raise TraceError(f"{path}: larger than {_MAX_PICKLE >> 30} GiB: not an annotation "
+                             "file")
+        with open(path, "rb") as f:
+            # Read first, unpickle from memory: a length field in the pickle can then never
+            # make the reader allocate more than the file holds.
+            raw = f.read(_MAX_PICKLE)
+        if raw[:1] in (b"{", b"[", b" ", b"\n"):
+            import json
+
+            data = json.loads(raw)
+            if isinstance(data, dict) and "annotations" in data:
+                data = data["annotations"]
+        else:
+            data = _SafeUnpickler(io.BytesIO(raw)).load()
     except FileNotFoundError:
         raise TraceError(f"{path}: no such annotation file") from None
-    except (pickle.UnpicklingError, EOFError, ValueError) as exc:
+    except (pickle.UnpicklingError, EOFError, ValueError, RecursionError, MemoryError,
+            OverflowError) as exc:
         raise TraceError(f"{path}: not an annotation pickle or JSON ({exc})") from None
     if not isinstance(data, dict):
         raise TraceError(f"{path}: expected {{exec node id: [annotation dict]}}, "
                          f"got {type(data).__name__}")
+    # Shared references (pickle memo) can make a small file a huge tree: walk a bounded
+    # number of items, linear in the file's size.
+    budget = [64 * len(raw) + 4096]
     try:
-        return {int(k): _normalise(v) for k, v in data.items()}, None
-    except (TypeError, ValueError) as exc:
+        return {int(k): _normalise(v, budget) for k, v in data.items()}, None
+    except (TypeError, ValueError, OverflowError) as exc:
         raise TraceError(f"{path}: keys must be exec node ids ({exc})") from None
+    except _OverBudget:
+        raise TraceError(f"{path}: expands to far more annotations than its size allows "
+                         "(shared references): not an annotation file graphscope reads"
+                         ) from None
 
 
 # ------------------------------------------------------------------ chunked JSON
@@ -126,6 +164,25 @@ def _ext() -> Any:
 Chunk = tuple[bytes, dict[str, np.ndarray], dict[str, Any]]
 
 
+_MAX_SUFFIX = 64 << 20
+_MAX_EVENT = 64 << 20  # one trace event; real ones are under a kilobyte
+_MAX_PICKLE = 1 << 30
+
+
+def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
+    """What surrounds the events must be JSON too: the top-level object up to the
+    traceEvents array, and what follows it (nothing may come after the closing '}')."""
+    import json
+
+    try:
+        data = json.loads(prefix + suffix)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{path}: invalid JSON around the traceEvents array "
+                         f"({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: the trace's top level must be a JSON object")
+
+
 def _chunks(path: str, layout_out: Optional[list[_Layout]] = None) -> Iterator[Chunk]:
     """Yield (buffer, columns, raw columns) for runs of complete events of the trace file."""
     import zlib
@@ -148,10 +205,12 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None) -> Iterator[C
                     raise TraceError(f"{path}: no \"traceEvents\" array: not a Chrome/Kineto "
                                      "trace")
             layout = _Layout(prefix=buf[: m.end()])
+            _check_frame(path, layout.prefix, b"]}")
             pos = m.end()
+            need_comma = False
             while True:
                 try:
-                    raw = scan(buf, pos)
+                    raw = scan(buf, pos, need_comma)
                 except RuntimeError as exc:
                     msg = str(exc).split(":", 2)[-1]
                     raise TraceError(f"{path}: invalid JSON in traceEvents ({msg})") from None
@@ -160,10 +219,15 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None) -> Iterator[C
                 if len(cols["begin"]):
                     yield buf, cols, raw
                 resume = int(raw["resume"])
+                need_comma = bool(raw["need_comma"])
                 if raw["closed"]:
-                    rest = buf[resume:] + f.read()
+                    rest = buf[resume:] + f.read(_MAX_SUFFIX + 1)
+                    if len(rest) > _MAX_SUFFIX:
+                        raise TraceError(f"{path}: more than {_MAX_SUFFIX >> 20} MiB after the "
+                                         "traceEvents array: not a trace graphscope reads")
                     if not rest.rstrip().endswith(b"}"):
                         raise TraceError(f"{path}: truncated after the traceEvents array")
+                    _check_frame(path, layout.prefix, b"]" + rest)
                     layout.suffix = rest
                     break
                 more = f.read(CHUNK_BYTES)
@@ -171,6 +235,9 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None) -> Iterator[C
                     raise TraceError(f"{path}: truncated JSON (the traceEvents array never "
                                      "closes)")
                 buf = buf[resume:] + more
+                if len(buf) > _MAX_EVENT + CHUNK_BYTES:
+                    raise TraceError(f"{path}: an event larger than {_MAX_EVENT >> 20} MiB: "
+                                     "not a trace graphscope reads")
                 pos = 0
         except (OSError, EOFError, zlib.error) as exc:
             raise TraceError(f"{path}: cannot read ({exc})") from None
@@ -216,7 +283,10 @@ def _int_tids(a: np.ndarray) -> np.ndarray:
 def _decode(text: bytes, b: int, e: int) -> dict[str, Any]:
     import json
 
-    out = json.loads(text[b:e])
+    try:
+        out = json.loads(text[b:e])
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"invalid JSON in an event at byte {b} ({exc})") from None
     return out if isinstance(out, dict) else {}
 
 
@@ -227,7 +297,7 @@ def _fragment(ann: Mapping[str, Any], extra: Optional[Mapping[str, Any]] = None)
              if k != "stream"]
     for k, v in (extra or {}).items():
         if v and k not in ann:
-            parts.append(f"{json.dumps(k)}: {json.dumps(v)}")
+            parts.append(f"{json.dumps(k)}: {json.dumps(v, default=str, allow_nan=False)}")
     return ", ".join(parts)
 
 
@@ -530,7 +600,8 @@ def _module_spans(amap: Mapping[int, Mapping[str, Any]], keys: np.ndarray, hit: 
         key_module[i] = len(rows) - 1
     if not rows:
         return []
-    sel = np.nonzero(hit)[0]
+    # events without a finite ts/dur (a kernel missing "ts") take no part in the spans
+    sel = np.nonzero(hit & np.isfinite(ts) & np.isfinite(dur))[0]
     mk = key_module[np.searchsorted(uk, keys[sel])]
     sel, mk = sel[mk >= 0], mk[mk >= 0]
     # 1) per (launch, leaf module): one sort of the events

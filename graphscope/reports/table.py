@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from rich.console import Console, Group
 from rich.table import Table
-from rich.text import Text
+from rich.text import Text as _RichText
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def safe(s: object) -> str:
+    """A name from a bundle, made harmless for a terminal: control characters (escape
+    sequences included) shown as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(s))
+
+
+def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
+    """rich's Text (never markup) of ``s`` with control characters escaped."""
+    return _RichText(safe(s), **kw)  # type: ignore[arg-type]
 
 
 def fmt_ns(ns: Optional[float]) -> str:
@@ -94,7 +108,7 @@ def graphs_table(summary: dict[str, Any]) -> Table:
     return t
 
 
-def header(summary: dict[str, Any]) -> Text:
+def header(summary: dict[str, Any]) -> _RichText:
     if len(summary["graphs"]) > 3:
         graphs = f"{len(summary['graphs'])} graphs"
     else:

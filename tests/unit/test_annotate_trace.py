@@ -231,3 +231,119 @@ def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
     got = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     assert all(e["args"]["graphscope match"] == "sequence" for e in got)
     assert {e["args"].get("module_name") for e in got} >= {"L.fc1", "L.head"}
+
+
+@pytest.mark.parametrize("case", [
+    b'"name": [}', b"GARBAGE", b"{}{}", b",,", b"]", b"nan", b'"ts": 1e', b"\x00",
+])
+def test_invalid_json_anywhere_is_refused(tmp_path, capsys, case):
+    tp, ap = _write(tmp_path, *_trace(n_nodes=6, replays=1))
+    data = open(tp, "rb").read()
+    for where in (0, len(data) // 2, len(data)):  # before, inside and after the array
+        bad = data[:where] + case + data[where:]
+        with open(tp, "wb") as f:
+            f.write(bad)
+        out = tmp_path / "out.json"
+        rc = main(["annotate-trace", tp, "-a", ap, "-o", str(out), "--force"])
+        err = capsys.readouterr().err
+        try:
+            json.loads(bad)
+            valid = True
+        except ValueError:
+            valid = False
+        if valid:
+            assert rc == 0 and json.load(open(out)) is not None
+        else:
+            assert rc == 2 and "invalid JSON" in err or "truncated" in err or "no \"trace" \
+                in err, (case, where, err)
+            assert not out.exists() or rc == 0
+
+
+def test_kernel_without_ts_gives_valid_json(tmp_path):
+    trace, ann = _trace(n_nodes=6, replays=2)
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e.pop("ts")
+            break
+    tp, ap = _write(tmp_path, trace, ann)
+    out = tmp_path / "out.json"
+    assert main(["annotate-trace", tp, "-a", ap, "-o", str(out)]) == 0
+    json.loads(out.read_text())  # strict: no NaN literal anywhere
+    assert "NaN" not in out.read_text() and "nan," not in out.read_text()
+
+
+def test_fuzzed_traces_exit_0_only_with_valid_json_out(tmp_path, capsys):
+    """Mutated traces: whatever graphscope accepts, it writes as valid JSON."""
+    import random
+
+    rng = random.Random(1234)
+    tp, ap = _write(tmp_path, *_trace(n_nodes=8, replays=2))
+    base = open(tp, "rb").read()
+    alphabet = b'{}[],:" 0123456789.eE-+tfnaulrsNX\\'
+    accepted = 0
+    for i in range(150):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 4)):
+            op, at = rng.random(), rng.randrange(len(data))
+            if op < 0.4:
+                data[at] = rng.choice(alphabet)
+            elif op < 0.7:
+                del data[at:at + rng.randint(1, 8)]
+            else:
+                data[at:at] = bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+        with open(tp, "wb") as f:
+            f.write(bytes(data))
+        out = tmp_path / f"out{i}.json"
+        rc = main(["annotate-trace", tp, "-a", ap, "-o", str(out)])
+        capsys.readouterr()
+        if rc == 0:
+            accepted += 1
+            json.loads(out.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in output"))
+            try:
+                json.loads(bytes(data))
+            except ValueError:
+                pytest.fail(f"accepted invalid JSON input (mutation {i})")
+        else:
+            assert rc == 2 and not out.exists()
+    assert accepted >= 1  # some mutations (inside strings) stay valid
+
+
+def test_pickle_length_bomb_is_refused_without_allocating(tmp_path):
+    import resource
+    import struct
+
+    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+
+    p = tmp_path / "bomb.pkl"
+    # PROTO 4, BINBYTES8 claiming 2 GiB, then nothing: a reader that trusts the length
+    # allocates 2 GiB before noticing the file is 20 bytes long
+    p.write_bytes(b"\x80\x04" + b"\x8e" + struct.pack("<Q", 2 << 30) + b"." * 8)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(TraceError, match="not an annotation pickle"):
+        load_annotations(str(p))
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 512 * 1024  # KiB
+
+
+def test_pickle_of_shared_references_is_bounded(tmp_path):
+    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+
+    big = {f"k{i}": list(range(200)) for i in range(50)}
+    data = {i: [big] for i in range(20000)}  # one dict, referenced 20,000 times
+    p = tmp_path / "dag.pkl"
+    p.write_bytes(pickle.dumps(data, protocol=4))
+    with pytest.raises(TraceError, match="expands to far more"):
+        load_annotations(str(p))
+
+
+def test_one_giant_event_in_a_small_gz_is_refused(tmp_path, capsys):
+    tp = tmp_path / "bomb.json.gz"
+    with gzip.open(tp, "wb", compresslevel=9) as f:
+        f.write(b'{"traceEvents": [{"name": "')
+        chunk = b"x" * (1 << 20)
+        for _ in range(80):
+            f.write(chunk)
+        f.write(b'"}]}')
+    assert os.path.getsize(tp) < 1 << 20
+    _, ap = _write(tmp_path, *_trace(n_nodes=4, replays=1))
+    rc = main(["annotate-trace", str(tp), "-a", ap, "-o", str(tmp_path / "o.json")])
+    assert rc == 2 and "larger than 64 MiB" in capsys.readouterr().err

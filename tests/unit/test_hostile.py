@@ -323,3 +323,42 @@ def test_budget_in_exponent_notation_is_a_number(tmp_path):
     p = tmp_path / "b.yaml"
     p.write_text("total:\n  max_time_us: 1e3\n")
     assert load_budgets(str(p)).total["max_time_us"] == 1000.0
+
+
+def test_escape_sequences_in_names_never_reach_the_terminal(tmp_path, capsys):
+    b = _copy(tmp_path)
+    _node_edit(b, lambda ns: [n.setdefault("annotation", {}).__setitem__(
+        "module_name", "L.\x1b[2J\x1b]8;;http://x\x07evil") for n in ns
+        if n.get("type") == "kernel"][:1])
+    rc, out, _ = _run(capsys, "report", str(b), "--recompute")
+    assert rc == 0 and "\x1b" not in out and "\x07" not in out and "\\x1b" in out
+
+
+def test_html_survives_names_that_look_like_markup(tmp_path, capsys):
+    b = _copy(tmp_path)
+    evil = "L.<!--<script>alert(1)</script>__GRAPH____PAYLOAD__"
+    _node_edit(b, lambda ns: [n.setdefault("annotation", {}).__setitem__(
+        "module_name", evil) for n in ns if n.get("type") == "kernel"][:1])
+    out = tmp_path / "r.html"
+    rc, _, err = _run(capsys, "report", str(b), "--html", str(out))
+    assert rc == 0, err
+    page = out.read_text()
+    assert "<script>alert" not in page and "<!--<script>" not in page
+    # each template marker was replaced once, by its own content, never inside the data
+    graph_div = page.split('<div id="graph">', 1)[1][:40]
+    assert graph_div.startswith(("<svg", "<p class=")), graph_div
+    blob = page.split('<script id="payload" type="application/json">', 1)[1].split(
+        "</script>", 1)[0]
+    assert evil in json.dumps(json.loads(blob))  # the name itself is intact, as data
+
+
+def test_non_utf8_yaml_is_one_line(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(b"mode: \xff\xfe\n")
+    rc, _, err = _run(capsys, "capture", "--config", str(cfg))
+    assert rc == 2 and "UTF-8" in err and "Traceback" not in err
+
+
+def test_nproc_must_be_positive(capsys):
+    rc, _, err = _run(capsys, "capture", "--nproc", "-1")
+    assert rc == 2 and "Invalid value" in err
