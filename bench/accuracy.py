@@ -30,7 +30,9 @@ def eager_counts(name):
     from torch.profiler import ProfilerActivity, profile
 
     from graphscope.annotate import module_fqn
-    from graphscope.capture import _to_cuda, _zero_grad, default_loss
+    from graphscope.capture import default_loss
+    from graphscope.capture import to_cuda as _to_cuda
+    from graphscope.capture.step import zero_grad as _zero_grad
     from graphscope.loader import load_model_file
 
     spec = load_model_file(os.path.join(ROOT, "sample_models", f"{name}.py"))

@@ -4,7 +4,8 @@ Each tool runs in a fresh process (each pays its own first-use cost, as a user w
 same step graph of a sample model: N plain replays, then N replays under the tool, twice
 (cold = first use in the process, warm = second). graphscope's time includes joining every
 record onto the captured nodes; torch.profiler's includes building its event list.
-Usage: bench_timeline.py OUT.json [MODEL ...]
+Reported: totals, and overheads (traced - plain wall of the same N replays, measured right
+before). Usage: bench_timeline.py OUT.json [MODEL ...] (default: mlp gpt transformer_encoder)
 """
 
 import json
@@ -23,12 +24,12 @@ def _graph(model_name):
     import torch
 
     import graphscope
-    from graphscope import native
-    from graphscope.capture import _node_table, _to_cuda, default_loss
+    from graphscope.capture import build_graphs, default_loss, to_cuda
+    from graphscope.capture.source import RawCapture, inspect_template, set_exec_id
     from graphscope.loader import load_model_file
 
     spec = load_model_file(os.path.join(ROOT, "sample_models", f"{model_name}.py"))
-    model, args = spec.model.cuda(), _to_cuda(spec.args)
+    model, args = spec.model.cuda(), to_cuda(spec.args)
     loss = spec.loss or default_loss
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -41,10 +42,19 @@ def _graph(model_name):
     g = torch.cuda.CUDAGraph(keep_graph=True)
     with graphscope.graph(g, enable_annotations=True) as cap:
         loss(model(*args)).backward()
-    ins = native.inspect_graph(g.raw_cuda_graph())
+    raw = inspect_template(g, "step", cap.records, dot=False)
     g.instantiate()
-    table = _node_table("step", ins, cap.records, native.exec_id(g.raw_cuda_graph_exec()))
-    return g, [table]
+    set_exec_id(raw, g)
+    return g, build_graphs(RawCapture([raw]))
+
+
+def _plain(g, torch):
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(N):
+        g.replay()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
 
 
 def worker(tool, model_name):
@@ -53,33 +63,28 @@ def worker(tool, model_name):
     g, graphs = _graph(model_name)
     g.replay()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(N):
-        g.replay()
-    torch.cuda.synchronize()
-    res = {"tool": tool, "model": model_name, "plain_s": time.perf_counter() - t0,
+    res = {"tool": tool, "model": model_name,
            "work_nodes": sum(1 for n in graphs[0].nodes if n.is_work)}
     for run in ("cold", "warm"):
+        # plain replays right before each traced run: the overhead is traced - plain
+        res[f"{run}_plain_s"] = _plain(g, torch)
         t0 = time.perf_counter()
         if tool == "graphscope":
             from graphscope import native
             from graphscope.graphs.join import join
 
-            ext = native.ensure_loaded()
             t_a = time.perf_counter()
-            ext.tracer_start()
-            t_b = time.perf_counter()
-            for _ in range(N):
-                g.replay()
-            torch.cuda.synchronize()
-            t_c = time.perf_counter()
-            raw = ext.tracer_stop()
+            with native.tracing() as out:
+                t_b = time.perf_counter()
+                for _ in range(N):
+                    g.replay()
+                torch.cuda.synchronize()
+                t_c = time.perf_counter()
             t_d = time.perf_counter()
-            gn = native._col(raw["graph_node_id"], "<u8")
+            recs = out[0]
             ids = {n.exec_node_id: "step" for n in graphs[0].nodes if n.is_work}
-            jr = join(gn, native._col(raw["correlation"], "<u4"), native._col(raw["start"], "<u8"),
-                      native._col(raw["end"], "<u8"), native._col(raw["stream"], "<u4"),
-                      native._col(raw["kind"], "<i4"), ids, 3)
+            jr = join(recs.graph_node_id, recs.correlation, recs.start_ns, recs.end_ns,
+                      recs.stream, recs.kind, ids, 3)
             t_e = time.perf_counter()
             res[f"{run}_breakdown_ms"] = {"tracer_start": (t_b - t_a) * 1e3,
                                           "replays": (t_c - t_b) * 1e3,
@@ -97,12 +102,13 @@ def worker(tool, model_name):
             res[f"{run}_records"] = sum(
                 1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
         res[f"{run}_s"] = time.perf_counter() - t0
+        res[f"{run}_overhead_s"] = res[f"{run}_s"] - res[f"{run}_plain_s"]
     print("RESULT " + json.dumps(res), flush=True)
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else None
-    models = sys.argv[2:] or ["mlp", "gpt"]
+    models = sys.argv[2:] or ["mlp", "gpt", "transformer_encoder"]
     rows = []
     for m in models:
         pair = {}
@@ -119,6 +125,11 @@ def main():
             "graphscope": gs, "profiler": pr,
             "speedup_cold": pr["cold_s"] / gs["cold_s"],
             "speedup_warm": pr["warm_s"] / gs["warm_s"],
+            # issue 15's T1: overhead = traced - plain wall, profiler's over graphscope's
+            "overhead_ms": {t: {r: pair[t][f"{r}_overhead_s"] * 1e3 for r in ("cold", "warm")}
+                            for t in ("graphscope", "profiler")},
+            "overhead_ratio_cold": pr["cold_overhead_s"] / max(gs["cold_overhead_s"], 1e-6),
+            "overhead_ratio_warm": pr["warm_overhead_s"] / max(gs["warm_overhead_s"], 1e-6),
         })
     write_json(out, {"bench": "timeline", "rows": rows})
 
