@@ -17,7 +17,8 @@ from _measure import measure
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make_bundle(path, n, replays):
+def make_bundle(path, n, replays, events=0):
+    """``events``: replays kept as timeline events (what `report --html` draws)."""
     sys.path.insert(0, ROOT)
     from graphscope.bundle import write_bundle
     from graphscope.graphs.model import CapturedGraph, Node
@@ -50,8 +51,21 @@ def make_bundle(path, n, replays):
     summary = summarize(Bundle(path, {}, (g2,), replays, tuple(totals), tuple(totals)))
     write_bundle(path, manifest={"tool": "graphscope", "synthetic": True}, graphs=[g],
                  timeline={"replays": replays, "durations_ns": durations,
-                           "replay_kernel_ns": totals, "replay_span_ns": totals, "events": []},
+                           "replay_kernel_ns": totals, "replay_span_ns": totals,
+                           "events": _events(nodes, durations, events)},
                  summary=summary, force=True)  # as `graphscope capture` writes it
+
+
+def _events(nodes, durations, keep):
+    out = []
+    for r in range(keep):
+        t = 0
+        for i, n in enumerate(nodes):
+            d = durations[str(n.exec_node_id)][r]
+            out.append({"replay": r, "graph": "step", "exec_node_id": n.exec_node_id,
+                        "start_ns": t, "dur_ns": d, "stream": 7 if i % 5 else 8, "kind": 10})
+            t += d if i % 5 else 0  # every fifth kernel overlaps on a side stream
+    return out
 
 
 def main():

@@ -40,11 +40,20 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     from graphscope.reports.table import print_summary
 
     if is_multirank(bundle):
-        if html_path or graph_name:
+        if graph_name:
             from graphscope._errors import GraphscopeError
 
-            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --html and --graph take one "
-                                  f"rank's bundle ({bundle.rstrip('/')}/rank0 ...)")
+            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --graph takes one rank's "
+                                  f"bundle ({bundle.rstrip('/')}/rank0 ...)")
+        if html_path:
+            from graphscope.outputs import check_output
+            from graphscope.ranks import read_ranks
+            from graphscope.reports.html import write_html
+
+            check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
+            ranks = read_ranks(bundle)
+            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks)
+            click.echo(f"Wrote {html_path}", err=as_json)
         return _report_ranks(bundle, depth, as_json)
     if html_path:
         from graphscope.outputs import check_output

@@ -1,4 +1,5 @@
-"""The HTML report: payload on CPU; the page in a real headless Chromium where installed."""
+"""The HTML report: payload on the CPU; every view of every fixture in a real headless Chromium
+(where installed: CI installs it), driven by real DOM events through the page's self-check."""
 
 import json
 import os
@@ -10,25 +11,58 @@ import pytest
 
 from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
+from graphscope.ranks import read_ranks
 from graphscope.reports.html import payload, render
 from tests.conftest import DATA
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FIXTURES = sorted(n for n in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, n)))
 
 
 def _bundle(name="gpt_step"):
     return read_bundle(os.path.join(DATA, name))
 
 
-def test_payload_has_tables_and_one_replay_of_events():
+def _page(name):
+    path = os.path.join(DATA, name)
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        return render(read_bundle(path))
+    ranks = read_ranks(path)
+    return render(ranks[0][1], ranks=ranks)
+
+
+def test_payload_is_columnar_with_interned_strings():
     b = _bundle()
     p = payload(b)
-    assert p["summary"]["modules"][0]["module"] == "L"
+    (v,) = p["views"]
+    assert v["modules"][0]["module"] == "L"
+    ev = v["events"]
     replay0 = [e for e in b.events if e["replay"] == 0]
-    assert len(p["events"]) == len(replay0) > 0
-    assert p["events"][0]["t"] == 0 and all(e["d"] >= 0 for e in p["events"])
-    assert {e["phase"] for e in p["events"]} == {"forward", "backward"}
-    assert any(e["module"] == "L.blocks.0.attn.qkv" and e["op"] for e in p["events"])
+    assert len(ev["t"]) == len(replay0) > 0 and ev["t"][0] == 0
+    assert ev["t"] == sorted(ev["t"]) and all(d >= 0 for d in ev["d"])
+    mods = {p["strings"][i] for i in ev["module"]}
+    assert "L.blocks.0.attn.qkv" in mods
+    assert {ev["phase"][i] for i in range(len(ev["t"]))} == {0, 1}  # forward, backward
+    assert sum(ev["acc"]) == sum(1 for e in replay0 if b.graphs[0].nodes and any(
+        n.exec_node_id == e["exec_node_id"] and n.annotation.get("grad_accumulation")
+        for n in b.graphs[0].nodes))
+    top = v["module_kernels"]["L.blocks.0.attn"]
+    assert 1 <= len(top) <= 3 and top[0][1] >= top[-1][1]
+
+
+def test_several_graphs_get_a_view_each_and_an_overview():
+    p = payload(_bundle("run_decode"))
+    assert [v["label"] for v in p["views"]][0] == "all graphs"
+    assert len(p["views"]) == 1 + len(p["overview"]) and len(p["overview"]) >= 2
+    assert all(o["pool_bytes"] for o in p["overview"])
+
+
+def test_ranks_get_a_view_each():
+    ranks = read_ranks(os.path.join(DATA, "ddp_mlp_step"))
+    p = payload(ranks[0][1], ranks=ranks)
+    assert [v["label"] for v in p["views"]] == ["rank 0", "rank 1"]
+    assert [o["rank"] for o in p["overview"]] == [0, 1]
+    assert p["title"] == "ddp_mlp_step"
 
 
 def test_page_is_self_contained_and_deterministic():
@@ -36,36 +70,79 @@ def test_page_is_self_contained_and_deterministic():
     assert render(_bundle()) == html
     assert not re.search(r"(src|href)=[\"']https?://", html)  # no CDN, no network
     blob = re.search(r'<script id="payload" type="application/json">(.*?)</script>', html, re.S)
-    data = json.loads(blob.group(1).replace("<\\/", "</"))
-    assert data["title"] == "gpt_step" and data["events"]
+    data = json.loads(blob.group(1))
+    assert data["title"] == "gpt_step" and data["views"][0]["events"]["t"]
 
 
-def test_cli_writes_html(tmp_path, capsys):
+def test_page_size_is_proportional_to_the_bundle():
+    for name in ("mlp_step", "gpt_step", "train_step_bf16"):
+        page = _page(name)
+        n = sum(len(g.nodes) for g in _bundle(name).graphs)
+        data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)'
+                                    r"</script>", page, re.S).group(1))
+        svg = sum(len(v or "") for v in data.pop("graph_svg").values())
+        assert len(json.dumps(data)) < 8_000 + 400 * n, name  # columns, interned strings
+        assert svg < 20_000 + 4_000 * n, name  # Graphviz's drawings (clusters up to 1,500)
+
+
+def test_cli_writes_html_for_one_and_for_many_ranks(tmp_path, capsys):
     out = tmp_path / "r.html"
     assert main(["report", os.path.join(DATA, "mlp_step"), "--html", str(out)]) == 0
     assert out.read_text().startswith("<!doctype html>")
     assert f"Wrote {out}" in capsys.readouterr().out
+    out2 = tmp_path / "ranks.html"
+    assert main(["report", os.path.join(DATA, "ddp_mlp_step"), "--html", str(out2)]) == 0
+    assert '"rank 1"' in out2.read_text()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_page_draws_in_headless_chromium(tmp_path):
-    page = tmp_path / "report.html"
-    page.write_text(render(_bundle()))
+def _chromium(tmp_path, url, *extra):
     flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
              "--no-first-run", "--disable-background-networking", "--disable-component-update",
              "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
-             "--window-size=1280,900"]
-    dom = subprocess.run(flags + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120)
-    m = re.search(r'<div id="status" data-state="(\w+)"(?: data-boxes="(\d+)")?', dom.stdout)
+             "--window-size=1280,900", *extra, url]
+    return subprocess.run(flags, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_view_works_in_headless_chromium(tmp_path, name):
+    page = tmp_path / "report.html"
+    page.write_text(_page(name))
+    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
+    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
     assert m, dom.stderr[-2000:]
-    assert m.group(1) == "ok", dom.stdout[:2000]  # no uncaught error on the page
-    n_events = len(payload(_bundle())["events"])
-    assert int(m.group(2)) == n_events > 0  # the timeline drew every kernel box
-    shot = tmp_path / "report.png"
-    subprocess.run(flags + [f"--screenshot={shot}", page.as_uri()], capture_output=True,
-                   timeout=120)
-    assert shot.exists() and shot.stat().st_size > 10_000
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
+    assert attrs.get("state") == "ok", m.group(0)  # no uncaught error on the page
+    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
+                                page.read_text(), re.S).group(1))
+    assert len(res["views"]) == len(data["views"])
+    for got, view in zip(res["views"], data["views"]):
+        n_events = len(view["events"]["t"])
+        timed = view["total_ns"] > 0
+        assert got["rows"] == len(view["modules"]) > 0  # the table shows every module
+        assert got["filtered"] is True  # a filter that matches nothing hides every row
+        if any("." in r["module"] for r in view["modules"]):
+            assert got["collapsed"] is True  # folding a row hides its descendants
+        assert got["graph"] in ("svg", "note")
+        if timed:
+            assert got["icicle"] > 1 and got["icicleHover"] and got["icicleZoom"]
+        if n_events:
+            assert got["timeline"] > 0 and got["zoomed"] and got["panned"]
+            assert got["timelineHover"], (name, view["label"])
+        if len(data["overview"]) > 1:
+            assert got["overview"] == len(data["overview"])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_screenshots_of_each_view(tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(_page("gpt_step"))
     keep = os.environ.get("GRAPHSCOPE_SCREENSHOT_DIR")
-    if keep:
-        shutil.copy(shot, os.path.join(keep, "report.png"))
+    for tab in ("icicle", "timeline", "graph", "table"):
+        shot = tmp_path / f"report_{tab}.png"
+        _chromium(tmp_path, page.as_uri() + f"#tab={tab}", f"--screenshot={shot}",
+                  "--hide-scrollbars")
+        assert shot.exists() and shot.stat().st_size > 10_000
+        if keep:
+            shutil.copy(shot, os.path.join(keep, shot.name))
