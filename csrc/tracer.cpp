@@ -70,6 +70,9 @@ struct TraceColumns {
   std::vector<uint64_t> bytes;
   std::vector<std::string> names;
   std::unordered_map<std::string, int32_t> name_of;
+  // CUPTI hands the same name pointer for every launch of a function: look that up first, so
+  // that the string is hashed (and copied) once per kernel, not once per record
+  std::unordered_map<const char*, int32_t> name_at;
   uint64_t unknown = 0;
 };
 
@@ -94,15 +97,21 @@ void decode(TraceColumns& c, const uint8_t* r) {
       c.block.push_back(field<int32_t>(r, kKernel.block + 4 * k));
     }
     const char* nm = field<const char*>(r, kKernel.name);
-    std::string key = nm ? nm : "";
-    auto it = c.name_of.find(key);
     int32_t idx;
-    if (it == c.name_of.end()) {
-      idx = static_cast<int32_t>(c.names.size());
-      c.names.push_back(key);
-      c.name_of.emplace(key, idx);
+    auto at = c.name_at.find(nm);
+    if (at != c.name_at.end()) {
+      idx = at->second;
     } else {
-      idx = it->second;
+      std::string key = nm ? nm : "";
+      auto it = c.name_of.find(key);
+      if (it == c.name_of.end()) {
+        idx = static_cast<int32_t>(c.names.size());
+        c.names.push_back(key);
+        c.name_of.emplace(std::move(key), idx);
+      } else {
+        idx = it->second;
+      }
+      c.name_at.emplace(nm, idx);
     }
     c.name_idx.push_back(idx);
     c.graph_node_id.push_back(field<uint64_t>(r, kKernel.graph_node));

@@ -76,12 +76,18 @@ def join(
     if len(idx):
         order = np.lexsort((replay, gn))
         gs, ds = gn[order], dur[order]
-        cuts = (np.nonzero(gs[1:] != gs[:-1])[0] + 1).tolist()
-        starts = [0, *cuts]
-        ends = [*cuts, len(gs)]
-        gl, dl = gs.tolist(), ds.tolist()
-        for a, b in zip(starts, ends):
-            durations[int(gl[a])] = dl[a:b]
+        cut = np.nonzero(gs[1:] != gs[:-1])[0] + 1
+        n_nodes = len(cut) + 1
+        if len(gs) == n_nodes * n_replays and (n_nodes == 1 or (
+                cut == np.arange(1, n_nodes) * n_replays).all()):
+            # every node ran once per replay (the usual case): one reshape, one tolist
+            ids = gs[::n_replays].tolist()
+            durations = dict(zip(ids, ds.reshape(n_nodes, n_replays).tolist()))
+        else:
+            cuts = cut.tolist()
+            gl, dl = gs.tolist(), ds.tolist()
+            for a, b in zip([0, *cuts], [*cuts, len(gs)]):
+                durations[int(gl[a])] = dl[a:b]
     kernel_ns = np.bincount(replay, weights=dur, minlength=n_replays).astype(np.int64)
     span = [0] * n_replays
     if len(idx):
@@ -97,12 +103,12 @@ def join(
         knd = np.asarray(kind)[idx]
         keep = np.nonzero(replay < keep_events)[0]
         keep = keep[np.argsort(st[keep], kind="stable")]
-        for r, g, s, d, sm, k in zip(replay[keep].tolist(), gn[keep].tolist(),
-                                     st[keep].tolist(), dur[keep].tolist(),
-                                     strm[keep].tolist(), knd[keep].tolist()):
-            events.append({"replay": r, "graph": exec_node_ids[g], "exec_node_id": g,
-                           "start_ns": s - t0, "dur_ns": d, "stream": sm,
-                           "kind": KINDS.get(k, "?")})
+        names = [KINDS.get(k, "?") for k in range(max(KINDS) + 1)]
+        events = [{"replay": r, "graph": exec_node_ids[g], "exec_node_id": g, "start_ns": s,
+                   "dur_ns": d, "stream": sm, "kind": names[k] if 0 <= k < len(names) else "?"}
+                  for r, g, s, d, sm, k in zip(replay[keep].tolist(), gn[keep].tolist(),
+                                               (st[keep] - t0).tolist(), dur[keep].tolist(),
+                                               strm[keep].tolist(), knd[keep].tolist())]
     return JoinResult(
         replays=n_replays,
         durations_ns=durations,
