@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace gs {
 
 // ---------------------------------------------------------------- trace event scanning
@@ -27,20 +31,6 @@ inline size_t skip_ws(const char* b, size_t p, size_t n) {
 
 [[noreturn]] void bad(size_t at, const char* what) {
   throw std::runtime_error("json:" + std::to_string(at) + ":" + what);
-}
-
-// End (exclusive) of the string starting at b[p] == '"'.
-inline size_t str_end(const char* b, size_t p, size_t n) {
-  ++p;
-  while (true) {
-    const void* hit = p < n ? std::memchr(b + p, '"', n - p) : nullptr;
-    if (!hit) throw Incomplete{};
-    size_t q = static_cast<const char*>(hit) - b;
-    size_t k = q;
-    while (k > p && b[k - 1] == '\\') --k;
-    if (((q - k) & 1) == 0) return q + 1;  // an even run of backslashes: a real quote
-    p = q + 1;
-  }
 }
 
 // End (exclusive) of the JSON number starting at b[p] (RFC 8259 grammar), or bad().
@@ -67,29 +57,54 @@ inline size_t number_end(const char* b, size_t p, size_t n) {
   return q;
 }
 
-// End (exclusive) of the scalar (string, number, true, false, null) starting at b[p].
-inline size_t scalar_end(const char* b, size_t p, size_t n) {
-  char c = b[p];
-  if (c == '"') {
-    size_t q = str_end(b, p, n);
-    for (size_t i = p + 1; i + 1 < q; ++i) {
-      unsigned char d = static_cast<unsigned char>(b[i]);
-      if (d < 0x20) bad(i, "control character in a string");
-      if (d != '\\') continue;
-      char e = b[++i];
+// End (exclusive) of the string starting at b[p] == '"', validated (escapes, no control
+// characters) in the same pass that finds its end: 16 bytes at a time where SSE2 is there.
+inline size_t str_end_checked(const char* b, size_t p, size_t n) {
+  size_t i = p + 1;
+  while (true) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  c1f = _mm_set1_epi8(0x1F);
+    while (i + 16 <= n) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+      const __m128i hit = _mm_or_si128(
+          _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+          _mm_cmpeq_epi8(_mm_max_epu8(v, c1f), c1f));  // max(v, 0x1F) == 0x1F: v <= 0x1F
+      const int m = _mm_movemask_epi8(hit);
+      if (m) { i += static_cast<size_t>(__builtin_ctz(static_cast<unsigned>(m))); break; }
+      i += 16;
+    }
+#endif
+    if (i >= n) throw Incomplete{};
+    const unsigned char d = static_cast<unsigned char>(b[i]);
+    if (d == '"') return i + 1;
+    if (d == '\\') {
+      if (i + 1 >= n) throw Incomplete{};
+      const char e = b[i + 1];
       if (e == 'u') {
-        for (int k = 1; k <= 4; ++k) {
-          char h = b[i + k];
+        if (i + 5 >= n) throw Incomplete{};
+        for (int k = 2; k <= 5; ++k) {
+          const char h = b[i + k];
           if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
             bad(i, "invalid \\u escape");
         }
-        i += 4;
-      } else if (!std::strchr("\"\\/bfnrt", e) || e == 0) {
+        i += 6;
+      } else if (e != 0 && std::strchr("\"\\/bfnrt", e)) {
+        i += 2;
+      } else {
         bad(i, "invalid escape");
       }
+      continue;
     }
-    return q;
+    if (d < 0x20) bad(i, "control character in a string");
+    ++i;
   }
+}
+
+// End (exclusive) of the scalar (string, number, true, false, null) starting at b[p].
+inline size_t scalar_end(const char* b, size_t p, size_t n) {
+  char c = b[p];
+  if (c == '"') return str_end_checked(b, p, n);
   if (c == '-' || (c >= '0' && c <= '9')) return number_end(b, p, n);
   for (const char* lit : {"true", "false", "null"}) {
     size_t len = std::strlen(lit);
