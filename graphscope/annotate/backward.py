@@ -102,13 +102,25 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
     hooked = session.hooked
     explicit = OWNERSHIP.explicit
     on_main = threading.get_ident() == session.main_thread
+    # One walk: the nodes about to run, and how many gradients flow into each input slot
+    # (node, input_nr). A slot fed by several nodes is where the engine accumulates.
+    nodes = []
+    fan_in: dict[tuple[Any, int], int] = {}
+    seen: set[Any] = set()
     while stack:
         node = stack.pop()
-        if node in hooked:
+        if node in seen or node in hooked:
             continue
+        seen.add(node)
+        nodes.append(node)
+        for n, nr in node.next_functions:
+            if n is not None:
+                fan_in[(n, nr)] = fan_in.get((n, nr), 0) + 1
+                stack.append(n)
+    for node in nodes:
         hooked.add(node)
-        stack.extend(n for n, _ in node.next_functions if n is not None)
-        if type(node).__name__ == "AccumulateGrad":
+        is_acc = type(node).__name__ == "AccumulateGrad"
+        if is_acc:
             leaf = getattr(session, "leaf_scope", None)  # where the caller knows param owners
             bsid = leaf(node) if leaf is not None else -1
         elif node in explicit:
@@ -119,9 +131,11 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
         else:
             continue  # nested backward on autograd's thread: inherit the running node's slot
         node.register_prehook(_slot_hook(bsid))
-        if bsid >= 0 and type(node).__name__ != "AccumulateGrad":
-            # After the node, the engine adds its outputs into the input buffers of nodes fed
-            # by several consumers: those adds are gradient accumulation of this scope.
+        if bsid >= 0 and not is_acc and any(
+                fan_in.get((n, nr), 0) > 1 for n, nr in node.next_functions if n is not None):
+            # After this node the engine adds its outputs into an input buffer that several
+            # nodes feed: those adds are gradient accumulation, in this node's scope. Only
+            # such producers get the post-hook, so the rest of backward pays nothing for it.
             node.register_hook(_accumulation_hook(bsid))
         if create_graph and bsid >= 0:
             node.register_hook(_claim_hook(bsid))
