@@ -20,8 +20,9 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: Optional[bool], replays: Optional[int],
             nproc: Optional[int], as_json: bool) -> int:
-    """Capture MODEL's forward and backward into CUDA graphs, replay them under the CUPTI
-    tracer and write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
+    """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
+    forward one inference graph per input bucket), replay them under the CUPTI tracer and
+    write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
 
     This runs the code in MODEL.
     """
