@@ -188,3 +188,65 @@ def test_ddp_two_ranks(tmp_path):
     text = subprocess.run([sys.executable, "-m", "graphscope", "report", out],
                           capture_output=True, text=True, cwd=ROOT)
     assert "DDP gradient buckets" in text.stdout and "skew" in text.stdout
+
+
+TIMM_STEP = """
+import torch
+import torch.nn.functional as F
+import timm
+
+def graphscope_model():
+    torch.manual_seed(0)
+    model = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=10,
+                              img_size=64)
+    x = torch.randn(2, 4, 3, 64, 64)
+    y = torch.randint(0, 10, (2, 4))
+    st = {}
+
+    def step(model, x):
+        if "opt" not in st:
+            st["opt"] = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=True)
+            st["y"] = y.to(x.device)
+        st["opt"].zero_grad(set_to_none=False)
+        for i in range(x.shape[0]):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = F.cross_entropy(model(x[i]).float(), st["y"][i])
+            (loss / x.shape[0]).backward()
+        st["opt"].step()
+
+    return {"model": model, "args": (x,), "step": step}
+"""
+
+RESNET_BUCKETS = """
+import torch
+import torchvision
+
+def graphscope_model():
+    model = torchvision.models.resnet18(num_classes=10)
+    return {"model": model, "buckets": [(torch.randn(b, 3, 64, 64),) for b in (1, 8)]}
+"""
+
+
+def test_real_model_user_step_timm_vit(tmp_path):
+    path = tmp_path / "vit_step.py"
+    path.write_text(TIMM_STEP)
+    b, res = _capture(tmp_path, str(path), replays=3)
+    work = list(b.work_nodes())
+    tagged = sum(1 for n in work if n.module != UNATTRIBUTED)
+    assert tagged / len(work) >= 0.99, [(n.op, n.short_name) for n in work
+                                        if n.module == UNATTRIBUTED][:5]
+    assert {n.phase for n in work if n.annotation} >= {"forward", "backward", "optimizer"}
+    assert any(n.op == "accumulate_grad" for n in work)
+    assert any(n.module.startswith("L.blocks.11") for n in work)
+    print(f"vit_tiny user step: {tagged}/{len(work)} tagged")
+
+
+def test_real_model_forward_buckets_resnet18(tmp_path):
+    path = tmp_path / "resnet_fwd.py"
+    path.write_text(RESNET_BUCKETS)
+    b, res = _capture(tmp_path, str(path), mode="forward", replays=3)
+    assert [g.name for g in b.graphs] == ["bucket0 [1,3,64,64]", "bucket1 [8,3,64,64]"]
+    work = list(b.work_nodes())
+    assert work and all(n.module != UNATTRIBUTED for n in work)
+    assert {n.phase for n in work} == {"forward"}
+    assert any(n.module.startswith("L.layer4") for n in work)
