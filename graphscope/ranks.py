@@ -16,13 +16,11 @@ from typing import Any, Optional
 from ._errors import BundleError
 from .bundle import read_bundle
 from .graphs.model import Bundle
-from .reports.summary import module_rows
+from .reports.summary import COLLECTIVE, module_rows
 
 NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                         "NVSHMEM_DISABLE_NVLS": "1"}
 _RANK_DIR = re.compile(r"^rank(\d+)$")
-COLLECTIVE = re.compile(r"nccl|allreduce|all_reduce|allgather|reduce_scatter|broadcast",
-                        re.IGNORECASE)
 
 
 @dataclass(frozen=True)

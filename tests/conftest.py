@@ -10,6 +10,18 @@ SAMPLES = os.path.join(ROOT, "sample_models")
 _CAPS = None
 
 
+def fixture_bundles() -> list[str]:
+    """Every recorded bundle under tests/data, each rank of a multi-rank one separately."""
+    out = []
+    for name in sorted(os.listdir(DATA)):
+        p = os.path.join(DATA, name)
+        if os.path.isfile(os.path.join(p, "manifest.json")):
+            out.append(p)
+        elif os.path.isdir(p):
+            out += [os.path.join(p, r) for r in sorted(os.listdir(p)) if r.startswith("rank")]
+    return out
+
+
 def _caps():
     global _CAPS
     if _CAPS is None:

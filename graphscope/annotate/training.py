@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 from .. import native
 from . import state
 from .backward import pop, push
+from .modules import module_fqn
 from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, normalize
 
 OPTIMIZER_SCOPE = "(optimizer)"
@@ -90,9 +91,7 @@ def param_owners(model: Any, depth: Optional[int] = None, prefix: str = "L"
     out: dict[int, str] = {}
     for path, mod in model.named_modules():
         parts = path.split(".") if path else []
-        if depth is not None:
-            parts = parts[:depth]
-        fqn = ".".join([prefix, *parts])
+        fqn = module_fqn(".".join(parts[:depth] if depth is not None else parts), prefix)
         for p in mod.parameters(recurse=False):
             out.setdefault(id(p), fqn)
     return out

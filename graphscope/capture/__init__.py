@@ -27,6 +27,7 @@ from ..graphs.join import JoinResult
 from ..graphs.model import Bundle, CapturedGraph, Node
 from ..loader import ModelSpec, default_model_path, load_model_file
 from ..reports.summary import summarize
+from ..reports.table import fmt_bytes
 from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
@@ -287,8 +288,8 @@ def run_capture(
         free, total = torch.cuda.mem_get_info()
         raise CaptureError(
             f"{path}: out of GPU memory during {phase.current or 'capture'} "
-            f"({fmt_gib(total - free)} of {fmt_gib(total)} in use, "
-            f"{fmt_gib(torch.cuda.memory_reserved())} reserved by torch): "
+            f"({fmt_bytes(total - free)} of {fmt_bytes(total)} in use, "
+            f"{fmt_bytes(torch.cuda.memory_reserved())} reserved by torch): "
             f"{str(exc).splitlines()[0]}") from exc
     except Exception as exc:
         raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
@@ -309,10 +310,6 @@ def run_capture(
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
                   phase=phase)
-
-
-def fmt_gib(n: float) -> str:
-    return f"{n / (1 << 30):.1f} GiB"
 
 
 def _eager_once(job: ModelJob, mode: str) -> Callable[[], Any]:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Iterable, Iterator
 from typing import Any, Callable, Optional
 
+from ..annotate.modules import module_fqn
 from ..annotate.ops import default_skip_dirs
 
 # ops whose output shape depends on the data: they read the result on the host
@@ -27,25 +29,32 @@ def module_names(model: Any, prefix: str = "L") -> dict[int, str]:
     if named is None:
         return out
     for path, mod in named():
-        out.setdefault(id(mod), f"{prefix}.{path}" if path else prefix)
+        out.setdefault(id(mod), module_fqn(path, prefix))
     return out
 
 
-def where(frame: Optional[types.FrameType], names: dict[int, str],
+def where(frames: Iterable[tuple[types.FrameType, int]], names: dict[int, str],
           skip: tuple[str, ...]) -> tuple[Optional[str], Optional[str]]:
-    """(innermost module path, innermost user source line) on the stack from ``frame`` out."""
+    """(innermost module path, innermost user source line) over ``(frame, line)`` pairs,
+    innermost first."""
     module = source = None
-    f = frame
-    while f is not None and (module is None or source is None):
+    for f, lineno in frames:
         if module is None:
             owner = f.f_locals.get("self") if "self" in f.f_code.co_varnames[:1] else None
             if owner is not None and id(owner) in names:
                 module = names[id(owner)]
         fn = f.f_code.co_filename
         if source is None and not fn.startswith(skip) and not fn.startswith("<"):
-            source = f"{fn}:{f.f_lineno} ({f.f_code.co_name})"
-        f = f.f_back
+            source = f"{fn}:{lineno} ({f.f_code.co_name})"
+        if module is not None and source is not None:
+            break
     return module, source
+
+
+def _stack(frame: Optional[types.FrameType]) -> Iterator[tuple[types.FrameType, int]]:
+    while frame is not None:
+        yield frame, frame.f_lineno
+        frame = frame.f_back
 
 
 def _cuda(t: Any) -> bool:
@@ -98,7 +107,7 @@ def find_culprit(run_once: Callable[[], Any], model: Any) -> Optional[str]:
             if not found:
                 why = forbidden(func, args, kwargs)
                 if why:
-                    module, source = where(sys._getframe(1), names, skip)
+                    module, source = where(_stack(sys._getframe(1)), names, skip)
                     found.append(f"{func.name()} {why}" + (f" in {module}" if module else "")
                                  + (f" at {source}" if source else ""))
             return func(*args, **(kwargs or {}))
@@ -113,22 +122,12 @@ def find_culprit(run_once: Callable[[], Any], model: Any) -> Optional[str]:
 
 def describe_exception(exc: BaseException, model: Any) -> str:
     """``Type: message (in L.encoder.0 at file:line (fn))`` from the exception's traceback."""
-    names = module_names(model)
-    skip = default_skip_dirs()
-    module = source = None
     tb = exc.__traceback__
     frames = []
     while tb is not None:
         frames.append((tb.tb_frame, tb.tb_lineno))
         tb = tb.tb_next
-    for f, lineno in reversed(frames):  # innermost first
-        if module is None:
-            owner = f.f_locals.get("self") if "self" in f.f_code.co_varnames[:1] else None
-            if owner is not None and id(owner) in names:
-                module = names[id(owner)]
-        fn = f.f_code.co_filename
-        if source is None and not fn.startswith(skip) and not fn.startswith("<"):
-            source = f"{fn}:{lineno} ({f.f_code.co_name})"
+    module, source = where(reversed(frames), module_names(model), default_skip_dirs())
     lines = str(exc).strip().splitlines()
     where_ = ", ".join(x for x in (f"in {module}" if module else "",
                                    f"at {source}" if source else "") if x)

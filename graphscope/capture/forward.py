@@ -7,12 +7,14 @@ no backward hooks. One bundle holds a graph per bucket.
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 from .. import annotate as ann
 from ..cuda_graphs import graph as annotated_graph
 from .observe import describe_shapes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+from .step import warmup
 
 
 def bucket_name(i: int, args: tuple, kwargs: dict, n: int) -> str:
@@ -40,13 +42,8 @@ class ForwardSource:
         try:
             for i, (args, kwargs) in enumerate(sets):
                 phase("warmup")
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.inference_mode(), torch.cuda.stream(s):
-                    for _ in range(max(job.warmup, 1)):
-                        model(*args, **kwargs)
-                torch.cuda.current_stream().wait_stream(s)
-                torch.cuda.synchronize()
+                with torch.inference_mode():
+                    warmup(functools.partial(model, *args, **kwargs), max(job.warmup, 1))
                 phase("capture")
                 g = torch.cuda.CUDAGraph(keep_graph=True)
                 with torch.inference_mode():

@@ -7,6 +7,7 @@ rows, per-replay times add up exactly to the replay's graph work time.
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any, Optional
 
@@ -220,6 +221,9 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
 
 
 DDP_SCOPE = "(ddp)"
+# kernels of collectives (NCCL and the names other backends give them)
+COLLECTIVE = re.compile(r"nccl|allreduce|all_reduce|allgather|reduce_scatter|broadcast",
+                        re.IGNORECASE)
 
 
 def _union_len(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -303,4 +307,4 @@ def ddp_rows(bundle: Bundle) -> list[dict[str, Any]]:
 
 
 def _is_comm(n: Node) -> bool:
-    return "nccl" in (n.kernel or "").lower()
+    return n.type == "kernel" and bool(COLLECTIVE.search(n.demangled or n.kernel or ""))

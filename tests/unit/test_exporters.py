@@ -10,7 +10,7 @@ from graphscope._errors import GraphscopeError
 from graphscope.bundle import read_bundle
 from graphscope.exporters.dot import DotOptions, build_dot, render
 from graphscope.exporters.trace import build_trace
-from tests.conftest import DATA
+from tests.conftest import DATA, fixture_bundles
 
 
 def _b(name):
@@ -92,19 +92,6 @@ def test_trace_is_valid_trace_event_json_with_annotations():
     assert names
 
 
-def _fixture_bundles():
-    from tests.conftest import DATA
-
-    out = []
-    for name in sorted(os.listdir(DATA)):
-        p = os.path.join(DATA, name)
-        if os.path.isfile(os.path.join(p, "manifest.json")):
-            out.append(p)
-        elif os.path.isdir(p):
-            out += [os.path.join(p, r) for r in sorted(os.listdir(p)) if r.startswith("rank")]
-    return out
-
-
 def _need_dot():
     import shutil
 
@@ -114,7 +101,7 @@ def _need_dot():
         pytest.skip("Graphviz `dot` is not installed")
 
 
-@pytest.mark.parametrize("path", _fixture_bundles(), ids=os.path.basename)
+@pytest.mark.parametrize("path", fixture_bundles(), ids=os.path.basename)
 def test_graphviz_renders_every_fixture_graph(path):
     """What pydot accepts Graphviz must accept too: every graph, full and collapsed."""
     from graphscope.bundle import read_bundle

@@ -10,7 +10,7 @@ from graphscope.bundle import read_bundle
 from graphscope.graphs.model import UNATTRIBUTED
 from graphscope.ranks import merge, read_ranks
 from graphscope.reports.summary import ddp_rows, modules_by_graph, summarize
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, fixture_bundles
 
 
 def _b(name):
@@ -106,20 +106,9 @@ def test_ddp_two_ranks_reducer_work_in_backward_per_bucket():
     assert any(r["module"] == "(ddp)" for r in js["modules"])
 
 
-def _all_bundles():
-    out = []
-    for name in sorted(os.listdir(DATA)):
-        p = os.path.join(DATA, name)
-        if os.path.exists(os.path.join(p, "manifest.json")):
-            out.append(p)
-        elif os.path.isdir(p):
-            out += [os.path.join(p, r) for r in sorted(os.listdir(p)) if r.startswith("rank")]
-    return out
-
-
 def test_every_recorded_sample_is_fully_attributed():
     """Issue 13: 100% of kernel/memcpy/memset nodes carry a module on every sample."""
-    for path in _all_bundles():
+    for path in fixture_bundles():
         b = read_bundle(path)
         unplaced = [n.exec_node_id for n in b.work if n.module == UNATTRIBUTED]
         assert b.work and not unplaced, (path, unplaced[:5])
