@@ -51,7 +51,7 @@ class OpTable:
 OPS = OpTable()
 
 
-def _describe_slow(args: Any) -> str:
+def _describe(args: Any) -> str:
     import torch
 
     parts = []
@@ -60,48 +60,10 @@ def _describe_slow(args: Any) -> str:
             dt = str(a.dtype).replace("torch.", "")
             parts.append(f"{dt}[{','.join(map(str, a.shape))}]")
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-            parts.append("[" + _describe_slow(a) + "]")
+            parts.append("[" + _describe(a) + "]")
         elif isinstance(a, (int, float, bool)) or a is None:
             parts.append(repr(a))
     return ", ".join(parts)
-
-
-_DESC: dict[tuple[Any, ...], str] = {}  # (dtype, shape) / scalar key -> description
-_TENSOR: Any = None
-
-
-def _key(args: Any) -> tuple[Any, ...]:
-    t = _TENSOR
-    out: list[Any] = []
-    for a in args:
-        if isinstance(a, t):
-            out.append((a.dtype, a.shape))
-        elif isinstance(a, (list, tuple)):
-            if a and isinstance(a[0], t):
-                out.append(("[", _key(a)))
-        elif isinstance(a, (int, float, bool)) or a is None:
-            out.append((type(a), a))  # 1, 1.0 and True describe differently
-    return tuple(out)
-
-
-def _describe(args: Any) -> str:
-    """``float32[8,64], float32[64,64], 1``: the inputs of one op (memoised by dtype and shape,
-    so each distinct signature is formatted once)."""
-    global _TENSOR
-    if _TENSOR is None:
-        import torch
-
-        _TENSOR = torch.Tensor
-    try:
-        key = _key(args)
-        hit = _DESC.get(key)
-    except TypeError:  # an unhashable scalar: describe it directly
-        return _describe_slow(args)
-    if hit is None:
-        hit = _describe_slow(args)
-        if len(_DESC) < 1 << 16:
-            _DESC[key] = hit
-    return hit
 
 
 def _torch_dir() -> str:
@@ -110,30 +72,13 @@ def _torch_dir() -> str:
     return os.path.dirname(os.path.abspath(torch.__file__))
 
 
-_SKIP: dict[tuple[str, ...], dict[Any, bool]] = {}  # skip dirs -> code object -> skipped
-_WHERE: dict[tuple[Any, int], str] = {}  # (code, line) -> "file:line (function)"
-
-
 def user_source(skip_dirs: tuple[str, ...]) -> Optional[str]:
     """``file:line (function)`` of the innermost frame outside torch and graphscope."""
-    skip = _SKIP.get(skip_dirs)
-    if skip is None:
-        skip = _SKIP[skip_dirs] = {}
     f = sys._getframe(1)
     while f is not None:
-        code = f.f_code
-        out = skip.get(code)
-        if out is None:
-            fn = code.co_filename
-            out = skip[code] = fn.startswith(skip_dirs) or fn.startswith("<")
-        if not out:
-            key = (code, f.f_lineno)
-            where = _WHERE.get(key)
-            if where is None:
-                where = f"{code.co_filename}:{f.f_lineno} ({code.co_name})"
-                if len(_WHERE) < 1 << 16:
-                    _WHERE[key] = where
-            return where
+        fn = f.f_code.co_filename
+        if not fn.startswith(skip_dirs) and not fn.startswith("<"):
+            return f"{fn}:{f.f_lineno} ({f.f_code.co_name})"
         f = f.f_back  # type: ignore[assignment]
     return None
 

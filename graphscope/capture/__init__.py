@@ -322,9 +322,9 @@ def _eager_once(job: ModelJob, mode: str) -> Callable[[], Any]:
                 return job.model(*job.args, **job.kwargs)
 
         return forward
-    if job.step is not None:
-        return lambda: job.step(job.model, *job.args, **job.kwargs)  # type: ignore[misc]
-    return lambda: job.loss_fn(job.model(*job.args, **job.kwargs)).backward()
+    from .step import step_of
+
+    return step_of(job)
 
 
 def _capture_failure(path: str, job: ModelJob, mode: str, phase: Optional[str],

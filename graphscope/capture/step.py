@@ -43,6 +43,12 @@ def _user_step(job: ModelJob) -> Callable[[], Any]:
     return lambda: fn(model, *args, **kwargs)
 
 
+def step_of(job: ModelJob) -> Callable[[], Any]:
+    """What ``--mode step`` captures, as one callable: the file's own step, or forward + loss
+    + backward."""
+    return _user_step(job) if job.step is not None else _default_step(job)
+
+
 def warmup(step: Callable[[], Any], n: int) -> None:
     """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
     import torch
@@ -94,7 +100,7 @@ class StepSource:
         import torch
 
         user = job.step is not None
-        step = _user_step(job) if user else _default_step(job)
+        step = step_of(job)
         phase("warmup")
         warmup(step, job.warmup)
         phase("capture")
