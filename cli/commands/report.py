@@ -39,6 +39,10 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     from graphscope.reports.summary import summarize
     from graphscope.reports.table import print_summary
 
+    if html_path:  # refused before any work if it would destroy data
+        from graphscope.outputs import check_output
+
+        check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
     if is_multirank(bundle):
         if graph_name:
             from graphscope._errors import GraphscopeError
@@ -46,19 +50,13 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             raise GraphscopeError(f"{bundle}: a multi-rank bundle: --graph takes one rank's "
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
-            from graphscope.outputs import check_output
             from graphscope.ranks import read_ranks
             from graphscope.reports.html import write_html
 
-            check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
             ranks = read_ranks(bundle)
             write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks)
             click.echo(f"Wrote {html_path}", err=as_json)
         return _report_ranks(bundle, depth, as_json)
-    if html_path:
-        from graphscope.outputs import check_output
-
-        check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.
     full = recompute or html_path or top != DEFAULT_TOP or graph_name
