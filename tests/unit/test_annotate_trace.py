@@ -188,9 +188,12 @@ def test_graphscope_outputs_are_accepted_as_annotations(tmp_path):
     assert bundle is not None and amap_dir == amap_json == amap_pkl and amap_dir
 
 
-def test_graphscope_pickle_works_in_pytorchs_annotator(tmp_path):
+@pytest.mark.parametrize("name", ["mlp_step", "train_step_bf16", "decode_kv_forward",
+                                  "run_decode", "ddp_mlp_step/rank1"])
+def test_graphscope_pickle_works_in_pytorchs_annotator(tmp_path, name):
+    """PyTorch's own annotator (from the torch 2.14.1 wheel) reads the bundles' pickles."""
     script = _torch_script(tmp_path)
-    b = os.path.join(DATA, "mlp_step")
+    b = os.path.join(DATA, name)
     with open(os.path.join(b, "annotations.pkl"), "rb") as f:
         amap = pickle.load(f)
     ids = sorted(amap)
@@ -203,7 +206,8 @@ def test_graphscope_pickle_works_in_pytorchs_annotator(tmp_path):
                         "-o", str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     got = json.loads(out.read_text())["traceEvents"]
-    assert Counter(e["args"].get("module_name") for e in got if e.get("ph") == "X")
+    mods = Counter(e["args"].get("module_name") for e in got if e.get("ph") == "X")
+    assert sum(mods.values()) == len(ids) and None not in mods  # every event annotated
 
 
 def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):

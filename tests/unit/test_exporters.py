@@ -133,3 +133,47 @@ def test_graphviz_renders_hostile_module_names():
     for collapse in (False, True):
         text, _ = build_dot(b2, DotOptions(collapse=collapse))
         assert b"</svg>" in render(text, "svg")
+
+
+_PHASES = {"X", "B", "E", "i", "I", "M", "C", "b", "e", "n", "s", "t", "f"}
+
+
+def _strict_trace_events(text):
+    """The Trace Event Format as Perfetto and chrome://tracing read it: strict JSON (no NaN or
+    Infinity), a traceEvents list, every event with a known ph, numeric non-negative ts/dur,
+    integer or string pid/tid, and metadata events naming something."""
+    def no_constants(c):
+        raise AssertionError(f"{c} is not JSON")
+
+    tr = json.loads(text, parse_constant=no_constants)
+    evs = tr["traceEvents"] if isinstance(tr, dict) else tr
+    assert isinstance(evs, list) and evs
+    for e in evs:
+        assert e["ph"] in _PHASES, e
+        assert isinstance(e.get("pid", 0), (int, str)) and isinstance(e.get("tid", 0), (int, str))
+        if e["ph"] == "X":
+            assert isinstance(e["ts"], (int, float)) and isinstance(e["dur"], (int, float))
+            assert e["dur"] >= 0 and isinstance(e["name"], str)
+        if e["ph"] == "M":
+            assert isinstance(e["args"]["name"], str)
+    return evs
+
+
+@pytest.mark.parametrize("path", [p for p in fixture_bundles()
+                                  if read_bundle(p).events], ids=os.path.basename)
+def test_every_fixture_trace_is_strict_trace_event_json(tmp_path, path):
+    from graphscope.cli.main import main
+
+    out = tmp_path / "t.json"
+    assert main(["dump", path, "--trace", "-o", str(out)]) == 0
+    evs = _strict_trace_events(out.read_text())
+    assert any(e.get("cat") == "kernel" for e in evs)
+
+
+def test_multirank_trace_is_strict_trace_event_json(tmp_path):
+    from graphscope.cli.main import main
+
+    out = tmp_path / "t.json"
+    assert main(["dump", os.path.join(DATA, "ddp_mlp_step"), "--trace", "-o", str(out)]) == 0
+    evs = _strict_trace_events(out.read_text())
+    assert len({e["pid"] for e in evs if e["ph"] == "X"}) >= 2  # a process per rank
