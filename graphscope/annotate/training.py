@@ -7,13 +7,13 @@ import threading
 from typing import Any, Callable, Optional
 
 from .. import native
+from ..graphs.model import DDP_SCOPE
 from . import state
 from .backward import pop, push
 from .modules import module_fqn
 from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, normalize
 
 OPTIMIZER_SCOPE = "(optimizer)"
-DDP_SCOPE = "(ddp)"
 
 
 def optimizer_hooks() -> list[Any]:
@@ -113,7 +113,6 @@ class DDPWatch:
         self.scopes: list[int] = []
         self.bucket_of: dict[int, int] = {}
         self.buffers: dict[int, int] = {}  # storage data_ptr -> bucket
-        self.info: list[dict[str, Any]] = []
         for b in ddp.reducer._get_zeros_like_grad_buckets():
             i = int(b.index())
             params = list(b.parameters())
@@ -125,8 +124,6 @@ class DDPWatch:
             while len(self.scopes) <= i:
                 self.scopes.append(-1)
             self.scopes[i] = SCOPES.backward(ann)
-            self.info.append({"bucket": i, "modules": mods, "params": len(params),
-                              "bytes": nbytes})
             for p in params:
                 self.bucket_of[id(p)] = i
         self.params = [p for p in module.parameters() if id(p) in self.bucket_of]

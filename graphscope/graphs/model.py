@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 UNATTRIBUTED = "(unattributed)"
+DDP_SCOPE = "(ddp)"  # DDP's reducer work (annotate/training.py)
 WORK_TYPES = frozenset({"kernel", "memcpy", "memset"})  # the nodes that take GPU time (MK2)
 
 

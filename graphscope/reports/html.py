@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..graphs.model import UNATTRIBUTED, Bundle, only_graph
-from .summary import graph_rows, module_rows, summarize
+from .summary import graph_rows, summarize
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
 MAX_GRAPH_SVG_NODES = 1500  # the expanded (clustered) graph view is embedded up to this size
@@ -99,13 +99,12 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
 
 def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[str, Any]:
     s = summarize(bundle, top=10)
-    rows = [{k: v for k, v in r.items() if k != "per_replay_ns"} for r in module_rows(bundle)]
     return {
         "label": label,
         "total_ns": s["replay_kernel_median_ns"],
         "replays": bundle.replays,
         "coverage": s["coverage"],
-        "modules": rows,
+        "modules": s["modules"],
         "top_kernels": s["top_kernels"],
         "module_kernels": _top_kernels(bundle),
         "events": _events(bundle, strings, replay),

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..graphs.model import UNATTRIBUTED, Bundle, Node
+from ..graphs.model import DDP_SCOPE, UNATTRIBUTED, Bundle, Node
 
 ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
 
@@ -220,7 +220,6 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     }
 
 
-DDP_SCOPE = "(ddp)"
 # kernels of collectives (NCCL and the names other backends give them)
 COLLECTIVE = re.compile(r"nccl|allreduce|all_reduce|allgather|reduce_scatter|broadcast",
                         re.IGNORECASE)
