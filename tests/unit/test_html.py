@@ -122,6 +122,7 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
         timed = view["total_ns"] > 0
         assert got["rows"] == len(view["modules"]) > 0  # the table shows every module
         assert got["filtered"] is True  # a filter that matches nothing hides every row
+        assert got["sorted"] is True  # sorting by time puts the slowest, then the fastest, first
         if any("." in r["module"] for r in view["modules"]):
             assert got["collapsed"] is True  # folding a row hides its descendants
         assert got["graph"] in ("svg", "note")
