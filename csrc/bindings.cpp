@@ -56,6 +56,14 @@ nb::dict probe(bool try_subscribe) {
   return d;
 }
 
+// The per-thread op id setter as a plain function: graphscope._opwatch (a separate module,
+// built against torch) calls it from its RecordFunction callbacks.
+int64_t set_current_op_c(int64_t op) {
+  int64_t prev = tls.op;
+  tls.op = op;
+  return prev;
+}
+
 }  // namespace
 }  // namespace gs
 
@@ -87,6 +95,9 @@ NB_MODULE(_native, m) {
     return prev;
   }, nb::arg("op"));
   m.def("current_op", []() -> int64_t { return tls.op; });
+  m.def("set_op_address", []() -> uintptr_t {
+    return reinterpret_cast<uintptr_t>(&set_current_op_c);
+  }, "Address of int64_t set_current_op(int64_t) for graphscope._opwatch.");
   m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
   m.def("recorder_stop", &recorder_stop);
   m.def("recorder_active", []() -> bool { return rec.active; });

@@ -319,6 +319,48 @@ def set_current_op(op_id: int) -> int:
     return int(extension().set_current_op(op_id))
 
 
+# The native op observer (graphscope._opwatch, csrc/opwatch.cpp): a second compiled module,
+# built only where torch was importable at build time and usable only with that same torch.
+OP_OBSERVER_ENV = "GRAPHSCOPE_OP_OBSERVER"  # "python" forces the dispatch mode
+_opwatch: Any = None
+_opwatch_why: str | None = None
+
+
+def op_observer() -> Any:
+    """``graphscope._opwatch`` if it can record ops here, else None (:func:`op_observer_why`)."""
+    global _opwatch, _opwatch_why
+    if os.environ.get(OP_OBSERVER_ENV, "native") == "python":
+        return None
+    if _opwatch is None and _opwatch_why is None:
+        _opwatch_why = _load_opwatch()
+    return _opwatch
+
+
+def op_observer_why() -> str:
+    """Why ops are recorded by the Python dispatch mode ('' when the native observer is used)."""
+    if os.environ.get(OP_OBSERVER_ENV, "native") == "python":
+        return f"{OP_OBSERVER_ENV}=python"
+    op_observer()
+    return _opwatch_why or ""
+
+
+def _load_opwatch() -> str | None:
+    global _opwatch
+    if _ext is None:
+        return _IMPORT_ERROR
+    import torch
+
+    try:
+        from . import _opwatch as mod  # type: ignore[attr-defined]
+    except ImportError as exc:
+        return f"not built (torch was not importable when graphscope was built): {exc}"
+    if mod.TORCH_VERSION != torch.__version__:
+        return (f"built for torch {mod.TORCH_VERSION}, running torch {torch.__version__}: "
+                "reinstall graphscope with --no-build-isolation to rebuild it")
+    _opwatch = mod
+    return None
+
+
 @dataclass(frozen=True)
 class GraphInspection:
     """Nodes (creation order) and edges of one template ``cudaGraph_t``."""

@@ -26,16 +26,41 @@ class OpRecord:
 
 
 class OpTable:
+    """Op ids -> records. Ids below ``OP_BASE`` are interned here (the dispatch mode, Triton
+    launches); ``OP_BASE + i`` is row ``i`` of the native observer's table (csrc/opwatch.cpp)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ops: list[OpRecord] = []
         self._index: dict[OpRecord, int] = {}
+        self._native: list[OpRecord] = []
 
     def __getitem__(self, op_id: int) -> OpRecord:
-        return self._ops[op_id]
+        rec = self.get(op_id)
+        if rec is None:
+            raise KeyError(op_id)
+        return rec
 
     def __len__(self) -> int:
         return len(self._ops)
+
+    def records(self) -> list[OpRecord]:
+        """Every record so far: the interned ones, then the native observer's."""
+        self.get(OP_BASE + (1 << 62))  # syncs the native table
+        return self._ops + self._native
+
+    def get(self, op_id: int) -> Optional[OpRecord]:
+        """The record of ``op_id``, or None for -1 and unknown ids."""
+        if 0 <= op_id < len(self._ops):
+            return self._ops[op_id]
+        i = op_id - OP_BASE
+        if i < 0:
+            return None
+        if i >= len(self._native):
+            obs = native.op_observer()
+            if obs is not None:
+                self._native.extend(OpRecord(*row) for row in obs.table(len(self._native)))
+        return self._native[i] if i < len(self._native) else None
 
     def intern(self, rec: OpRecord) -> int:
         oid = self._index.get(rec)
@@ -48,6 +73,7 @@ class OpTable:
             return oid
 
 
+OP_BASE = 1 << 40  # the native observer's first id (csrc/opwatch.cpp kOpBase)
 OPS = OpTable()
 
 
@@ -103,6 +129,28 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
         return
     ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)[0]
     STREAMS[handle] = ann
+
+
+class NativeOps:
+    """The native op observer for one session: what the dispatch mode records, without it."""
+
+    def __init__(self, obs: Any, session: Any) -> None:
+        self.obs = obs
+        obs.enable(native.extension().set_op_address(), session.main_thread,
+                   list(session.skip_dirs), True)
+
+    def close(self) -> None:
+        self.obs.disable()
+
+
+def native_ops(session: Any) -> Optional[NativeOps]:
+    """The native observer, when it can do all the session asks of the op layer."""
+    if not session.record_ops or STREAMS or session.ddp is not None:
+        return None  # mark_stream and DDP scoping need the dispatch mode's Python hooks
+    obs = native.op_observer()
+    if obs is None or obs.OP_BASE != OP_BASE:
+        return None
+    return NativeOps(obs, session)
 
 
 _MODE_CLASSES: dict[str, type] = {}

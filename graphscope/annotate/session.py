@@ -12,7 +12,7 @@ from .. import native
 from .._errors import AnnotationError
 from . import state
 from .backward import OWNERSHIP, prepare_backward
-from .ops import STREAMS, _op_mode_cls, default_skip_dirs
+from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops
 from .scopes import SCOPES
 
 
@@ -77,16 +77,24 @@ class Session:
         if self.ddp is not None:
             self.ddp.arm()
         if self.record_ops or STREAMS or self.ddp is not None:
-            dm = _op_mode_cls()(self)
-            dm.__enter__()
-            self._modes.append(dm)
+            obs = native_ops(self)  # the RecordFunction observer where it can do the job
+            if obs is not None:
+                self._modes.append(obs)
+            else:
+                dm = _op_mode_cls()(self)
+                dm.__enter__()
+                self._modes.append(dm)
 
     def exit(self) -> None:
         import torch.autograd
 
         try:
             while self._modes:
-                self._modes.pop().__exit__(None, None, None)
+                m = self._modes.pop()
+                if hasattr(m, "close"):
+                    m.close()
+                else:
+                    m.__exit__(None, None, None)
             if getattr(self, "ddp", None) is not None:
                 self.ddp.disarm()
         finally:

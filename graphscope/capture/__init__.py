@@ -154,7 +154,7 @@ def build_graphs(raw: RawCapture) -> list[CapturedGraph]:
     ops = ann.ops.OPS
 
     def op_of(i: int) -> Any:
-        return ops[i] if 0 <= i < len(ops) else None
+        return ops.get(i)
 
     return [
         build_graph(r.name, r.inspection, r.records, r.exec_id, ann.SCOPES.annotation, op_of,

@@ -205,16 +205,20 @@ def test_stream_annotation_is_the_outermost_layer():
     assert dict(A.SCOPES.annotation(merged)) == {"stream": "inner", "other": 1, "name": "x"}
 
 
-def test_op_recording_notes_aten_op_shapes_and_user_line():
+@pytest.mark.parametrize("observer", ["python", "native"])
+def test_op_recording_notes_aten_op_shapes_and_user_line(observer, monkeypatch):
+    monkeypatch.setenv(native.OP_OBSERVER_ENV, observer)
+    if observer == "native" and native.op_observer() is None:
+        pytest.skip(f"no native op observer: {native.op_observer_why()}")
     x = torch.randn(4, 3)
     with fake_session(record_ops=True):
         prev = native.set_current_op(-1)
         torch.mm(x, x.t())
         native.set_current_op(prev)
-    recs = [A.ops.OPS[i] for i in range(len(A.ops.OPS))]
-    mm = [r for r in recs if r.op == "aten::mm"]
+    recs = A.ops.OPS.records()
+    mm = [r for r in recs if r.op == "aten::mm" and r.source and r.source.endswith(
+        "(test_op_recording_notes_aten_op_shapes_and_user_line)")]
     assert mm and mm[-1].shapes == "float32[4,3], float32[3,4]"
-    assert mm[-1].source.endswith("(test_op_recording_notes_aten_op_shapes_and_user_line)")
     assert "test_annotations_cpu.py:" in mm[-1].source
 
 

@@ -1,0 +1,459 @@
+// graphscope._opwatch: the aten op, input shapes and user source line of every captured node,
+// from a native RecordFunction observer instead of a Python TorchDispatchMode.
+//
+// Built only where torch's headers are present at build time (`--no-build-isolation` builds:
+// `make install`, the GPU machine); linked against that torch's libc10/libtorch_cpu. The
+// Python side (graphscope/native.py) uses it only when torch.__version__ matches TORCH_VERSION,
+// and falls back to the dispatch mode otherwise.
+//
+// What it records matches the dispatch mode point by point (tests/unit/test_opwatch.py compares
+// the two op by op): the op is the outermost op on the thread that is not
+// CompositeImplicitAutograd (those decompose above the Python dispatch key, where the mode sits);
+// the shapes are the positional arguments the mode's __torch_dispatch__ receives (trailing
+// defaults dropped, kwarg-only ones never), formatted like ops._describe; the source line is the
+// innermost Python frame outside the skipped directories, on the capturing thread only.
+//
+// The op id handed to graphscope._native's per-thread state is OP_BASE + the index in this
+// module's table (ops.OpTable resolves it); the table only grows.
+
+#include <Python.h>
+#include <frameobject.h>
+#include <pthread.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <atomic>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace {
+
+constexpr int64_t kOpBase = int64_t(1) << 40;
+using SetOpFn = int64_t (*)(int64_t);
+
+// ---- python float repr (repr(float), what the dispatch mode's _describe writes) ----
+std::string py_float_repr(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
+  std::string s(buf, r.ptr);  // shortest round-trip digits: "-1.2345e+02"
+  bool neg = !s.empty() && s[0] == '-';
+  if (neg) s.erase(0, 1);
+  size_t e = s.find('e');
+  int exp = std::stoi(s.substr(e + 1));
+  std::string digits;
+  for (size_t i = 0; i < e; ++i)
+    if (s[i] != '.') digits.push_back(s[i]);
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  std::string out = neg ? "-" : "";
+  if (exp < -4 || exp >= 16) {
+    out += digits[0];
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char eb[16];
+    std::snprintf(eb, sizeof(eb), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    out += eb;
+  } else if (exp < 0) {
+    out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  } else {
+    size_t ip = static_cast<size_t>(exp) + 1;
+    if (digits.size() <= ip) {
+      out += digits + std::string(ip - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, ip) + "." + digits.substr(ip);
+    }
+  }
+  return out;
+}
+
+// torch.dtype names as Python prints them (str(dtype) without "torch.").
+std::string dtype_name(c10::ScalarType t) {
+  using S = c10::ScalarType;
+  switch (t) {
+    case S::Byte: return "uint8";
+    case S::Char: return "int8";
+    case S::Short: return "int16";
+    case S::Int: return "int32";
+    case S::Long: return "int64";
+    case S::Half: return "float16";
+    case S::Float: return "float32";
+    case S::Double: return "float64";
+    case S::ComplexHalf: return "complex32";
+    case S::ComplexFloat: return "complex64";
+    case S::ComplexDouble: return "complex128";
+    case S::Bool: return "bool";
+    case S::QInt8: return "qint8";
+    case S::QUInt8: return "quint8";
+    case S::QInt32: return "qint32";
+    case S::BFloat16: return "bfloat16";
+    case S::QUInt4x2: return "quint4x2";
+    case S::QUInt2x4: return "quint2x4";
+    case S::Float8_e5m2: return "float8_e5m2";
+    case S::Float8_e4m3fn: return "float8_e4m3fn";
+    case S::Float8_e5m2fnuz: return "float8_e5m2fnuz";
+    case S::Float8_e4m3fnuz: return "float8_e4m3fnuz";
+    case S::UInt16: return "uint16";
+    case S::UInt32: return "uint32";
+    case S::UInt64: return "uint64";
+    default: {
+      std::string s = c10::toString(t);  // newer dtypes: "Float8_e8m0fnu" -> "float8_e8m0fnu"
+      for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    }
+  }
+}
+
+struct OpInfo {
+  bool record = false;               // not CompositeImplicitAutograd
+  const c10::FunctionSchema* schema = nullptr;
+  std::vector<uint8_t> skip_int;     // per argument: an Int that Python sees as dtype/layout/...
+  size_t kwarg_only_start = 0;
+  std::string name;                  // "aten::addmm"
+};
+
+struct State {
+  std::mutex mu;                     // guards table/index/ops (callbacks run on many threads)
+  std::vector<std::tuple<std::string, std::string, std::string>> table;  // op, shapes, source
+  std::unordered_map<std::string, int64_t> index;
+  std::unordered_map<const char*, OpInfo> ops;  // by RecordFunction::name() pointer (schema's)
+  // source lines (capturing thread only, under the GIL)
+  std::unordered_map<PyObject*, bool> skip_code;        // code object -> in a skipped dir
+  std::unordered_map<PyObject*, std::unordered_map<int, std::string>> lines;  // code, line
+  std::vector<std::string> skip_dirs;
+  bool record_source = true;
+  pthread_t main_thread{};
+  SetOpFn set_op = nullptr;
+  std::atomic<bool> enabled{false};
+  at::CallbackHandle handle = 0;
+  std::vector<int64_t> log;          // recorded op ids, in order, while logging (tests)
+  bool logging = false;
+  std::atomic<uint64_t> errors{0};
+} st;
+
+// Per thread: the depth of recorded (outermost non-composite) ops open here.
+struct ThreadOps {
+  int depth = 0;          // >0: inside a recorded op; nested ops are the op's own business
+  int64_t prev = -1;      // the op id to restore when the outermost recorded op ends
+};
+thread_local ThreadOps tops;
+
+const OpInfo* op_info(const at::RecordFunction& fn) {
+  const char* key = fn.name();
+  {
+    std::lock_guard<std::mutex> g(st.mu);
+    auto it = st.ops.find(key);
+    if (it != st.ops.end()) return &it->second;
+  }
+  auto opname = fn.operator_name();
+  if (!opname) return nullptr;  // a named range, not a dispatcher op
+  OpInfo info;
+  auto handle = c10::Dispatcher::singleton().findOp(*opname);
+  if (!handle) return nullptr;
+  info.record = !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+  info.schema = &handle->schema();
+  info.name = opname->name;  // as OpOverload.name(): "aten::add_.Tensor", "aten::t"
+  if (!opname->overload_name.empty()) info.name += "." + opname->overload_name;
+  const auto& args = info.schema->arguments();
+  info.kwarg_only_start = args.size();
+  while (info.kwarg_only_start > 0 && args[info.kwarg_only_start - 1].kwarg_only())
+    --info.kwarg_only_start;
+  info.skip_int.resize(args.size(), 0);
+  for (size_t i = 0; i < args.size(); ++i) {
+    c10::TypePtr t = args[i].real_type();
+    if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+    auto k = t->kind();
+    info.skip_int[i] = (k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType ||
+                        k == c10::TypeKind::MemoryFormatType ||
+                        k == c10::TypeKind::QSchemeType) ? 1 : 0;
+  }
+  std::lock_guard<std::mutex> g(st.mu);
+  return &st.ops.emplace(key, std::move(info)).first->second;
+}
+
+void describe_tensor(std::string& out, const at::Tensor& t) {
+  if (!t.defined()) {
+    out += "None";
+    return;
+  }
+  out += dtype_name(t.scalar_type());
+  out += '[';
+  bool first = true;
+  for (auto d : t.sizes()) {
+    if (!first) out += ',';
+    first = false;
+    out += std::to_string(d);
+  }
+  out += ']';
+}
+
+// One argument as ops._describe writes it; false when _describe leaves it out.
+bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A Python number the arg parser wrapped: the dispatch mode gets the number back.
+      switch (t.scalar_type()) {
+        // A CPU scalar: read in place (t.item() would dispatch an op from inside a callback).
+        case c10::ScalarType::Long:
+          out += std::to_string(*static_cast<const int64_t*>(t.const_data_ptr()));
+          return true;
+        case c10::ScalarType::Double:
+          out += py_float_repr(*static_cast<const double*>(t.const_data_ptr()));
+          return true;
+        case c10::ScalarType::Bool:
+          out += *static_cast<const bool*>(t.const_data_ptr()) ? "True" : "False";
+          return true;
+        default: return false;  // complex: _describe leaves it out
+      }
+    }
+    describe_tensor(out, t);
+  } else if (v.isNone()) {
+    out += "None";
+  } else if (v.isTensorList()) {
+    auto l = v.toTensorList();
+    if (l.size() == 0) return false;
+    out += '[';
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (i) out += ", ";
+      describe_tensor(out, l.get(i));
+    }
+    out += ']';
+  } else if (v.isList()) {  // List[Optional[Tensor]] and the like
+    auto l = v.toListRef();
+    if (l.empty() || !l[0].isTensor() || !l[0].toTensor().defined()) return false;
+    out += '[';
+    bool first = true;
+    for (const auto& e : l) {
+      std::string part;
+      if (!describe_value(part, e, false)) continue;
+      if (!first) out += ", ";
+      first = false;
+      out += part;
+    }
+    out += ']';
+  } else if (v.isBool()) {
+    out += v.toBool() ? "True" : "False";
+  } else if (v.isInt()) {
+    if (skip_int) return false;
+    out += std::to_string(v.toInt());
+  } else if (v.isDouble()) {
+    out += py_float_repr(v.toDouble());
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool is_default(const c10::Argument& a, const c10::IValue& v) {
+  const auto& d = a.default_value();
+  if (!d) return false;
+  if (d->isNone()) return v.isNone();
+  if (v.isTensor() || v.isTensorList() || v.isNone()) return false;
+  try {
+    return *d == v;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::string describe_inputs(const OpInfo& info, c10::ArrayRef<const c10::IValue> inputs) {
+  const auto& args = info.schema->arguments();
+  size_t n = std::min(inputs.size(), args.size());
+  size_t end = std::min(info.kwarg_only_start, n);
+  while (end > 0 && is_default(args[end - 1], inputs[end - 1])) --end;
+  std::string out;
+  bool first = true;
+  for (size_t i = 0; i < end; ++i) {
+    std::string part;
+    if (!describe_value(part, inputs[i], info.skip_int[i])) continue;
+    if (!first) out += ", ";
+    first = false;
+    out += part;
+  }
+  return out;
+}
+
+bool starts_with(const char* s, const std::string& p) { return std::strncmp(s, p.data(), p.size()) == 0; }
+
+// The user's source line: the innermost frame whose file is outside the skipped directories.
+std::string user_source() {
+  PyGILState_STATE g = PyGILState_Ensure();
+  std::string out;
+  PyFrameObject* f = PyThreadState_GetFrame(PyThreadState_Get());  // new reference
+  while (f != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(f);  // new reference
+    PyObject* key = reinterpret_cast<PyObject*>(code);
+    auto it = st.skip_code.find(key);
+    bool skip;
+    if (it != st.skip_code.end()) {
+      skip = it->second;
+    } else {
+      const char* fn = PyUnicode_AsUTF8(code->co_filename);
+      skip = fn == nullptr || fn[0] == '<';
+      for (const auto& d : st.skip_dirs)
+        if (!skip && fn && starts_with(fn, d)) skip = true;
+      if (fn == nullptr) PyErr_Clear();
+      Py_INCREF(key);  // the cache keeps its code objects alive until disable()
+      st.skip_code.emplace(key, skip);
+    }
+    if (!skip) {
+      int line = PyFrame_GetLineNumber(f);
+      auto& per_code = st.lines[key];  // key is kept alive by skip_code
+      auto lt = per_code.find(line);
+      if (lt == per_code.end()) {
+        const char* fn = PyUnicode_AsUTF8(code->co_filename);
+        const char* name = PyUnicode_AsUTF8(code->co_name);
+        std::string s = std::string(fn ? fn : "?") + ":" + std::to_string(line) + " (" +
+                        (name ? name : "?") + ")";
+        if (!fn || !name) PyErr_Clear();
+        lt = per_code.emplace(line, std::move(s)).first;
+      }
+      out = lt->second;
+      Py_DECREF(code);
+      Py_DECREF(f);
+      break;
+    }
+    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
+    Py_DECREF(code);
+    Py_DECREF(f);
+    f = back;
+  }
+  PyGILState_Release(g);
+  return out;
+}
+
+int64_t intern(const std::string& op, std::string&& shapes, std::string&& source, bool has_src) {
+  std::string key;
+  key.reserve(op.size() + shapes.size() + source.size() + 3);
+  key += op;
+  key += '\x1f';
+  key += shapes;
+  key += has_src ? '\x1f' : '\x1e';
+  key += source;
+  std::lock_guard<std::mutex> g(st.mu);
+  auto it = st.index.find(key);
+  if (it != st.index.end()) return it->second;
+  int64_t id = kOpBase + static_cast<int64_t>(st.table.size());
+  st.table.emplace_back(op, std::move(shapes), has_src ? std::move(source) : std::string("\x1e"));
+  st.index.emplace(std::move(key), id);
+  return id;
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!st.enabled.load(std::memory_order_relaxed)) return nullptr;
+  if (tops.depth > 0) {
+    ++tops.depth;
+    return nullptr;
+  }
+  try {
+    const OpInfo* info = op_info(fn);
+    if (info == nullptr || !info->record) return nullptr;
+    std::string shapes = describe_inputs(*info, fn.inputs());
+    bool on_main = pthread_equal(pthread_self(), st.main_thread);
+    std::string src;
+    bool has_src = false;
+    if (on_main && st.record_source) {
+      src = user_source();
+      has_src = !src.empty();
+    }
+    int64_t id = intern(info->name, std::move(shapes), std::move(src), has_src);
+    tops.prev = st.set_op(id);
+    tops.depth = 1;
+    if (st.logging) {
+      std::lock_guard<std::mutex> g(st.mu);
+      st.log.push_back(id);
+    }
+  } catch (...) {
+    st.errors++;
+  }
+  return nullptr;
+}
+
+void on_end(const at::RecordFunction&, at::ObserverContext*) {
+  if (tops.depth == 0) return;
+  if (--tops.depth == 0) st.set_op(tops.prev);
+}
+
+void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::string> skip_dirs,
+            bool record_source) {
+  if (st.enabled) throw std::runtime_error("state:0:the op observer is already enabled");
+  st.set_op = reinterpret_cast<SetOpFn>(set_op_address);
+  st.main_thread = static_cast<pthread_t>(main_thread);
+  st.skip_dirs = std::move(skip_dirs);
+  st.record_source = record_source;
+  st.ops.clear();  // op handles are looked up again per session (libraries may come and go)
+  st.errors = 0;
+  st.handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(&on_start, &on_end)
+          .needsInputs(true)
+          .scopes({at::RecordScope::FUNCTION}));
+  st.enabled = true;
+}
+
+void disable() {
+  if (!st.enabled) return;
+  st.enabled = false;
+  at::removeCallback(st.handle);
+  st.handle = 0;
+  for (auto& kv : st.skip_code) Py_DECREF(kv.first);  // called with the GIL held
+  st.skip_code.clear();
+  st.lines.clear();
+}
+
+// Rows of the table from `start` (index, not id): (op, shapes, source or None).
+nb::list table(size_t start) {
+  std::lock_guard<std::mutex> g(st.mu);
+  nb::list out;
+  for (size_t i = start; i < st.table.size(); ++i) {
+    const auto& [op, shapes, src] = st.table[i];
+    nb::object s = src == "\x1e" ? nb::none() : nb::object(nb::str(src.c_str(), src.size()));
+    out.append(nb::make_tuple(nb::str(op.c_str(), op.size()),
+                              nb::str(shapes.c_str(), shapes.size()), s));
+  }
+  return out;
+}
+
+}  // namespace
+
+NB_MODULE(_opwatch, m) {
+  m.doc() = "graphscope's native op observer (RecordFunction), built against one torch";
+  m.attr("TORCH_VERSION") = GRAPHSCOPE_TORCH_VERSION;
+  m.attr("OP_BASE") = kOpBase;
+  m.def("enable", &enable, nb::arg("set_op_address"), nb::arg("main_thread"),
+        nb::arg("skip_dirs"), nb::arg("record_source") = true);
+  m.def("disable", &disable);
+  m.def("enabled", []() -> bool { return st.enabled; });
+  m.def("table", &table, nb::arg("start") = 0);
+  m.def("table_size", []() -> size_t {
+    std::lock_guard<std::mutex> g(st.mu);
+    return st.table.size();
+  });
+  m.def("errors", []() -> uint64_t { return st.errors; });
+  m.def("set_logging", [](bool on) {
+    std::lock_guard<std::mutex> g(st.mu);
+    st.logging = on;
+    st.log.clear();
+  });
+  m.def("log", []() {
+    std::lock_guard<std::mutex> g(st.mu);
+    return st.log;
+  });
+  m.def("float_repr", &py_float_repr, nb::arg("value"));
+}
