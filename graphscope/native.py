@@ -351,7 +351,7 @@ def _load_opwatch() -> str | None:
     import torch
 
     try:
-        from . import _opwatch as mod  # type: ignore[attr-defined]
+        from . import _opwatch as mod
     except ImportError as exc:
         return f"not built (torch was not importable when graphscope was built): {exc}"
     if mod.TORCH_VERSION != torch.__version__:
