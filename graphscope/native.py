@@ -189,6 +189,8 @@ def probe(try_subscribe: bool = True) -> Capabilities:
         details["torch_cuda"] = torch.version.cuda
         details["node_creation_hook"] = hasattr(torch.autograd.graph, "node_creation_hook")
         details["torch_graph_annotations"] = hasattr(torch.cuda, "graph_annotations")
+        details["op_observer"] = "native" if op_observer() is not None else (
+            f"python dispatch mode ({op_observer_why()})")
     except ImportError:
         problems.append("PyTorch is not installed")
     gpu = cupti = False

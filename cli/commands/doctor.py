@@ -37,6 +37,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     t.add_row("CUPTI subscription free", yes(caps.can_subscribe))
     t.add_row("driver toolsId API (>= 13.1)", yes(caps.tools_id_api))
     t.add_row("torch node_creation_hook", yes(bool(d.get("node_creation_hook"))))
+    t.add_row("op/shape/line recorder", str(d.get("op_observer", "-")))
     t.add_row("capture works here", yes(caps.can_capture))
     con = Console()
     con.print(t)
