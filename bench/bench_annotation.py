@@ -1,13 +1,17 @@
-"""Annotation overhead at capture vs nesting depth (issue 3), side by side in one process.
+"""Annotation overhead at capture vs nesting depth (issues 3 and 15), side by side in one process.
 
 Graph: a deep MLP of Linear+LayerNorm+GELU blocks, forward+loss+backward, ~2,500 nodes.
 For each depth d, every block runs inside d nested mark_kernels scopes. Reports the median
-capture time of plain torch.cuda.graph and of graphscope.graph(enable_annotations=True), their
-ratio, and replay time after each capture. Writes JSON to argv[1] (default stdout).
+capture time (and the quartiles) of plain torch.cuda.graph, of
+graphscope.graph(enable_annotations=True), and of the same with record_ops=True recorded by the
+native op observer and by the Python dispatch mode (GRAPHSCOPE_OP_OBSERVER=python), their ratios,
+and replay time after each capture. The variants are interleaved, REPEATS rounds each.
+Writes JSON to argv[1] (default stdout).
 """
 
 import contextlib
 import json
+import os
 import statistics
 import sys
 import time
@@ -18,7 +22,7 @@ from torch import nn
 import graphscope
 
 BLOCKS = 150
-REPEATS = 5
+REPEATS = int(os.environ.get("BENCH_REPEATS", "15"))
 
 
 class Deep(nn.Module):
@@ -44,7 +48,8 @@ def step(model, x):
     model(x).sum().backward()
 
 
-def capture(model, x, annotate, record_ops=False):
+def capture(model, x, annotate, record_ops=False, observer="native"):
+    os.environ["GRAPHSCOPE_OP_OBSERVER"] = observer
     g = torch.cuda.CUDAGraph()
     for p in model.parameters():
         p.grad = None
@@ -82,34 +87,45 @@ def main():
             for _ in range(3):
                 step(model, x)
         torch.cuda.current_stream().wait_stream(s)
-        plain, annot, ops = [], [], []
+        plain, annot, ops, pyops = [], [], [], []
         for _ in range(REPEATS):  # interleaved, same process
             gp, tp = capture(model, x, False)
             ga, ta = capture(model, x, True)
             go, to = capture(model, x, True, record_ops=True)
+            _, tpy = capture(model, x, True, record_ops=True, observer="python")
             plain.append(tp)
             annot.append(ta)
             ops.append(to)
+            pyops.append(tpy)
         graphscope.clear_kernel_annotations()
         capture(model, x, True)
         nodes = len(graphscope.get_kernel_annotations())
         rp, ra = replay_ms(gp), replay_ms(ga)
+        med = statistics.median
         rows.append({
             "depth": depth,
             "annotated_nodes": nodes,
-            "plain_capture_ms": statistics.median(plain) * 1e3,
-            "annotated_capture_ms": statistics.median(annot) * 1e3,
-            "annotated_plus_ops_capture_ms": statistics.median(ops) * 1e3,
-            "overhead_ratio": (statistics.median(annot) - statistics.median(plain))
-            / statistics.median(plain),
-            "overhead_ratio_with_ops": (statistics.median(ops) - statistics.median(plain))
-            / statistics.median(plain),
+            "plain_capture_ms": med(plain) * 1e3,
+            "annotated_capture_ms": med(annot) * 1e3,
+            "annotated_plus_ops_capture_ms": med(ops) * 1e3,
+            "annotated_plus_ops_python_mode_ms": med(pyops) * 1e3,
+            "quartiles_ms": {k: [q * 1e3 for q in statistics.quantiles(v, n=4)]
+                             for k, v in (("plain", plain), ("annotated", annot),
+                                          ("ops", ops), ("ops_python", pyops))},
+            "overhead_ratio": (med(annot) - med(plain)) / med(plain),
+            "overhead_ratio_with_ops": (med(ops) - med(plain)) / med(plain),
+            "overhead_ratio_with_ops_python_mode": (med(pyops) - med(plain)) / med(plain),
             "replay_plain_ms": rp,
             "replay_annotated_ms": ra,
             "replay_ratio": ra / rp,
         })
         graphscope.clear_kernel_annotations()
-    out = json.dumps({"bench": "annotation_overhead", "blocks": BLOCKS, "rows": rows}, indent=1)
+    from graphscope import native
+
+    os.environ.pop("GRAPHSCOPE_OP_OBSERVER", None)
+    out = json.dumps({"bench": "annotation_overhead", "blocks": BLOCKS, "repeats": REPEATS,
+                      "torch": torch.__version__, "op_observer": native.op_observer_why() or
+                      "native", "rows": rows}, indent=1)
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:
             f.write(out)

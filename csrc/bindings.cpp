@@ -63,6 +63,18 @@ int64_t set_current_op_c(int64_t op) {
   tls.op = op;
   return prev;
 }
+void push_scope_c(int64_t s) { tls.scopes.push_back(s); }
+int64_t pop_scope_c() {
+  if (tls.scopes.empty()) return -1;
+  int64_t s = tls.scopes.back();
+  tls.scopes.pop_back();
+  return s;
+}
+int64_t current_scope_c() { return tls.current(); }
+void set_slot_c(int64_t s) {
+  tls.slot = s;
+  tls.slot_gen = g_slot_generation.load(std::memory_order_relaxed);
+}
 
 }  // namespace
 }  // namespace gs
@@ -98,6 +110,11 @@ NB_MODULE(_native, m) {
   m.def("set_op_address", []() -> uintptr_t {
     return reinterpret_cast<uintptr_t>(&set_current_op_c);
   }, "Address of int64_t set_current_op(int64_t) for graphscope._opwatch.");
+  m.def("scope_fn_addresses", []() -> std::vector<uintptr_t> {
+    return {reinterpret_cast<uintptr_t>(&push_scope_c), reinterpret_cast<uintptr_t>(&pop_scope_c),
+            reinterpret_cast<uintptr_t>(&current_scope_c),
+            reinterpret_cast<uintptr_t>(&set_slot_c)};
+  }, "Addresses of push_scope, pop_scope, current_scope, set_slot for graphscope._opwatch.");
   m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
   m.def("recorder_stop", &recorder_stop);
   m.def("recorder_active", []() -> bool { return rec.active; });

@@ -15,6 +15,15 @@
 //
 // The op id handed to graphscope._native's per-thread state is OP_BASE + the index in this
 // module's table (ops.OpTable resolves it); the table only grows.
+//
+// Backward attribution (what annotate/backward.py does with one Python pre-hook per autograd
+// node) is done here from the engine's own RecordFunctions: a BACKWARD_FUNCTION record carries
+// the node's sequence number, whose owner scope the forward noted (own_push/own_pop: the
+// autograd sequence counter at every scope push and pop on the capturing thread), so the
+// thread's backward slot is set to that scope's backward scope as the node starts. Gradient
+// accumulation is the aten::add/add_ the engine runs after a node's apply, inside that node's
+// evaluate_function record: its kernels get the node's scope with grad_accumulation, encoded
+// as slot -(scope + 2) and resolved by annotate/session.py.
 
 #include <Python.h>
 #include <frameobject.h>
@@ -22,6 +31,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
@@ -30,6 +40,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cctype>
@@ -120,8 +131,14 @@ std::string dtype_name(c10::ScalarType t) {
   }
 }
 
+using PushFn = void (*)(int64_t);
+using PopFn = int64_t (*)();
+using CurrentFn = int64_t (*)();
+using SetSlotFn = void (*)(int64_t);
+
 struct OpInfo {
   bool record = false;               // not CompositeImplicitAutograd
+  bool is_add = false;               // aten::add / aten::add_ (the engine's accumulation)
   const c10::FunctionSchema* schema = nullptr;
   std::vector<uint8_t> skip_int;     // per argument: an Int that Python sees as dtype/layout/...
   size_t kwarg_only_start = 0;
@@ -142,6 +159,22 @@ struct State {
   SetOpFn set_op = nullptr;
   std::atomic<bool> enabled{false};
   at::CallbackHandle handle = 0;
+  // backward attribution
+  PushFn push = nullptr;
+  PopFn pop = nullptr;
+  CurrentFn current = nullptr;
+  SetSlotFn set_slot = nullptr;
+  std::atomic<bool> bw_enabled{false};
+  std::atomic<bool> bw_suspended{false};  // this backward call is attributed by Python hooks
+  std::atomic<bool> leaf_python{false};   // AccumulateGrad slots come from Python pre-hooks
+  std::atomic<uint64_t> generation{1};    // per-thread backward state older than this is stale
+  at::CallbackHandle bw_handle = 0;
+  uint64_t main_rf_thread = 0;            // RecordFunction's id of the capturing thread
+  std::mutex own_mu;
+  std::vector<int64_t> own_seq, own_scope;  // ownership step function (sorted by seq)
+  std::atomic<bool> own_active{false};
+  pthread_t own_thread{};
+  std::vector<int64_t> backward_of;         // forward scope id -> backward scope id
   std::vector<int64_t> log;          // recorded op ids, in order, while logging (tests)
   bool logging = false;
   std::atomic<uint64_t> errors{0};
@@ -168,6 +201,7 @@ const OpInfo* op_info(const at::RecordFunction& fn) {
   if (!handle) return nullptr;
   info.record = !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
   info.schema = &handle->schema();
+  info.is_add = opname->name == "aten::add" || opname->name == "aten::add_";
   info.name = opname->name;  // as OpOverload.name(): "aten::add_.Tensor", "aten::t"
   if (!opname->overload_name.empty()) info.name += "." + opname->overload_name;
   const auto& args = info.schema->arguments();
@@ -356,6 +390,106 @@ int64_t intern(const std::string& op, std::string&& shapes, std::string&& source
   return id;
 }
 
+// ---- backward attribution ----
+
+struct ThreadBw {
+  uint64_t gen = 0;
+  int depth = 0;                    // open BACKWARD_FUNCTION records
+  bool after_node = false;          // a node's apply ended; its evaluate_function is still open
+  int64_t node_bscope = -1;         // backward scope of the node that ran last here
+  const void* acc_fn = nullptr;     // the accumulation add being observed
+};
+thread_local ThreadBw tbw;
+
+ThreadBw& thread_bw() {
+  uint64_t g = st.generation.load(std::memory_order_relaxed);
+  if (tbw.gen != g) tbw = ThreadBw{g};
+  return tbw;
+}
+
+int64_t owner_of(int64_t seq) {
+  std::lock_guard<std::mutex> g(st.own_mu);
+  auto it = std::upper_bound(st.own_seq.begin(), st.own_seq.end(), seq);
+  if (it == st.own_seq.begin()) return -1;
+  return st.own_scope[static_cast<size_t>(it - st.own_seq.begin()) - 1];
+}
+
+int64_t backward_scope_of(int64_t sid) {
+  std::lock_guard<std::mutex> g(st.own_mu);
+  return sid >= 0 && static_cast<size_t>(sid) < st.backward_of.size()
+             ? st.backward_of[static_cast<size_t>(sid)] : -1;
+}
+
+void own_note(int64_t scope) {
+  if (!st.own_active.load(std::memory_order_relaxed) ||
+      !pthread_equal(pthread_self(), st.own_thread))
+    return;
+  int64_t seq = static_cast<int64_t>(at::sequence_number::peek());
+  std::lock_guard<std::mutex> g(st.own_mu);
+  if (!st.own_seq.empty() && st.own_seq.back() == seq) {
+    st.own_scope.back() = scope;  // nothing was numbered since: the last event wins
+  } else {
+    st.own_seq.push_back(seq);
+    st.own_scope.push_back(scope);
+  }
+}
+
+bool is_evaluate_function(const at::RecordFunction& fn) {
+  static const char kPrefix[] = "autograd::engine::evaluate_function: ";
+  return std::strncmp(fn.name(), kPrefix, sizeof(kPrefix) - 1) == 0;
+}
+
+std::unique_ptr<at::ObserverContext> bw_start(const at::RecordFunction& fn) {
+  if (!st.bw_enabled.load(std::memory_order_relaxed) ||
+      st.bw_suspended.load(std::memory_order_relaxed))
+    return nullptr;
+  try {
+    ThreadBw& t = thread_bw();
+    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+      t.after_node = false;
+      if (t.depth++ > 0) return nullptr;  // a node run inside a node: the outer one's scope
+      int64_t seq = fn.seqNr();
+      if (seq < 0) {  // AccumulateGrad: the leaf's scope (Python pre-hooks) or none (MK9)
+        if (!st.leaf_python.load(std::memory_order_relaxed)) st.set_slot(-1);
+        t.node_bscope = -1;
+      } else if (fn.forwardThreadId() != st.main_rf_thread) {
+        t.node_bscope = st.current();  // made on another thread: inherit the running scope
+      } else {
+        int64_t b = backward_scope_of(owner_of(seq));
+        st.set_slot(b);
+        t.node_bscope = b;
+      }
+      return nullptr;
+    }
+    if (!t.after_node || t.acc_fn != nullptr || t.depth > 0) return nullptr;
+    const OpInfo* info = op_info(fn);
+    if (info != nullptr && info->is_add) {
+      t.acc_fn = &fn;
+      if (t.node_bscope >= 0) st.set_slot(-(t.node_bscope + 2));
+    }
+  } catch (...) {
+    st.errors++;
+  }
+  return nullptr;
+}
+
+void bw_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (!st.bw_enabled.load(std::memory_order_relaxed) ||
+      st.bw_suspended.load(std::memory_order_relaxed))
+    return;
+  ThreadBw& t = thread_bw();
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    if (t.depth > 0 && --t.depth == 0) t.after_node = true;
+    return;
+  }
+  if (t.acc_fn == &fn) {
+    t.acc_fn = nullptr;
+    st.set_slot(t.node_bscope);
+  } else if (t.after_node && t.depth == 0 && t.acc_fn == nullptr && is_evaluate_function(fn)) {
+    t.after_node = false;
+  }
+}
+
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!st.enabled.load(std::memory_order_relaxed)) return nullptr;
   if (tops.depth > 0) {
@@ -392,29 +526,78 @@ void on_end(const at::RecordFunction&, at::ObserverContext*) {
 }
 
 void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::string> skip_dirs,
-            bool record_source) {
-  if (st.enabled) throw std::runtime_error("state:0:the op observer is already enabled");
+            bool record_ops, bool record_source, bool backward) {
+  if (st.enabled || st.bw_enabled)
+    throw std::runtime_error("state:0:the op observer is already enabled");
+  if (backward && st.set_slot == nullptr)
+    throw std::runtime_error("state:0:the op observer has no scope functions (set_scope_fns)");
   st.set_op = reinterpret_cast<SetOpFn>(set_op_address);
   st.main_thread = static_cast<pthread_t>(main_thread);
   st.skip_dirs = std::move(skip_dirs);
   st.record_source = record_source;
-  st.ops.clear();  // op handles are looked up again per session (libraries may come and go)
+  {
+    std::lock_guard<std::mutex> g(st.mu);
+    st.ops.clear();  // op handles are looked up again per session (libraries may come and go)
+  }
   st.errors = 0;
-  st.handle = at::addGlobalCallback(
-      at::RecordFunctionCallback(&on_start, &on_end)
-          .needsInputs(true)
-          .scopes({at::RecordScope::FUNCTION}));
-  st.enabled = true;
+  st.generation.fetch_add(1);
+  if (record_ops) {
+    st.handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end)
+            .needsInputs(true)
+            .scopes({at::RecordScope::FUNCTION}));
+    st.enabled = true;
+  }
+  if (backward) {
+    st.main_rf_thread = at::RecordFunction::currentThreadId();
+    st.bw_suspended = false;
+    st.leaf_python = false;
+    st.bw_handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&bw_start, &bw_end)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    st.bw_enabled = true;
+  }
 }
 
 void disable() {
-  if (!st.enabled) return;
-  st.enabled = false;
-  at::removeCallback(st.handle);
-  st.handle = 0;
+  if (st.enabled) {
+    st.enabled = false;
+    at::removeCallback(st.handle);
+    st.handle = 0;
+  }
+  if (st.bw_enabled) {
+    st.bw_enabled = false;
+    at::removeCallback(st.bw_handle);
+    st.bw_handle = 0;
+  }
+  st.generation.fetch_add(1);
   for (auto& kv : st.skip_code) Py_DECREF(kv.first);  // called with the GIL held
   st.skip_code.clear();
   st.lines.clear();
+}
+
+void set_scope_fns(std::vector<uintptr_t> a) {
+  if (a.size() != 4) throw std::runtime_error("state:0:set_scope_fns needs 4 addresses");
+  st.push = reinterpret_cast<PushFn>(a[0]);
+  st.pop = reinterpret_cast<PopFn>(a[1]);
+  st.current = reinterpret_cast<CurrentFn>(a[2]);
+  st.set_slot = reinterpret_cast<SetSlotFn>(a[3]);
+}
+
+void own_push(int64_t scope) {
+  st.push(scope);
+  own_note(scope);
+}
+
+void own_pop() {
+  st.pop();
+  own_note(st.current());
+}
+
+void set_backward_scopes(size_t start, std::vector<int64_t> bsids) {
+  std::lock_guard<std::mutex> g(st.own_mu);
+  if (st.backward_of.size() < start + bsids.size()) st.backward_of.resize(start + bsids.size(), -1);
+  std::copy(bsids.begin(), bsids.end(), st.backward_of.begin() + static_cast<std::ptrdiff_t>(start));
 }
 
 // Rows of the table from `start` (index, not id): (op, shapes, source or None).
@@ -437,9 +620,27 @@ NB_MODULE(_opwatch, m) {
   m.attr("TORCH_VERSION") = GRAPHSCOPE_TORCH_VERSION;
   m.attr("OP_BASE") = kOpBase;
   m.def("enable", &enable, nb::arg("set_op_address"), nb::arg("main_thread"),
-        nb::arg("skip_dirs"), nb::arg("record_source") = true);
+        nb::arg("skip_dirs"), nb::arg("record_ops") = true, nb::arg("record_source") = true,
+        nb::arg("backward") = false);
   m.def("disable", &disable);
   m.def("enabled", []() -> bool { return st.enabled; });
+  m.def("backward_enabled", []() -> bool { return st.bw_enabled; });
+  m.def("set_scope_fns", &set_scope_fns, nb::arg("addresses"));
+  m.def("own_push", &own_push, nb::arg("scope"));
+  m.def("own_pop", &own_pop);
+  m.def("own_event", []() { own_note(st.current()); });
+  m.def("own_thread", [](uint64_t thread) {
+    st.own_thread = static_cast<pthread_t>(thread);
+    st.own_active = thread != 0;
+  }, nb::arg("thread"), "Note ownership events on this thread (0: stop).");
+  m.def("owner", &owner_of, nb::arg("seq"));
+  m.def("set_backward_scopes", &set_backward_scopes, nb::arg("start"), nb::arg("bsids"));
+  m.def("backward_scopes_size", []() -> size_t {
+    std::lock_guard<std::mutex> g(st.own_mu);
+    return st.backward_of.size();
+  });
+  m.def("suspend_backward", [](bool on) { st.bw_suspended = on; }, nb::arg("on"));
+  m.def("set_leaf_python", [](bool on) { st.leaf_python = on; }, nb::arg("on"));
   m.def("table", &table, nb::arg("start") = 0);
   m.def("table_size", []() -> size_t {
     std::lock_guard<std::mutex> g(st.mu);

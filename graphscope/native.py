@@ -356,6 +356,8 @@ def _load_opwatch() -> str | None:
         from . import _opwatch as mod
     except ImportError as exc:
         return f"not built (torch was not importable when graphscope was built): {exc}"
+    if mod.OP_BASE != 1 << 40:  # annotate/ops.py OP_BASE
+        return f"graphscope._opwatch is from another graphscope build (OP_BASE {mod.OP_BASE})"
     if mod.TORCH_VERSION != torch.__version__:
         return (f"built for torch {mod.TORCH_VERSION}, running torch {torch.__version__}: "
                 "reinstall graphscope with --no-build-isolation to rebuild it")

@@ -33,8 +33,39 @@ class _Ownership:
         self.seqs: list[int] = []
         self.scopes: list[int] = []
         self.explicit: dict[Any, int] = {}  # autograd Node -> backward scope id
+        # graphscope._opwatch when the native observer keeps the step function (and attributes
+        # backward from the engine's RecordFunctions); None: the lists above and Python hooks.
+        self.native: Any = None
+
+    def use(self, obs: Any) -> None:
+        """Keep ownership natively in ``obs`` (None: in Python) from now on."""
+        self.native = obs
+        if obs is None:
+            SCOPES.listener = None
+            return
+        obs.set_scope_fns(native.extension().scope_fn_addresses())
+        have = obs.backward_scopes_size()
+        if have < len(SCOPES):
+            obs.set_backward_scopes(have, [SCOPES[i].backward_scope
+                                           for i in range(have, len(SCOPES))])
+        SCOPES.listener = lambda sid, bsid: obs.set_backward_scopes(sid, [bsid])
+
+    def start(self, thread: int) -> None:
+        self.thread = thread
+        if self.native is not None:
+            self.native.own_thread(thread)
+        self.event()
+
+    def stop(self) -> None:
+        self.event()
+        self.thread = None
+        if self.native is not None:
+            self.native.own_thread(0)
 
     def event(self) -> None:
+        if self.native is not None:
+            self.native.own_event()
+            return
         if threading.get_ident() != self.thread:
             return
         self.seqs.append(_seq())
@@ -42,6 +73,8 @@ class _Ownership:
 
     def owner_scope(self, node: Any) -> int:
         """The forward scope whose dict the node's backward gets (-1: none)."""
+        if self.native is not None:
+            return int(self.native.owner(node._sequence_nr()))
         i = bisect.bisect_right(self.seqs, node._sequence_nr()) - 1
         return self.scopes[i] if i >= 0 else -1
 
@@ -72,18 +105,24 @@ OWNERSHIP = _Ownership()
 
 def push(scope_id: int) -> None:
     """Open a scope on this thread (and note it for backward ownership)."""
+    own = OWNERSHIP
+    if own.native is not None:
+        own.native.own_push(scope_id)
+        return
     ext = native.extension()
     ext.push_scope(scope_id)
-    own = OWNERSHIP
     if own.thread == threading.get_ident():
         own.seqs.append(_seq())
         own.scopes.append(scope_id)
 
 
 def pop() -> None:
+    own = OWNERSHIP
+    if own.native is not None:
+        own.native.own_pop()
+        return
     ext = native.extension()
     ext.pop_scope()
-    own = OWNERSHIP
     if own.thread == threading.get_ident():
         own.seqs.append(_seq())
         own.scopes.append(int(ext.current_scope()))
@@ -91,8 +130,24 @@ def pop() -> None:
 
 def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
     """Give every node of the graph about to run a pre-hook that sets the thread's slot to
-    its owner's backward scope (-1 for AccumulateGrad and unowned nodes: MK9)."""
+    its owner's backward scope (-1 for AccumulateGrad and unowned nodes: MK9).
+
+    With the native observer attributing backward (``session.native_backward``) no node needs
+    a hook: only the AccumulateGrad nodes get one, where the caller knows parameter owners.
+    create_graph=True (MK8 claims) and double backward over claimed nodes stay with the hooks.
+    """
     import torch
+
+    obs = getattr(session, "native_backward", None)
+    if obs is not None:
+        if not create_graph and not OWNERSHIP.explicit:
+            obs.suspend_backward(False)
+            leaf = getattr(session, "leaf_scope", None)
+            obs.set_leaf_python(leaf is not None)
+            if leaf is not None:
+                _hook_leaves(session, t_outputs, leaf)
+            return
+        obs.suspend_backward(True)  # this call: the Python hooks below
 
     stack = []
     for t in t_outputs:
@@ -139,6 +194,30 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
             node.register_hook(_accumulation_hook(bsid))
         if create_graph and bsid >= 0:
             node.register_hook(_claim_hook(bsid))
+
+
+def _hook_leaves(session: Any, t_outputs: Any, leaf: Any) -> None:
+    """A slot pre-hook on each AccumulateGrad node about to run: its parameter's owner."""
+    import torch
+
+    stack = []
+    for t in t_outputs:
+        node = t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
+        if node is not None:
+            stack.append(node)
+    hooked = session.hooked
+    seen: set[Any] = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if type(node).__name__ == "AccumulateGrad":
+            if node not in hooked:
+                hooked.add(node)
+                node.register_prehook(_slot_hook(leaf(node)))
+            continue
+        stack.extend(n for n, _ in node.next_functions if n is not None)
 
 
 _SLOT_HOOKS: dict[int, Any] = {}

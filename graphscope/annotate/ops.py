@@ -131,26 +131,10 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
     STREAMS[handle] = ann
 
 
-class NativeOps:
-    """The native op observer for one session: what the dispatch mode records, without it."""
-
-    def __init__(self, obs: Any, session: Any) -> None:
-        self.obs = obs
-        obs.enable(native.extension().set_op_address(), session.main_thread,
-                   list(session.skip_dirs), True)
-
-    def close(self) -> None:
-        self.obs.disable()
-
-
-def native_ops(session: Any) -> Optional[NativeOps]:
-    """The native observer, when it can do all the session asks of the op layer."""
-    if not session.record_ops or STREAMS or session.ddp is not None:
-        return None  # mark_stream and DDP scoping need the dispatch mode's Python hooks
-    obs = native.op_observer()
-    if obs is None or obs.OP_BASE != OP_BASE:
-        return None
-    return NativeOps(obs, session)
+def native_ops_possible(session: Any) -> bool:
+    """Whether the native observer can record this session's ops (it always can attribute
+    backward). mark_stream and DDP scoping need the dispatch mode's per-op Python hooks."""
+    return bool(session.record_ops) and not STREAMS and session.ddp is None
 
 
 _MODE_CLASSES: dict[str, type] = {}

@@ -38,6 +38,9 @@ class ScopeTable:
         self._lock = threading.RLock()
         self._scopes: list[Scope] = []
         self._index: dict[tuple[int, bytes, bool], int] = {}
+        # called with (scope id, its backward scope id) for every new scope (the native
+        # observer keeps that table for backward attribution: annotate/backward.py)
+        self.listener: Any = None
 
     def __len__(self) -> int:
         return len(self._scopes)
@@ -55,6 +58,8 @@ class ScopeTable:
                 sid = len(self._scopes)
                 self._scopes.append(make(sid))
                 self._index[key] = sid
+                if self.listener is not None:
+                    self.listener(sid, self._scopes[sid].backward_scope)
             return sid
 
     def child(

@@ -11,8 +11,8 @@ from typing import Any
 from .. import native
 from .._errors import AnnotationError
 from . import state
-from .backward import OWNERSHIP, prepare_backward
-from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops
+from .backward import OWNERSHIP, accumulation_scope, prepare_backward
+from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops_possible
 from .scopes import SCOPES
 
 
@@ -30,12 +30,16 @@ class Session:
         # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
         self.leaf_scope: Any = None
         self.ddp: Any = None  # a DDPWatch (state.DDP when the session starts)
+        # graphscope._opwatch while it attributes backward (no per-node Python hooks)
+        self.native_backward: Any = None
+        self._observer: Any = None
 
     def enter(self) -> None:
         import torch.autograd
 
-        OWNERSHIP.thread = self.main_thread
-        OWNERSHIP.event()
+        obs = native.op_observer()
+        OWNERSHIP.use(obs)
+        OWNERSHIP.start(self.main_thread)
         self._real_run_backward = torch.autograd._engine_run_backward
         real = self._real_run_backward
 
@@ -76,25 +80,24 @@ class Session:
         self.ddp = state.DDP
         if self.ddp is not None:
             self.ddp.arm()
-        if self.record_ops or STREAMS or self.ddp is not None:
-            obs = native_ops(self)  # the RecordFunction observer where it can do the job
-            if obs is not None:
-                self._modes.append(obs)
-            else:
-                dm = _op_mode_cls()(self)
-                dm.__enter__()
-                self._modes.append(dm)
+        native_ops = obs is not None and native_ops_possible(self)
+        if obs is not None:  # the RecordFunction observer: backward always, ops where it can
+            obs.enable(native.extension().set_op_address(), self.main_thread,
+                       list(self.skip_dirs), record_ops=native_ops, record_source=True,
+                       backward=True)
+            self._observer = obs
+            self.native_backward = obs
+        if (self.record_ops or STREAMS or self.ddp is not None) and not native_ops:
+            dm = _op_mode_cls()(self)
+            dm.__enter__()
+            self._modes.append(dm)
 
     def exit(self) -> None:
         import torch.autograd
 
         try:
             while self._modes:
-                m = self._modes.pop()
-                if hasattr(m, "close"):
-                    m.close()
-                else:
-                    m.__exit__(None, None, None)
+                self._modes.pop().__exit__(None, None, None)
             if getattr(self, "ddp", None) is not None:
                 self.ddp.disarm()
         finally:
@@ -102,8 +105,10 @@ class Session:
                 torch.autograd._engine_run_backward = self._real_run_backward
             if self._real_make_grads is not None:
                 torch.autograd._make_grads = self._real_make_grads
-            OWNERSHIP.event()
-            OWNERSHIP.thread = None
+            if self._observer is not None:
+                self._observer.disable()
+                self._observer = self.native_backward = None
+            OWNERSHIP.stop()
             native.retire_slots()
             self.hooked.clear()
 
@@ -132,3 +137,22 @@ def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
                 s.exit()
             finally:
                 state.ACTIVE = None
+    for i, rec in enumerate(records):
+        records[i] = resolve_accumulation(rec)
+
+
+def resolve_accumulation(rec: native.CreatedNodes) -> native.CreatedNodes:
+    """Scope ``-(b + 2)`` is backward scope ``b``'s gradient accumulation (the native
+    observer's encoding, csrc/opwatch.cpp): give those nodes the accumulation scope."""
+    import dataclasses
+
+    import numpy as np
+
+    sc = rec.scope
+    marked = sc <= -2
+    if not marked.any():
+        return rec
+    out = np.array(sc, copy=True)
+    for code in np.unique(sc[marked]).tolist():
+        out[sc == code] = accumulation_scope(-int(code) - 2)
+    return dataclasses.replace(rec, scope=out)

@@ -31,8 +31,13 @@ class Spy(torch.autograd.Function):
         return g * 1
 
 
-@pytest.fixture(autouse=True)
-def _reset():
+@pytest.fixture(autouse=True, params=["native", "python"])
+def _reset(request, monkeypatch):
+    """Every test twice: backward attributed by the native observer's RecordFunction callbacks
+    and by the Python pre-hooks (GRAPHSCOPE_OP_OBSERVER=python)."""
+    monkeypatch.setenv(native.OP_OBSERVER_ENV, request.param)
+    if request.param == "native" and native.op_observer() is None:
+        pytest.skip(f"no native op observer: {native.op_observer_why()}")
     Spy.seen = []
     yield
     assert native.current_scope() == -1
@@ -205,11 +210,7 @@ def test_stream_annotation_is_the_outermost_layer():
     assert dict(A.SCOPES.annotation(merged)) == {"stream": "inner", "other": 1, "name": "x"}
 
 
-@pytest.mark.parametrize("observer", ["python", "native"])
-def test_op_recording_notes_aten_op_shapes_and_user_line(observer, monkeypatch):
-    monkeypatch.setenv(native.OP_OBSERVER_ENV, observer)
-    if observer == "native" and native.op_observer() is None:
-        pytest.skip(f"no native op observer: {native.op_observer_why()}")
+def test_op_recording_notes_aten_op_shapes_and_user_line():
     x = torch.randn(4, 3)
     with fake_session(record_ops=True):
         prev = native.set_current_op(-1)

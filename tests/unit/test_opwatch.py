@@ -145,11 +145,11 @@ def test_session_uses_the_observer_and_restores_the_thread_op(monkeypatch):
     monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
     x = torch.randn(4, 3)
     with fake_session(record_ops=True) as s:
-        assert any(isinstance(m, O.NativeOps) for m in s._modes)
-        assert OBS.enabled()
+        assert s._observer is OBS and not s._modes  # no dispatch mode
+        assert OBS.enabled() and OBS.backward_enabled()
         torch.mm(x, x.t())
         assert native.extension().current_op() == -1  # restored after the op
-    assert not OBS.enabled()
+    assert not OBS.enabled() and not OBS.backward_enabled()
     mm = [r for r in O.OPS.records() if r.op == "aten::mm"]
     assert mm[-1].shapes == "float32[4,3], float32[3,4]"
 
@@ -165,13 +165,14 @@ def test_observer_is_disabled_when_the_session_body_raises(monkeypatch):
 def test_dispatch_mode_is_kept_where_the_observer_cannot_do_the_job(monkeypatch):
     monkeypatch.setenv(native.OP_OBSERVER_ENV, "python")
     with fake_session(record_ops=True) as s:
-        assert not any(isinstance(m, O.NativeOps) for m in s._modes) and s._modes
+        assert s._observer is None and s._modes  # the dispatch mode and Python hooks
     assert native.op_observer_why() == f"{native.OP_OBSERVER_ENV}=python"
     monkeypatch.delenv(native.OP_OBSERVER_ENV)
     O.mark_stream(12345, "side")  # mark_stream needs the mode's per-op stream check
     try:
         with fake_session(record_ops=True) as s:
-            assert not any(isinstance(m, O.NativeOps) for m in s._modes)
+            assert s._modes  # the dispatch mode records ops; backward stays native
+            assert OBS.backward_enabled() and not OBS.enabled()
     finally:
         O.mark_stream(12345, None)
 
