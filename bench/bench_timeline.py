@@ -5,7 +5,10 @@ same step graph of a sample model: N plain replays, then N replays under the too
 (cold = first use in the process, warm = second). graphscope's time includes joining every
 record onto the captured nodes; torch.profiler's includes building its event list.
 Reported: totals, and overheads (traced - plain wall of the same N replays, measured right
-before). Usage: bench_timeline.py OUT.json [MODEL ...] (default: mlp gpt transformer_encoder)
+before). A third tool, "cupti", is the floor: the same activity kinds enabled, the replays, the
+flush, and the buffers handed back undecoded: what CUPTI's collection costs by itself, so that
+graphscope's own cost is its overhead minus this one.
+Usage: bench_timeline.py OUT.json [MODEL ...] (default: mlp gpt transformer_encoder)
 """
 
 import json
@@ -89,9 +92,26 @@ def worker(tool, model_name):
             res[f"{run}_breakdown_ms"] = {"tracer_start": (t_b - t_a) * 1e3,
                                           "replays": (t_c - t_b) * 1e3,
                                           "tracer_stop_decode": (t_d - t_c) * 1e3,
+                                          "cupti_flush": recs.flush_ns / 1e6,
+                                          "decode": recs.decode_ns / 1e6,
                                           "join": (t_e - t_d) * 1e3}
             res[f"{run}_records"] = jr.joined_records
             res[f"{run}_unjoined"] = jr.unjoined_records
+            t_f = time.perf_counter()
+            n_events = len(jr.events)  # made on first use, when a bundle or trace is written
+            res[f"{run}_events_ms"] = (time.perf_counter() - t_f) * 1e3
+            res[f"{run}_events"] = n_events
+        elif tool == "cupti":
+            from graphscope import native
+
+            ext = native.ensure_loaded()
+            ext.tracer_start()
+            for _ in range(N):
+                g.replay()
+            torch.cuda.synchronize()
+            d = ext.tracer_stop(False)  # flushed, buffers handed back, nothing decoded
+            res[f"{run}_records"] = int(d["records"])
+            res[f"{run}_breakdown_ms"] = {"cupti_flush": d["flush_ns"] / 1e6}
         else:
             from torch.profiler import ProfilerActivity, profile
 
@@ -102,6 +122,8 @@ def worker(tool, model_name):
             res[f"{run}_records"] = sum(
                 1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
         res[f"{run}_s"] = time.perf_counter() - t0
+        if tool == "graphscope":
+            res[f"{run}_s"] -= res[f"{run}_events_ms"] / 1e3  # not part of tracing
         res[f"{run}_overhead_s"] = res[f"{run}_s"] - res[f"{run}_plain_s"]
     print("RESULT " + json.dumps(res), flush=True)
 
@@ -112,14 +134,14 @@ def main():
     rows = []
     for m in models:
         pair = {}
-        for tool in ("graphscope", "profiler"):
+        for tool in ("graphscope", "cupti", "profiler"):
             r = subprocess.run([sys.executable, __file__, "--worker", tool, m],
                                capture_output=True, text=True, timeout=300)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if r.returncode != 0 or not line:
                 raise SystemExit(f"{tool} worker failed: {r.stderr[-2000:]}")
             pair[tool] = json.loads(line[0][7:])
-        gs, pr = pair["graphscope"], pair["profiler"]
+        gs, pr, cu = pair["graphscope"], pair["profiler"], pair["cupti"]
         rows.append({
             "model": m, "replays": N, "work_nodes": gs["work_nodes"],
             "graphscope": gs, "profiler": pr,
@@ -127,7 +149,10 @@ def main():
             "speedup_warm": pr["warm_s"] / gs["warm_s"],
             # issue 15's T1: overhead = traced - plain wall, profiler's over graphscope's
             "overhead_ms": {t: {r: pair[t][f"{r}_overhead_s"] * 1e3 for r in ("cold", "warm")}
-                            for t in ("graphscope", "profiler")},
+                            for t in ("graphscope", "cupti", "profiler")},
+            # graphscope's own cost: its overhead over CUPTI's floor (target: about 2 ms)
+            "graphscope_over_cupti_ms": {r: (gs[f"{r}_overhead_s"] - cu[f"{r}_overhead_s"]) * 1e3
+                                         for r in ("cold", "warm")},
             "overhead_ratio_cold": pr["cold_overhead_s"] / max(gs["cold_overhead_s"], 1e-6),
             "overhead_ratio_warm": pr["warm_overhead_s"] / max(gs["warm_overhead_s"], 1e-6),
         })

@@ -124,7 +124,7 @@ NB_MODULE(_native, m) {
   m.def("graph_id", &graph_id, nb::arg("graph"));
   m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));
   m.def("tracer_start", &tracer_start);
-  m.def("tracer_stop", &tracer_stop);
+  m.def("tracer_stop", &tracer_stop, nb::arg("decode") = true);
   m.def("tracer_active", []() -> bool { return tracer.active; });
   m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),

@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cupti.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -17,9 +18,19 @@ Tracer tracer;
 namespace {
 
 
+// Buffers are kept for the next trace (their pages are already mapped): at most kPoolMax.
+constexpr size_t kPoolMax = 4;
+
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   void* p = nullptr;
-  if (posix_memalign(&p, kAlign, kBufferBytes) != 0) p = nullptr;
+  {
+    std::lock_guard<std::mutex> g(tracer.mu);
+    if (!tracer.pool.empty()) {
+      p = tracer.pool.back();
+      tracer.pool.pop_back();
+    }
+  }
+  if (p == nullptr && posix_memalign(&p, kAlign, kBufferBytes) != 0) p = nullptr;
   *buffer = static_cast<uint8_t*>(p);
   *size = p ? kBufferBytes : 0;
   *max_records = 0;
@@ -29,6 +40,15 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   std::lock_guard<std::mutex> g(tracer.mu);
   tracer.done.emplace_back(buffer, valid);
+}
+
+// Back to the pool (or freed); the caller holds tracer.mu.
+void release_buffer_locked(uint8_t* b) {
+  if (tracer.pool.size() < kPoolMax) {
+    tracer.pool.push_back(b);
+  } else {
+    std::free(b);
+  }
 }
 
 const CUpti_ActivityKind kTraceKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
@@ -74,6 +94,12 @@ struct TraceColumns {
   // that the string is hashed (and copied) once per kernel, not once per record
   std::unordered_map<const char*, int32_t> name_at;
   uint64_t unknown = 0;
+
+  void reserve(size_t n) {
+    kind.reserve(n); start.reserve(n); end.reserve(n); graph_node_id.reserve(n);
+    device.reserve(n); stream.reserve(n); correlation.reserve(n); graph_id.reserve(n);
+    grid.reserve(3 * n); block.reserve(3 * n); name_idx.reserve(n); bytes.reserve(n);
+  }
 };
 
 template <typename T>
@@ -167,7 +193,7 @@ void tracer_start() {
   if (r != CUPTI_SUCCESS) raise_cupti("cuptiActivityRegisterCallbacks", r);
   {
     std::lock_guard<std::mutex> g(tracer.mu);
-    for (auto& b : tracer.done) std::free(b.first);
+    for (auto& b : tracer.done) release_buffer_locked(b.first);
     tracer.done.clear();
   }
   for (auto k : kTraceKinds) {
@@ -180,10 +206,12 @@ void tracer_start() {
   tracer.active = true;
 }
 
-nb::dict tracer_stop() {
+nb::dict tracer_stop(bool decode_records) {
   require_loaded();
   if (!tracer.active) throw std::runtime_error("state:0:the graphscope tracer is not running");
+  auto t0 = std::chrono::steady_clock::now();
   CUptiResult flush = cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  auto t1 = std::chrono::steady_clock::now();
   for (auto k : kTraceKinds) cupti.ActivityDisable(k);
   tracer.active = false;
   size_t dropped = 0;
@@ -194,15 +222,27 @@ nb::dict tracer_stop() {
     bufs.swap(tracer.done);
   }
   TraceColumns c;
+  size_t total = 0;
+  for (auto& b : bufs) total += b.second;
+  c.reserve(total / 128 + 16);  // a kernel record is ~200 bytes: no regrowth
+  uint64_t n_records = 0;
   for (auto& b : bufs) {
     CUpti_Activity* rec_ptr = nullptr;
     while (cupti.ActivityGetNextRecord(b.first, b.second, &rec_ptr) == CUPTI_SUCCESS) {
-      decode(c, reinterpret_cast<const uint8_t*>(rec_ptr));
+      ++n_records;
+      if (decode_records) decode(c, reinterpret_cast<const uint8_t*>(rec_ptr));
     }
-    std::free(b.first);
   }
+  {
+    std::lock_guard<std::mutex> g(tracer.mu);
+    for (auto& b : bufs) release_buffer_locked(b.first);
+  }
+  auto t2 = std::chrono::steady_clock::now();
   if (flush != CUPTI_SUCCESS) raise_cupti("cuptiActivityFlushAll", flush);
   nb::dict d;
+  d["flush_ns"] = static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
+  d["decode_ns"] = static_cast<uint64_t>(std::chrono::nanoseconds(t2 - t1).count());
+  d["records"] = n_records;
   d["kind"] = as_bytes(c.kind);
   d["start"] = as_bytes(c.start);
   d["end"] = as_bytes(c.end);

@@ -22,12 +22,13 @@ constexpr size_t kAlign = 8;
 struct Tracer {
   std::mutex mu;
   std::vector<std::pair<uint8_t*, size_t>> done;  // (buffer, valid bytes)
+  std::vector<void*> pool;                          // emptied buffers, reused
   std::atomic<bool> active{false};
   std::atomic<uint64_t> buffers{0};
 };
 extern Tracer tracer;
 
 void tracer_start();
-nb::dict tracer_stop();
+nb::dict tracer_stop(bool decode_records = true);
 
 }  // namespace gs

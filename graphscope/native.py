@@ -436,6 +436,8 @@ class ActivityRecords:
     bytes: np.ndarray
     names: list[str]
     dropped: int
+    flush_ns: int = 0  # cuptiActivityFlushAll (CUPTI completing its records)
+    decode_ns: int = 0  # graphscope reading the records into these columns
 
 
 @contextmanager
@@ -469,5 +471,7 @@ def tracing() -> Iterator[list[ActivityRecords]]:
                 bytes=_col(d["bytes"], "<u8"),
                 names=list(d["names"]),
                 dropped=int(d["dropped"]),
+                flush_ns=int(d["flush_ns"]),
+                decode_ns=int(d["decode_ns"]),
             )
         )

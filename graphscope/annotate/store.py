@@ -56,24 +56,24 @@ STORE = _AnnotationStore()
 
 def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[int, dict]:
     """Per template graph id: {local id: merged annotation} of annotated nodes (MK2, MK14)."""
-    out: dict[int, dict[int, dict[str, Any]]] = {}
-    body_tagged = 0
-    for nid, gid, ntype, sid in zip(
-        rec.node_id.tolist(), rec.graph_id.tolist(), rec.node_type.tolist(), rec.scope.tolist()
-    ):
-        if gid in exec_ids:
-            continue
-        per = out.setdefault(gid, {})
-        if sid < 0:
-            continue
-        if ntype in native.BODY_TYPES:
-            body_tagged += 1
-            continue
-        if ntype not in native.ANNOTATED_TYPES:
-            continue
-        ann = SCOPES.annotation(sid)
+    import numpy as np
+
+    gid = rec.graph_id
+    sid = rec.scope
+    template = ~np.isin(gid, np.fromiter(exec_ids, dtype=gid.dtype, count=len(exec_ids)))
+    out: dict[int, dict[int, dict[str, Any]]] = {
+        g: {} for g in np.unique(gid[template]).tolist()}
+    scoped = template & (sid >= 0)
+    body_tagged = int((scoped & np.isin(rec.node_type, list(native.BODY_TYPES))).sum())
+    work = scoped & np.isin(rec.node_type, list(native.ANNOTATED_TYPES))
+    anns: dict[int, Any] = {}
+    for g, lid, s in zip(gid[work].tolist(), (rec.node_id[work] & 0xFFFFFFFF).tolist(),
+                         sid[work].tolist()):
+        ann = anns.get(s)
+        if ann is None:
+            ann = anns[s] = SCOPES.annotation(s)
         if ann:
-            per[nid & 0xFFFFFFFF] = dict(ann)
+            out[g][lid] = ann  # rekey gives each exec node its own copy
     if body_tagged:
         warnings.warn(
             f"graphscope: {body_tagged} child-graph/conditional node(s) were captured inside "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -27,11 +27,27 @@ class JoinResult:
     durations_ns: dict[int, list[int]]  # exec node id -> duration per replay
     replay_kernel_ns: list[int]
     replay_span_ns: list[int]
-    events: list[dict[str, Any]]
+    _events: Any  # list of event dicts, or the columns they are made from on first use
     joined_records: int
     unjoined_records: int  # graph records whose node id matches no captured node
     outside_graph_records: int  # eager work (graphNodeId 0) between replays
     names: dict[int, str] = field(default_factory=dict)  # exec node id -> name seen in trace
+    _graph_of: Optional[Mapping[int, str]] = None
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Events of the first ``keep_events`` replays, by start time. Made on first use: a
+        caller that wants only durations (graphscope.profile's tables) never pays for them."""
+        if isinstance(self._events, tuple):
+            r, g, s, d, sm, k = self._events
+            graph_of = self._graph_of or {}
+            names = [KINDS.get(i, "?") for i in range(max(KINDS) + 1)]
+            self._events = [
+                {"replay": r_, "graph": graph_of[g_], "exec_node_id": g_, "start_ns": s_,
+                 "dur_ns": d_, "stream": sm_, "kind": names[k_] if 0 <= k_ < len(names) else "?"}
+                for r_, g_, s_, d_, sm_, k_ in zip(r.tolist(), g.tolist(), s.tolist(),
+                                                   d.tolist(), sm.tolist(), k.tolist())]
+        return self._events
 
 
 def join(
@@ -96,26 +112,22 @@ def join(
         np.maximum.at(last, replay, en)
         np.minimum.at(first_t, replay, st)
         span = [int(x) for x in (last - first_t)]
-    events: list[dict[str, Any]] = []
+    events: Any = []
     if len(idx):
         t0 = int(st.min())
-        strm = np.asarray(stream)[idx]
-        knd = np.asarray(kind)[idx]
         keep = np.nonzero(replay < keep_events)[0]
         keep = keep[np.argsort(st[keep], kind="stable")]
-        names = [KINDS.get(k, "?") for k in range(max(KINDS) + 1)]
-        events = [{"replay": r, "graph": exec_node_ids[g], "exec_node_id": g, "start_ns": s,
-                   "dur_ns": d, "stream": sm, "kind": names[k] if 0 <= k < len(names) else "?"}
-                  for r, g, s, d, sm, k in zip(replay[keep].tolist(), gn[keep].tolist(),
-                                               (st[keep] - t0).tolist(), dur[keep].tolist(),
-                                               strm[keep].tolist(), knd[keep].tolist())]
+        kidx = idx[keep]
+        events = (replay[keep], gn[keep], st[keep] - t0, dur[keep],
+                  np.asarray(stream)[kidx], np.asarray(kind)[kidx])
     return JoinResult(
         replays=n_replays,
         durations_ns=durations,
         replay_kernel_ns=[int(x) for x in kernel_ns],
         replay_span_ns=span,
-        events=events,
+        _events=events,
         joined_records=len(idx),
         unjoined_records=unjoined,
         outside_graph_records=int(outside.sum()),
+        _graph_of=exec_node_ids,
     )
