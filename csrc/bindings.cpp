@@ -2,6 +2,7 @@
 //   dl.*        libcuda/libcupti opened at run time     scopes.*   per-thread scope/op state
 //   recorder.*  CUPTI resource callbacks (capture)       inspect.*  template graph walk, ids
 //   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
+//   join.*      activity records -> captured nodes (no CUDA)
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
 
 #include <cuda.h>
@@ -14,6 +15,7 @@
 #include "common.h"
 #include "dl.h"
 #include "inspect.h"
+#include "join.h"
 #include "recorder.h"
 #include "scopes.h"
 #include "tracejson.h"
@@ -123,12 +125,14 @@ NB_MODULE(_native, m) {
   m.def("exec_id", &exec_id, nb::arg("graph_exec"));
   m.def("graph_id", &graph_id, nb::arg("graph"));
   m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));
-  m.def("tracer_start", &tracer_start);
-  m.def("tracer_stop", &tracer_stop, nb::arg("decode") = true);
+  m.def("tracer_start", &tracer_start, nb::arg("decode") = true, nb::arg("buffer_kb") = 0);
+  m.def("tracer_stop", &tracer_stop);
   m.def("tracer_active", []() -> bool { return tracer.active; });
   m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
         nb::arg("need_comma") = false);
   m.def("rewrite_events", &rewrite_events);
+  m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),
+        nb::arg("start"), nb::arg("end"), nb::arg("known"), nb::arg("keep_events"));
 }
 

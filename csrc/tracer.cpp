@@ -24,28 +24,42 @@ constexpr size_t kPoolMax = 4;
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   void* p = nullptr;
   {
-    std::lock_guard<std::mutex> g(tracer.mu);
-    if (!tracer.pool.empty()) {
-      p = tracer.pool.back();
+    std::lock_guard<std::mutex> g(tracer.pool_mu);
+    while (!tracer.pool.empty() && p == nullptr) {
+      auto [b, size] = tracer.pool.back();
       tracer.pool.pop_back();
+      if (size == tracer.buffer_bytes) {
+        p = b;
+      } else {
+        std::free(b);  // the buffer size changed since
+      }
     }
   }
-  if (p == nullptr && posix_memalign(&p, kAlign, kBufferBytes) != 0) p = nullptr;
+  size_t bytes = tracer.buffer_bytes;
+  if (p == nullptr && posix_memalign(&p, kAlign, bytes) != 0) p = nullptr;
   *buffer = static_cast<uint8_t*>(p);
-  *size = p ? kBufferBytes : 0;
+  *size = p ? bytes : 0;
   *max_records = 0;
   tracer.buffers++;
 }
 
-void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+void decode_buffer(uint8_t* buffer, size_t size, size_t valid);  // below; holds tracer.mu
+
+// CUPTI hands a buffer back when it is full (on its worker thread, while the replays still
+// run) or at the flush in tracer_stop: decode it right away, so that only the last buffer's
+// records are decoded after the replays.
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t size,
+                               size_t valid) {
   std::lock_guard<std::mutex> g(tracer.mu);
-  tracer.done.emplace_back(buffer, valid);
+  if (buffer == nullptr) return;
+  decode_buffer(buffer, size, valid);
 }
 
-// Back to the pool (or freed); the caller holds tracer.mu.
-void release_buffer_locked(uint8_t* b) {
+// Back to the pool (or freed).
+void release_buffer(uint8_t* b, size_t size) {
+  std::lock_guard<std::mutex> g(tracer.pool_mu);
   if (tracer.pool.size() < kPoolMax) {
-    tracer.pool.push_back(b);
+    tracer.pool.emplace_back(b, size);
   } else {
     std::free(b);
   }
@@ -176,9 +190,23 @@ void decode(TraceColumns& c, const uint8_t* r) {
   c.name_idx.push_back(-1);
 }
 
+TraceColumns g_cols;  // guarded by tracer.mu
+
+void decode_buffer(uint8_t* buffer, size_t size, size_t valid) {
+  auto t0 = std::chrono::steady_clock::now();
+  CUpti_Activity* rec_ptr = nullptr;
+  while (cupti.ActivityGetNextRecord(buffer, valid, &rec_ptr) == CUPTI_SUCCESS) {
+    ++tracer.records;
+    if (tracer.decode) decode(g_cols, reinterpret_cast<const uint8_t*>(rec_ptr));
+  }
+  release_buffer(buffer, size);
+  tracer.decode_ns += static_cast<uint64_t>(
+      std::chrono::nanoseconds(std::chrono::steady_clock::now() - t0).count());
+}
+
 }  // namespace
 
-void tracer_start() {
+void tracer_start(bool decode_records, size_t buffer_kb) {
   require_loaded();
   if (tracer.active) throw std::runtime_error("state:0:the graphscope tracer is already running");
   uint32_t v = 0;
@@ -193,8 +221,12 @@ void tracer_start() {
   if (r != CUPTI_SUCCESS) raise_cupti("cuptiActivityRegisterCallbacks", r);
   {
     std::lock_guard<std::mutex> g(tracer.mu);
-    for (auto& b : tracer.done) release_buffer_locked(b.first);
-    tracer.done.clear();
+    g_cols = TraceColumns();
+    g_cols.reserve(1 << 14);
+    tracer.decode = decode_records;
+    tracer.records = 0;
+    tracer.decode_ns = 0;
+    if (buffer_kb) tracer.buffer_bytes = std::max<size_t>(buffer_kb, 64) << 10;
   }
   for (auto k : kTraceKinds) {
     r = cupti.ActivityEnable(k);
@@ -206,42 +238,37 @@ void tracer_start() {
   tracer.active = true;
 }
 
-nb::dict tracer_stop(bool decode_records) {
+nb::dict tracer_stop() {
   require_loaded();
   if (!tracer.active) throw std::runtime_error("state:0:the graphscope tracer is not running");
   auto t0 = std::chrono::steady_clock::now();
+  uint64_t decoded_before;
+  {
+    std::lock_guard<std::mutex> g(tracer.mu);
+    decoded_before = tracer.decode_ns;
+  }
+  // the remaining buffers come back through buffer_completed, decoded there
   CUptiResult flush = cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   auto t1 = std::chrono::steady_clock::now();
   for (auto k : kTraceKinds) cupti.ActivityDisable(k);
   tracer.active = false;
   size_t dropped = 0;
   cupti.ActivityGetNumDroppedRecords(nullptr, 0, &dropped);
-  std::vector<std::pair<uint8_t*, size_t>> bufs;
-  {
-    std::lock_guard<std::mutex> g(tracer.mu);
-    bufs.swap(tracer.done);
-  }
   TraceColumns c;
-  size_t total = 0;
-  for (auto& b : bufs) total += b.second;
-  c.reserve(total / 128 + 16);  // a kernel record is ~200 bytes: no regrowth
-  uint64_t n_records = 0;
-  for (auto& b : bufs) {
-    CUpti_Activity* rec_ptr = nullptr;
-    while (cupti.ActivityGetNextRecord(b.first, b.second, &rec_ptr) == CUPTI_SUCCESS) {
-      ++n_records;
-      if (decode_records) decode(c, reinterpret_cast<const uint8_t*>(rec_ptr));
-    }
-  }
+  uint64_t n_records, decode_ns;
   {
     std::lock_guard<std::mutex> g(tracer.mu);
-    for (auto& b : bufs) release_buffer_locked(b.first);
+    std::swap(c, g_cols);
+    n_records = tracer.records;
+    decode_ns = tracer.decode_ns;
   }
-  auto t2 = std::chrono::steady_clock::now();
   if (flush != CUPTI_SUCCESS) raise_cupti("cuptiActivityFlushAll", flush);
   nb::dict d;
+  // flush_ns includes decoding the buffers it completed (tail_decode_ns of it); decode_ns is
+  // all decoding, most of it on CUPTI's thread while the replays ran
   d["flush_ns"] = static_cast<uint64_t>(std::chrono::nanoseconds(t1 - t0).count());
-  d["decode_ns"] = static_cast<uint64_t>(std::chrono::nanoseconds(t2 - t1).count());
+  d["tail_decode_ns"] = decode_ns - decoded_before;
+  d["decode_ns"] = decode_ns;
   d["records"] = n_records;
   d["kind"] = as_bytes(c.kind);
   d["start"] = as_bytes(c.start);

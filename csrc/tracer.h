@@ -1,8 +1,9 @@
 // The CUPTI activity tracer: kernel, memcpy and memset records of replays, as columns.
 //
-// Threads: CUPTI hands completed buffers back on its own worker thread; they go into a
-// mutex-guarded list and are decoded on the Python thread in tracer_stop(). The activity
-// buffer callbacks are process-global: never trace while torch.profiler runs.
+// Threads: CUPTI hands completed buffers back on its own worker thread while the replays run
+// (or, at the flush in tracer_stop, on the calling thread); each is decoded there into
+// mutex-guarded columns and returned to a small pool. The activity buffer callbacks are
+// process-global: never trace while torch.profiler runs.
 #pragma once
 
 #include <atomic>
@@ -16,19 +17,24 @@
 
 namespace gs {
 
-constexpr size_t kBufferBytes = 8u << 20;
+constexpr size_t kBufferBytes = 1u << 20;  // ~5,000 kernel records: several per step
 constexpr size_t kAlign = 8;
 
 struct Tracer {
-  std::mutex mu;
-  std::vector<std::pair<uint8_t*, size_t>> done;  // (buffer, valid bytes)
-  std::vector<void*> pool;                          // emptied buffers, reused
+  std::mutex mu;       // the decoded columns and the counters below
+  std::mutex pool_mu;  // the pool (buffer requests never wait for a decode)
+  std::vector<std::pair<void*, size_t>> pool;  // emptied buffers (and their sizes), reused
   std::atomic<bool> active{false};
   std::atomic<uint64_t> buffers{0};
+  std::atomic<size_t> buffer_bytes{kBufferBytes};
+  // under mu:
+  bool decode = true;       // false: records counted, not decoded (the bench's CUPTI floor)
+  uint64_t records = 0;
+  uint64_t decode_ns = 0;
 };
 extern Tracer tracer;
 
-void tracer_start();
-nb::dict tracer_stop(bool decode_records = true);
+void tracer_start(bool decode_records = true, size_t buffer_kb = 0);
+nb::dict tracer_stop();
 
 }  // namespace gs

@@ -436,8 +436,9 @@ class ActivityRecords:
     bytes: np.ndarray
     names: list[str]
     dropped: int
-    flush_ns: int = 0  # cuptiActivityFlushAll (CUPTI completing its records)
-    decode_ns: int = 0  # graphscope reading the records into these columns
+    flush_ns: int = 0  # cuptiActivityFlushAll at stop (CUPTI completing its records)
+    decode_ns: int = 0  # graphscope reading records into these columns (mostly during replays)
+    tail_decode_ns: int = 0  # the part of decode_ns done inside the flush
 
 
 @contextmanager
@@ -473,5 +474,6 @@ def tracing() -> Iterator[list[ActivityRecords]]:
                 dropped=int(d["dropped"]),
                 flush_ns=int(d["flush_ns"]),
                 decode_ns=int(d["decode_ns"]),
+                tail_decode_ns=int(d["tail_decode_ns"]),
             )
         )

@@ -60,7 +60,69 @@ def join(
     exec_node_ids: Mapping[int, str],
     keep_events: int = 3,
 ) -> JoinResult:
-    """Join activity columns onto ``exec_node_ids`` ({exec node id: graph name})."""
+    """Join activity columns onto ``exec_node_ids`` ({exec node id: graph name}).
+
+    The native join (csrc/join.cpp) when the extension is here, else :func:`join_numpy`; the
+    two agree field for field (tests/unit/test_join.py).
+    """
+    from .. import native
+
+    try:
+        ext = native.extension()
+    except Exception:
+        return join_numpy(graph_node_id, correlation, start_ns, end_ns, stream, kind,
+                          exec_node_ids, keep_events)
+    gnid = np.ascontiguousarray(graph_node_id, dtype=np.uint64)
+    st = np.ascontiguousarray(start_ns, dtype=np.int64)
+    en = np.ascontiguousarray(end_ns, dtype=np.int64)
+    known = np.sort(np.fromiter(exec_node_ids.keys(), dtype=np.uint64,
+                                count=len(exec_node_ids)))
+    d = ext.join_records(gnid.tobytes(), np.ascontiguousarray(correlation, dtype=np.int64)
+                         .tobytes(), st.tobytes(), en.tobytes(), known.tobytes(),
+                         int(keep_events))
+    n_replays = int(d["replays"])
+    order = np.frombuffer(d["order"], dtype=np.int64)
+    offsets = np.frombuffer(d["offsets"], dtype=np.int64)
+    dur = en - st
+    ds = dur[order]
+    present = np.nonzero(np.diff(offsets))[0]
+    ids = known[present].tolist()
+    if d["regular"] and n_replays:
+        durations = dict(zip(ids, ds.reshape(len(ids), n_replays).tolist()))
+    else:
+        dl = ds.tolist()
+        bounds = offsets.tolist()
+        durations = {i: dl[bounds[k]:bounds[k + 1]] for i, k in zip(ids, present.tolist())}
+    events: Any = []
+    ev = np.frombuffer(d["events"], dtype=np.int64)
+    if len(ev):
+        replay = np.frombuffer(d["replay"], dtype=np.int32)
+        events = (replay[ev].astype(np.int64), gnid[ev], st[ev] - int(d["t0"]), dur[ev],
+                  np.asarray(stream)[ev], np.asarray(kind)[ev])
+    return JoinResult(
+        replays=n_replays,
+        durations_ns=durations,
+        replay_kernel_ns=np.frombuffer(d["kernel_ns"], dtype=np.int64).tolist(),
+        replay_span_ns=np.frombuffer(d["span_ns"], dtype=np.int64).tolist(),
+        _events=events,
+        joined_records=int(d["joined"]),
+        unjoined_records=int(d["unjoined"]),
+        outside_graph_records=int(d["outside"]),
+        _graph_of=exec_node_ids,
+    )
+
+
+def join_numpy(
+    graph_node_id: np.ndarray,
+    correlation: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    stream: np.ndarray,
+    kind: np.ndarray,
+    exec_node_ids: Mapping[int, str],
+    keep_events: int = 3,
+) -> JoinResult:
+    """The join in numpy: the reference the native one is tested against, and the fallback."""
     gnid = np.asarray(graph_node_id, dtype=np.uint64)
     outside = gnid == 0
     known = np.fromiter(exec_node_ids.keys(), dtype=np.uint64, count=len(exec_node_ids))

@@ -38,3 +38,44 @@ def test_replays_ranked_by_correlation_per_exec_graph():
 def test_empty():
     r = join(**_cols([(0, 1, 1, 2, 0, 0)]), exec_node_ids={5: "step"})
     assert r.replays == 0 and r.durations_ns == {} and r.events == []
+
+
+def _as_plain(r):
+    return (r.replays, r.durations_ns, r.replay_kernel_ns, r.replay_span_ns, r.events,
+            r.joined_records, r.unjoined_records, r.outside_graph_records)
+
+
+def _random_trace(rng, n_exec, n_nodes, n_replays, irregular):
+    rows, corr, t = [], 100, 1000
+    for _ in range(n_replays):
+        for e in range(n_exec):
+            corr += int(rng.integers(1, 5))
+            for n in range(n_nodes):
+                if irregular and rng.random() < 0.1:
+                    continue  # a node that did not run (a conditional body)
+                for _ in range(2 if irregular and rng.random() < 0.05 else 1):
+                    d = int(rng.integers(1, 500))
+                    rows.append(((e + 2) << 32 | n, corr, t, t + d, int(rng.integers(7, 9)),
+                                 int(rng.integers(0, 3))))
+                    t += d + int(rng.integers(0, 3))  # equal starts happen: a stable order
+            if rng.random() < 0.3:
+                rows.append((0, corr + 1, t, t + 3, 7, 0))  # eager work
+    if irregular:
+        rows.append(((9 << 32) | 1, corr, t, t + 1, 7, 0))  # matches no captured node
+    order = rng.permutation(len(rows)) if irregular else np.arange(len(rows))
+    return [rows[i] for i in order]
+
+
+def test_native_join_equals_the_numpy_reference():
+    from graphscope.graphs.join import join_numpy
+
+    rng = np.random.default_rng(0)
+    for irregular in (False, True):
+        for n_exec, n_nodes, n_replays in ((1, 50, 20), (3, 7, 5), (2, 1, 1)):
+            rows = _random_trace(rng, n_exec, n_nodes, n_replays, irregular)
+            ids = {(e + 2) << 32 | n: f"g{e}" for e in range(n_exec) for n in range(n_nodes)}
+            for keep in (0, 1, 3):
+                a = join(**_cols(rows), exec_node_ids=ids, keep_events=keep)
+                b = join_numpy(**_cols(rows), exec_node_ids=ids, keep_events=keep)
+                assert _as_plain(a) == _as_plain(b), (irregular, n_exec, n_nodes, keep)
+                assert list(a.durations_ns) == list(b.durations_ns)  # same key order
