@@ -224,6 +224,7 @@ def test_op_recording_notes_aten_op_shapes_and_user_line():
 
 
 def test_saved_map_is_pytorch_shape(tmp_path):
+    graphscope.clear_kernel_annotations()  # earlier captures in this process (GPU tests)
     A.STORE.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
     A.STORE.rekey(7, 9)
     try:
@@ -237,6 +238,7 @@ def test_saved_map_is_pytorch_shape(tmp_path):
 
 
 def test_clone_map_keys_only_exec_nodes():
+    graphscope.clear_kernel_annotations()
     A.STORE.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
     try:
         n = A.STORE.rekey(3, 4, clones={(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5})

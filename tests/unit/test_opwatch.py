@@ -33,6 +33,19 @@ MODE_ONLY = {"aten::detach", "aten::detach_", "aten::lift_fresh", "aten::alias",
              "aten::empty.memory_format"}
 
 
+@pytest.fixture(autouse=True)
+def _no_streams_or_ddp(monkeypatch):
+    """mark_stream tags left by earlier tests in this process (a sample model's side stream)
+    or a DDP watch would send ops to the dispatch mode: not what these tests look at."""
+    from graphscope.annotate import state
+
+    saved = dict(O.STREAMS)
+    O.STREAMS.clear()
+    monkeypatch.setattr(state, "DDP", None)
+    yield
+    O.STREAMS.update(saved)
+
+
 def _filtered(recs):
     return [r for r in recs if r.op not in MODE_ONLY and not r.op.startswith("profiler::")]
 
