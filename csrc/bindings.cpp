@@ -132,6 +132,8 @@ NB_MODULE(_native, m) {
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
         nb::arg("need_comma") = false);
   m.def("rewrite_events", &rewrite_events);
+  m.def("module_spans", &module_spans, nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"),
+        nb::arg("t1"), nb::arg("table"), nb::arg("depth"), nb::arg("heads"));
   m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),
         nb::arg("start"), nb::arg("end"), nb::arg("known"), nb::arg("keep_events"));
 }

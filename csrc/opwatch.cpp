@@ -52,47 +52,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pyfloat.h"
+
 namespace nb = nanobind;
 
 namespace {
 
 constexpr int64_t kOpBase = int64_t(1) << 40;
 using SetOpFn = int64_t (*)(int64_t);
-
-// ---- python float repr (repr(float), what the dispatch mode's _describe writes) ----
-std::string py_float_repr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v < 0 ? "-inf" : "inf";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
-  std::string s(buf, r.ptr);  // shortest round-trip digits: "-1.2345e+02"
-  bool neg = !s.empty() && s[0] == '-';
-  if (neg) s.erase(0, 1);
-  size_t e = s.find('e');
-  int exp = std::stoi(s.substr(e + 1));
-  std::string digits;
-  for (size_t i = 0; i < e; ++i)
-    if (s[i] != '.') digits.push_back(s[i]);
-  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
-  std::string out = neg ? "-" : "";
-  if (exp < -4 || exp >= 16) {
-    out += digits[0];
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char eb[16];
-    std::snprintf(eb, sizeof(eb), "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    out += eb;
-  } else if (exp < 0) {
-    out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-  } else {
-    size_t ip = static_cast<size_t>(exp) + 1;
-    if (digits.size() <= ip) {
-      out += digits + std::string(ip - digits.size(), '0') + ".0";
-    } else {
-      out += digits.substr(0, ip) + "." + digits.substr(ip);
-    }
-  }
-  return out;
-}
 
 // torch.dtype names as Python prints them (str(dtype) without "torch.").
 std::string dtype_name(c10::ScalarType t) {
@@ -249,7 +216,7 @@ bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
           out += std::to_string(*static_cast<const int64_t*>(t.const_data_ptr()));
           return true;
         case c10::ScalarType::Double:
-          out += py_float_repr(*static_cast<const double*>(t.const_data_ptr()));
+          out += gs::py_float_repr(*static_cast<const double*>(t.const_data_ptr()));
           return true;
         case c10::ScalarType::Bool:
           out += *static_cast<const bool*>(t.const_data_ptr()) ? "True" : "False";
@@ -288,7 +255,7 @@ bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
     if (skip_int) return false;
     out += std::to_string(v.toInt());
   } else if (v.isDouble()) {
-    out += py_float_repr(v.toDouble());
+    out += gs::py_float_repr(v.toDouble());
   } else {
     return false;
   }
@@ -656,5 +623,5 @@ NB_MODULE(_opwatch, m) {
     std::lock_guard<std::mutex> g(st.mu);
     return st.log;
   });
-  m.def("float_repr", &py_float_repr, nb::arg("value"));
+  m.def("float_repr", &gs::py_float_repr, nb::arg("value"));
 }

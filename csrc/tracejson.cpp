@@ -7,7 +7,11 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "pyfloat.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -253,6 +257,8 @@ nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma) {
   // else pos is at the start of the array or just past a ','
   bool after_comma = false;
   size_t comma_at = 0;
+  {
+  nb::gil_scoped_release nogil;  // the bytes object stays alive: the caller holds it
   while (true) {
     p = skip_ws(b, p, n);
     if (p >= n) {
@@ -348,6 +354,7 @@ nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma) {
     need_comma = true;
     after_comma = false;
   }
+  }  // GIL held again
   nb::dict d;
   d["begin"] = as_bytes(ev_b); d["end"] = as_bytes(ev_e);
   d["cat"] = as_bytes(cat); d["ph"] = as_bytes(ph);
@@ -384,7 +391,16 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
   const int32_t* frag = reinterpret_cast<const int32_t*>(frag_.c_str());
   const size_t count = begin_.size() / sizeof(int64_t);
   std::string out;
-  out.reserve(static_cast<size_t>(ee[count ? count - 1 : 0] - eb[0]) + 1024);
+  {
+  nb::gil_scoped_release nogil;
+  {
+    // the exact bound: the events' bytes, their fragments, and a number's worth per edit
+    size_t cap = count ? static_cast<size_t>(ee[count - 1] - eb[0]) + 1024 : 0;
+    for (size_t i = 0; i < count; ++i)
+      if (keep[i] && frag[i] >= 0) cap += frags[static_cast<size_t>(frag[i])].size() + 80;
+      else if (keep[i]) cap += 80;
+    out.reserve(cap);
+  }
   bool first = true;
   struct Edit { int64_t at, until; std::string text; };
   std::vector<Edit> edits;
@@ -432,8 +448,88 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
     }
     out.append(b + cur, ee[i] - cur);
   }
+  }  // GIL held again
   return nb::bytes(out.data(), out.size());
 }
 
+
+}  // namespace gs
+
+namespace gs {
+
+// The module-span track of annotate-trace: per (graph launch, module prefix), one slice from
+// the first start to the last end of that prefix's work. Inputs per graphed event: its launch
+// (correlation id), leaf module row and [t0, t1); `table` maps a leaf row to its prefix ids
+// (n_mod x depth, -1 padded). Slices come out ordered by (launch, prefix id), as ready JSON
+// joined by ',': heads[prefix] + correlation + '}, "ts": ' + repr(lo) + ', "dur": ' +
+// repr(hi - lo) + '}'.
+nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::bytes t1_b,
+                      nb::bytes table_b, size_t depth, std::vector<std::string> heads) {
+  const size_t n = corr_b.size() / 8;
+  if (leaf_b.size() != n * 8 || t0_b.size() != n * 8 || t1_b.size() != n * 8 || depth == 0 ||
+      table_b.size() % (8 * depth) != 0)
+    throw std::runtime_error("state:0:module_spans: column sizes differ");
+  const auto* corr = reinterpret_cast<const int64_t*>(corr_b.c_str());
+  const auto* leaf = reinterpret_cast<const int64_t*>(leaf_b.c_str());
+  const auto* t0 = reinterpret_cast<const double*>(t0_b.c_str());
+  const auto* t1 = reinterpret_cast<const double*>(t1_b.c_str());
+  const auto* table = reinterpret_cast<const int64_t*>(table_b.c_str());
+  const size_t n_mod = table_b.size() / (8 * depth);
+  const int64_t n_pre = static_cast<int64_t>(heads.size());
+  struct Span { double lo, hi; };
+  std::vector<std::pair<int64_t, Span>> sorted;
+  bool bad_prefix = false;
+  {
+    nb::gil_scoped_release nogil;
+    std::unordered_map<int64_t, Span> spans;  // key = corr * n_pre + prefix
+    spans.reserve(n / 2 + 16);
+    for (size_t i = 0; i < n && !bad_prefix; ++i) {
+      if (leaf[i] < 0 || static_cast<size_t>(leaf[i]) >= n_mod) continue;
+      const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
+      for (size_t d = 0; d < depth && row[d] >= 0; ++d) {
+        if (row[d] >= n_pre) { bad_prefix = true; break; }
+        auto [it, fresh] = spans.try_emplace(corr[i] * n_pre + row[d], Span{t0[i], t1[i]});
+        if (!fresh) {
+          it->second.lo = std::min(it->second.lo, t0[i]);
+          it->second.hi = std::max(it->second.hi, t1[i]);
+        }
+      }
+    }
+    sorted.assign(spans.begin(), spans.end());
+  }
+  if (bad_prefix) throw std::runtime_error("state:0:module_spans: bad prefix id");
+  // pieces of ~4 MiB (joined by ',' when written): no one copy of the whole track
+  constexpr size_t kPiece = 4u << 20;
+  nb::list pieces;
+  std::string out;
+  size_t k = 0;
+  while (k < sorted.size()) {
+    {
+      nb::gil_scoped_release nogil;
+      if (k == 0)
+        std::sort(sorted.begin(), sorted.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+      out.clear();
+      out.reserve(kPiece + 4096);
+      char num[32];
+      for (bool first = true; k < sorted.size() && out.size() < kPiece; ++k, first = false) {
+        const int64_t key = sorted[k].first;
+        const int64_t c = key >= 0 ? key / n_pre : -((-key + n_pre - 1) / n_pre);  // floor
+        const int64_t p = key - c * n_pre;
+        if (!first) out += ',';
+        out += heads[static_cast<size_t>(p)];
+        auto r = std::to_chars(num, num + sizeof(num), c);
+        out.append(num, r.ptr);
+        out += "}, \"ts\": ";
+        out += py_float_repr(sorted[k].second.lo);
+        out += ", \"dur\": ";
+        out += py_float_repr(sorted[k].second.hi - sorted[k].second.lo);
+        out += '}';
+      }
+    }
+    pieces.append(nb::bytes(out.data(), out.size()));
+  }
+  return pieces;
+}
 
 }  // namespace gs
