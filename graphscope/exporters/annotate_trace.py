@@ -165,7 +165,7 @@ def _ext() -> Any:
     return native.extension()
 
 
-Chunk = tuple[bytes, dict[str, np.ndarray], dict[str, Any]]
+Chunk = tuple[int, bytes, dict[str, np.ndarray], dict[str, Any]]
 # the byte spans pass 2 edits, kept from pass 1 (int32: offsets within one chunk)
 _SPANS = ("begin", "end", "tid_b", "tid_e", "ts_b", "ts_e", "args_close", "stream_b",
           "stream_e")
@@ -310,9 +310,51 @@ def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
         raise TraceError(f"{path}: the trace's top level must be a JSON object")
 
 
+def _ahead(it: Iterator[Any]) -> Iterator[Any]:
+    """``it`` run on a thread one item ahead of the caller (the native scanner releases the
+    GIL, so the next chunk is scanned while the caller works on this one)."""
+    import queue
+    import threading
+
+    q: Any = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            for item in it:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # handed to the caller
+            q.put(("err", exc))
+        finally:
+            it.close()  # type: ignore[attr-defined]
+
+    t = threading.Thread(target=run, name="graphscope-scan", daemon=True)
+    t.start()
+    try:
+        while True:
+            kind, item = q.get()
+            if kind == "end":
+                return
+            if kind == "err":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        _drain(q, t)
+
+
 def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
             sizes_out: Optional[list[tuple[int, int]]] = None) -> Iterator[Chunk]:
-    """Yield (buffer, columns, raw columns) for runs of complete events of the trace file.
+    """Yield (buffer index, buffer, columns, raw columns) for runs of complete events of the
+    trace file.
 
     ``sizes_out`` gets (len(buffer), resume offset) of every buffer, also of those that end
     before an event does (and yield nothing): :func:`_rechunks` rebuilds the same buffers."""
@@ -340,6 +382,7 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
             _check_frame(path, layout.prefix, b"]}")
             pos = m.end()
             need_comma = False
+            n_buf = 0
             while True:
                 try:
                     raw = scan(buf, pos, need_comma)
@@ -352,7 +395,8 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
                 if sizes_out is not None:
                     sizes_out.append((len(buf), resume))
                 if len(cols["begin"]):
-                    yield buf, cols, raw
+                    yield n_buf, buf, cols, raw
+                n_buf += 1
                 need_comma = bool(raw["need_comma"])
                 if raw["closed"]:
                     rest = buf[resume:]
@@ -573,8 +617,8 @@ def annotate_trace_file(
     sizes: list[tuple[int, int]] = []
     spans_of: dict[int, tuple[np.ndarray, ...]] = {}  # buffer index -> _SPANS columns (int32)
     base = 0
-    for text, c, _ in _chunks(trace_path, layout, sizes):
-        spans_of[len(sizes) - 1] = tuple(c[k].astype(np.int32) for k in _SPANS)
+    for i_buf, text, c, _ in _ahead(_chunks(trace_path, layout, sizes)):
+        spans_of[i_buf] = tuple(c[k].astype(np.int32) for k in _SPANS)
         n = len(c["begin"])
         cat, ph = c["cat"], c["ph"]
         tid = _int_tids(c["tid"])
@@ -629,10 +673,19 @@ def annotate_trace_file(
     res.annotated_events = int(hit.sum())
     st = ann_stream[np.minimum(pos, max(len(ann_keys) - 1, 0))] if len(ann_keys) else None
     new_tid = np.full(len(o), default_stream, dtype=np.int64)
+    # the distinct new tids, from the few sources they come from (not a set of 1M values)
+    new_tids: set[int] = set()
     if st is not None:
         with_stream = hit & (st != _UNCHANGED)
         new_tid[with_stream] = st[with_stream]
-    work_tids = plain_work_tids | set(new_tid.tolist())
+        used = np.zeros(len(ann_keys), dtype=bool)
+        used[pos[with_stream]] = True
+        new_tids = set(ann_stream[used].tolist())
+        if not with_stream.all():
+            new_tids.add(default_stream)
+    elif len(o):
+        new_tids = {default_stream}
+    work_tids = plain_work_tids | new_tids
 
     # ac2g flow ends follow the graphed event they sit on (same old tid and ts; the last wins)
     ac2g_tid: dict[int, int] = {}
@@ -657,7 +710,7 @@ def annotate_trace_file(
         else:
             kept_noise_tids.add(t2)
     res.noise_removed = len(drop)
-    all_tids = other_tids | set(new_tid.tolist()) | kept_noise_tids
+    all_tids = other_tids | new_tids | kept_noise_tids
     named: set[int] = set()
     gpu_pid: Any = None
     for ordinal, t, e in meta:
@@ -680,12 +733,11 @@ def annotate_trace_file(
         moved = _sequential_drop(ts0[d_idx], dur[d_idx])
         final_tid[d_idx[moved]] = overlap_stream
         res.moved_overlapping = int(moved.sum())
-        order = np.lexsort((ts0, final_tid))
-        ft = final_tid[order]
-        cuts = (np.nonzero(ft[1:] != ft[:-1])[0] + 1).tolist()
-        for a_, b_ in zip([0, *cuts], [*cuts, len(order)]):
-            sel = order[a_:b_]
-            new_ts[sel] = _clamp(ts0[sel], dur[sel], res, int(ft[a_]))
+        # per stream (ascending), its events by start time, ties in trace order
+        for t in sorted(new_tids | ({overlap_stream} if res.moved_overlapping else set())):
+            sel = np.nonzero(final_tid == t)[0]
+            sel = sel[np.argsort(ts0[sel], kind="stable")]
+            new_ts[sel] = _clamp(ts0[sel], dur[sel], res, t)
 
     # sequence matching for traces without graph node ids (needs a bundle)
     seq_frag: dict[int, int] = {}
