@@ -375,6 +375,20 @@ nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma) {
 // Rewrite the events scanned above (same order) per a plan: keep flag, new tid / ts /
 // args.stream (sentinels: INT64_MIN / NaN = unchanged), and an args fragment to append
 // (",\"k\": \"v\"..." without the leading comma) by index. Returns the kept events joined by ','.
+// An append-only view of a preallocated buffer (rewrite_events' output bytes object).
+struct Sink {
+  char* p;
+  size_t n, cap;
+  bool overflow = false;
+  void append(const char* s, size_t k) {
+    if (n + k > cap) { overflow = true; return; }
+    std::memcpy(p + n, s, k);
+    n += k;
+  }
+  void push_back(char c) { append(&c, 1); }
+  Sink& operator+=(const std::string& s) { append(s.data(), s.size()); return *this; }
+};
+
 nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::bytes tid_b_,
                          nb::bytes tid_e_, nb::bytes ts_b_, nb::bytes ts_e_,
                          nb::bytes args_close_, nb::bytes stream_b_, nb::bytes stream_e_,
@@ -390,17 +404,17 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
   const uint8_t* keep = reinterpret_cast<const uint8_t*>(keep_.c_str());
   const int32_t* frag = reinterpret_cast<const int32_t*>(frag_.c_str());
   const size_t count = begin_.size() / sizeof(int64_t);
-  std::string out;
+  // An upper bound of the output: the events' bytes, their fragments, and per event room
+  // for its edits (a tid, a ts, a stream member: under 100 bytes together). The output is
+  // written straight into the bytes object returned: no copy of a chunk's worth of text.
+  size_t cap = count ? static_cast<size_t>(ee[count - 1] - eb[0]) + 1024 : 1024;
+  for (size_t i = 0; i < count; ++i)
+    if (keep[i]) cap += 160 + (frag[i] >= 0 ? frags[static_cast<size_t>(frag[i])].size() : 0);
+  PyObject* obj = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(cap));
+  if (obj == nullptr) throw nb::python_error();
+  Sink out{PyBytes_AS_STRING(obj), 0, cap};
   {
   nb::gil_scoped_release nogil;
-  {
-    // the exact bound: the events' bytes, their fragments, and a number's worth per edit
-    size_t cap = count ? static_cast<size_t>(ee[count - 1] - eb[0]) + 1024 : 0;
-    for (size_t i = 0; i < count; ++i)
-      if (keep[i] && frag[i] >= 0) cap += frags[static_cast<size_t>(frag[i])].size() + 80;
-      else if (keep[i]) cap += 80;
-    out.reserve(cap);
-  }
   bool first = true;
   struct Edit { int64_t at, until; std::string text; };
   std::vector<Edit> edits;
@@ -449,7 +463,12 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
     out.append(b + cur, ee[i] - cur);
   }
   }  // GIL held again
-  return nb::bytes(out.data(), out.size());
+  if (out.overflow) {
+    Py_DECREF(obj);
+    throw std::runtime_error("state:0:rewrite_events: output bound exceeded (a bug)");
+  }
+  if (_PyBytes_Resize(&obj, static_cast<Py_ssize_t>(out.n)) != 0) throw nb::python_error();
+  return nb::steal<nb::bytes>(obj);
 }
 
 
