@@ -8,6 +8,8 @@ autograd sequence numbers, slot hooks), :mod:`.modules` (module-FQN scopes), :mo
 
 from __future__ import annotations
 
+from pickle import dumps as _dumps
+
 from .. import native
 from . import state
 from .backward import _current_scope, pop, push
@@ -44,10 +46,24 @@ class mark_kernels:
         self._pushed = False
 
     def __enter__(self) -> mark_kernels:
-        ann, frozen = normalize(self._ann)
-        if state.ACTIVE is not None:
-            push(SCOPES.child(_current_scope(), ann, self._backward, frozen))
-            self._pushed = True
+        if state.ACTIVE is None:
+            normalize(self._ann)  # MK3: nothing to tag, but MK12 still checks the annotation
+            return self
+        a = self._ann
+        parent = _current_scope()
+        # A scope entered before costs a pickle and a lookup (the pickle is the interning key
+        # normalize() would make); a new one is normalised and validated first.
+        sid = None
+        if type(a) is dict:
+            try:
+                sid = SCOPES.lookup(parent, _dumps(a, protocol=4), self._backward)
+            except Exception:
+                sid = None  # not picklable: normalize() names the culprit below
+        if sid is None:
+            ann, frozen = normalize(a)
+            sid = SCOPES.child(parent, ann, self._backward, frozen)
+        push(sid)
+        self._pushed = True
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -89,6 +89,10 @@ class ScopeTable:
         in_bwd = bool(p and p.is_backward)
         return self._add(key, lambda sid: Scope(MappingProxyType(fwd), bsid, in_bwd))
 
+    def lookup(self, parent: int, frozen: bytes, backward: bool) -> Optional[int]:
+        """The scope :meth:`child` made for (parent, pickled annotation, backward), if any."""
+        return self._index.get((parent, frozen, backward))
+
     def backward(self, ann: Mapping[str, Any]) -> int:
         """A scope pushed while a hooked autograd node executes; nodes made there inherit it."""
         key = (-2, _freeze(ann), True)
