@@ -37,7 +37,9 @@ def main():
     prof.enable()
     B.capture(model, x, True, record_ops=ops)
     prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    st = pstats.Stats(prof)
+    st.sort_stats("tottime").print_stats(25)
+    st.sort_stats("cumulative").print_stats("graphscope", 30)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,26 @@ class _AnnotationStore:
     def add_template(self, gid: int, local: dict[int, Mapping[str, Any]]) -> None:
         self.by_template[gid] = local
 
+    def rekey_clones(self, gid: int, exec_id: int, pairs: Mapping[int, int]) -> int:
+        """:meth:`rekey` from ``{exec node id: template local id}`` (this exec's clones)."""
+        self._drop_exec(gid)
+        self.exec_of[gid] = exec_id
+        local = self.by_template.get(gid, {})
+        live = self.live
+        n = 0
+        for clone, lid in pairs.items():
+            ann = local.get(lid)
+            if ann:
+                live[clone] = [dict(ann)]
+                n += 1
+        return n
+
+    def _drop_exec(self, gid: int) -> None:
+        old = self.exec_of.get(gid)
+        if old is not None:
+            for k in [k for k in self.live if k >> 32 == old]:
+                del self.live[k]
+
     def rekey(self, gid: int, exec_id: int, clones: Optional[dict[int, int]] = None) -> int:
         """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys)."""
         old = self.exec_of.get(gid)
@@ -90,12 +110,18 @@ def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
     """Store a finished capture's annotations; rekey instantiated graphs. Returns template ids."""
     exec_ids = set(rec.exec_id.tolist())
     per_graph = template_annotations(rec, exec_ids)
-    clones = dict(zip(rec.clone_id.tolist(), rec.clone_origin.tolist()))
     for gid, local in per_graph.items():
         STORE.add_template(gid, local)
+    cid, corg = rec.clone_id, rec.clone_origin
     for eid, gid in zip(rec.exec_id.tolist(), rec.exec_graph.tolist()):
-        if gid in per_graph:
-            STORE.rekey(gid, eid, clones)
+        if gid not in per_graph:
+            continue
+        if len(cid):  # exec node ids are the clones CUPTI reported for this exec graph
+            m = ((cid >> 32) == eid) & ((corg >> 32) == gid)
+            STORE.rekey_clones(gid, eid, dict(zip(cid[m].tolist(),
+                                                  (corg[m] & 0xFFFFFFFF).tolist())))
+        else:
+            STORE.rekey(gid, eid)
     gids = sorted(per_graph)
     if cuda_graph is not None and len(gids) >= 1:
         STORE.graph_ids[cuda_graph] = gids[0]
