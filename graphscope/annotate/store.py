@@ -33,14 +33,10 @@ class _AnnotationStore:
         self._drop_exec(gid)
         self.exec_of[gid] = exec_id
         local = self.by_template.get(gid, {})
-        live = self.live
-        n = 0
-        for clone, lid in pairs.items():
-            ann = local.get(lid)
-            if ann:
-                live[clone] = [dict(ann)]
-                n += 1
-        return n
+        new = {clone: [local[lid].copy()] for clone, lid in pairs.items()
+               if lid in local and local[lid]}  # .copy(): each node its own plain dict
+        self.live.update(new)
+        return len(new)
 
     def _drop_exec(self, gid: int) -> None:
         old = self.exec_of.get(gid)
@@ -62,11 +58,11 @@ class _AnnotationStore:
                 if clone >> 32 == exec_id and origin >> 32 == gid:
                     ann = local.get(origin & 0xFFFFFFFF)
                     if ann:
-                        self.live[clone] = [dict(ann)]
+                        self.live[clone] = [ann.copy()]
                         n += 1
         else:
             for lid, ann in local.items():
-                self.live[(exec_id << 32) | lid] = [dict(ann)]
+                self.live[(exec_id << 32) | lid] = [ann.copy()]
                 n += 1
         return n
 
