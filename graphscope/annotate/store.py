@@ -19,13 +19,13 @@ class _AnnotationStore:
     """Template-graph annotations and their current exec-graph keys."""
 
     def __init__(self) -> None:
-        self.by_template: dict[int, dict[int, Mapping[str, Any]]] = {}
+        self.by_template: dict[int, dict[int, Any]] = {}
         self.exec_of: dict[int, int] = {}  # template graph id -> exec id
         self.live: dict[int, list[dict[str, Any]]] = {}
         self.view: Mapping[int, list[dict[str, Any]]] = MappingProxyType(self.live)
         self.graph_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
-    def add_template(self, gid: int, local: dict[int, Mapping[str, Any]]) -> None:
+    def add_template(self, gid: int, local: dict[int, Any]) -> None:
         self.by_template[gid] = local
 
     def rekey_clones(self, gid: int, exec_id: int, pairs: Mapping[int, int]) -> int:
@@ -72,14 +72,14 @@ STORE = _AnnotationStore()
 
 def template_annotations(
     rec: native.CreatedNodes, exec_ids: set[int]
-) -> dict[int, dict[int, Mapping[str, Any]]]:
+) -> dict[int, dict[int, Any]]:
     """Per template graph id: {local id: merged annotation} of annotated nodes (MK2, MK14)."""
     import numpy as np
 
     gid = rec.graph_id
     sid = rec.scope
     template = ~np.isin(gid, np.fromiter(exec_ids, dtype=gid.dtype, count=len(exec_ids)))
-    out: dict[int, dict[int, Mapping[str, Any]]] = {
+    out: dict[int, dict[int, Any]] = {
         g: {} for g in np.unique(gid[template]).tolist()}
     scoped = template & (sid >= 0)
     body_tagged = int((scoped & np.isin(rec.node_type, list(native.BODY_TYPES))).sum())
