@@ -3,7 +3,9 @@
 Usage: bench_annotate_trace.py OUT.json [--nodes 5000] [--replays 200] [--workdir DIR]
 Generates the trace with ../shared/bench/gen_kineto_trace.py (1,000,802 events by default),
 takes PyTorch's stdlib-only script out of the torch 2.14.1 wheel (not installed), and runs each
-tool in its own process on .json and .json.gz, recording wall time and peak RSS.
+tool in its own process on .json and .json.gz, recording wall time and peak RSS. Before each run
+the page cache's dirty pages are written back (os.sync), so neither tool pays for writing the
+other's output.
 """
 
 import argparse
@@ -52,7 +54,10 @@ def main():
             subprocess.run([sys.executable, GEN, trace, pkl, "--nodes", str(a.nodes),
                             "--replays", str(a.replays)] + (["--gz"] if gz else []), check=True)
         size_mb = os.path.getsize(trace) / 2**20
+        # each tool starts with no dirty pages of the other's output still being written back
+        os.sync()
         theirs = measure([script, trace, "-a", pkl, "-o", os.path.join(a.workdir, "theirs" + ext)])
+        os.sync()
         ours = measure([gs_cli, "annotate-trace", trace, "-a", pkl, "-f", "-o",
                      os.path.join(a.workdir, "ours" + ext)])
         rows.append({"input": ext, "size_mb": round(size_mb, 1), "pytorch": theirs,

@@ -136,7 +136,6 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
     a hook: only the AccumulateGrad nodes get one, where the caller knows parameter owners.
     create_graph=True (MK8 claims) and double backward over claimed nodes stay with the hooks.
     """
-    import torch
 
     obs = getattr(session, "native_backward", None)
     if obs is not None:
@@ -149,11 +148,7 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
             return
         obs.suspend_backward(True)  # this call: the Python hooks below
 
-    stack = []
-    for t in t_outputs:
-        node = t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
-        if node is not None:
-            stack.append(node)
+    stack = _roots(t_outputs)
     hooked = session.hooked
     explicit = OWNERSHIP.explicit
     on_main = threading.get_ident() == session.main_thread
@@ -196,15 +191,22 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
             node.register_hook(_claim_hook(bsid))
 
 
-def _hook_leaves(session: Any, t_outputs: Any, leaf: Any) -> None:
-    """A slot pre-hook on each AccumulateGrad node about to run: its parameter's owner."""
+def _roots(t_outputs: Any) -> list[Any]:
+    """The autograd nodes a backward call starts from (tensors' grad_fn, or gradient edges)."""
     import torch
 
-    stack = []
+    roots = []
     for t in t_outputs:
         node = t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
         if node is not None:
-            stack.append(node)
+            roots.append(node)
+    return roots
+
+
+def _hook_leaves(session: Any, t_outputs: Any, leaf: Any) -> None:
+    """A slot pre-hook on each AccumulateGrad node about to run: its parameter's owner."""
+
+    stack = _roots(t_outputs)
     hooked = session.hooked
     seen: set[Any] = set()
     while stack:
