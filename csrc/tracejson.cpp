@@ -416,9 +416,11 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
   {
   nb::gil_scoped_release nogil;
   bool first = true;
-  struct Edit { int64_t at, until; std::string text; };
-  std::vector<Edit> edits;
-  char nbuf[64];
+  struct Seg { const char* p; size_t n; };
+  struct Edit { int64_t at, until; Seg seg[5]; int nseg; };
+  Edit edits[4];
+  char tidbuf[32], tsbuf[48], strbuf[32];
+  static const char kStream[] = "\"stream\": ";
   for (size_t i = 0; i < count; ++i) {
     if (!keep[i]) continue;
     if (!first) out.push_back(',');
@@ -426,41 +428,54 @@ nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::b
     bool changed = ntid[i] != INT64_MIN || !std::isnan(nts[i]) || nstr[i] != INT64_MIN ||
                    frag[i] >= 0;
     if (!changed) { out.append(b + eb[i], ee[i] - eb[i]); continue; }
-    edits.clear();
+    int ne = 0;
     if (ntid[i] != INT64_MIN && tb[i] >= 0) {
-      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), ntid[i]);
-      edits.push_back({tb[i], te[i], std::string(nbuf, r.ptr)});
+      auto r = std::to_chars(tidbuf, tidbuf + sizeof(tidbuf), ntid[i]);
+      edits[ne++] = {tb[i], te[i], {{tidbuf, static_cast<size_t>(r.ptr - tidbuf)}}, 1};
     }
     if (!std::isnan(nts[i]) && sb[i] >= 0) {
-      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), nts[i]);
-      std::string t(nbuf, r.ptr);
-      if (t.find_first_of(".e") == std::string::npos) t += ".0";
-      edits.push_back({sb[i], se[i], t});
+      auto r = std::to_chars(tsbuf, tsbuf + sizeof(tsbuf) - 2, nts[i]);
+      size_t n = static_cast<size_t>(r.ptr - tsbuf);
+      bool has_dot = false;
+      for (size_t j = 0; j < n; ++j) has_dot |= tsbuf[j] == '.' || tsbuf[j] == 'e';
+      if (!has_dot) { tsbuf[n++] = '.'; tsbuf[n++] = '0'; }
+      edits[ne++] = {sb[i], se[i], {{tsbuf, n}}, 1};
     }
-    std::string tail;  // appended before the args object's closing brace
+    // appended before the args object's closing brace: [", "] ["stream": v] [", "] [frag]
+    Seg tail[4];
+    int nt = 0;
     if (nstr[i] != INT64_MIN) {
-      auto r = std::to_chars(nbuf, nbuf + sizeof(nbuf), nstr[i]);
-      std::string v(nbuf, r.ptr);
-      if (stb[i] >= 0) edits.push_back({stb[i], ste[i], v});
-      else tail += "\"stream\": " + v;
+      auto r = std::to_chars(strbuf, strbuf + sizeof(strbuf), nstr[i]);
+      Seg v{strbuf, static_cast<size_t>(r.ptr - strbuf)};
+      if (stb[i] >= 0) {
+        edits[ne++] = {stb[i], ste[i], {v}, 1};
+      } else {
+        tail[nt++] = {kStream, sizeof(kStream) - 1};
+        tail[nt++] = v;
+      }
     }
     if (frag[i] >= 0) {
-      if (!tail.empty()) tail += ", ";
-      tail += frags[static_cast<size_t>(frag[i])];
+      const std::string& f = frags[static_cast<size_t>(frag[i])];
+      if (nt) tail[nt++] = {", ", 2};
+      tail[nt++] = {f.data(), f.size()};
     }
-    if (!tail.empty() && ac[i] >= 0) {
+    if (nt && ac[i] >= 0) {
       int64_t k = ac[i] - 1;
       while (k > eb[i] && (b[k] == ' ' || b[k] == '\n' || b[k] == '\r' || b[k] == '\t')) --k;
-      edits.push_back({ac[i], ac[i], (b[k] == '{' ? "" : ", ") + tail});
+      Edit ed{ac[i], ac[i], {}, 0};
+      if (b[k] != '{') ed.seg[ed.nseg++] = {", ", 2};
+      for (int j = 0; j < nt; ++j) ed.seg[ed.nseg++] = tail[j];
+      edits[ne++] = ed;
     }
-    std::sort(edits.begin(), edits.end(), [](const Edit& x, const Edit& y) { return x.at < y.at; });
+    for (int x = 1; x < ne; ++x)  // by position (at most four)
+      for (int y = x; y > 0 && edits[y].at < edits[y - 1].at; --y) std::swap(edits[y], edits[y - 1]);
     int64_t cur = eb[i];
-    for (auto& ed : edits) {
-      out.append(b + cur, ed.at - cur);
-      out += ed.text;
-      cur = ed.until;
+    for (int x = 0; x < ne; ++x) {
+      out.append(b + cur, static_cast<size_t>(edits[x].at - cur));
+      for (int j = 0; j < edits[x].nseg; ++j) out.append(edits[x].seg[j].p, edits[x].seg[j].n);
+      cur = edits[x].until;
     }
-    out.append(b + cur, ee[i] - cur);
+    out.append(b + cur, static_cast<size_t>(ee[i] - cur));
   }
   }  // GIL held again
   if (out.overflow) {
@@ -530,7 +545,7 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
                   [](const auto& a, const auto& b) { return a.first < b.first; });
       out.clear();
       out.reserve(kPiece + 4096);
-      char num[32];
+      char num[48];
       for (bool first = true; k < sorted.size() && out.size() < kPiece; ++k, first = false) {
         const int64_t key = sorted[k].first;
         const int64_t c = key >= 0 ? key / n_pre : -((-key + n_pre - 1) / n_pre);  // floor
@@ -540,9 +555,9 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
         auto r = std::to_chars(num, num + sizeof(num), c);
         out.append(num, r.ptr);
         out += "}, \"ts\": ";
-        out += py_float_repr(sorted[k].second.lo);
+        out.append(num, py_float_repr_to(sorted[k].second.lo, num));
         out += ", \"dur\": ";
-        out += py_float_repr(sorted[k].second.hi - sorted[k].second.lo);
+        out.append(num, py_float_repr_to(sorted[k].second.hi - sorted[k].second.lo, num));
         out += '}';
       }
     }
