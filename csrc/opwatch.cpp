@@ -135,7 +135,8 @@ struct State {
   std::atomic<bool> bw_suspended{false};  // this backward call is attributed by Python hooks
   std::atomic<bool> leaf_python{false};   // AccumulateGrad slots come from Python pre-hooks
   std::atomic<uint64_t> generation{1};    // per-thread backward state older than this is stale
-  at::CallbackHandle bw_handle = 0;
+  at::CallbackHandle bw_handle = 0;      // while a backward call runs (backward_begin)
+  int bw_depth = 0;                       // nested backward calls (capturing thread)
   uint64_t main_rf_thread = 0;            // RecordFunction's id of the capturing thread
   std::mutex own_mu;
   std::vector<int64_t> own_seq, own_scope;  // ownership step function (sorted by seq)
@@ -515,14 +516,30 @@ void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::str
             .scopes({at::RecordScope::FUNCTION}));
     st.enabled = true;
   }
-  if (backward) {
+  if (backward) {  // the callback itself is added per backward call (backward_begin)
     st.main_rf_thread = at::RecordFunction::currentThreadId();
     st.bw_suspended = false;
     st.leaf_python = false;
+    st.bw_depth = 0;
+    st.bw_enabled = true;
+  }
+}
+
+// Around each backward call of the session: the callback sees every op while it is added, so
+// it is present only while the engine runs (forward ops never pay for it). Nested calls
+// (checkpointing, a backward inside backward) share it.
+void backward_begin() {
+  if (!st.bw_enabled) return;
+  if (st.bw_depth++ == 0)
     st.bw_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&bw_start, &bw_end)
             .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
-    st.bw_enabled = true;
+}
+
+void backward_end() {
+  if (st.bw_depth > 0 && --st.bw_depth == 0 && st.bw_handle != 0) {
+    at::removeCallback(st.bw_handle);
+    st.bw_handle = 0;
   }
 }
 
@@ -534,8 +551,9 @@ void disable() {
   }
   if (st.bw_enabled) {
     st.bw_enabled = false;
-    at::removeCallback(st.bw_handle);
+    if (st.bw_handle != 0) at::removeCallback(st.bw_handle);
     st.bw_handle = 0;
+    st.bw_depth = 0;
   }
   st.generation.fetch_add(1);
   for (auto& kv : st.skip_code) Py_DECREF(kv.first);  // called with the GIL held
@@ -592,6 +610,9 @@ NB_MODULE(_opwatch, m) {
   m.def("disable", &disable);
   m.def("enabled", []() -> bool { return st.enabled; });
   m.def("backward_enabled", []() -> bool { return st.bw_enabled; });
+  m.def("backward_begin", &backward_begin);
+  m.def("backward_end", &backward_end);
+  m.def("backward_watching", []() -> bool { return st.bw_handle != 0; });
   m.def("set_scope_fns", &set_scope_fns, nb::arg("addresses"));
   m.def("own_push", &own_push, nb::arg("scope"));
   m.def("own_pop", &own_pop);

@@ -128,24 +128,26 @@ def pop() -> None:
         own.scopes.append(int(ext.current_scope()))
 
 
-def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
+def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> Any:
     """Give every node of the graph about to run a pre-hook that sets the thread's slot to
     its owner's backward scope (-1 for AccumulateGrad and unowned nodes: MK9).
 
     With the native observer attributing backward (``session.native_backward``) no node needs
-    a hook: only the AccumulateGrad nodes get one, where the caller knows parameter owners.
-    create_graph=True (MK8 claims) and double backward over claimed nodes stay with the hooks.
+    a hook: only the AccumulateGrad nodes get one, where the caller knows parameter owners; the
+    observer is returned, for the caller to watch the engine with around the call.
+    create_graph=True (MK8 claims) and double backward over claimed nodes stay with the hooks
+    (None is returned).
     """
 
     obs = getattr(session, "native_backward", None)
     if obs is not None:
-        if not create_graph and not OWNERSHIP.explicit:
+        if not create_graph and not _reaches_explicit(t_outputs):
             obs.suspend_backward(False)
             leaf = getattr(session, "leaf_scope", None)
             obs.set_leaf_python(leaf is not None)
             if leaf is not None:
                 _hook_leaves(session, t_outputs, leaf)
-            return
+            return obs
         obs.suspend_backward(True)  # this call: the Python hooks below
 
     stack = _roots(t_outputs)
@@ -189,6 +191,24 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> None:
             node.register_hook(_accumulation_hook(bsid))
         if create_graph and bsid >= 0:
             node.register_hook(_claim_hook(bsid))
+
+
+def _reaches_explicit(t_outputs: Any) -> bool:
+    """Whether a node claimed by a create_graph=True backward (MK8) is about to run: those keep
+    their claim through the Python hooks. A walk only in processes that made such claims."""
+    explicit = OWNERSHIP.explicit
+    if not explicit:
+        return False
+    stack, seen = _roots(t_outputs), set()
+    while stack:
+        node = stack.pop()
+        if node in explicit:
+            return True
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(n for n, _ in node.next_functions if n is not None)
+    return False
 
 
 def _roots(t_outputs: Any) -> list[Any]:

@@ -46,10 +46,14 @@ class Session:
         def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
             create_graph = bool(args[2]) if len(args) > 2 else bool(
                 kwargs.get("create_graph", False))
-            prepare_backward(self, t_outputs, create_graph)
+            watch = prepare_backward(self, t_outputs, create_graph)
+            if watch:
+                watch.backward_begin()
             try:
                 return real(t_outputs, *args, **kwargs)
             finally:
+                if watch:
+                    watch.backward_end()
                 native.retire_slots()
 
         torch.autograd._engine_run_backward = run_backward

@@ -198,3 +198,26 @@ def test_observer_built_for_another_torch_is_not_used(monkeypatch):
     assert native.op_observer() is None
     assert "built for torch" in native.op_observer_why()
     assert "running torch 0.0.1+other" in native.op_observer_why()
+
+
+def test_engine_is_watched_only_while_backward_runs(monkeypatch):
+    monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
+    seen = []
+
+    class Probe(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            seen.append(("forward", OBS.backward_watching()))
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(("backward", OBS.backward_watching()))
+            return g * 2
+
+    x = torch.ones(3, requires_grad=True)
+    with fake_session():
+        Probe.apply(x).sum().backward()
+        seen.append(("after", OBS.backward_watching()))
+    assert seen == [("forward", False), ("backward", True), ("after", False)]
+    assert not OBS.backward_watching()
