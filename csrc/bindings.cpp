@@ -130,7 +130,7 @@ NB_MODULE(_native, m) {
   m.def("tracer_active", []() -> bool { return tracer.active; });
   m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
-        nb::arg("need_comma") = false);
+        nb::arg("need_comma") = false, nb::arg("end") = 0);
   m.def("rewrite_events", &rewrite_events);
   m.def("module_spans", &module_spans, nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"),
         nb::arg("t1"), nb::arg("table"), nb::arg("depth"), nb::arg("heads"));

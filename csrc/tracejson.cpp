@@ -241,10 +241,10 @@ inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t
 
 // Scan the events of a traceEvents array held in data, from pos: the columns above for every
 // complete event, where to resume once more bytes are read, and whether the array closed.
-nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma) {
+nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma, size_t end) {
   using namespace ev;
   const char* b = data.c_str();
-  const size_t n = data.size();
+  const size_t n = end != 0 && end < data.size() ? end : data.size();  // end: scan [pos, end)
   std::vector<int64_t> ev_b, ev_e, tid_b, tid_e, ts_b, ts_e, args_close, stream_b, stream_e,
       name_b, name_e, corr;
   std::vector<int8_t> cat, ph;

@@ -7,7 +7,7 @@
 
 namespace gs {
 
-nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma);
+nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma, size_t end = 0);
 nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::bytes tid_b_,
                          nb::bytes tid_e_, nb::bytes ts_b_, nb::bytes ts_e_,
                          nb::bytes args_close_, nb::bytes stream_b_, nb::bytes stream_e_,

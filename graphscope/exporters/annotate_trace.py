@@ -17,10 +17,11 @@ kernels overlapping their predecessor on the default stream move to stream 8, an
 timestamp overlaps are clamped. graphscope adds a "modules" track (spans of each module's work
 per graph launch) and, from a bundle, the op, shapes and source of every node.
 
-Two streaming passes, chunk by chunk: the first scans the JSON (natively) and keeps compact
-per-event columns, including the byte spans the second pass edits; the second re-reads the same
-chunks and splices (natively) without scanning again. Reading, and writing with compression, run
-on their own threads while the native code, which releases the GIL, works on the current chunk.
+Two streaming passes, chunk by chunk: the first scans the JSON (natively, each chunk's two halves
+at once) and keeps compact per-event columns, including the byte spans the second pass edits;
+the second re-reads the same chunks and splices (natively) without scanning again. Reading, and
+writing with compression, run on their own threads while the native code, which releases the
+GIL, works on the current chunk.
 Peak memory is a few chunks plus those columns, not the whole trace.
 """
 
@@ -41,7 +42,7 @@ import numpy as np
 from .._errors import GraphscopeError
 
 WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
@@ -310,45 +311,46 @@ def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
         raise TraceError(f"{path}: the trace's top level must be a JSON object")
 
 
-def _ahead(it: Iterator[Any]) -> Iterator[Any]:
-    """``it`` run on a thread one item ahead of the caller (the native scanner releases the
-    GIL, so the next chunk is scanned while the caller works on this one)."""
-    import queue
-    import threading
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")  # an event's end, the comma, the next event's start
+_SPLIT_MIN = 1 << 20  # a chunk shorter than twice this is scanned in one piece
 
-    q: Any = queue.Queue(maxsize=1)
-    stop = threading.Event()
 
-    def run() -> None:
-        try:
-            for item in it:
-                while not stop.is_set():
-                    try:
-                        q.put(("item", item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            q.put(("end", None))
-        except BaseException as exc:  # handed to the caller
-            q.put(("err", exc))
-        finally:
-            it.close()  # type: ignore[attr-defined]
-
-    t = threading.Thread(target=run, name="graphscope-scan", daemon=True)
-    t.start()
+def _scan_split(scan: Any, buf: bytes, pos: int, need_comma: bool, pool: Any) -> dict[str, Any]:
+    """``scan(buf, pos, need_comma)``, its two halves scanned at once (the scanner releases the
+    GIL). The second half starts at a guessed event boundary (``}, {``) past the middle; the
+    guess holds when the first half, scanned up to that comma, ends exactly there after a
+    complete event: then the sequential scan's state at the comma is the second half's start
+    state, and the two results concatenated are its result. Otherwise the second half is
+    dropped and the scan goes on from where the first half stopped."""
+    n = len(buf)
+    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= 2 * _SPLIT_MIN else None
+    if m is None:
+        return scan(buf, pos, need_comma)
+    comma = buf.index(b",", m.start())
+    second = pool.submit(scan, buf, comma, True)
     try:
-        while True:
-            kind, item = q.get()
-            if kind == "end":
-                return
-            if kind == "err":
-                raise item
-            yield item
-    finally:
-        stop.set()
-        _drain(q, t)
+        first = scan(buf, pos, need_comma, comma)
+    except BaseException:
+        _settle(second)
+        raise
+    if first["closed"]:  # the array ended before the guess
+        _settle(second)
+        return first
+    if int(first["resume"]) != comma or not first["need_comma"]:
+        _settle(second)  # not a boundary (a "}, {" inside a string or an args value)
+        rest = scan(buf, int(first["resume"]), bool(first["need_comma"]))
+    else:
+        rest = second.result()  # its errors are the sequential scan's own
+    out = {k: (v + rest[k] if isinstance(v, bytes) else rest[k]) for k, v in first.items()}
+    return out
+
+
+def _settle(fut: Any) -> None:
+    """Wait for a speculative scan whose result is not used; its errors do not matter."""
+    import contextlib
+
+    with contextlib.suppress(BaseException):
+        fut.result()
 
 
 def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
@@ -359,13 +361,14 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
     ``sizes_out`` gets (len(buffer), resume offset) of every buffer, also of those that end
     before an event does (and yield nothing): :func:`_rechunks` rebuilds the same buffers."""
     import zlib
+    from concurrent.futures import ThreadPoolExecutor
 
     scan = _ext().scan_events
     try:
         f = _open(path)
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
-    with f:
+    with f, ThreadPoolExecutor(1, thread_name_prefix="graphscope-scan2") as pool:
         rd = _Prefetch(f, CHUNK_BYTES)
         try:
             buf = b""
@@ -385,7 +388,7 @@ def _chunks(path: str, layout_out: Optional[list[_Layout]] = None,
             n_buf = 0
             while True:
                 try:
-                    raw = scan(buf, pos, need_comma)
+                    raw = _scan_split(scan, buf, pos, need_comma, pool)
                 except RuntimeError as exc:
                     msg = str(exc).split(":", 2)[-1]
                     raise TraceError(f"{path}: invalid JSON in traceEvents ({msg})") from None
@@ -617,7 +620,7 @@ def annotate_trace_file(
     sizes: list[tuple[int, int]] = []
     spans_of: dict[int, tuple[np.ndarray, ...]] = {}  # buffer index -> _SPANS columns (int32)
     base = 0
-    for i_buf, text, c, _ in _ahead(_chunks(trace_path, layout, sizes)):
+    for i_buf, text, c, _ in _chunks(trace_path, layout, sizes):
         spans_of[i_buf] = tuple(c[k].astype(np.int32) for k in _SPANS)
         n = len(c["begin"])
         cat, ph = c["cat"], c["ph"]

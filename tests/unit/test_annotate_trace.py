@@ -351,3 +351,69 @@ def test_one_giant_event_in_a_small_gz_is_refused(tmp_path, capsys):
     _, ap = _write(tmp_path, *_trace(n_nodes=4, replays=1))
     rc = main(["annotate-trace", str(tp), "-a", ap, "-o", str(tmp_path / "o.json")])
     assert rc == 2 and "larger than 64 MiB" in capsys.readouterr().err
+
+
+def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch):
+    """Each chunk's halves are scanned at once from a guessed event boundary (`}, {`). With
+    chunks small enough for that to happen many times per trace, every accepted mutation of a
+    trace gives the same output bytes as one scanner walking each chunk alone, and every refused
+    one the same error."""
+    import random
+
+    from graphscope.exporters import annotate_trace as A
+
+    rng = random.Random(99)
+    tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
+    base = open(tp, "rb").read()
+    alphabet = b'{}[],:" 0123456789.eE-+tfnaulrsNX\\'
+
+    def run(data, split):
+        monkeypatch.setattr(A, "CHUNK_BYTES", 4096)
+        monkeypatch.setattr(A, "_SPLIT_MIN", 512 if split else 1 << 40)
+        with open(tp, "wb") as f:
+            f.write(data)
+        out = tmp_path / ("split.json" if split else "seq.json")
+        rc = main(["annotate-trace", tp, "-a", ap, "-f", "-o", str(out)])
+        err = capsys.readouterr().err
+        return rc, (out.read_bytes() if rc == 0 else err)
+
+    rc, text = run(base, True)
+    assert rc == 0 and (rc, text) == run(base, False)
+    for _ in range(60):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(data))
+            if rng.random() < 0.5:
+                data[at] = rng.choice(alphabet)
+            else:
+                data[at:at] = b"}, {"  # a fake boundary where the guess may land
+        assert run(bytes(data), True) == run(bytes(data), False)
+
+
+@pytest.mark.parametrize("fake_at", ["string", "args", "none"])
+def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
+    """The guessed boundary inside a string or an args value: the first half stops short of
+    it, the speculative half is dropped, and the result is still the sequential scan's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graphscope import native
+    from graphscope.exporters import annotate_trace as A
+
+    monkeypatch.setattr(A, "_SPLIT_MIN", 64)
+    small = [json.dumps({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
+                         "ts": i, "dur": 1}) for i in range(6)]
+    pad = "x" * 400
+    if fake_at == "string":
+        big = json.dumps({"ph": "X", "cat": "kernel", "name": pad + "}, {" + pad, "ts": 9})
+    elif fake_at == "args":
+        big = json.dumps({"ph": "X", "args": {"b": pad + pad, "a": [{"x": 1}, {"y": 2}]},
+                          "ts": 9})
+    else:
+        big = json.dumps({"ph": "X", "name": pad + pad, "ts": 9})
+    text = ('{"traceEvents": [' + ", ".join(small[:3] + [big] + small[3:]) + "]}").encode()
+    pos = text.index(b"[") + 1
+    scan = native.extension().scan_events
+    with ThreadPoolExecutor(1) as pool:
+        got = A._scan_split(scan, text, pos, False, pool)
+    assert got == scan(text, pos, False)
+    assert got["closed"] and len(got["begin"]) // 8 == 7
