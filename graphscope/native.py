@@ -350,12 +350,18 @@ def _load_opwatch() -> str | None:
     global _opwatch
     if _ext is None:
         return _IMPORT_ERROR
+    import importlib.util
+
     import torch
 
+    if importlib.util.find_spec(f"{__package__}._opwatch") is None:
+        return ("not built: torch was not importable when graphscope was built (install it "
+                "with --no-build-isolation where torch is installed)")
     try:
         from . import _opwatch as mod
-    except ImportError as exc:
-        return f"not built (torch was not importable when graphscope was built): {exc}"
+    except ImportError as exc:  # built, but against a torch whose libraries differ from this one
+        return (f"built for another torch and does not load here ({exc}): reinstall graphscope "
+                "with --no-build-isolation to rebuild it")
     if mod.OP_BASE != 1 << 40:  # annotate/ops.py OP_BASE
         return f"graphscope._opwatch is from another graphscope build (OP_BASE {mod.OP_BASE})"
     if mod.TORCH_VERSION != torch.__version__:

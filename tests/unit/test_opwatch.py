@@ -221,3 +221,16 @@ def test_engine_is_watched_only_while_backward_runs(monkeypatch):
         seen.append(("after", OBS.backward_watching()))
     assert seen == [("forward", False), ("backward", True), ("after", False)]
     assert not OBS.backward_watching()
+
+
+def test_observer_that_was_never_built_says_how_to_get_it(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(native, "_opwatch", None)
+    monkeypatch.setattr(native, "_opwatch_why", None)
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.endswith("._opwatch") else real(name, *a))
+    monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
+    assert native.op_observer() is None
+    assert "--no-build-isolation" in native.op_observer_why()
