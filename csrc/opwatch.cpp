@@ -430,10 +430,11 @@ std::unique_ptr<at::ObserverContext> bw_start(const at::RecordFunction& fn) {
       return nullptr;
     }
     if (!t.after_node || t.acc_fn != nullptr || t.depth > 0) return nullptr;
+    if (t.node_bscope < 0) return nullptr;  // an unowned node's adds keep whatever slot is set
     const OpInfo* info = op_info(fn);
     if (info != nullptr && info->is_add) {
       t.acc_fn = &fn;
-      if (t.node_bscope >= 0) st.set_slot(-(t.node_bscope + 2));
+      st.set_slot(-(t.node_bscope + 2));
     }
   } catch (...) {
     st.errors++;
