@@ -234,3 +234,29 @@ def test_observer_that_was_never_built_says_how_to_get_it(monkeypatch):
     monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
     assert native.op_observer() is None
     assert "--no-build-isolation" in native.op_observer_why()
+
+
+def test_add_in_a_leaf_post_hook_keeps_the_leaf_scope(monkeypatch):
+    """AccumulateGrad's scope comes from a Python pre-hook (parameter owners known); an add a
+    post-hook of that node runs afterwards is not an accumulation of an owned node and must
+    not reset the slot (DDP's reducer runs there)."""
+    from graphscope import annotate as A
+
+    from ._fake import current
+
+    monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.zeros(3)
+    acc = p.view_as(p).grad_fn.next_functions[0][0]
+    seen = []
+
+    def post(grad_inputs, grad_outputs):
+        p.grad.add_(1.0)  # an aten::add_ after the node's apply
+        seen.append(current())
+
+    acc.register_hook(post)
+    with fake_session() as s:
+        leaf = A.SCOPES.backward({"module_name": "L.w", "autograd_phase": "backward"})
+        s.leaf_scope = lambda node: leaf
+        (p * 2).sum().backward()
+    assert seen == [{"module_name": "L.w", "autograd_phase": "backward"}]
