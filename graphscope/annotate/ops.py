@@ -1,5 +1,7 @@
 """Per-node context: the aten op that launched a node, its input shapes and the user's source
-line (recorded once per op call by a TorchDispatchMode), and ``mark_stream``."""
+line, and ``mark_stream``. Recorded once per op call by the native RecordFunction observer
+(csrc/opwatch.cpp) where graphscope was built against the running torch, else by the
+TorchDispatchMode below; both intern into :data:`OPS`."""
 
 from __future__ import annotations
 
