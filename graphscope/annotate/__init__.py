@@ -12,7 +12,7 @@ from pickle import dumps as _dumps
 
 from .. import native
 from . import state
-from .backward import _current_scope, pop, push
+from .backward import OWNERSHIP, pop, push
 from .modules import ModuleAnnotations, module_fqn, register_module_annotations
 from .ops import mark_stream
 from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, Annotation, normalize
@@ -50,7 +50,7 @@ class mark_kernels:
             normalize(self._ann)  # MK3: nothing to tag, but MK12 still checks the annotation
             return self
         a = self._ann
-        parent = _current_scope()
+        parent = native._ext.current_scope()  # a session implies the extension is loaded
         # A scope entered before costs a pickle and a lookup (the pickle is the interning key
         # normalize() would make); a new one is normalised and validated first.
         sid = None
@@ -62,13 +62,21 @@ class mark_kernels:
         if sid is None:
             ann, frozen = normalize(a)
             sid = SCOPES.child(parent, ann, self._backward, frozen)
-        push(sid)
+        own = OWNERSHIP.native  # the hot path of backward.push, inlined
+        if own is not None:
+            own.own_push(sid)
+        else:
+            push(sid)
         self._pushed = True
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pushed:
-            pop()
+            own = OWNERSHIP.native
+            if own is not None:
+                own.own_pop()
+            else:
+                pop()
             self._pushed = False
 
 
