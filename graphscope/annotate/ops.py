@@ -48,8 +48,13 @@ class OpTable:
 
     def records(self) -> list[OpRecord]:
         """Every record so far: the interned ones, then the native observer's."""
-        self.get(OP_BASE + (1 << 62))  # syncs the native table
+        self._sync_native()
         return self._ops + self._native
+
+    def _sync_native(self) -> None:
+        obs = native.op_observer()
+        if obs is not None:
+            self._native.extend(OpRecord(*row) for row in obs.table(len(self._native)))
 
     def get(self, op_id: int) -> Optional[OpRecord]:
         """The record of ``op_id``, or None for -1 and unknown ids."""
@@ -59,9 +64,7 @@ class OpTable:
         if i < 0:
             return None
         if i >= len(self._native):
-            obs = native.op_observer()
-            if obs is not None:
-                self._native.extend(OpRecord(*row) for row in obs.table(len(self._native)))
+            self._sync_native()
         return self._native[i] if i < len(self._native) else None
 
     def intern(self, rec: OpRecord) -> int:

@@ -28,43 +28,35 @@ class _AnnotationStore:
     def add_template(self, gid: int, local: dict[int, Any]) -> None:
         self.by_template[gid] = local
 
-    def rekey_clones(self, gid: int, exec_id: int, pairs: Mapping[int, int]) -> int:
-        """:meth:`rekey` from ``{exec node id: template local id}`` (this exec's clones)."""
-        self._drop_exec(gid)
+    def rekey(self, gid: int, exec_id: int, pairs: Optional[Mapping[int, int]] = None) -> int:
+        """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys).
+
+        ``pairs`` is ``{exec node id: template local id}`` where CUPTI reported the instantiate's
+        clones (:func:`clone_pairs`); without it exec node ``exec_id << 32 | lid`` is template
+        node ``lid``."""
+        old = self.exec_of.get(gid)
+        if old is not None:
+            for k in [k for k in self.live if k >> 32 == old]:
+                del self.live[k]
         self.exec_of[gid] = exec_id
         local = self.by_template.get(gid, {})
-        new = {clone: [local[lid].copy()] for clone, lid in pairs.items()
+        if pairs is None:
+            pairs = {(exec_id << 32) | lid: lid for lid in local}
+        new = {node: [local[lid].copy()] for node, lid in pairs.items()
                if lid in local and local[lid]}  # .copy(): each node its own plain dict
         self.live.update(new)
         return len(new)
 
-    def _drop_exec(self, gid: int) -> None:
-        old = self.exec_of.get(gid)
-        if old is not None:
-            for k in [k for k in self.live if k >> 32 == old]:
-                del self.live[k]
 
-    def rekey(self, gid: int, exec_id: int, clones: Optional[dict[int, int]] = None) -> int:
-        """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys)."""
-        old = self.exec_of.get(gid)
-        if old is not None:
-            for k in [k for k in self.live if k >> 32 == old]:
-                del self.live[k]
-        self.exec_of[gid] = exec_id
-        local = self.by_template.get(gid, {})
-        n = 0
-        if clones:
-            for clone, origin in clones.items():
-                if clone >> 32 == exec_id and origin >> 32 == gid:
-                    ann = local.get(origin & 0xFFFFFFFF)
-                    if ann:
-                        self.live[clone] = [ann.copy()]
-                        n += 1
-        else:
-            for lid, ann in local.items():
-                self.live[(exec_id << 32) | lid] = [ann.copy()]
-                n += 1
-        return n
+def clone_pairs(clone_id: Any, clone_origin: Any, exec_id: int, gid: int) -> dict[int, int]:
+    """{exec node id: template local id} of the clones of graph ``gid`` into exec ``exec_id``
+    (columns of the recorder's GRAPHNODE_CLONED rows)."""
+    import numpy as np
+
+    cid = np.asarray(clone_id, dtype=np.uint64)
+    corg = np.asarray(clone_origin, dtype=np.uint64)
+    m = ((cid >> 32) == exec_id) & ((corg >> 32) == gid)
+    return dict(zip(cid[m].tolist(), (corg[m] & 0xFFFFFFFF).tolist()))
 
 
 STORE = _AnnotationStore()
@@ -108,16 +100,10 @@ def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
     per_graph = template_annotations(rec, exec_ids)
     for gid, local in per_graph.items():
         STORE.add_template(gid, local)
-    cid, corg = rec.clone_id, rec.clone_origin
     for eid, gid in zip(rec.exec_id.tolist(), rec.exec_graph.tolist()):
-        if gid not in per_graph:
-            continue
-        if len(cid):  # exec node ids are the clones CUPTI reported for this exec graph
-            m = ((cid >> 32) == eid) & ((corg >> 32) == gid)
-            STORE.rekey_clones(gid, eid, dict(zip(cid[m].tolist(),
-                                                  (corg[m] & 0xFFFFFFFF).tolist())))
-        else:
-            STORE.rekey(gid, eid)
+        if gid in per_graph:  # exec node ids are the clones CUPTI reported, where it did
+            STORE.rekey(gid, eid, clone_pairs(rec.clone_id, rec.clone_origin, eid, gid)
+                        if len(rec.clone_id) else None)
     gids = sorted(per_graph)
     if cuda_graph is not None and len(gids) >= 1:
         STORE.graph_ids[cuda_graph] = gids[0]

@@ -241,7 +241,10 @@ def test_clone_map_keys_only_exec_nodes():
     graphscope.clear_kernel_annotations()
     A.STORE.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
     try:
-        n = A.STORE.rekey(3, 4, clones={(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5})
+        clones = {(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5, (4 << 32) | 7: 7}
+        pairs = A.store.clone_pairs(list(clones), list(clones.values()), 4, 3)
+        assert pairs == {(4 << 32) | 1: 1}  # another exec's clone, another graph's node: out
+        n = A.STORE.rekey(3, 4, pairs)
         assert n == 1 and dict(graphscope.get_kernel_annotations()) == {
             (4 << 32) | 1: [{"name": "a"}]}
     finally:
