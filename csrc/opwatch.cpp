@@ -21,9 +21,12 @@
 // the node's sequence number, whose owner scope the forward noted (own_push/own_pop: the
 // autograd sequence counter at every scope push and pop on the capturing thread), so the
 // thread's backward slot is set to that scope's backward scope as the node starts. Gradient
-// accumulation is the aten::add/add_ the engine runs after a node's apply, inside that node's
-// evaluate_function record: its kernels get the node's scope with grad_accumulation, encoded
-// as slot -(scope + 2) and resolved by annotate/session.py.
+// accumulation is the add the engine runs after a node's apply when the input slot it feeds is
+// fed by several nodes (InputBuffer::add): from such a producer's end until the next node
+// starts, the slot is the node's scope with grad_accumulation, encoded as -(scope + 2) and
+// resolved by annotate/session.py. The producers come from one walk of the graph (next_edges)
+// when a backward call's first node starts. Only BACKWARD_FUNCTION records are observed: the
+// ops inside backward never build a RecordFunction for graphscope.
 
 #include <Python.h>
 #include <frameobject.h>
@@ -34,6 +37,7 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -105,7 +109,6 @@ using SetSlotFn = void (*)(int64_t);
 
 struct OpInfo {
   bool record = false;               // not CompositeImplicitAutograd
-  bool is_add = false;               // aten::add / aten::add_ (the engine's accumulation)
   const c10::FunctionSchema* schema = nullptr;
   std::vector<uint8_t> skip_int;     // per argument: an Int that Python sees as dtype/layout/...
   size_t kwarg_only_start = 0;
@@ -169,7 +172,6 @@ const OpInfo* op_info(const at::RecordFunction& fn) {
   if (!handle) return nullptr;
   info.record = !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
   info.schema = &handle->schema();
-  info.is_add = opname->name == "aten::add" || opname->name == "aten::add_";
   info.name = opname->name;  // as OpOverload.name(): "aten::add_.Tensor", "aten::t"
   if (!opname->overload_name.empty()) info.name += "." + opname->overload_name;
   const auto& args = info.schema->arguments();
@@ -363,9 +365,7 @@ int64_t intern(const std::string& op, std::string&& shapes, std::string&& source
 struct ThreadBw {
   uint64_t gen = 0;
   int depth = 0;                    // open BACKWARD_FUNCTION records
-  bool after_node = false;          // a node's apply ended; its evaluate_function is still open
   int64_t node_bscope = -1;         // backward scope of the node that ran last here
-  const void* acc_fn = nullptr;     // the accumulation add being observed
 };
 thread_local ThreadBw tbw;
 
@@ -373,6 +373,68 @@ ThreadBw& thread_bw() {
   uint64_t g = st.generation.load(std::memory_order_relaxed);
   if (tbw.gen != g) tbw = ThreadBw{g};
   return tbw;
+}
+
+// The autograd graph of the running backward calls: which nodes feed an input slot that
+// several nodes feed (the engine adds into that slot's buffer after them).
+using Node = torch::autograd::Node;
+inline Node* raw_node(Node* n) { return n; }
+template <class P>
+Node* raw_node(const P& p) { return p.get(); }  // shared_ptr (torch <= 2.12) or intrusive_ptr
+
+struct BwGraph {
+  std::mutex mu;
+  std::unordered_map<const Node*, bool> producer;  // walked node -> feeds a multi-fed slot
+  std::unordered_map<const Node*, std::vector<uint32_t>> fan_in;  // node -> per input slot
+} bwg;
+
+// Walk the graph below `root` (the nodes not walked yet) and classify the nodes found.
+void walk(Node* root) {
+  std::vector<Node*> stack{root}, found;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!bwg.producer.emplace(n, false).second) continue;
+    found.push_back(n);
+    for (const auto& e : n->next_edges()) {
+      Node* f = raw_node(e.function);
+      if (f == nullptr) continue;
+      auto& slots = bwg.fan_in[f];
+      if (slots.size() <= e.input_nr) slots.resize(e.input_nr + 1, 0);
+      ++slots[e.input_nr];
+      stack.push_back(f);
+    }
+  }
+  for (Node* n : found) {
+    bool multi = false;
+    for (const auto& e : n->next_edges()) {
+      const Node* f = raw_node(e.function);
+      if (f != nullptr && bwg.fan_in[f][e.input_nr] > 1) {
+        multi = true;
+        break;
+      }
+    }
+    bwg.producer[n] = multi;
+  }
+}
+
+// Whether the node now evaluated on this thread feeds a multi-fed slot (walking on first sight).
+bool current_is_producer() {
+  Node* n = raw_node(torch::autograd::get_current_node());
+  if (n == nullptr) return false;
+  std::lock_guard<std::mutex> g(bwg.mu);
+  auto it = bwg.producer.find(n);
+  if (it == bwg.producer.end()) {
+    walk(n);
+    it = bwg.producer.find(n);
+  }
+  return it->second;
+}
+
+void forget_graph() {
+  std::lock_guard<std::mutex> g(bwg.mu);
+  bwg.producer.clear();
+  bwg.fan_in.clear();
 }
 
 int64_t owner_of(int64_t seq) {
@@ -402,39 +464,23 @@ void own_note(int64_t scope) {
   }
 }
 
-bool is_evaluate_function(const at::RecordFunction& fn) {
-  static const char kPrefix[] = "autograd::engine::evaluate_function: ";
-  return std::strncmp(fn.name(), kPrefix, sizeof(kPrefix) - 1) == 0;
-}
-
 std::unique_ptr<at::ObserverContext> bw_start(const at::RecordFunction& fn) {
   if (!st.bw_enabled.load(std::memory_order_relaxed) ||
       st.bw_suspended.load(std::memory_order_relaxed))
     return nullptr;
   try {
     ThreadBw& t = thread_bw();
-    if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-      t.after_node = false;
-      if (t.depth++ > 0) return nullptr;  // a node run inside a node: the outer one's scope
-      int64_t seq = fn.seqNr();
-      if (seq < 0) {  // AccumulateGrad: the leaf's scope (Python pre-hooks) or none (MK9)
-        if (!st.leaf_python.load(std::memory_order_relaxed)) st.set_slot(-1);
-        t.node_bscope = -1;
-      } else if (fn.forwardThreadId() != st.main_rf_thread) {
-        t.node_bscope = st.current();  // made on another thread: inherit the running scope
-      } else {
-        int64_t b = backward_scope_of(owner_of(seq));
-        st.set_slot(b);
-        t.node_bscope = b;
-      }
-      return nullptr;
-    }
-    if (!t.after_node || t.acc_fn != nullptr || t.depth > 0) return nullptr;
-    if (t.node_bscope < 0) return nullptr;  // an unowned node's adds keep whatever slot is set
-    const OpInfo* info = op_info(fn);
-    if (info != nullptr && info->is_add) {
-      t.acc_fn = &fn;
-      st.set_slot(-(t.node_bscope + 2));
+    if (t.depth++ > 0) return nullptr;  // a node run inside a node: the outer one's scope
+    int64_t seq = fn.seqNr();
+    if (seq < 0) {  // AccumulateGrad: the leaf's scope (Python pre-hooks) or none (MK9)
+      if (!st.leaf_python.load(std::memory_order_relaxed)) st.set_slot(-1);
+      t.node_bscope = -1;
+    } else if (fn.forwardThreadId() != st.main_rf_thread) {
+      t.node_bscope = st.current();  // made on another thread: inherit the running scope
+    } else {
+      int64_t b = backward_scope_of(owner_of(seq));
+      st.set_slot(b);
+      t.node_bscope = b;
     }
   } catch (...) {
     st.errors++;
@@ -446,16 +492,15 @@ void bw_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (!st.bw_enabled.load(std::memory_order_relaxed) ||
       st.bw_suspended.load(std::memory_order_relaxed))
     return;
-  ThreadBw& t = thread_bw();
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    if (t.depth > 0 && --t.depth == 0) t.after_node = true;
-    return;
-  }
-  if (t.acc_fn == &fn) {
-    t.acc_fn = nullptr;
-    st.set_slot(t.node_bscope);
-  } else if (t.after_node && t.depth == 0 && t.acc_fn == nullptr && is_evaluate_function(fn)) {
-    t.after_node = false;
+  try {
+    ThreadBw& t = thread_bw();
+    if (t.depth == 0 || --t.depth > 0) return;
+    // The node's apply is over; the engine now adds its outputs into the input buffers of the
+    // nodes they feed. Where a buffer is fed by several nodes that is gradient accumulation,
+    // in this node's scope, until the next node starts (an unowned node leaves the slot alone).
+    if (t.node_bscope >= 0 && current_is_producer()) st.set_slot(-(t.node_bscope + 2));
+  } catch (...) {
+    st.errors++;
   }
 }
 
@@ -531,16 +576,19 @@ void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::str
 // (checkpointing, a backward inside backward) share it.
 void backward_begin() {
   if (!st.bw_enabled) return;
-  if (st.bw_depth++ == 0)
+  if (st.bw_depth++ == 0) {
+    forget_graph();
     st.bw_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&bw_start, &bw_end)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+            .scopes({at::RecordScope::BACKWARD_FUNCTION}));
+  }
 }
 
 void backward_end() {
   if (st.bw_depth > 0 && --st.bw_depth == 0 && st.bw_handle != 0) {
     at::removeCallback(st.bw_handle);
     st.bw_handle = 0;
+    forget_graph();
   }
 }
 
@@ -556,6 +604,7 @@ void disable() {
     st.bw_handle = 0;
     st.bw_depth = 0;
   }
+  forget_graph();
   st.generation.fetch_add(1);
   for (auto& kv : st.skip_code) Py_DECREF(kv.first);  // called with the GIL held
   st.skip_code.clear();
@@ -617,6 +666,9 @@ NB_MODULE(_opwatch, m) {
   m.def("set_scope_fns", &set_scope_fns, nb::arg("addresses"));
   m.def("own_push", &own_push, nb::arg("scope"));
   m.def("own_pop", &own_pop);
+  m.def("own_fn_addresses", []() -> std::vector<uintptr_t> {
+    return {reinterpret_cast<uintptr_t>(&own_push), reinterpret_cast<uintptr_t>(&own_pop)};
+  }, "Addresses of own_push and own_pop (graphscope._native's mark_kernels calls them).");
   m.def("own_event", []() { own_note(st.current()); });
   m.def("own_thread", [](uint64_t thread) {
     st.own_thread = static_cast<pthread_t>(thread);

@@ -174,6 +174,41 @@ def test_mk9_accumulate_grad_gets_no_scope():  # MK9
     assert seen == [{}]
 
 
+def _slot_annotation():
+    """current(), with the native observer's accumulation encoding (-(scope + 2)) resolved."""
+    from graphscope.annotate.backward import accumulation_scope
+
+    s = native.current_scope()
+    return dict(A.SCOPES.annotation(accumulation_scope(-s - 2) if s <= -2 else s))
+
+
+def test_engine_accumulation_adds_get_the_producers_scope():
+    """A tensor used twice: the engine adds the second gradient into the first (InputBuffer)
+    right after the second consumer's backward; that add is grad_accumulation in the scope of
+    the consumer, and nothing else in backward is."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    lin = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    log = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            log.append((func.name(), _slot_annotation()))
+            return func(*args, **(kwargs or {}))
+
+    with fake_session():
+        with graphscope.mark_kernels("use"):
+            h = lin(x)
+            y = (h * 2) + (h * 3)
+        with Log():
+            y.sum().backward()
+    adds = [a for op, a in log if op.startswith("aten::add")]
+    assert adds == [{"name": "use", "autograd_phase": "backward", "grad_accumulation": True}]
+    assert all("grad_accumulation" not in a for op, a in log if not op.startswith("aten::add"))
+    assert ("aten::mul.Tensor", {"name": "use", "autograd_phase": "backward"}) in log
+
+
 def test_mk10_backward_false_forward_only():  # MK10
     x = torch.randn(3, requires_grad=True)
     with fake_session():
