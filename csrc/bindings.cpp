@@ -3,6 +3,7 @@
 //   recorder.*  CUPTI resource callbacks (capture)       inspect.*  template graph walk, ids
 //   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
 //   join.*      activity records -> captured nodes (no CUDA)
+//   markscope.* mark_kernels as a C type, with its scope cache
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
 
 #include <cuda.h>
@@ -16,6 +17,7 @@
 #include "dl.h"
 #include "inspect.h"
 #include "join.h"
+#include "markscope.h"
 #include "recorder.h"
 #include "scopes.h"
 #include "tracejson.h"
@@ -88,6 +90,19 @@ NB_MODULE(_native, m) {
   m.def("load_driver", &load_driver, "Open libcuda.so.1; returns '' or why not.");
   m.def("load_cupti", &load_cupti, nb::arg("path"), "Open libcupti at path; '' or why not.");
   m.def("probe", &probe, nb::arg("try_subscribe") = false);
+  m.attr("mark_kernels") = mark_kernels_type(
+      "mark_kernels(annotation, *, backward=True)\n--\n\n"
+      "Tag the GPU work captured inside the ``with`` body (MK1-MK15).\n\n"
+      "Args:\n"
+      "    annotation: a str ``s`` (stored as ``{\"name\": s}``) or a dict of picklable values.\n"
+      "    backward: also tag the backward kernels of autograd nodes created in the scope,\n"
+      "        adding ``\"autograd_phase\": \"backward\"``.\n\n"
+      "Outside an annotated capture it does nothing (MK3), but bad annotations still raise.");
+  m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("state"), nb::arg("resolve"),
+        nb::arg("check"), nb::arg("push"), nb::arg("pop"));
+  m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("push"), nb::arg("pop"),
+        "graphscope._opwatch's own_push/own_pop addresses (0, 0: Python's push/pop).");
+  m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));
   m.def("pop_scope", []() -> int64_t {
     if (tls.scopes.empty()) return -1;

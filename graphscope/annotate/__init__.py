@@ -9,10 +9,11 @@ autograd sequence numbers, slot hooks), :mod:`.modules` (module-FQN scopes), :mo
 from __future__ import annotations
 
 from pickle import dumps as _dumps
+from typing import Any
 
 from .. import native
 from . import state
-from .backward import OWNERSHIP, pop, push
+from .backward import pop, push
 from .modules import ModuleAnnotations, module_fqn, register_module_annotations
 from .ops import mark_stream
 from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, Annotation, normalize
@@ -27,57 +28,60 @@ from .store import (
 )
 
 
-class mark_kernels:
-    """Tag the GPU work captured inside the ``with`` body (MK1-MK15).
+def _resolve(a: Annotation, parent: int, backward: bool) -> int:
+    """The scope id for ``a`` opened inside scope ``parent`` (interned in :data:`SCOPES`).
 
-    Args:
-        annotation: a str ``s`` (stored as ``{"name": s}``) or a dict of picklable values.
-        backward: also tag the backward kernels of autograd nodes created in the scope,
-            adding ``"autograd_phase": "backward"``.
+    A scope entered before costs a pickle and a lookup (the pickle is the interning key
+    normalize() would make); a new one is normalised and validated first."""
+    sid = None
+    if type(a) is dict:
+        try:
+            sid = SCOPES.lookup(parent, _dumps(a, protocol=4), backward)
+        except Exception:
+            sid = None  # not picklable: normalize() names the culprit below
+    if sid is None:
+        ann, frozen = normalize(a)
+        sid = SCOPES.child(parent, ann, backward, frozen)
+    return sid
 
-    Outside an annotated capture it does nothing (MK3), but bad annotations still raise.
-    """
+
+class _PyMarkKernels:
+    """``mark_kernels`` in Python, where graphscope's extension could not be imported (it is
+    then a no-op that still validates: no session can start without the extension)."""
 
     __slots__ = ("_ann", "_backward", "_pushed")
 
     def __init__(self, annotation: Annotation, *, backward: bool = True) -> None:
         self._ann = annotation
         self._backward = backward
-        self._pushed = False
+        self._pushed = 0
 
-    def __enter__(self) -> mark_kernels:
+    def __enter__(self) -> _PyMarkKernels:
         if state.ACTIVE is None:
             normalize(self._ann)  # MK3: nothing to tag, but MK12 still checks the annotation
             return self
-        a = self._ann
-        parent = native._ext.current_scope()  # a session implies the extension is loaded
-        # A scope entered before costs a pickle and a lookup (the pickle is the interning key
-        # normalize() would make); a new one is normalised and validated first.
-        sid = None
-        if type(a) is dict:
-            try:
-                sid = SCOPES.lookup(parent, _dumps(a, protocol=4), self._backward)
-            except Exception:
-                sid = None  # not picklable: normalize() names the culprit below
-        if sid is None:
-            ann, frozen = normalize(a)
-            sid = SCOPES.child(parent, ann, self._backward, frozen)
-        own = OWNERSHIP.native  # the hot path of backward.push, inlined
-        if own is not None:
-            own.own_push(sid)
-        else:
-            push(sid)
-        self._pushed = True
+        push(_resolve(self._ann, native.current_scope(), self._backward))
+        self._pushed += 1
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pushed:
-            own = OWNERSHIP.native
-            if own is not None:
-                own.own_pop()
-            else:
-                pop()
-            self._pushed = False
+            self._pushed -= 1
+            pop()
+
+
+def _check(a: Annotation) -> None:
+    normalize(a)
+
+
+# ``mark_kernels`` is a C type (csrc/markscope.cpp): entering a scope seen before runs no
+# Python. It calls back into _resolve for new scopes and into push/pop on the hook path.
+if native._ext is not None and hasattr(native._ext, "mark_kernels"):
+    mark_kernels: Any = native._ext.mark_kernels
+    mark_kernels.__module__ = "graphscope"
+    native._ext.mark_kernels_setup(state, _resolve, _check, push, pop)
+else:
+    mark_kernels = _PyMarkKernels
 
 
 def is_available() -> bool:

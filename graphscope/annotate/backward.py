@@ -40,6 +40,9 @@ class _Ownership:
     def use(self, obs: Any) -> None:
         """Keep ownership natively in ``obs`` (None: in Python) from now on."""
         self.native = obs
+        ext = native.extension()
+        if hasattr(ext, "mark_kernels_use_native"):  # mark_kernels pushes through obs too
+            ext.mark_kernels_use_native(*(obs.own_fn_addresses() if obs is not None else (0, 0)))
         if obs is None:
             SCOPES.listener = None
             return

@@ -137,18 +137,26 @@ def normalize(annotation: Annotation, what: str = "mark_kernels") -> tuple[dict[
         raise AnnotationError(
             f"{what}: annotation must be a str or a dict, not {type(annotation).__name__}"
         )
+    for k in ann:
+        if not isinstance(k, str):
+            raise AnnotationError(f"{what}: annotation key {k!r} is not a str")
     try:
         return ann, pickle.dumps(ann, protocol=4)
     except Exception:
         pass
     for k, v in ann.items():  # find the culprit for the message
-        if not isinstance(k, str):
-            raise AnnotationError(f"{what}: annotation key {k!r} is not a str")
-        try:
-            pickle.dumps(v, protocol=4)
-        except Exception as exc:
+        why = _pickle_error(v)
+        if why is not None:
             raise AnnotationError(
                 f"{what}: value of annotation key {k!r} ({type(v).__name__}) cannot be "
-                f"pickled: {exc}"
-            ) from None
+                f"pickled: {why}"
+            )
     raise AnnotationError(f"{what}: annotation cannot be pickled")
+
+
+def _pickle_error(v: Any) -> Optional[str]:
+    try:
+        pickle.dumps(v, protocol=4)
+    except Exception as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,23 @@
+// graphscope.mark_kernels as a C type with a content-keyed scope cache (markscope.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <nanobind/nanobind.h>
+
+namespace nb = nanobind;
+
+namespace gs {
+
+// The type object (named mark_kernels, documented by `doc`).
+nb::object mark_kernels_type(const char* doc);
+// Python's side: the module holding ACTIVE, the resolver (annotation, parent, backward) -> id,
+// the validity check, and push/pop for the hook path.
+void mark_kernels_setup(nb::object state_module, nb::object resolve, nb::object check,
+                        nb::object push, nb::object pop);
+// graphscope._opwatch's own_push/own_pop (0, 0: Python's push/pop).
+void mark_kernels_use_native(uintptr_t push, uintptr_t pop);
+size_t mark_kernels_cache_size();
+
+}  // namespace gs
