@@ -23,6 +23,7 @@ import graphscope
 
 BLOCKS = 150
 REPEATS = int(os.environ.get("BENCH_REPEATS", "15"))
+CPU: list = []  # process CPU time of each capture (all threads), in call order
 
 
 class Deep(nn.Module):
@@ -48,20 +49,21 @@ def step(model, x):
     model(x).sum().backward()
 
 
-def capture(model, x, annotate, record_ops=False, observer="native"):
+def capture(model, x, annotate, record_ops=False, observer="native", pool=None):
     os.environ["GRAPHSCOPE_OP_OBSERVER"] = observer
     g = torch.cuda.CUDAGraph()
     for p in model.parameters():
         p.grad = None
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if annotate:
-        with graphscope.graph(g, enable_annotations=True, record_ops=record_ops):
+        with graphscope.graph(g, pool=pool, enable_annotations=True, record_ops=record_ops):
             model(x).sum().backward()
     else:
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, pool=pool):
             model(x).sum().backward()
     torch.cuda.synchronize()
+    CPU.append(time.process_time() - c0)
     return g, time.perf_counter() - t0
 
 
@@ -88,17 +90,25 @@ def main():
                 step(model, x)
         torch.cuda.current_stream().wait_stream(s)
         plain, annot, ops, pyops = [], [], [], []
+        # One memory pool per variant, kept across its rounds (the previous graph of the
+        # variant holds it): no variant's capture pays cudaMalloc for segments that
+        # torch.cuda.graph's empty_cache() gave back, the largest source of round-to-round noise.
+        pools = [torch.cuda.graph_pool_handle() for _ in range(4)]
+        gp = ga = go = gpy = None
+        cpu = []
         for _ in range(REPEATS):  # interleaved, same process
-            gp, tp = capture(model, x, False)
-            ga, ta = capture(model, x, True)
-            go, to = capture(model, x, True, record_ops=True)
-            _, tpy = capture(model, x, True, record_ops=True, observer="python")
+            CPU.clear()
+            gp, tp = capture(model, x, False, pool=pools[0])
+            ga, ta = capture(model, x, True, pool=pools[1])
+            go, to = capture(model, x, True, record_ops=True, pool=pools[2])
+            gpy, tpy = capture(model, x, True, record_ops=True, observer="python", pool=pools[3])
+            cpu.append(list(CPU))
             plain.append(tp)
             annot.append(ta)
             ops.append(to)
             pyops.append(tpy)
         graphscope.clear_kernel_annotations()
-        capture(model, x, True)
+        capture(model, x, True, pool=pools[1])
         nodes = len(graphscope.get_kernel_annotations())
         rp, ra = replay_ms(gp), replay_ms(ga)
         med = statistics.median
@@ -115,6 +125,14 @@ def main():
             "overhead_ratio": (med(annot) - med(plain)) / med(plain),
             "overhead_ratio_with_ops": (med(ops) - med(plain)) / med(plain),
             "overhead_ratio_with_ops_python_mode": (med(pyops) - med(plain)) / med(plain),
+            # each round's variant over the plain capture right before it, median over rounds
+            "paired_overhead_ratio": med(a / p - 1 for a, p in zip(annot, plain)),
+            "paired_overhead_ratio_with_ops": med(a / p - 1 for a, p in zip(ops, plain)),
+            # the same from the process's CPU time (all threads), less disturbed by a busy host
+            "cpu_plain_capture_ms": med(c[0] for c in cpu) * 1e3,
+            "cpu_annotated_capture_ms": med(c[1] for c in cpu) * 1e3,
+            "paired_cpu_overhead_ratio": med(c[1] / c[0] - 1 for c in cpu),
+            "paired_cpu_overhead_ratio_with_ops": med(c[2] / c[0] - 1 for c in cpu),
             "replay_plain_ms": rp,
             "replay_annotated_ms": ra,
             "replay_ratio": ra / rp,
