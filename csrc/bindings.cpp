@@ -4,6 +4,7 @@
 //   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
 //   join.*      activity records -> captured nodes (no CUDA)
 //   markscope.* mark_kernels as a C type, with its scope cache
+//   store.*     the exec-id annotation map's per-node loop
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
 
 #include <cuda.h>
@@ -20,6 +21,7 @@
 #include "markscope.h"
 #include "recorder.h"
 #include "scopes.h"
+#include "store.h"
 #include "tracejson.h"
 #include "tracer.h"
 
@@ -103,6 +105,8 @@ NB_MODULE(_native, m) {
   m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("push"), nb::arg("pop"),
         "graphscope._opwatch's own_push/own_pop addresses (0, 0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
+  m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
+        nb::arg("anns"), "live[nodes[i]] = [dict(anns[index[i]])]; nodes u64, index i32.");
   m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));
   m.def("pop_scope", []() -> int64_t {
     if (tls.scopes.empty()) return -1;

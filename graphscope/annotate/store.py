@@ -8,82 +8,137 @@ import pickle
 import warnings
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from .. import native
 from .scopes import SCOPES
+
+
+@dataclass
+class Template:
+    """One template graph's annotated nodes: local id ``lids[i]`` has ``anns[index[i]]``."""
+
+    lids: Any  # np.ndarray[uint64]
+    index: Any  # np.ndarray[int32]
+    anns: list[dict[str, Any]]  # one plain, non-empty dict per scope
+
+    @classmethod
+    def from_mapping(cls, local: Mapping[int, Mapping[str, Any]]) -> Template:
+        import numpy as np
+
+        items = [(lid, dict(a)) for lid, a in local.items() if a]
+        return cls(np.array([lid for lid, _ in items], dtype=np.uint64),
+                   np.arange(len(items), dtype=np.int32), [a for _, a in items])
+
+    def __len__(self) -> int:
+        return len(self.lids)
 
 
 class _AnnotationStore:
     """Template-graph annotations and their current exec-graph keys."""
 
     def __init__(self) -> None:
-        self.by_template: dict[int, dict[int, Any]] = {}
+        self.by_template: dict[int, Template] = {}
         self.exec_of: dict[int, int] = {}  # template graph id -> exec id
+        self.keyed: dict[int, list[int]] = {}  # template graph id -> its exec node keys in live
         self.live: dict[int, list[dict[str, Any]]] = {}
         self.view: Mapping[int, list[dict[str, Any]]] = MappingProxyType(self.live)
         self.graph_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
-    def add_template(self, gid: int, local: dict[int, Any]) -> None:
-        self.by_template[gid] = local
+    def add_template(self, gid: int, local: Union[Template, Mapping[int, Any]]) -> None:
+        """Graph ``gid``'s annotated nodes (a :class:`Template` or ``{local id: dict}``)."""
+        self.by_template[gid] = local if isinstance(local, Template) else (
+            Template.from_mapping(local))
 
-    def rekey(self, gid: int, exec_id: int, pairs: Optional[Mapping[int, int]] = None) -> int:
+    def rekey(self, gid: int, exec_id: int, pairs: Any = None) -> int:
         """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys).
 
-        ``pairs`` is ``{exec node id: template local id}`` where CUPTI reported the instantiate's
-        clones (:func:`clone_pairs`); without it exec node ``exec_id << 32 | lid`` is template
-        node ``lid``."""
-        old = self.exec_of.get(gid)
-        if old is not None:
-            for k in [k for k in self.live if k >> 32 == old]:
-                del self.live[k]
+        ``pairs`` is ``(exec node ids, template local ids)`` (arrays, :func:`clone_pairs`) or
+        ``{exec node id: template local id}`` where CUPTI reported the instantiate's clones;
+        without it exec node ``exec_id << 32 | lid`` is template node ``lid``. Each exec node
+        gets its own copy of its dict."""
+        import numpy as np
+
+        pop = self.live.pop
+        for k in self.keyed.pop(gid, ()):  # the previous exec's keys
+            pop(k, None)
         self.exec_of[gid] = exec_id
-        local = self.by_template.get(gid, {})
+        t = self.by_template.get(gid)
+        if t is None or not len(t):
+            return 0
         if pairs is None:
-            pairs = {(exec_id << 32) | lid: lid for lid in local}
-        new = {node: [local[lid].copy()] for node, lid in pairs.items()
-               if lid in local and local[lid]}  # .copy(): each node its own plain dict
-        self.live.update(new)
-        return len(new)
+            nodes, index = t.lids | np.uint64(exec_id << 32), t.index
+        else:
+            if isinstance(pairs, Mapping):
+                pairs = (np.fromiter(pairs.keys(), np.uint64, len(pairs)),
+                         np.fromiter(pairs.values(), np.uint64, len(pairs)))
+            cid, lid = (np.asarray(p, dtype=np.uint64) for p in pairs)
+            top = int(t.lids.max())
+            lut = np.full(top + 1, -1, dtype=np.int32)
+            lut[t.lids.astype(np.int64)] = t.index
+            at = np.full(len(lid), -1, dtype=np.int32)
+            inside = lid <= top
+            at[inside] = lut[lid[inside].astype(np.int64)]
+            keep = at >= 0
+            nodes, index = cid[keep], at[keep]
+        self.keyed[gid] = nodes.tolist()
+        return _annotate_live(self.live, nodes, index, t.anns)
 
 
-def clone_pairs(clone_id: Any, clone_origin: Any, exec_id: int, gid: int) -> dict[int, int]:
-    """{exec node id: template local id} of the clones of graph ``gid`` into exec ``exec_id``
-    (columns of the recorder's GRAPHNODE_CLONED rows)."""
+def _annotate_live(live: dict[int, Any], nodes: Any, index: Any, anns: list[dict[str, Any]]
+                   ) -> int:
+    """live[nodes[i]] = [copy of anns[index[i]]] (natively where the extension is built)."""
+    import numpy as np
+
+    nodes = np.ascontiguousarray(nodes, dtype=np.uint64)
+    index = np.ascontiguousarray(index, dtype=np.int32)
+    ext = native._ext
+    if ext is not None and hasattr(ext, "annotate_live"):
+        return int(ext.annotate_live(live, nodes.tobytes(), index.tobytes(), anns))
+    live.update(zip(nodes.tolist(), ([anns[i].copy()] for i in index.tolist())))
+    return len(nodes)
+
+
+def clone_pairs(clone_id: Any, clone_origin: Any, exec_id: int, gid: int) -> tuple[Any, Any]:
+    """(exec node ids, template local ids) of the clones of graph ``gid`` into exec
+    ``exec_id`` (columns of the recorder's GRAPHNODE_CLONED rows), as uint64 arrays."""
     import numpy as np
 
     cid = np.asarray(clone_id, dtype=np.uint64)
     corg = np.asarray(clone_origin, dtype=np.uint64)
-    m = ((cid >> 32) == exec_id) & ((corg >> 32) == gid)
-    return dict(zip(cid[m].tolist(), (corg[m] & 0xFFFFFFFF).tolist()))
+    m = ((cid >> np.uint64(32)) == exec_id) & ((corg >> np.uint64(32)) == gid)
+    return cid[m], corg[m] & np.uint64(0xFFFFFFFF)
 
 
 STORE = _AnnotationStore()
 
 
-def template_annotations(
-    rec: native.CreatedNodes, exec_ids: set[int]
-) -> dict[int, dict[int, Any]]:
-    """Per template graph id: {local id: merged annotation} of annotated nodes (MK2, MK14)."""
+def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[int, Template]:
+    """Per template graph id, its annotated nodes (MK2, MK14)."""
     import numpy as np
 
     gid = rec.graph_id
     sid = rec.scope
     template = ~np.isin(gid, np.fromiter(exec_ids, dtype=gid.dtype, count=len(exec_ids)))
-    out: dict[int, dict[int, Any]] = {
-        g: {} for g in np.unique(gid[template]).tolist()}
     scoped = template & (sid >= 0)
     body_tagged = int((scoped & np.isin(rec.node_type, list(native.BODY_TYPES))).sum())
     work = scoped & np.isin(rec.node_type, list(native.ANNOTATED_TYPES))
-    anns: dict[int, Any] = {}
-    for g, lid, s in zip(gid[work].tolist(), (rec.node_id[work] & 0xFFFFFFFF).tolist(),
-                         sid[work].tolist()):
-        ann = anns.get(s)
-        if ann is None:
-            ann = anns[s] = SCOPES.annotation(s)
-        if ann:
-            out[g][lid] = ann  # rekey gives each exec node its own copy
+    # one plain dict per scope with a non-empty annotation
+    uniq, inv = np.unique(sid[work], return_inverse=True)
+    dicts = [dict(SCOPES.annotation(s)) for s in uniq.tolist()]
+    keep = np.fromiter(map(bool, dicts), dtype=bool, count=len(dicts))
+    renum = np.cumsum(keep, dtype=np.int32) - 1  # index among the kept dicts
+    anns = [d for d in dicts if d]
+    tagged = keep[inv]
+    wg = gid[work][tagged]
+    wl = rec.node_id[work][tagged] & np.uint64(0xFFFFFFFF)
+    wi = renum[inv[tagged]].astype(np.int32)
+    out: dict[int, Template] = {}
+    for g in np.unique(gid[template]).tolist():
+        m = wg == g
+        out[g] = Template(wl[m], wi[m], anns)
     if body_tagged:
         warnings.warn(
             f"graphscope: {body_tagged} child-graph/conditional node(s) were captured inside "
@@ -142,4 +197,5 @@ def clear_kernel_annotations() -> None:
     """Forget every recorded annotation."""
     STORE.by_template.clear()
     STORE.exec_of.clear()
+    STORE.keyed.clear()
     STORE.live.clear()

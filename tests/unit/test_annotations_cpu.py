@@ -258,6 +258,25 @@ def test_op_recording_notes_aten_op_shapes_and_user_line():
     assert "test_annotations_cpu.py:" in mm[-1].source
 
 
+@pytest.mark.parametrize("native_loop", [True, False])
+def test_each_exec_node_gets_its_own_dict(monkeypatch, native_loop):
+    if not native_loop:
+        monkeypatch.setattr(native, "_ext", None)
+    graphscope.clear_kernel_annotations()
+    shared = {"name": "a", "k": [1]}
+    A.STORE.add_template(6, {0: shared, 1: shared, 3: {}, 4: {"name": "b"}})
+    try:
+        assert A.STORE.rekey(6, 2) == 3
+        live = graphscope.get_kernel_annotations()
+        assert dict(live) == {2 << 32: [shared], (2 << 32) | 1: [shared],
+                              (2 << 32) | 4: [{"name": "b"}]}
+        live[2 << 32][0]["name"] = "changed"
+        assert live[(2 << 32) | 1][0]["name"] == "a" and shared["name"] == "a"
+        assert type(live[2 << 32]) is list and type(live[2 << 32][0]) is dict
+    finally:
+        graphscope.clear_kernel_annotations()
+
+
 def test_saved_map_is_pytorch_shape(tmp_path):
     graphscope.clear_kernel_annotations()  # earlier captures in this process (GPU tests)
     A.STORE.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
@@ -277,11 +296,14 @@ def test_clone_map_keys_only_exec_nodes():
     A.STORE.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
     try:
         clones = {(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5, (4 << 32) | 7: 7}
-        pairs = A.store.clone_pairs(list(clones), list(clones.values()), 4, 3)
-        assert pairs == {(4 << 32) | 1: 1}  # another exec's clone, another graph's node: out
-        n = A.STORE.rekey(3, 4, pairs)
+        cid, lid = A.store.clone_pairs(list(clones), list(clones.values()), 4, 3)
+        # another exec's clone, another graph's node: out
+        assert (cid.tolist(), lid.tolist()) == ([(4 << 32) | 1], [1])
+        n = A.STORE.rekey(3, 4, (cid, lid))
         assert n == 1 and dict(graphscope.get_kernel_annotations()) == {
             (4 << 32) | 1: [{"name": "a"}]}
+        assert A.STORE.rekey(3, 5, {(5 << 32) | 9: 5, (5 << 32) | 8: 6}) == 1  # 6: untagged
+        assert dict(graphscope.get_kernel_annotations()) == {(5 << 32) | 9: [{"name": "b"}]}
     finally:
         graphscope.clear_kernel_annotations()
 
