@@ -417,3 +417,74 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
         got = A._scan_split(scan, text, pos, False, pool)
     assert got == scan(text, pos, False)
     assert got["closed"] and len(got["begin"]) // 8 == 7
+
+
+# ---- the output writer: O_DIRECT through an aligned staging buffer, or buffered ----
+
+
+def _write_pieces(path, pieces, **kw):
+    from graphscope.exporters.annotate_trace import _Writer
+
+    with open(path, "wb") as f, _Writer(f, **kw) as w:
+        w.reserve(sum(map(len, pieces)) + 12345)
+        for p in pieces:
+            w.write(p)
+    return w
+
+
+@pytest.mark.parametrize("stage", [8192, 1 << 20])
+def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
+    import random
+
+    from graphscope.exporters import annotate_trace as AT
+
+    monkeypatch.setattr(AT._DirectSink, "STAGE", stage)
+    rng = random.Random(stage)
+    pieces = [bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 1, 7, 4096, 9000, 20000])))
+              for _ in range(60)]
+    w = _write_pieces(tmp_path / "d.json", pieces)
+    b = _write_pieces(tmp_path / "b.json", pieces, direct=False)
+    assert not b.direct
+    expect = b"".join(pieces)
+    assert (tmp_path / "d.json").read_bytes() == expect == (tmp_path / "b.json").read_bytes()
+    if not w.direct:
+        pytest.skip("this file system takes no O_DIRECT: the buffered path was used")
+
+
+def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monkeypatch):
+    import errno
+
+    from graphscope.exporters import annotate_trace as AT
+
+    def refuse(*a):
+        raise OSError(errno.EINVAL, "Invalid argument")
+
+    monkeypatch.setattr(AT.os, "pwrite", refuse)
+    monkeypatch.setattr(AT._DirectSink, "STAGE", 8192)
+    pieces = [b"a" * 5000, b"b" * 7000, b"c" * 3]
+    w = _write_pieces(tmp_path / "x.json", pieces)
+    assert not w.direct
+    assert (tmp_path / "x.json").read_bytes() == b"".join(pieces)
+
+
+def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
+    import errno
+
+    from graphscope.exporters import annotate_trace as AT
+
+    real = AT.os.pwrite
+
+    def full_after_first(fd, data, off):
+        if off > 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, off)
+
+    monkeypatch.setattr(AT.os, "pwrite", full_after_first)
+    monkeypatch.setattr(AT._DirectSink, "STAGE", 8192)
+    with pytest.raises(OSError, match="No space left"):
+        _write_pieces(tmp_path / "y.json", [b"z" * 40000])
+
+
+def test_buffered_output_env_turns_direct_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHSCOPE_BUFFERED_OUTPUT", "1")
+    assert not _write_pieces(tmp_path / "z.json", [b"q" * 10]).direct
