@@ -43,6 +43,18 @@ class Deep(nn.Module):
         return x
 
 
+def warmed(depth, x):
+    """A Deep(depth) on the GPU after three eager steps on a side stream (as before capture)."""
+    model = Deep(depth).cuda()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            step(model, x)
+    torch.cuda.current_stream().wait_stream(s)
+    return model
+
+
 def step(model, x):
     for p in model.parameters():
         p.grad = None
@@ -82,13 +94,7 @@ def main():
     x = torch.randn(64, 256, device="cuda")
     rows = []
     for depth in (1, 4, 16):
-        model = Deep(depth).cuda()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step(model, x)
-        torch.cuda.current_stream().wait_stream(s)
+        model = warmed(depth, x)
         plain, annot, ops, pyops = [], [], [], []
         # One memory pool per variant, kept across its rounds (the previous graph of the
         # variant holds it): no variant's capture pays cudaMalloc for segments that

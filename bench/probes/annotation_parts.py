@@ -66,13 +66,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 15
     torch.manual_seed(0)
     x = torch.randn(64, 256, device="cuda")
-    model = B.Deep(depth).cuda()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            B.step(model, x)
-    torch.cuda.current_stream().wait_stream(s)
+    model = B.warmed(depth, x)
     variants = ("plain", "cupti", "hooks", "annotated")
     pools = {v: torch.cuda.graph_pool_handle() for v in variants}
     keep = {}

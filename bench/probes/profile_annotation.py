@@ -65,13 +65,7 @@ def main():
     ops = len(sys.argv) > 2 and sys.argv[2] == "ops"
     torch.manual_seed(0)
     x = torch.randn(64, 256, device="cuda")
-    model = B.Deep(depth).cuda()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            B.step(model, x)
-    torch.cuda.current_stream().wait_stream(s)
+    model = B.warmed(depth, x)
     for _ in range(3):
         B.capture(model, x, False)
         B.capture(model, x, True, record_ops=ops)
