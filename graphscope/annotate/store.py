@@ -55,8 +55,8 @@ class _AnnotationStore:
     def rekey(self, gid: int, exec_id: int, pairs: Any = None) -> int:
         """Key graph ``gid``'s annotations by ``exec_id`` (dropping the previous exec's keys).
 
-        ``pairs`` is ``(exec node ids, template local ids)`` (arrays, :func:`clone_pairs`) or
-        ``{exec node id: template local id}`` where CUPTI reported the instantiate's clones;
+        ``pairs`` is ``(exec node ids, template local ids)`` (arrays, :func:`clone_pairs`)
+        where CUPTI reported the instantiate's clones;
         without it exec node ``exec_id << 32 | lid`` is template node ``lid``. Each exec node
         gets its own copy of its dict."""
         import numpy as np
@@ -71,9 +71,6 @@ class _AnnotationStore:
         if pairs is None:
             nodes, index = t.lids | np.uint64(exec_id << 32), t.index
         else:
-            if isinstance(pairs, Mapping):
-                pairs = (np.fromiter(pairs.keys(), np.uint64, len(pairs)),
-                         np.fromiter(pairs.values(), np.uint64, len(pairs)))
             cid, lid = (np.asarray(p, dtype=np.uint64) for p in pairs)
             top = int(t.lids.max())
             lut = np.full(top + 1, -1, dtype=np.int32)

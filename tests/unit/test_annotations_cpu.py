@@ -302,7 +302,7 @@ def test_clone_map_keys_only_exec_nodes():
         n = A.STORE.rekey(3, 4, (cid, lid))
         assert n == 1 and dict(graphscope.get_kernel_annotations()) == {
             (4 << 32) | 1: [{"name": "a"}]}
-        assert A.STORE.rekey(3, 5, {(5 << 32) | 9: 5, (5 << 32) | 8: 6}) == 1  # 6: untagged
+        assert A.STORE.rekey(3, 5, ([(5 << 32) | 9, (5 << 32) | 8], [5, 6])) == 1  # 6: untagged
         assert dict(graphscope.get_kernel_annotations()) == {(5 << 32) | 9: [{"name": "b"}]}
     finally:
         graphscope.clear_kernel_annotations()
