@@ -239,11 +239,31 @@ inline bool next_member(const char* b, size_t& pos, size_t n, size_t& ks, size_t
   return true;
 }
 
+// A read-only view of an object's bytes through the buffer protocol, held while it lives (a
+// mapped file's memoryview cannot be closed under it). Made and released with the GIL held.
+class View {
+ public:
+  explicit View(nb::handle h) {
+    if (PyObject_GetBuffer(h.ptr(), &v_, PyBUF_SIMPLE) != 0) throw nb::python_error();
+  }
+  ~View() { PyBuffer_Release(&v_); }
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+  const char* data() const { return static_cast<const char*>(v_.buf); }
+  size_t size() const { return static_cast<size_t>(v_.len); }
+  template <typename T>
+  const T* as() const { return static_cast<const T*>(v_.buf); }
+
+ private:
+  Py_buffer v_;
+};
+
 // Scan the events of a traceEvents array held in data, from pos: the columns above for every
 // complete event, where to resume once more bytes are read, and whether the array closed.
-nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma, size_t end) {
+nb::dict scan_events(nb::handle data_, size_t pos, bool need_comma, size_t end) {
   using namespace ev;
-  const char* b = data.c_str();
+  const View data(data_);
+  const char* b = data.data();
   const size_t n = end != 0 && end < data.size() ? end : data.size();  // end: scan [pos, end)
   std::vector<int64_t> ev_b, ev_e, tid_b, tid_e, ts_b, ts_e, args_close, stream_b, stream_e,
       name_b, name_e, corr;
@@ -258,7 +278,7 @@ nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma, size_t end) {
   bool after_comma = false;
   size_t comma_at = 0;
   {
-  nb::gil_scoped_release nogil;  // the bytes object stays alive: the caller holds it
+  nb::gil_scoped_release nogil;  // the view keeps the buffer alive
   while (true) {
     p = skip_ws(b, p, n);
     if (p >= n) {
@@ -389,21 +409,31 @@ struct Sink {
   Sink& operator+=(const std::string& s) { append(s.data(), s.size()); return *this; }
 };
 
-nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::bytes tid_b_,
-                         nb::bytes tid_e_, nb::bytes ts_b_, nb::bytes ts_e_,
-                         nb::bytes args_close_, nb::bytes stream_b_, nb::bytes stream_e_,
-                         nb::bytes keep_, nb::bytes new_tid_, nb::bytes new_ts_,
-                         nb::bytes new_stream_, nb::bytes frag_, std::vector<std::string> frags) {
-  const char* b = data.c_str();
-  auto I64 = [](const nb::bytes& x) { return reinterpret_cast<const int64_t*>(x.c_str()); };
-  const int64_t *eb = I64(begin_), *ee = I64(end_), *tb = I64(tid_b_), *te = I64(tid_e_),
-                *sb = I64(ts_b_), *se = I64(ts_e_), *ac = I64(args_close_),
-                *stb = I64(stream_b_), *ste = I64(stream_e_), *ntid = I64(new_tid_),
-                *nstr = I64(new_stream_);
-  const double* nts = reinterpret_cast<const double*>(new_ts_.c_str());
-  const uint8_t* keep = reinterpret_cast<const uint8_t*>(keep_.c_str());
-  const int32_t* frag = reinterpret_cast<const int32_t*>(frag_.c_str());
-  const size_t count = begin_.size() / sizeof(int64_t);
+nb::bytes rewrite_events(nb::handle data_, nb::handle begin_, nb::handle end_, nb::handle tid_b_,
+                         nb::handle tid_e_, nb::handle ts_b_, nb::handle ts_e_,
+                         nb::handle args_close_, nb::handle stream_b_, nb::handle stream_e_,
+                         nb::handle keep_, nb::handle new_tid_, nb::handle new_ts_,
+                         nb::handle new_stream_, nb::handle frag_, std::vector<std::string> frags) {
+  const View data(data_), vb(begin_), ve(end_), vtb(tid_b_), vte(tid_e_), vsb(ts_b_), vse(ts_e_),
+      vac(args_close_), vstb(stream_b_), vste(stream_e_), vkeep(keep_), vntid(new_tid_),
+      vnts(new_ts_), vnstr(new_stream_), vfrag(frag_);
+  const size_t count = vb.size() / sizeof(int64_t);
+  for (const View* v : {&ve, &vtb, &vte, &vsb, &vse, &vac, &vstb, &vste, &vntid, &vnts, &vnstr})
+    if (v->size() != count * 8) throw std::runtime_error("state:0:rewrite_events: column sizes differ");
+  if (vkeep.size() != count || vfrag.size() != count * 4)
+    throw std::runtime_error("state:0:rewrite_events: column sizes differ");
+  const char* b = data.data();
+  const int64_t *eb = vb.as<int64_t>(), *ee = ve.as<int64_t>(), *tb = vtb.as<int64_t>(),
+                *te = vte.as<int64_t>(), *sb = vsb.as<int64_t>(), *se = vse.as<int64_t>(),
+                *ac = vac.as<int64_t>(), *stb = vstb.as<int64_t>(), *ste = vste.as<int64_t>(),
+                *ntid = vntid.as<int64_t>(), *nstr = vnstr.as<int64_t>();
+  const double* nts = vnts.as<double>();
+  const uint8_t* keep = vkeep.as<uint8_t>();
+  const int32_t* frag = vfrag.as<int32_t>();
+  for (size_t i = 0; i < count; ++i)
+    if (eb[i] < 0 || ee[i] < eb[i] || static_cast<size_t>(ee[i]) > data.size() ||
+        (frag[i] >= 0 && static_cast<size_t>(frag[i]) >= frags.size()))
+      throw std::runtime_error("state:0:rewrite_events: span outside the data");
   // An upper bound of the output: the events' bytes, their fragments, and per event room
   // for its edits (a tid, a ts, a stream member: under 100 bytes together). The output is
   // written straight into the bytes object returned: no copy of a chunk's worth of text.

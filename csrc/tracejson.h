@@ -7,12 +7,14 @@
 
 namespace gs {
 
-nb::dict scan_events(nb::bytes data, size_t pos, bool need_comma, size_t end = 0);
-nb::bytes rewrite_events(nb::bytes data, nb::bytes begin_, nb::bytes end_, nb::bytes tid_b_,
-                         nb::bytes tid_e_, nb::bytes ts_b_, nb::bytes ts_e_,
-                         nb::bytes args_close_, nb::bytes stream_b_, nb::bytes stream_e_,
-                         nb::bytes keep_, nb::bytes new_tid_, nb::bytes new_ts_,
-                         nb::bytes new_stream_, nb::bytes frag_, std::vector<std::string> frags);
+// `data` (and rewrite_events' columns) may be any object with the buffer protocol: bytes, or a
+// memoryview of a memory-mapped trace file.
+nb::dict scan_events(nb::handle data, size_t pos, bool need_comma, size_t end = 0);
+nb::bytes rewrite_events(nb::handle data, nb::handle begin_, nb::handle end_, nb::handle tid_b_,
+                         nb::handle tid_e_, nb::handle ts_b_, nb::handle ts_e_,
+                         nb::handle args_close_, nb::handle stream_b_, nb::handle stream_e_,
+                         nb::handle keep_, nb::handle new_tid_, nb::handle new_ts_,
+                         nb::handle new_stream_, nb::handle frag_, std::vector<std::string> frags);
 nb::list module_spans(nb::bytes corr, nb::bytes leaf, nb::bytes t0, nb::bytes t1,
                       nb::bytes table, size_t depth, std::vector<std::string> heads);
 

@@ -390,6 +390,47 @@ def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch
         assert run(bytes(data), True) == run(bytes(data), False)
 
 
+def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
+    """A plain .json is memory-mapped (no read copies); GRAPHSCOPE_NO_MMAP=1 reads it block by
+    block instead. With chunks small enough for many buffers per trace, both give the same
+    output bytes, or the same error, for the trace and for damaged copies of it (cut anywhere,
+    bytes changed, text after the array)."""
+    import random
+
+    from graphscope.exporters import annotate_trace as A
+
+    rng = random.Random(7)
+    tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
+    base = open(tp, "rb").read()
+    src = A._source(tp)
+    try:
+        assert isinstance(src, A._Mapped)
+    finally:
+        src.close()
+    monkeypatch.setattr(A, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(A, "_SPLIT_MIN", 1024)
+
+    def run(data, mapped):
+        monkeypatch.setenv("GRAPHSCOPE_NO_MMAP", "0" if mapped else "1")
+        with open(tp, "wb") as f:
+            f.write(data)
+        out = tmp_path / ("mapped.json" if mapped else "read.json")
+        rc = main(["annotate-trace", tp, "-a", ap, "-f", "-o", str(out)])
+        err = capsys.readouterr().err
+        return rc, (out.read_bytes() if rc == 0 else err)
+
+    rc, text = run(base, True)
+    assert rc == 0 and (rc, text) == run(base, False)
+    cases = [base[: rng.randrange(len(base))] for _ in range(12)]
+    cases += [base + b" \n", base + b" {}", base[:-1], base.replace(b"]", b"] ", 1)]
+    for _ in range(12):
+        data = bytearray(base)
+        data[rng.randrange(len(data))] = rng.choice(b'{}[],:" 0x')
+        cases.append(bytes(data))
+    for data in cases:
+        assert run(data, True) == run(data, False)
+
+
 @pytest.mark.parametrize("fake_at", ["string", "args", "none"])
 def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
     """The guessed boundary inside a string or an args value: the first half stops short of
