@@ -541,25 +541,69 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
   const size_t n_mod = table_b.size() / (8 * depth);
   const int64_t n_pre = static_cast<int64_t>(heads.size());
   struct Span { double lo, hi; };
-  std::vector<std::pair<int64_t, Span>> sorted;
+  struct Slice { int64_t corr, prefix; Span span; };
+  std::vector<Slice> sorted;  // by (launch, prefix)
   bool bad_prefix = false;
   {
     nb::gil_scoped_release nogil;
-    std::unordered_map<int64_t, Span> spans;  // key = corr * n_pre + prefix
-    spans.reserve(n / 2 + 16);
-    for (size_t i = 0; i < n && !bad_prefix; ++i) {
-      if (leaf[i] < 0 || static_cast<size_t>(leaf[i]) >= n_mod) continue;
-      const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
-      for (size_t d = 0; d < depth && row[d] >= 0; ++d) {
-        if (row[d] >= n_pre) { bad_prefix = true; break; }
-        auto [it, fresh] = spans.try_emplace(corr[i] * n_pre + row[d], Span{t0[i], t1[i]});
-        if (!fresh) {
-          it->second.lo = std::min(it->second.lo, t0[i]);
-          it->second.hi = std::max(it->second.hi, t1[i]);
+    // launches (correlation ids) by rank in ascending order: events of one launch come in
+    // runs, so a last-seen check spares most lookups
+    std::unordered_map<int64_t, int64_t> rank;
+    std::vector<int64_t> corrs;
+    int64_t last = 0;
+    bool have_last = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (have_last && corr[i] == last) continue;
+      last = corr[i];
+      have_last = true;
+      if (rank.emplace(last, 0).second) corrs.push_back(last);
+    }
+    std::sort(corrs.begin(), corrs.end());
+    for (size_t r = 0; r < corrs.size(); ++r) rank[corrs[r]] = static_cast<int64_t>(r);
+    const size_t n_launch = corrs.size();
+    auto add = [&](auto&& cell) {
+      int64_t last_c = 0, r = -1;
+      for (size_t i = 0; i < n && !bad_prefix; ++i) {
+        if (leaf[i] < 0 || static_cast<size_t>(leaf[i]) >= n_mod) continue;
+        if (r < 0 || corr[i] != last_c) { last_c = corr[i]; r = rank[last_c]; }
+        const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
+        for (size_t d = 0; d < depth && row[d] >= 0; ++d) {
+          if (row[d] >= n_pre) { bad_prefix = true; break; }
+          Span& sp = cell(r, row[d]);
+          sp.lo = std::min(sp.lo, t0[i]);
+          sp.hi = std::max(sp.hi, t1[i]);
         }
       }
+    };
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const Span empty{kInf, -kInf};
+    // one cell per (launch, prefix) when that table is not much larger than the events
+    // (a serving trace: few launches, each covering most modules); else a hash map
+    const size_t cells = n_launch * static_cast<size_t>(n_pre);
+    if (n_launch != 0 && cells / n_launch == static_cast<size_t>(n_pre) &&
+        cells <= std::max<size_t>(4 * n, size_t{1} << 20)) {
+      std::vector<Span> dense(cells, empty);
+      add([&](int64_t r, int64_t p) -> Span& {
+        return dense[static_cast<size_t>(r) * static_cast<size_t>(n_pre) + static_cast<size_t>(p)];
+      });
+      for (size_t c = 0; c < cells; ++c)
+        if (dense[c].lo != kInf || dense[c].hi != -kInf)
+          sorted.push_back({corrs[c / static_cast<size_t>(n_pre)],
+                            static_cast<int64_t>(c % static_cast<size_t>(n_pre)), dense[c]});
+    } else {
+      std::unordered_map<int64_t, Span> spans;  // key = rank * n_pre + prefix
+      spans.reserve(n / 2 + 16);
+      add([&](int64_t r, int64_t p) -> Span& {
+        return spans.try_emplace(r * n_pre + p, empty).first->second;
+      });
+      std::vector<std::pair<int64_t, Span>> by_key(spans.begin(), spans.end());
+      spans.clear();
+      std::sort(by_key.begin(), by_key.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      sorted.reserve(by_key.size());
+      for (const auto& [k, sp] : by_key)
+        sorted.push_back({corrs[static_cast<size_t>(k / n_pre)], k % n_pre, sp});
     }
-    sorted.assign(spans.begin(), spans.end());
   }
   if (bad_prefix) throw std::runtime_error("state:0:module_spans: bad prefix id");
   // pieces of ~4 MiB (joined by ',' when written): no one copy of the whole track
@@ -570,24 +614,19 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
   while (k < sorted.size()) {
     {
       nb::gil_scoped_release nogil;
-      if (k == 0)
-        std::sort(sorted.begin(), sorted.end(),
-                  [](const auto& a, const auto& b) { return a.first < b.first; });
       out.clear();
       out.reserve(kPiece + 4096);
       char num[48];
       for (bool first = true; k < sorted.size() && out.size() < kPiece; ++k, first = false) {
-        const int64_t key = sorted[k].first;
-        const int64_t c = key >= 0 ? key / n_pre : -((-key + n_pre - 1) / n_pre);  // floor
-        const int64_t p = key - c * n_pre;
+        const Slice& sl = sorted[k];
         if (!first) out += ',';
-        out += heads[static_cast<size_t>(p)];
-        auto r = std::to_chars(num, num + sizeof(num), c);
+        out += heads[static_cast<size_t>(sl.prefix)];
+        auto r = std::to_chars(num, num + sizeof(num), sl.corr);
         out.append(num, r.ptr);
         out += "}, \"ts\": ";
-        out.append(num, py_float_repr_to(sorted[k].second.lo, num));
+        out.append(num, py_float_repr_to(sl.span.lo, num));
         out += ", \"dur\": ";
-        out.append(num, py_float_repr_to(sorted[k].second.hi - sorted[k].second.lo, num));
+        out.append(num, py_float_repr_to(sl.span.hi - sl.span.lo, num));
         out += '}';
       }
     }

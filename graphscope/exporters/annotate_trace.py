@@ -1020,9 +1020,9 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
             frags.append(_fragment(a))
         res.annotated_events += len(matched)
 
-    # ---- pass 2: splice and write (the module track last, made once the chunks are gone)
+    # ---- pass 2: splice and write (the module track, made meanwhile on a thread, last)
     ts_changed = new_ts != ts0
-    del ts0, old_tid, is_kernel, new_tid, pos, st  # what pass 2 and the module track do not read
+    del ts0, old_tid, is_kernel, new_tid, pos, st, keys, hit  # pass 2 and the track need none
     _trim()
     drop_at = np.array(sorted(drop), dtype=np.int64)
     ac2g_at = np.array(sorted(ac2g_tid), dtype=np.int64)
@@ -1041,7 +1041,7 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
         with _open_out(tmp, gzip_level, gz) as f_out, _Writer(f_out) as w, \
                 ThreadPoolExecutor(1, thread_name_prefix="graphscope-modules") as pool:
             # the module track is made (natively, without the GIL) while the events are spliced
-            spans_fut = pool.submit(_module_spans, amap, keys, hit, corr, new_ts, dur) \
+            spans_fut = pool.submit(_module_spans, amap, ann_keys, frag_of, corr, new_ts, dur) \
                 if module_track else None
             in_bytes = sum(r for _, r in sizes[:-1]) + sizes[-1][0] + len(layout[0].suffix) \
                 if sizes else 0
@@ -1122,32 +1122,35 @@ def _extras(node: Any) -> Optional[dict[str, Any]]:
     return {"op": node.op, "shapes": node.shapes, "source": node.source}
 
 
-def _module_spans(amap: Mapping[int, Mapping[str, Any]], keys: np.ndarray, hit: np.ndarray,
-                  corr: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> list[bytes]:
+def _module_spans(amap: Mapping[int, Mapping[str, Any]], ann_keys: np.ndarray,
+                  ann_of: np.ndarray, corr: np.ndarray, ts: np.ndarray,
+                  dur: np.ndarray) -> list[bytes]:
     """Per graph launch (correlation id), one slice per module prefix from the first start to
-    the last end of its work, as ready JSON (hundreds of thousands of them: no dict each)."""
+    the last end of its work, as ready JSON (hundreds of thousands of them: no dict each).
+    ``ann_of``: per graphed event, its annotation's index in ``ann_keys`` (-1: none)."""
     import json
 
+    hit = ann_of >= 0
     if not hit.any():
         return []
     prefixes: dict[str, int] = {}
-    uk = np.sort(keys[hit])
-    uk = uk[np.concatenate(([True], uk[1:] != uk[:-1]))]
-    key_module = np.full(len(uk), -1, dtype=np.int64)
+    used = np.zeros(len(ann_keys), dtype=bool)
+    used[ann_of[hit]] = True
+    ann_module = np.full(len(ann_keys), -1, dtype=np.int64)
     rows: list[list[int]] = []
-    for i, k in enumerate(uk.tolist()):
-        m = amap[k].get("module_name")
+    for i in np.nonzero(used)[0].tolist():  # prefix ids in key order
+        m = amap[int(ann_keys[i])].get("module_name")
         if not m:
             continue
         parts = str(m).split(".")
         rows.append([prefixes.setdefault(".".join(parts[:j]), len(prefixes))
                      for j in range(1, len(parts) + 1)])
-        key_module[i] = len(rows) - 1
+        ann_module[i] = len(rows) - 1
     if not rows:
         return []
     # events without a finite ts/dur (a kernel missing "ts") take no part in the spans
     sel = np.nonzero(hit & np.isfinite(ts) & np.isfinite(dur))[0]
-    mk = key_module[np.searchsorted(uk, keys[sel])]
+    mk = ann_module[ann_of[sel]]
     sel, mk = sel[mk >= 0], mk[mk >= 0]
     # per (launch, prefix): min start / max end over its events, natively (csrc/tracejson.cpp)
     depth = max(len(r) for r in rows)

@@ -431,6 +431,48 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
         assert run(data, True) == run(data, False)
 
 
+@pytest.mark.parametrize("shape", ["dense", "sparse"])
+def test_module_span_slices_equal_a_python_reference(shape):
+    """The native module track: per (launch, prefix) the first start and last end, ordered by
+    launch then prefix id. A serving-like trace (few launches, each over most modules) takes
+    the per-cell table; many launches each over a few of many modules take the hash map."""
+    import random
+
+    import numpy as np
+
+    from graphscope import native
+
+    rng = random.Random(5 if shape == "dense" else 6)
+    n_mod, depth = (12, 3) if shape == "dense" else (900, 2)
+    n_launch, n = (5, 400) if shape == "dense" else (3000, 4000)
+    n_pre = n_mod * depth
+    table = [[m * depth + d for d in range(rng.randint(1, depth))] for m in range(n_mod)]
+    rows = np.full((n_mod, depth), -1, dtype=np.int64)
+    for m, ids in enumerate(table):
+        rows[m, : len(ids)] = ids
+    launches = sorted(rng.sample(range(-50, 10**6), n_launch), key=lambda _: rng.random())
+    corr = np.array(sorted(rng.choice(launches) for _ in range(n)), dtype=np.int64)
+    rng.shuffle(corr)  # runs broken up: the rank lookup must not depend on order
+    corr[: n // 2].sort()
+    leaf = np.array([rng.randrange(-1, n_mod) for _ in range(n)], dtype=np.int64)
+    t0 = np.array([rng.uniform(0, 1e6) for _ in range(n)])
+    t1 = t0 + np.array([rng.choice([0.0, 1.5, 3.25, rng.uniform(0, 50)]) for _ in range(n)])
+    heads = [f'{{"p": {p}, "c": ' for p in range(n_pre)]
+    want: dict[tuple[int, int], list[float]] = {}
+    for c, lf, a, b in zip(corr.tolist(), leaf.tolist(), t0.tolist(), t1.tolist()):
+        if lf < 0:
+            continue
+        for p in table[lf]:
+            lo_hi = want.setdefault((c, p), [a, b])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], a), max(lo_hi[1], b)
+    expect = ",".join(f"{heads[p]}{c}}}, \"ts\": {lo!r}, \"dur\": {hi - lo!r}}}"
+                      for (c, p), (lo, hi) in sorted(want.items()))
+    pieces = native.extension().module_spans(corr.tobytes(), leaf.tobytes(), t0.tobytes(),
+                                             t1.tobytes(), rows.tobytes(), depth, heads)
+    assert b",".join(pieces).decode() == expect
+    assert n_launch * n_pre > max(4 * n, 1 << 20) or shape == "dense"
+
+
 @pytest.mark.parametrize("fake_at", ["string", "args", "none"])
 def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
     """The guessed boundary inside a string or an args value: the first half stops short of
