@@ -4,9 +4,13 @@ Graph: a deep MLP of Linear+LayerNorm+GELU blocks, forward+loss+backward, ~2,500
 For each depth d, every block runs inside d nested mark_kernels scopes. Reports the median
 capture time (and the quartiles) of plain torch.cuda.graph, of
 graphscope.graph(enable_annotations=True), and of the same with record_ops=True recorded by the
-native op observer and by the Python dispatch mode (GRAPHSCOPE_OP_OBSERVER=python), their ratios,
-and replay time after each capture. The variants are interleaved, REPEATS rounds each.
-Writes JSON to argv[1] (default stdout).
+native op observer (and, with BENCH_PYTHON_MODE=1, by the Python dispatch mode), their ratios,
+and replay time after each capture. Every round captures every depth and variant in turn
+(depths interleaved, so a drift of the host's speed falls on all depths alike); REPEATS rounds
+after WARMUP discarded ones. Per depth: the median over rounds of each round's ratio to the
+plain capture right before it ("paired"), with a bootstrap 95% interval, and the flatness
+across depths: each depth's paired overhead relative to the mean over depths, resampling whole
+rounds. Per-round times are kept in the JSON. Writes JSON to argv[1] (default stdout).
 """
 
 import contextlib
@@ -23,6 +27,9 @@ import graphscope
 
 BLOCKS = 150
 REPEATS = int(os.environ.get("BENCH_REPEATS", "15"))
+WARMUP = int(os.environ.get("BENCH_WARMUP", "2"))
+PYTHON_MODE = os.environ.get("BENCH_PYTHON_MODE") == "1"
+DEPTHS = (1, 4, 16)
 CPU: list = []  # process CPU time of each capture (all threads), in call order
 
 
@@ -89,67 +96,110 @@ def replay_ms(g, n=50):
     return (time.perf_counter() - t0) * 1e3 / n
 
 
+def bootstrap(rounds, stat, n=2000, seed=0):
+    """A 95% percentile interval of stat(rounds resampled with replacement)."""
+    import random
+
+    rng = random.Random(seed)
+    vals = sorted(stat([rounds[rng.randrange(len(rounds))] for _ in rounds]) for _ in range(n))
+    return [vals[int(0.025 * n)], vals[int(0.975 * n) - 1]]
+
+
 def main():
     torch.manual_seed(0)
     x = torch.randn(64, 256, device="cuda")
+    med = statistics.median
+    variants = ["plain", "annotated", "ops"] + (["ops_python"] if PYTHON_MODE else [])
+    models = {d: warmed(d, x) for d in DEPTHS}
+    # One memory pool per (depth, variant), kept across its rounds (the previous graph of the
+    # variant holds it): no capture pays cudaMalloc for segments that torch.cuda.graph's
+    # empty_cache() gave back, the largest source of round-to-round noise.
+    pools = {(d, v): torch.cuda.graph_pool_handle() for d in DEPTHS for v in variants}
+    graphs = {}
+    rounds = []  # per round: {depth: {variant: (wall s, cpu s)}}
+    for r in range(WARMUP + REPEATS):
+        one = {}
+        for d in DEPTHS:
+            one[d] = {}
+            for v in variants:
+                CPU.clear()
+                graphs[d, v], t = capture(models[d], x, v != "plain", record_ops=v != "plain"
+                                          and v != "annotated",
+                                          observer="python" if v == "ops_python" else "native",
+                                          pool=pools[d, v])
+                one[d][v] = (t, CPU[-1])
+        if r >= WARMUP:
+            rounds.append(one)
     rows = []
-    for depth in (1, 4, 16):
-        model = warmed(depth, x)
-        plain, annot, ops, pyops = [], [], [], []
-        # One memory pool per variant, kept across its rounds (the previous graph of the
-        # variant holds it): no variant's capture pays cudaMalloc for segments that
-        # torch.cuda.graph's empty_cache() gave back, the largest source of round-to-round noise.
-        pools = [torch.cuda.graph_pool_handle() for _ in range(4)]
-        gp = ga = go = gpy = None
-        cpu = []
-        for _ in range(REPEATS):  # interleaved, same process
-            CPU.clear()
-            gp, tp = capture(model, x, False, pool=pools[0])
-            ga, ta = capture(model, x, True, pool=pools[1])
-            go, to = capture(model, x, True, record_ops=True, pool=pools[2])
-            gpy, tpy = capture(model, x, True, record_ops=True, observer="python", pool=pools[3])
-            cpu.append(list(CPU))
-            plain.append(tp)
-            annot.append(ta)
-            ops.append(to)
-            pyops.append(tpy)
+    for d in DEPTHS:
         graphscope.clear_kernel_annotations()
-        capture(model, x, True, pool=pools[1])
+        capture(models[d], x, True, pool=pools[d, "annotated"])
         nodes = len(graphscope.get_kernel_annotations())
-        rp, ra = replay_ms(gp), replay_ms(ga)
-        med = statistics.median
-        rows.append({
-            "depth": depth,
+        rp, ra = replay_ms(graphs[d, "plain"]), replay_ms(graphs[d, "annotated"])
+
+        def series(v, k=0, d=d):
+            return [one[d][v][k] for one in rounds]
+
+        def paired(rs, v, k=0, d=d):
+            return med(one[d][v][k] / one[d]["plain"][k] - 1 for one in rs)
+
+        plain, annot, ops = series("plain"), series("annotated"), series("ops")
+        row = {
+            "depth": d,
             "annotated_nodes": nodes,
             "plain_capture_ms": med(plain) * 1e3,
             "annotated_capture_ms": med(annot) * 1e3,
             "annotated_plus_ops_capture_ms": med(ops) * 1e3,
-            "annotated_plus_ops_python_mode_ms": med(pyops) * 1e3,
-            "quartiles_ms": {k: [q * 1e3 for q in statistics.quantiles(v, n=4)]
-                             for k, v in (("plain", plain), ("annotated", annot),
-                                          ("ops", ops), ("ops_python", pyops))},
+            "quartiles_ms": {v: [q * 1e3 for q in statistics.quantiles(series(v), n=4)]
+                             for v in variants},
             "overhead_ratio": (med(annot) - med(plain)) / med(plain),
             "overhead_ratio_with_ops": (med(ops) - med(plain)) / med(plain),
-            "overhead_ratio_with_ops_python_mode": (med(pyops) - med(plain)) / med(plain),
             # each round's variant over the plain capture right before it, median over rounds
-            "paired_overhead_ratio": med(a / p - 1 for a, p in zip(annot, plain)),
-            "paired_overhead_ratio_with_ops": med(a / p - 1 for a, p in zip(ops, plain)),
+            "paired_overhead_ratio": paired(rounds, "annotated"),
+            "paired_overhead_ratio_ci95": bootstrap(rounds, lambda rs: paired(rs, "annotated")),
+            "paired_overhead_ratio_with_ops": paired(rounds, "ops"),
+            "paired_overhead_ratio_with_ops_ci95": bootstrap(rounds, lambda rs: paired(rs, "ops")),
             # the same from the process's CPU time (all threads), less disturbed by a busy host
-            "cpu_plain_capture_ms": med(c[0] for c in cpu) * 1e3,
-            "cpu_annotated_capture_ms": med(c[1] for c in cpu) * 1e3,
-            "paired_cpu_overhead_ratio": med(c[1] / c[0] - 1 for c in cpu),
-            "paired_cpu_overhead_ratio_with_ops": med(c[2] / c[0] - 1 for c in cpu),
+            "cpu_plain_capture_ms": med(series("plain", 1)) * 1e3,
+            "cpu_annotated_capture_ms": med(series("annotated", 1)) * 1e3,
+            "paired_cpu_overhead_ratio": paired(rounds, "annotated", 1),
+            "paired_cpu_overhead_ratio_with_ops": paired(rounds, "ops", 1),
             "replay_plain_ms": rp,
             "replay_annotated_ms": ra,
             "replay_ratio": ra / rp,
-        })
-        graphscope.clear_kernel_annotations()
+        }
+        if PYTHON_MODE:
+            pyops = series("ops_python")
+            row["annotated_plus_ops_python_mode_ms"] = med(pyops) * 1e3
+            row["overhead_ratio_with_ops_python_mode"] = (med(pyops) - med(plain)) / med(plain)
+        rows.append(row)
+    graphscope.clear_kernel_annotations()
+
+    def spread(rs, v):
+        """Each depth's paired overhead over the mean of the depths' (1.0 = exactly flat)."""
+        o = [med(one[d][v][0] / one[d]["plain"][0] - 1 for one in rs) for d in DEPTHS]
+        mean = sum(o) / len(o)
+        return [x / mean for x in o]
+
+    flat = {}
+    for v, name in (("annotated", "annotations"), ("ops", "with_ops")):
+        rel = spread(rounds, v)
+        flat[name] = {
+            "depths": list(DEPTHS),
+            "relative_to_mean": rel,
+            "max_deviation": max(abs(x - 1) for x in rel),
+            "max_deviation_ci95": bootstrap(
+                rounds, lambda rs, v=v: max(abs(x - 1) for x in spread(rs, v))),
+        }
+    raw = [{str(d): {v: [round(t * 1e3, 3), round(c * 1e3, 3)] for v, (t, c) in one[d].items()}
+            for d in DEPTHS} for one in rounds]
     from graphscope import native
 
     os.environ.pop("GRAPHSCOPE_OP_OBSERVER", None)
     out = json.dumps({"bench": "annotation_overhead", "blocks": BLOCKS, "repeats": REPEATS,
-                      "torch": torch.__version__, "op_observer": native.op_observer_why() or
-                      "native", "rows": rows}, indent=1)
+                      "warmup": WARMUP, "torch": torch.__version__,
+                      "op_observer": native.op_observer_why() or "native", "rows": rows,
+                      "flatness": flat, "rounds_ms_wall_cpu": raw}, indent=1)
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:
             f.write(out)
