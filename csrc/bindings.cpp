@@ -151,6 +151,13 @@ NB_MODULE(_native, m) {
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
         nb::arg("need_comma") = false, nb::arg("end") = 0);
   m.def("rewrite_events", &rewrite_events);
+  nb::class_<ModuleSpans>(m, "ModuleSpans")
+      .def(nb::init<nb::bytes, nb::bytes, nb::bytes, nb::bytes, nb::bytes, size_t,
+                    std::vector<std::string>>(),
+           nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"), nb::arg("t1"), nb::arg("table"),
+           nb::arg("depth"), nb::arg("heads"))
+      .def("__len__", &ModuleSpans::size)
+      .def("next_piece", &ModuleSpans::next_piece);
   m.def("module_spans", &module_spans, nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"),
         nb::arg("t1"), nb::arg("table"), nb::arg("depth"), nb::arg("heads"));
   m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),

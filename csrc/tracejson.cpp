@@ -527,8 +527,9 @@ namespace gs {
 // (n_mod x depth, -1 padded). Slices come out ordered by (launch, prefix id), as ready JSON
 // joined by ',': heads[prefix] + correlation + '}, "ts": ' + repr(lo) + ', "dur": ' +
 // repr(hi - lo) + '}'.
-nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::bytes t1_b,
-                      nb::bytes table_b, size_t depth, std::vector<std::string> heads) {
+ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::bytes t1_b,
+                         nb::bytes table_b, size_t depth, std::vector<std::string> heads)
+    : heads_(std::move(heads)) {
   const size_t n = corr_b.size() / 8;
   if (leaf_b.size() != n * 8 || t0_b.size() != n * 8 || t1_b.size() != n * 8 || depth == 0 ||
       table_b.size() % (8 * depth) != 0)
@@ -539,10 +540,8 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
   const auto* t1 = reinterpret_cast<const double*>(t1_b.c_str());
   const auto* table = reinterpret_cast<const int64_t*>(table_b.c_str());
   const size_t n_mod = table_b.size() / (8 * depth);
-  const int64_t n_pre = static_cast<int64_t>(heads.size());
-  struct Span { double lo, hi; };
-  struct Slice { int64_t corr, prefix; Span span; };
-  std::vector<Slice> sorted;  // by (launch, prefix)
+  const int64_t n_pre = static_cast<int64_t>(heads_.size());
+  std::vector<Slice>& sorted = slices_;
   bool bad_prefix = false;
   {
     nb::gil_scoped_release nogil;
@@ -606,32 +605,39 @@ nb::list module_spans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::by
     }
   }
   if (bad_prefix) throw std::runtime_error("state:0:module_spans: bad prefix id");
-  // pieces of ~4 MiB (joined by ',' when written): no one copy of the whole track
+}
+
+// The next ~4 MiB of slices, ','-joined (None after the last): the track is rendered piece by
+// piece as it is written, never held whole.
+nb::object ModuleSpans::next_piece() {
   constexpr size_t kPiece = 4u << 20;
-  nb::list pieces;
+  if (next_ >= slices_.size()) return nb::none();
   std::string out;
-  size_t k = 0;
-  while (k < sorted.size()) {
-    {
-      nb::gil_scoped_release nogil;
-      out.clear();
-      out.reserve(kPiece + 4096);
-      char num[48];
-      for (bool first = true; k < sorted.size() && out.size() < kPiece; ++k, first = false) {
-        const Slice& sl = sorted[k];
-        if (!first) out += ',';
-        out += heads[static_cast<size_t>(sl.prefix)];
-        auto r = std::to_chars(num, num + sizeof(num), sl.corr);
-        out.append(num, r.ptr);
-        out += "}, \"ts\": ";
-        out.append(num, py_float_repr_to(sl.span.lo, num));
-        out += ", \"dur\": ";
-        out.append(num, py_float_repr_to(sl.span.hi - sl.span.lo, num));
-        out += '}';
-      }
+  {
+    nb::gil_scoped_release nogil;
+    out.reserve(kPiece + 4096);
+    char num[48];
+    for (bool first = true; next_ < slices_.size() && out.size() < kPiece; ++next_, first = false) {
+      const Slice& sl = slices_[next_];
+      if (!first) out += ',';
+      out += heads_[static_cast<size_t>(sl.prefix)];
+      auto r = std::to_chars(num, num + sizeof(num), sl.corr);
+      out.append(num, r.ptr);
+      out += "}, \"ts\": ";
+      out.append(num, py_float_repr_to(sl.span.lo, num));
+      out += ", \"dur\": ";
+      out.append(num, py_float_repr_to(sl.span.hi - sl.span.lo, num));
+      out += '}';
     }
-    pieces.append(nb::bytes(out.data(), out.size()));
   }
+  return nb::bytes(out.data(), out.size());
+}
+
+nb::list module_spans(nb::bytes corr, nb::bytes leaf, nb::bytes t0, nb::bytes t1,
+                      nb::bytes table, size_t depth, std::vector<std::string> heads) {
+  ModuleSpans track(corr, leaf, t0, t1, table, depth, std::move(heads));
+  nb::list pieces;
+  for (nb::object p = track.next_piece(); !p.is_none(); p = track.next_piece()) pieces.append(p);
   return pieces;
 }
 

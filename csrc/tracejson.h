@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "common.h"
 
@@ -15,6 +17,25 @@ nb::bytes rewrite_events(nb::handle data, nb::handle begin_, nb::handle end_, nb
                          nb::handle args_close_, nb::handle stream_b_, nb::handle stream_e_,
                          nb::handle keep_, nb::handle new_tid_, nb::handle new_ts_,
                          nb::handle new_stream_, nb::handle frag_, std::vector<std::string> frags);
+// The module-span track: per (graph launch, module prefix), one slice from the first start to
+// the last end of that prefix's work. Aggregated when made (without the GIL); rendered as JSON
+// piece by piece (next_piece) as it is written.
+class ModuleSpans {
+ public:
+  ModuleSpans(nb::bytes corr, nb::bytes leaf, nb::bytes t0, nb::bytes t1, nb::bytes table,
+              size_t depth, std::vector<std::string> heads);
+  size_t size() const { return slices_.size(); }
+  nb::object next_piece();
+
+ private:
+  struct Span { double lo, hi; };
+  struct Slice { int64_t corr, prefix; Span span; };
+  std::vector<std::string> heads_;
+  std::vector<Slice> slices_;  // by (launch, prefix)
+  size_t next_ = 0;
+};
+
+// All of a ModuleSpans' pieces at once.
 nb::list module_spans(nb::bytes corr, nb::bytes leaf, nb::bytes t0, nb::bytes t1,
                       nb::bytes table, size_t depth, std::vector<std::string> heads);
 
