@@ -3,10 +3,11 @@
 // Entering a scope inside an annotated capture needs the scope id for (the thread's current
 // scope, the annotation, backward=). graphscope/annotate/scopes.py interns scopes by the
 // annotation's pickle; this type keeps a cache in front of it, keyed by the annotation's
-// content, so a scope entered before costs a hash of a small dict and a native push, without
-// running Python. Only annotations whose content decides their pickle are cached: a str, or a
-// dict (exact type) with str keys and str/int/float/bool/None values, compared in order, by
-// exact type, floats by their bits (so -0.0 and 0.0 stay apart, as their pickles do). Anything
+// content, so a scope entered before costs encoding and hashing a small dict, one table slot
+// and a native push, without running Python. Only annotations whose content decides their
+// pickle are cached: a str, or a dict (exact type) with str keys and str/int (64-bit)/float/
+// bool/None values, compared in order, by exact type, floats by their bits (so -0.0 and 0.0
+// stay apart, as their pickles do). Anything
 // else, and every first sight, goes to the Python resolver, which normalises and validates
 // (MK12) and interns. Outside an annotated capture nothing is pushed (MK3), but an annotation
 // that is not plainly valid is still checked by Python.
@@ -19,9 +20,10 @@
 
 #include <Python.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
-#include <unordered_map>
+#include <string>
 #include <vector>
 
 #include "scopes.h"
@@ -44,133 +46,213 @@ struct Hooks {
 } hooks;
 
 // ---- the content-keyed cache: (parent, backward, annotation) -> scope id ----
+//
+// An annotation is cached by its canonical bytes: a tag per value and the value itself (a str
+// by its storage kind, length and code units; an int that fits in 64 bits; a float by its bits;
+// True/False/None by tag), a dict as its size and items in order. Equal bytes mean equal
+// content by exact type and value, so the same pickle: a hit is exact (the bytes are compared,
+// not just hashed). Anything else is not cached and goes to the Python resolver, as does a
+// miss (an equal str in another storage kind is only a miss, never a wrong hit). The table is
+// open-addressed with the bytes inline in the slot (up to kInline), so a lookup amid capture
+// work touches one slot instead of a chain of Python objects. Programs enter their scopes in
+// the same order every step, so each slot notes which slot was looked up after it, and a hit
+// prefetches that one: the next entry's slot is in cache when Python gets there.
 
-struct Entry {
-  int64_t parent;
-  bool backward;
-  PyObject* key;  // owned: the str, or a tuple (k0, v0, k1, v1, ...) of the dict's items
-  int64_t sid;
+constexpr size_t kInline = 80;
+constexpr uint32_t kNone = UINT32_MAX;
+struct Slot {
+  uint64_t fp = 0;       // hash of (bytes, parent, backward)
+  int64_t parent = 0;
+  int64_t sid = -1;      // -1: empty
+  uint32_t len = 0;
+  uint32_t next = kNone;  // the slot looked up after this one last time
+  uint8_t backward = 0;
+  char inl[kInline];     // the bytes when len <= kInline
+  char* big = nullptr;   // else here (owned)
+  const char* bytes() const { return len <= kInline ? inl : big; }
 };
-std::unordered_multimap<uint64_t, Entry> cache;
+static_assert(sizeof(Slot) <= 128, "a slot is two cache lines at most");
+std::vector<Slot> table;  // capacity a power of two, at most half full
+size_t used = 0;
+uint32_t last_hit = kNone;  // the slot of the previous lookup
 constexpr size_t kCacheMax = 1 << 16;
+std::string scratch;  // the annotation being looked up (the GIL serialises every use)
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   return h;
 }
 
-// A value whose exact type and value decide its pickle; its hash (with the type) or false.
-bool simple_hash(PyObject* v, uint64_t* out) {
+inline uint64_t fmix(uint64_t h) {  // splitmix64's finaliser
+  h ^= h >> 30; h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27; h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+uint64_t hash_bytes(const char* p, size_t n) {
+  uint64_t h = 0x243f6a8885a308d3ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  uint64_t w = 0;
+  std::memcpy(&w, p + i, n - i);
+  return fmix(h ^ w);
+}
+
+inline void put_len(std::string& out, size_t n) {  // LEB128
+  do {
+    char b = static_cast<char>(n & 0x7f);
+    n >>= 7;
+    out.push_back(n ? static_cast<char>(b | 0x80) : b);
+  } while (n);
+}
+
+inline void put_str(std::string& out, PyObject* s) {
+  const int kind = PyUnicode_KIND(s);
+  const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+  out.push_back('s');
+  out.push_back(static_cast<char>(kind));
+  put_len(out, static_cast<size_t>(n));
+  out.append(static_cast<const char*>(PyUnicode_DATA(s)), static_cast<size_t>(n) * kind);
+}
+
+// A value whose exact type and value decide its pickle, appended; false if it is not one.
+bool put_value(std::string& out, PyObject* v) {
   PyTypeObject* t = Py_TYPE(v);
-  uint64_t h = reinterpret_cast<uintptr_t>(t);
-  if (t == &PyUnicode_Type || t == &PyLong_Type) {
-    Py_hash_t x = PyObject_Hash(v);
-    if (x == -1) {
+  if (t == &PyUnicode_Type) {
+    put_str(out, v);
+  } else if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
       PyErr_Clear();
       return false;
     }
-    h = mix(h, static_cast<uint64_t>(x));
+    out.push_back('i');
+    out.append(reinterpret_cast<const char*>(&x), sizeof x);
   } else if (t == &PyFloat_Type) {
     double d = PyFloat_AS_DOUBLE(v);
-    uint64_t bits;
-    std::memcpy(&bits, &d, sizeof bits);
-    h = mix(h, bits);
-  } else if (v == Py_None || v == Py_True || v == Py_False) {
-    h = mix(h, reinterpret_cast<uintptr_t>(v));
+    out.push_back('f');
+    out.append(reinterpret_cast<const char*>(&d), sizeof d);
+  } else if (v == Py_True) {
+    out.push_back('t');
+  } else if (v == Py_False) {
+    out.push_back('u');
+  } else if (v == Py_None) {
+    out.push_back('n');
   } else {
     return false;
   }
-  *out = h;
   return true;
 }
 
-bool simple_equal(PyObject* a, PyObject* b) {
-  if (a == b) return true;
-  PyTypeObject* t = Py_TYPE(a);
-  if (t != Py_TYPE(b)) return false;
-  if (t == &PyFloat_Type) {
-    double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
-    return std::memcmp(&x, &y, sizeof x) == 0;
+// The annotation's canonical bytes into `out`; false when it is not cacheable.
+bool encode(PyObject* ann, std::string& out) {
+  out.clear();
+  if (PyUnicode_CheckExact(ann)) {
+    put_str(out, ann);
+    return true;
   }
-  if (t == &PyUnicode_Type || t == &PyLong_Type) {
-    int r = PyObject_RichCompareBool(a, b, Py_EQ);
-    if (r < 0) PyErr_Clear();
-    return r == 1;
-  }
-  return false;  // None/True/False: only identical objects are equal
-}
-
-// The annotation's content hash, or false when it is not cacheable.
-bool content_hash(PyObject* ann, uint64_t* out) {
-  if (PyUnicode_CheckExact(ann)) return simple_hash(ann, out);
   if (!PyDict_CheckExact(ann)) return false;
-  uint64_t h = 0x51ed270b27c4f3a1ull ^ static_cast<uint64_t>(PyDict_GET_SIZE(ann));
+  out.push_back('d');
+  put_len(out, static_cast<size_t>(PyDict_GET_SIZE(ann)));
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (PyDict_Next(ann, &pos, &k, &v)) {
-    uint64_t hk, hv;
-    if (!PyUnicode_CheckExact(k) || !simple_hash(k, &hk) || !simple_hash(v, &hv)) return false;
-    h = mix(mix(h, hk), hv);
+    if (!PyUnicode_CheckExact(k)) return false;
+    put_str(out, k);
+    if (!put_value(out, v)) return false;
   }
-  *out = h;
   return true;
 }
 
-bool content_equal(PyObject* ann, PyObject* key) {
-  if (PyUnicode_CheckExact(ann)) return PyUnicode_CheckExact(key) && simple_equal(ann, key);
-  if (!PyTuple_CheckExact(key) || PyTuple_GET_SIZE(key) != 2 * PyDict_GET_SIZE(ann))
-    return false;
-  Py_ssize_t pos = 0, i = 0;
+// Whether encode() would take it, without encoding (the path outside a capture).
+bool plainly_valid(PyObject* ann) {
+  if (PyUnicode_CheckExact(ann)) return true;
+  if (!PyDict_CheckExact(ann)) return false;
+  Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (PyDict_Next(ann, &pos, &k, &v)) {
-    if (!simple_equal(k, PyTuple_GET_ITEM(key, i)) ||
-        !simple_equal(v, PyTuple_GET_ITEM(key, i + 1)))
+    if (!PyUnicode_CheckExact(k)) return false;
+    PyTypeObject* t = Py_TYPE(v);
+    if (t == &PyLong_Type) {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+      if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+    } else if (t != &PyUnicode_Type && t != &PyFloat_Type && v != Py_True && v != Py_False &&
+               v != Py_None) {
       return false;
-    i += 2;
+    }
   }
   return true;
 }
 
-PyObject* content_key(PyObject* ann) {  // a new reference, or nullptr with an error set
-  if (PyUnicode_CheckExact(ann)) {
-    Py_INCREF(ann);
-    return ann;
-  }
-  PyObject* t = PyTuple_New(2 * PyDict_GET_SIZE(ann));
-  if (t == nullptr) return nullptr;
-  Py_ssize_t pos = 0, i = 0;
-  PyObject *k, *v;
-  while (PyDict_Next(ann, &pos, &k, &v)) {
-    Py_INCREF(k);
-    Py_INCREF(v);
-    PyTuple_SET_ITEM(t, i, k);
-    PyTuple_SET_ITEM(t, i + 1, v);
-    i += 2;
-  }
-  return t;
+inline uint64_t fingerprint(const std::string& key, int64_t parent, bool backward) {
+  return fmix(mix(mix(hash_bytes(key.data(), key.size()), static_cast<uint64_t>(parent)),
+                  backward ? 1 : 2));
 }
 
-bool lookup(uint64_t h, PyObject* ann, int64_t parent, bool backward, int64_t* sid) {
-  auto range = cache.equal_range(mix(mix(h, static_cast<uint64_t>(parent)), backward));
-  for (auto it = range.first; it != range.second; ++it) {
-    const Entry& e = it->second;
-    if (e.parent == parent && e.backward == backward && content_equal(ann, e.key)) {
-      *sid = e.sid;
+// This lookup was at slot i: note it as the previous one's successor, prefetch i's.
+inline void followed_by(uint32_t i) {
+  if (last_hit != kNone && last_hit != i) table[last_hit].next = i;
+  last_hit = i;
+  if (table[i].next != kNone) __builtin_prefetch(&table[table[i].next]);
+}
+
+bool lookup(const std::string& key, uint64_t fp, int64_t parent, bool backward, int64_t* sid) {
+  if (table.empty()) return false;
+  const size_t mask = table.size() - 1;
+  for (size_t i = fp & mask;; i = (i + 1) & mask) {
+    const Slot& s = table[i];
+    if (s.sid < 0) return false;
+    if (s.fp == fp && s.parent == parent && s.backward == backward && s.len == key.size() &&
+        std::memcmp(s.bytes(), key.data(), key.size()) == 0) {
+      *sid = s.sid;
+      followed_by(static_cast<uint32_t>(i));
       return true;
     }
   }
-  return false;
 }
 
-void remember(uint64_t h, PyObject* ann, int64_t parent, bool backward, int64_t sid) {
-  if (cache.size() >= kCacheMax) return;  // the Python resolver still answers
-  PyObject* key = content_key(ann);
-  if (key == nullptr) {
-    PyErr_Clear();
-    return;
+uint32_t place(Slot&& s) {
+  const size_t mask = table.size() - 1;
+  size_t i = s.fp & mask;
+  while (table[i].sid >= 0) i = (i + 1) & mask;
+  s.next = kNone;  // indices change when the table grows
+  table[i] = std::move(s);
+  return static_cast<uint32_t>(i);
+}
+
+void remember(const std::string& key, uint64_t fp, int64_t parent, bool backward, int64_t sid) {
+  if (used >= kCacheMax || sid < 0) return;  // the Python resolver still answers
+  if ((used + 1) * 2 > table.size()) {
+    std::vector<Slot> old(std::max<size_t>(1024, table.size() * 2));
+    old.swap(table);
+    for (Slot& s : old)
+      if (s.sid >= 0) place(std::move(s));
+    last_hit = kNone;
   }
-  cache.emplace(mix(mix(h, static_cast<uint64_t>(parent)), backward),
-                Entry{parent, backward, key, sid});
+  Slot s;
+  s.fp = fp;
+  s.parent = parent;
+  s.sid = sid;
+  s.backward = backward ? 1 : 0;
+  s.len = static_cast<uint32_t>(key.size());
+  if (key.size() <= kInline) {
+    std::memcpy(s.inl, key.data(), key.size());
+  } else {
+    s.big = new char[key.size()];
+    std::memcpy(s.big, key.data(), key.size());
+  }
+  followed_by(place(std::move(s)));
+  ++used;
 }
 
 // ---- the type ----
@@ -290,11 +372,9 @@ bool pop_scope() {
 PyObject* mk_enter(PyObject* o, PyObject*) {
   auto* self = reinterpret_cast<MarkKernels*>(o);
   PyObject* ann = self->ann;
-  uint64_t h = 0;
-  bool cacheable = content_hash(ann, &h);
   if (!annotating()) {
     // MK3: nothing to tag. A plainly valid annotation needs no check; others get MK12's.
-    if (!cacheable) {
+    if (!plainly_valid(ann)) {
       if (hooks.check == nullptr) {
         PyErr_SetString(PyExc_RuntimeError, "graphscope: mark_kernels is not set up");
         return nullptr;
@@ -306,17 +386,21 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
     Py_INCREF(o);
     return o;
   }
+  const bool cacheable = encode(ann, scratch);
   int64_t parent = tls.current();
   bool bw = self->backward != 0;
   int64_t sid = -1;
-  if (!cacheable || !lookup(h, ann, parent, bw, &sid)) {
+  const uint64_t fp = cacheable ? fingerprint(scratch, parent, bw) : 0;
+  if (!cacheable || !lookup(scratch, fp, parent, bw, &sid)) {
+    // the resolver runs Python, which may enter another mark_kernels: keep this key aside
+    std::string key = cacheable ? scratch : std::string();
     PyObject* r = PyObject_CallFunction(hooks.resolve, "OLO", ann,
                                         static_cast<long long>(parent), bw ? Py_True : Py_False);
     if (r == nullptr) return nullptr;
     sid = PyLong_AsLongLong(r);
     Py_DECREF(r);
     if (sid == -1 && PyErr_Occurred()) return nullptr;
-    if (cacheable) remember(h, ann, parent, bw, sid);
+    if (cacheable) remember(key, fp, parent, bw, sid);
   }
   if (!push_scope(sid)) return nullptr;
   self->pushed++;
@@ -381,7 +465,7 @@ void mark_kernels_use_native(uintptr_t push, uintptr_t pop) {
   }
 }
 
-size_t mark_kernels_cache_size() { return cache.size(); }
+size_t mark_kernels_cache_size() { return used; }
 
 nb::object mark_kernels_type(const char* doc) {
   static PyType_Slot slots[] = {

@@ -131,6 +131,32 @@ def test_backward_flag_is_part_of_the_key():
     assert Spy.seen == [{}, {"name": "f", "autograd_phase": "backward"}]
 
 
+def test_many_long_and_wide_annotations_are_cached_exactly():
+    """Enough scopes for the cache's table to grow several times, annotations longer than a
+    slot holds inline (differing only past that point), strings of each storage kind, and
+    ints past 64 bits (not cached): every scope is the resolver's, and a second pass over the
+    same entries, in the same order, runs no Python for the cacheable ones."""
+    token = uuid.uuid4().hex
+    long_a = {"name": "x" * 100 + "a", "t": token}
+    long_b = {"name": "x" * 100 + "b", "t": token}
+    wide = [{"name": s, "t": token} for s in ("caf\u00e9", "\u20ac", "\U0001f600", "cafe")]
+    many = [{"name": f"blk{i}", "i": i, "t": token} for i in range(3000)]
+    big = {"v": 2**64 + 1, "t": token}
+    anns = [long_a, long_b, *wide, *many]
+    with fake_session(), counting_resolver() as calls:
+        for round_ in range(2):
+            for a in anns:
+                with graphscope.mark_kernels({"outer": token}):
+                    assert seen_inside(a) == {"outer": token, **a}
+            assert seen_inside(big) == big
+            if round_ == 0:
+                first = len(calls)
+    assert first == 1 + len(anns) + 1  # the outer scope, each annotation, the big int
+    # (this process has not seen these: the token is new)
+    assert len(calls) == first + 1  # the second pass: only the big int (not cached)
+    assert native._ext.mark_kernels_cache_size() >= len(anns)
+
+
 def test_annotations_the_cache_does_not_take_are_resolved_in_python():
     class D(dict):
         pass
