@@ -176,9 +176,21 @@ class Capabilities:
         return "; ".join(self.problems) or "ok"
 
 
+def _gzip_engine() -> str:
+    """What annotate-trace inflates and deflates .gz traces with here."""
+    from .exporters.annotate_trace import _igzip
+
+    if _igzip() is None:
+        return "zlib" + (" (GRAPHSCOPE_ZLIB=1)" if os.environ.get("GRAPHSCOPE_ZLIB") == "1" else
+                         " (python-isal not installed)")
+    from importlib.metadata import version
+
+    return f"ISA-L (python-isal {version('isal')})"
+
+
 def probe(try_subscribe: bool = True) -> Capabilities:
     """Check, by doing tiny operations, what graphscope can do here. Never raises."""
-    details: dict[str, Any] = {"python": sys.version.split()[0]}
+    details: dict[str, Any] = {"python": sys.version.split()[0], "gzip": _gzip_engine()}
     problems: list[str] = []
     if _ext is None:
         return Capabilities(False, False, False, False, False, details, (_IMPORT_ERROR,))

@@ -39,6 +39,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     t.add_row("torch node_creation_hook", yes(bool(d.get("node_creation_hook"))))
     t.add_row("op/shape/line recorder", str(d.get("op_observer", "-")))
     t.add_row("capture works here", yes(caps.can_capture))
+    t.add_row("annotate-trace .gz", str(d.get("gzip", "-")))
     con = Console()
     con.print(t)
     if d.get("tools_id_note"):

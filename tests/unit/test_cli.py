@@ -51,6 +51,7 @@ def test_doctor_runs_anywhere():
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert "can_capture" in d and "header_cupti_api_version" in d
+    assert d["gzip"].startswith(("ISA-L (python-isal ", "zlib ("))  # what .gz traces go through
     if NO_GPU:
         assert d["can_capture"] is False and d["problems"]
 
