@@ -587,7 +587,7 @@ class _Mapped:
         import mmap
 
         page = start - start % mmap.PAGESIZE
-        if page > self._released:  # done with these pages
+        if page > self._released and hasattr(mmap, "MADV_DONTNEED"):  # done with these pages
             self._mm.madvise(mmap.MADV_DONTNEED, self._released, page - self._released)
             self._released = page
         self._start = start
@@ -1239,7 +1239,7 @@ def tune_allocator() -> bool:
 
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # not glibc, or not a POSIX libc
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3
     return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 256 << 20))

@@ -453,6 +453,18 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
 
     rc, text = run(base, True)
     assert rc == 0 and (rc, text) == run(base, False)
+    import mmap
+
+    monkeypatch.setenv("GRAPHSCOPE_NO_MMAP", "0")
+    src = A._source(tp)  # pages behind the current chunk leave the mapping as it moves on
+    try:
+        sizes: list = []
+        for _ in A._chunks(src, sizes_out=sizes):
+            pass
+        assert len(sizes) > 5
+        assert src._released >= len(base) - 3 * A.CHUNK_BYTES - mmap.PAGESIZE
+    finally:
+        src.close()
     cases = [base[: rng.randrange(len(base))] for _ in range(12)]
     cases += [base + b" \n", base + b" {}", base[:-1], base.replace(b"]", b"] ", 1)]
     for _ in range(12):
