@@ -636,6 +636,19 @@ def _size_of(path: str) -> int:
 
 
 def _source(path: str) -> Any:
+    """The trace's bytes: mapped, or read (see :class:`_Mapped`, :class:`_Stream`). Only a
+    regular file is taken: the trace is read twice, which a pipe or device cannot give."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{path}: not a regular file (annotate-trace reads the trace twice: "
+                         "save it to a file first)")
     src: Any = _Mapped.open(path)
     if src is not None:
         return src
@@ -643,6 +656,8 @@ def _source(path: str) -> Any:
         return _Stream(path)
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _chunks(src: Any, layout_out: Optional[list[_Layout]] = None,

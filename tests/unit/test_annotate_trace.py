@@ -201,6 +201,33 @@ def test_gzip_through_isal_or_zlib_same_events_and_same_errors(tmp_path, capsys,
         assert rc == 2 and len(err) == 1 and tp in err[0], err
 
 
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device", "unreadable"])
+def test_an_input_that_is_no_regular_file_is_one_clear_error(tmp_path, capsys, kind):
+    """The trace is read twice (scan, then splice): a directory, a pipe (which would block
+    waiting for a second writer) or a device is refused by name, as is an unreadable file."""
+    _, ap = _write(tmp_path, *_trace(n_nodes=4, replays=1))
+    if kind == "directory":
+        tp, want = str(tmp_path / "d"), "is a directory"
+        os.mkdir(tp)
+    elif kind == "fifo":
+        tp, want = str(tmp_path / "p.json"), "not a regular file"
+        os.mkfifo(tp)
+    elif kind == "device":
+        tp, want = "/dev/zero", "not a regular file"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root reads any file")
+        tp, want = str(tmp_path / "t.json"), "cannot read"
+        with open(tp, "w") as f:
+            f.write('{"traceEvents": []}')
+        os.chmod(tp, 0)
+    out = tmp_path / "o.json"
+    rc = main(["annotate-trace", tp, "-a", ap, "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and tp in err[0] and want in err[0], err
+    assert not out.exists()
+
+
 def test_restricted_unpickler_refuses_code(tmp_path):
     class Evil:
         def __reduce__(self):
