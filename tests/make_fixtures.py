@@ -63,6 +63,12 @@ if __name__ == "__main__":
                                 os.path.join("sample_models", "programs", f"{prog}.py")],
                                check=False, cwd=ROOT)
             failed += r.returncode != 0
+        # a program that profiles its own replays: its bundle and its torch.profiler trace
+        r = subprocess.run([sys.executable, "-m", "graphscope", "run", "--force", "-o",
+                            os.path.join(OUT, "run_profiled"),
+                            os.path.join("sample_models", "programs", "profiled.py"),
+                            os.path.join(OUT, "run_profiled.trace.json")], check=False, cwd=ROOT)
+        failed += r.returncode != 0
         # DDP over two ranks (needs two GPUs): BUNDLE/rank0, rank1
         if _gpus() >= 2:
             r = subprocess.run([sys.executable, "-m", "graphscope", "capture", "--nproc", "2",

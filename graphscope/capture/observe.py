@@ -88,6 +88,7 @@ class Observed:
     pool: Any = None
     user_keep: bool = False
     failed: Optional[str] = None
+    untraced_why: Optional[str] = None  # why a replay ran untraced (the first reason)
     root: Optional[str] = None
     wrapper_files: set[str] = field(default_factory=set)
 
@@ -580,7 +581,18 @@ class Observer:
         if native.tracer_active():  # a replay inside another traced replay: run it plainly
             replay()
             return
-        with native.tracing() as out:
+        with contextlib.ExitStack() as stack:
+            try:
+                out = stack.enter_context(native.tracing())
+            except GraphscopeError as exc:
+                # e.g. the program replays under its own torch.profiler, which keeps CUPTI's
+                # activity buffers: this replay runs untraced (a later one may be traced), and
+                # the program goes on
+                if rec.untraced_why is None:
+                    rec.untraced_why = str(exc)
+                    self.warnings.append(f"{rec.name}: some replays not traced ({exc})")
+                replay()
+                return
             replay()
             torch.cuda.synchronize()
         rec.traced += 1

@@ -182,3 +182,41 @@ def test_report_lists_graphs_and_takes_graph(tmp_path):
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
     assert len(s["graphs"]) == 1 and "[8,1]" in s["graphs"][0]["name"]
+
+
+def test_a_program_that_profiles_itself_gets_its_trace_annotated(tmp_path):
+    """The user's flow for traces: a program captures a training step, replays it under its own
+    torch.profiler and exports the trace. `graphscope run` bundles the graph, traces the
+    replays before the profiler starts and leaves the profiled ones alone (the program runs
+    on; the trace keeps its GPU kernels); `graphscope annotate-trace` then joins the bundle
+    onto that trace (torch 2.11's traces carry no graph node ids: each launch is matched to
+    the bundle by its kernel sequence)."""
+    trace = tmp_path / "trace.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "graphscope", "run", "-o", str(tmp_path / "b"),
+         os.path.join(PROGRAMS, "profiled.py"), str(trace)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "profiled 5 replays" in p.stdout
+    assert "some replays not traced (torch.profiler is active" in p.stderr, p.stderr
+    graphs, _ = load(tmp_path / "b")
+    assert len(graphs) == 1
+    g = graphs[0]
+    assert g["info"]["replays"] == 8 and g["info"]["traced_replays"] == 3
+    graph_kernels = [n for n in work(g) if n["type"] == "kernel"]
+    with_module = [n for n in graph_kernels if "module_name" in n.get("annotation", {})]
+    assert {n["annotation"]["module_name"] for n in with_module} >= {
+        "Sequential.0", "Sequential.2", "(optimizer)"}
+    kernels = [e for e in json.loads(trace.read_text())["traceEvents"]
+               if e.get("cat") == "kernel"]
+    assert len(kernels) == 5 * len(graph_kernels)  # the profiler saw every replayed kernel
+    out = tmp_path / "annotated.json"
+    a = subprocess.run([sys.executable, "-m", "graphscope", "annotate-trace", str(trace), "-a",
+                        str(tmp_path / "b"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert a.returncode == 0, a.stderr
+    assert "(100.0%)" in a.stdout, a.stdout
+    got = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(got) == len(kernels)
+    assert sum("module_name" in e["args"] for e in got) == 5 * len(with_module)
+    assert all(e["args"].get("op", "").startswith("aten::") for e in got)
