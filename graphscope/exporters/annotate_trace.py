@@ -924,6 +924,7 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
     meta: list[tuple[int, int, dict[str, Any]]] = []  # ordinal, tid, event
     launches: set[int] = set()
     seq_events: dict[int, list[tuple[float, int, str, tuple, tuple]]] = defaultdict(list)
+    seq_times: dict[int, tuple[float, float]] = {}  # ordinal -> (ts, dur) of those kernels
     layout: list[_Layout] = []
     sizes: list[tuple[int, int]] = []
     spans_of: dict[int, tuple[np.ndarray, ...]] = {}  # buffer index -> _SPANS columns (int32)
@@ -965,6 +966,7 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
                 seq_events[int(c["corr"][j])].append(
                     (float(e.get("ts", 0.0)), base + j, str(e.get("name", "")),
                      tuple(a.get("grid", ())), tuple(a.get("block", ()))))
+                seq_times[base + j] = (float(c["ts"][j]), float(c["dur"][j]))
         base += n
     res.events_in = base
     o = _cat(g_ord, np.int64)
@@ -1052,13 +1054,29 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
 
     # sequence matching for traces without graph node ids (needs a bundle)
     seq_frag: dict[int, int] = {}
+    # the module track's inputs: per event, its module (an index into `modules`), launch,
+    # start and duration; graphed events first (by annotation key), then matched ones
+    modules: list[Any] = [amap[k].get("module_name") for k in ann_keys.tolist()]
+    track_of, track_corr, track_ts, track_dur = frag_of, corr, new_ts, dur
     if bundle is not None and seq_events:
         matched = _match_sequences(bundle, {k: v for k, v in seq_events.items()
                                             if k in launches}, res)
+        corr_of = {ordinal: c for c, evs in seq_events.items() for _, ordinal, *_ in evs}
+        m_of, m_corr, m_ts, m_dur = [], [], [], []
         for ordinal, a in matched.items():
             seq_frag[ordinal] = len(frags)
             frags.append(_fragment(a))
+            m_of.append(len(modules))
+            modules.append(a.get("module_name"))
+            m_corr.append(corr_of[ordinal])
+            m_ts.append(seq_times[ordinal][0])
+            m_dur.append(seq_times[ordinal][1])
         res.annotated_events += len(matched)
+        if m_of:
+            track_of = np.concatenate([frag_of, np.array(m_of, dtype=np.int32)])
+            track_corr = np.concatenate([corr, np.array(m_corr, dtype=np.int64)])
+            track_ts = np.concatenate([new_ts, np.array(m_ts)])
+            track_dur = np.concatenate([dur, np.array(m_dur)])
 
     # ---- pass 2: splice and write (the module track, made meanwhile on a thread, last)
     ts_changed = new_ts != ts0
@@ -1081,7 +1099,8 @@ def _annotate(src: Any, amap: dict[int, dict[str, Any]], bundle: Any, out_path: 
         with _open_out(tmp, gzip_level, gz) as f_out, _Writer(f_out) as w, \
                 ThreadPoolExecutor(1, thread_name_prefix="graphscope-modules") as pool:
             # the module track is made (natively, without the GIL) while the events are spliced
-            spans_fut = pool.submit(_module_spans, amap, ann_keys, frag_of, corr, new_ts, dur) \
+            spans_fut = pool.submit(_module_spans, modules, track_of, track_corr, track_ts,
+                                    track_dur) \
                 if module_track else None
             in_bytes = sum(r for _, r in sizes[:-1]) + sizes[-1][0] + len(layout[0].suffix) \
                 if sizes else 0
@@ -1185,24 +1204,23 @@ class _ModuleTrack:
         yield from self.tail
 
 
-def _module_spans(amap: Mapping[int, Mapping[str, Any]], ann_keys: np.ndarray,
-                  ann_of: np.ndarray, corr: np.ndarray, ts: np.ndarray,
+def _module_spans(modules: list[Any], ann_of: np.ndarray, corr: np.ndarray, ts: np.ndarray,
                   dur: np.ndarray) -> Optional[_ModuleTrack]:
     """Per graph launch (correlation id), one slice per module prefix from the first start to
     the last end of its work, aggregated natively (no dict per slice; None: no slices).
-    ``ann_of``: per graphed event, its annotation's index in ``ann_keys`` (-1: none)."""
+    ``ann_of``: per event, the index of its annotation's module in ``modules`` (-1: none)."""
     import json
 
     hit = ann_of >= 0
     if not hit.any():
         return None
     prefixes: dict[str, int] = {}
-    used = np.zeros(len(ann_keys), dtype=bool)
+    used = np.zeros(len(modules), dtype=bool)
     used[ann_of[hit]] = True
-    ann_module = np.full(len(ann_keys), -1, dtype=np.int64)
+    ann_module = np.full(len(modules), -1, dtype=np.int64)
     rows: list[list[int]] = []
-    for i in np.nonzero(used)[0].tolist():  # prefix ids in key order
-        m = amap[int(ann_keys[i])].get("module_name")
+    for i in np.nonzero(used)[0].tolist():  # prefix ids in annotation order
+        m = modules[i]
         if not m:
             continue
         parts = str(m).split(".")

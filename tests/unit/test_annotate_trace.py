@@ -228,6 +228,30 @@ def test_an_input_that_is_no_regular_file_is_one_clear_error(tmp_path, capsys, k
     assert not out.exists()
 
 
+def test_a_real_torch_profiler_trace_is_joined_to_its_run_bundle(tmp_path, capsys):
+    """Recorded on an H200 (torch 2.11): sample_models/programs/profiled.py under `graphscope
+    run` profiles 5 replays of its captured training step itself. Its trace has no graph node
+    ids (torch <= 2.11), so each launch is matched to the bundle by kernel sequence: every
+    replayed kernel is matched, the module-attributed ones get their module, every one its op,
+    shapes and source; the loss work the program does outside modules keeps its reason."""
+    trace = os.path.join(DATA, "run_profiled.trace.json")
+    bundle = os.path.join(DATA, "run_profiled")
+    out = tmp_path / "annotated.json"
+    assert main(["annotate-trace", trace, "-a", bundle, "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "matched 105 of 105 graph-launched kernels to the bundle by kernel sequence " \
+        "(100.0%)" in printed, printed
+    kernels = [e for e in _load(str(out))["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == 105  # 5 replays x 21 kernels
+    assert all(e["args"]["graphscope match"] == "sequence" and e["args"]["op"].startswith(
+        "aten::") for e in kernels)
+    mods = Counter(e["args"].get("module_name") for e in kernels)
+    assert mods["Sequential.0"] == 5 * 4 and mods["(optimizer)"] == 5 and mods[None] == 5 * 5
+    assert all("unplaced_reason" in e["args"] for e in kernels if "module_name" not in e["args"])
+    spans = [e for e in _load(str(out))["traceEvents"] if e.get("cat") == "graphscope_module"]
+    assert len({e["args"]["correlation"] for e in spans}) == 5  # a module track per replay
+
+
 def test_restricted_unpickler_refuses_code(tmp_path):
     class Evil:
         def __reduce__(self):
