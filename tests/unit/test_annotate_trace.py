@@ -436,6 +436,16 @@ def test_one_giant_event_in_a_small_gz_is_refused(tmp_path, capsys):
     assert rc == 2 and "larger than 64 MiB" in capsys.readouterr().err
 
 
+def _annotate_bytes(tp, ap, data, out, capsys):
+    """Write ``data`` as the trace ``tp``, annotate it into ``out``: (exit code, the output's
+    bytes, or the error printed)."""
+    with open(tp, "wb") as f:
+        f.write(data)
+    rc = main(["annotate-trace", tp, "-a", ap, "-f", "-o", str(out)])
+    err = capsys.readouterr().err
+    return rc, (out.read_bytes() if rc == 0 else err)
+
+
 def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch):
     """Each chunk's halves are scanned at once from a guessed event boundary (`}, {`). With
     chunks small enough for that to happen many times per trace, every accepted mutation of a
@@ -453,12 +463,8 @@ def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch
     def run(data, split):
         monkeypatch.setattr(A, "CHUNK_BYTES", 4096)
         monkeypatch.setattr(A, "_SPLIT_MIN", 512 if split else 1 << 40)
-        with open(tp, "wb") as f:
-            f.write(data)
-        out = tmp_path / ("split.json" if split else "seq.json")
-        rc = main(["annotate-trace", tp, "-a", ap, "-f", "-o", str(out)])
-        err = capsys.readouterr().err
-        return rc, (out.read_bytes() if rc == 0 else err)
+        return _annotate_bytes(tp, ap, data, tmp_path / ("split.json" if split else "seq.json"),
+                               capsys)
 
     rc, text = run(base, True)
     assert rc == 0 and (rc, text) == run(base, False)
@@ -495,12 +501,8 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
 
     def run(data, mapped):
         monkeypatch.setenv("GRAPHSCOPE_NO_MMAP", "0" if mapped else "1")
-        with open(tp, "wb") as f:
-            f.write(data)
-        out = tmp_path / ("mapped.json" if mapped else "read.json")
-        rc = main(["annotate-trace", tp, "-a", ap, "-f", "-o", str(out)])
-        err = capsys.readouterr().err
-        return rc, (out.read_bytes() if rc == 0 else err)
+        return _annotate_bytes(tp, ap, data,
+                               tmp_path / ("mapped.json" if mapped else "read.json"), capsys)
 
     rc, text = run(base, True)
     assert rc == 0 and (rc, text) == run(base, False)
