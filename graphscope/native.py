@@ -10,6 +10,7 @@ libcupti is chosen so that one process never holds two copies: the copy torch al
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import re
@@ -269,13 +270,56 @@ def _records() -> CreatedNodes:
     )
 
 
+# torch.profiler objects between start and stop (see watch_profiler), with how many of their
+# start/prepare calls are not closed yet: Kineto holds CUPTI's activity API from the warm-up of
+# a schedule on, before the profiler counts as "enabled"
+_PROFILERS_OPEN: dict[int, int] = {}
+
+
 def _profiler_active() -> bool:
+    if _PROFILERS_OPEN:
+        return True
     try:
         import torch
 
         return bool(torch.autograd.profiler._is_profiler_enabled)
     except (ImportError, AttributeError):
         return False
+
+
+def watch_profiler() -> None:
+    """Note every torch.profiler session of this process from its start to its stop, so that
+    graphscope's tracer and recorder stay off CUPTI for all of it — also during a schedule's
+    wait and warm-up steps, when Kineto has (or is about to have) CUPTI's activity API but
+    torch.profiler does not yet count as enabled. Tracing a replay in a warm-up step left the
+    program's trace without a single GPU event. Idempotent; a no-op without torch."""
+    try:
+        from torch.profiler import profiler as tp
+    except ImportError:
+        return
+    for cls in (tp._KinetoProfile, tp.profile):
+        if cls.__dict__.get("_graphscope_watched"):
+            continue
+        for opener, closer in (("start", "stop"), ("prepare_trace", "stop_trace")):
+            if opener not in cls.__dict__ or closer not in cls.__dict__:
+                continue
+            real_open, real_close = cls.__dict__[opener], cls.__dict__[closer]
+
+            def opened(self: Any, *a: Any, _real: Any = real_open, **k: Any) -> Any:
+                _PROFILERS_OPEN[id(self)] = _PROFILERS_OPEN.get(id(self), 0) + 1
+                return _real(self, *a, **k)
+
+            def closed(self: Any, *a: Any, _real: Any = real_close, **k: Any) -> Any:
+                try:
+                    return _real(self, *a, **k)
+                finally:
+                    left = _PROFILERS_OPEN.pop(id(self), 0) - 1
+                    if left > 0:
+                        _PROFILERS_OPEN[id(self)] = left
+
+            setattr(cls, opener, functools.wraps(real_open)(opened))
+            setattr(cls, closer, functools.wraps(real_close)(closed))
+        cls._graphscope_watched = True  # type: ignore[attr-defined]
 
 
 @contextmanager
@@ -463,6 +507,7 @@ class ActivityRecords:
 def tracing() -> Iterator[list[ActivityRecords]]:
     """Collect CUPTI activity records for the ``with`` body; the list holds them afterwards."""
     ext = ensure_loaded()
+    watch_profiler()
     if _profiler_active():
         raise ProfilerActiveError(
             "torch.profiler is active: graphscope's tracer would take its CUPTI activity "

@@ -401,6 +401,7 @@ class Observer:
         import torch
 
         native.ensure_loaded()
+        native.watch_profiler()  # the program's own torch.profiler sessions keep CUPTI
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         cls = torch.cuda.CUDAGraph
         obs = self

@@ -1,7 +1,7 @@
 """A training step captured whole into a CUDA graph, whose replays the program profiles itself
-with torch.profiler, exporting a Chrome trace to argv[1] (default trace.json). Unmodified
-program: nothing here knows about graphscope. Under `graphscope run` the bundle's annotations
-can then be joined onto this trace with `graphscope annotate-trace`."""
+with torch.profiler on a schedule, exporting a Chrome trace to argv[1] (default trace.json).
+Unmodified program: nothing here knows about graphscope. Under `graphscope run` the bundle's
+annotations can then be joined onto this trace with `graphscope annotate-trace`."""
 
 import sys
 
@@ -39,10 +39,15 @@ with torch.cuda.graph(g):
 
 for _ in range(3):
     g.replay()
+# the usual profiling loop: a schedule (1 step waiting, 1 warming up, 5 recorded), one
+# prof.step() per training step, the trace written when the recorded steps are done
 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                        torch.profiler.ProfilerActivity.CUDA]) as prof:
-    for _ in range(5):
+                                        torch.profiler.ProfilerActivity.CUDA],
+                            schedule=torch.profiler.schedule(wait=1, warmup=1, active=5,
+                                                             repeat=1),
+                            on_trace_ready=lambda p: p.export_chrome_trace(out)) as prof:
+    for _ in range(8):
         g.replay()
-    torch.cuda.synchronize()
-prof.export_chrome_trace(out)
+        torch.cuda.synchronize()
+        prof.step()
 print(f"profiled 5 replays, loss {static_loss.item():.4f}; trace in {out}")

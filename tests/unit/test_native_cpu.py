@@ -75,3 +75,31 @@ def test_no_gpu_error_before_touching_cupti():
         pytest.skip("this machine has a GPU")
     with pytest.raises(_errors.NoGPUError):
         native.ensure_loaded()
+
+
+def test_a_torch_profiler_session_counts_as_active_from_start_to_stop():
+    """graphscope's tracer and recorder must stay off CUPTI for a whole torch.profiler session:
+    also in a schedule's wait and warm-up steps, when torch.profiler is not "enabled" yet but
+    Kineto holds (or is about to take) CUPTI's activity API. On the H200, one replay traced in
+    a warm-up step left the program's own trace without a GPU event."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    native.watch_profiler()
+    native.watch_profiler()  # idempotent
+    seen = []
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
+        for _ in range(5):  # wait, warm-up, active, active, done
+            torch.ones(4).sum()
+            seen.append((native._profiler_active(),
+                         bool(torch.autograd.profiler._is_profiler_enabled)))
+            prof.step()
+    assert [s[0] for s in seen] == [True] * 5
+    assert seen[0][1] is False  # what torch itself says in the wait step
+    assert native._profiler_active() is False
+    prof2 = profile(activities=[ProfilerActivity.CPU])
+    prof2.start()
+    assert native._profiler_active()
+    prof2.stop()
+    assert not native._profiler_active()
