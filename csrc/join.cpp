@@ -17,11 +17,6 @@ const T* data_of(const nb::bytes& b, size_t n, const char* what) {
   return reinterpret_cast<const T*>(b.c_str());
 }
 
-template <typename T>
-nb::bytes bytes_of(const std::vector<T>& v) {
-  return nb::bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
 }  // namespace
 
 // The join of graphs/join.py, in one pass over the records plus a counting sort:
@@ -131,13 +126,13 @@ nb::dict join_records(nb::bytes gnid_b, nb::bytes corr_b, nb::bytes start_b, nb:
     return st[a] < st[c];
   });
   nb::dict d;
-  d["node"] = bytes_of(node);
-  d["replay"] = bytes_of(replay);
-  d["order"] = bytes_of(order);
-  d["offsets"] = bytes_of(offsets);
-  d["kernel_ns"] = bytes_of(kernel_ns);
-  d["span_ns"] = bytes_of(span);
-  d["events"] = bytes_of(events);
+  d["node"] = as_bytes(node);
+  d["replay"] = as_bytes(replay);
+  d["order"] = as_bytes(order);
+  d["offsets"] = as_bytes(offsets);
+  d["kernel_ns"] = as_bytes(kernel_ns);
+  d["span_ns"] = as_bytes(span);
+  d["events"] = as_bytes(events);
   d["replays"] = n_replays;
   d["regular"] = regular;
   d["t0"] = joined ? t0 : 0;
