@@ -287,6 +287,12 @@ def _profiler_active() -> bool:
         return False
 
 
+def _unopen(prof: Any) -> None:
+    left = _PROFILERS_OPEN.pop(id(prof), 0) - 1
+    if left > 0:
+        _PROFILERS_OPEN[id(prof)] = left
+
+
 def watch_profiler() -> None:
     """Note every torch.profiler session of this process from its start to its stop, so that
     graphscope's tracer and recorder stay off CUPTI for all of it — also during a schedule's
@@ -307,15 +313,17 @@ def watch_profiler() -> None:
 
             def opened(self: Any, *a: Any, _real: Any = real_open, **k: Any) -> Any:
                 _PROFILERS_OPEN[id(self)] = _PROFILERS_OPEN.get(id(self), 0) + 1
-                return _real(self, *a, **k)
+                try:
+                    return _real(self, *a, **k)
+                except BaseException:  # it did not open: nothing to close later
+                    _unopen(self)
+                    raise
 
             def closed(self: Any, *a: Any, _real: Any = real_close, **k: Any) -> Any:
                 try:
                     return _real(self, *a, **k)
                 finally:
-                    left = _PROFILERS_OPEN.pop(id(self), 0) - 1
-                    if left > 0:
-                        _PROFILERS_OPEN[id(self)] = left
+                    _unopen(self)
 
             setattr(cls, opener, functools.wraps(real_open)(opened))
             setattr(cls, closer, functools.wraps(real_close)(closed))

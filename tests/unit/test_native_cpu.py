@@ -103,3 +103,8 @@ def test_a_torch_profiler_session_counts_as_active_from_start_to_stop():
     assert native._profiler_active()
     prof2.stop()
     assert not native._profiler_active()
+    broken = profile(activities=[ProfilerActivity.CPU])
+    broken._transit_action = lambda *a: 1 / 0  # its start raises: it never opened
+    with pytest.raises(ZeroDivisionError):
+        broken.start()
+    assert not native._profiler_active()
