@@ -102,8 +102,8 @@ NB_MODULE(_native, m) {
       "Outside an annotated capture it does nothing (MK3), but bad annotations still raise.");
   m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("state"), nb::arg("resolve"),
         nb::arg("check"), nb::arg("push"), nb::arg("pop"));
-  m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("push"), nb::arg("pop"),
-        "graphscope._opwatch's own_push/own_pop addresses (0, 0: Python's push/pop).");
+  m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("own_note"),
+        "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
         nb::arg("anns"), "live[nodes[i]] = [dict(anns[index[i]])]; nodes u64, index i32.");

@@ -12,9 +12,9 @@
 // (MK12) and interns. Outside an annotated capture nothing is pushed (MK3), but an annotation
 // that is not plainly valid is still checked by Python.
 //
-// The push/pop go to graphscope._opwatch's ownership keeper (C function pointers) when the
-// native observer attributes backward, else to Python's annotate.backward.push/pop. All of
-// this runs with the GIL held.
+// The push/pop go to the thread's native scope stack, each followed by graphscope._opwatch's
+// ownership note (a C function pointer) when the native observer attributes backward, else to
+// Python's annotate.backward.push/pop. All of this runs with the GIL held.
 
 #include "markscope.h"
 
@@ -31,8 +31,7 @@
 namespace gs {
 namespace {
 
-using PushFn = void (*)(int64_t);
-using PopFn = void (*)();
+using NoteFn = void (*)(int64_t);
 
 struct Hooks {
   PyObject* state_dict = nullptr;  // graphscope.annotate.state.__dict__ (ACTIVE lives there)
@@ -41,8 +40,7 @@ struct Hooks {
   PyObject* check = nullptr;       // (annotation) -> raises AnnotationError if invalid
   PyObject* push = nullptr;        // Python push(scope) / pop() (the hook path)
   PyObject* pop = nullptr;
-  PushFn native_push = nullptr;    // graphscope._opwatch own_push / own_pop
-  PopFn native_pop = nullptr;
+  NoteFn own_note = nullptr;       // graphscope._opwatch's own_note (null: Python push/pop)
 } hooks;
 
 // ---- the content-keyed cache: (parent, backward, annotation) -> scope id ----
@@ -331,10 +329,11 @@ void mk_dealloc(PyObject* o) {
   Py_DECREF(tp);
 }
 
-bool push_scope(int64_t sid) {
-  if (hooks.native_push != nullptr) {
+bool push_scope(ThreadState& t, int64_t sid) {
+  if (hooks.own_note != nullptr) {
     try {
-      hooks.native_push(sid);
+      t.scopes.push_back(sid);
+      hooks.own_note(sid);
     } catch (const std::exception& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
       return false;
@@ -354,9 +353,11 @@ bool push_scope(int64_t sid) {
 }
 
 bool pop_scope() {
-  if (hooks.native_pop != nullptr) {
+  if (hooks.own_note != nullptr) {
     try {
-      hooks.native_pop();
+      ThreadState& t = tls;
+      if (!t.scopes.empty()) t.scopes.pop_back();
+      hooks.own_note(t.current());
     } catch (const std::exception& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
       return false;
@@ -387,7 +388,8 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
     return o;
   }
   const bool cacheable = encode(ann, scratch);
-  int64_t parent = tls.current();
+  ThreadState& t = tls;
+  int64_t parent = t.current();
   bool bw = self->backward != 0;
   int64_t sid = -1;
   const uint64_t fp = cacheable ? fingerprint(scratch, parent, bw) : 0;
@@ -402,7 +404,7 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
     if (sid == -1 && PyErr_Occurred()) return nullptr;
     if (cacheable) remember(key, fp, parent, bw, sid);
   }
-  if (!push_scope(sid)) return nullptr;
+  if (!push_scope(t, sid)) return nullptr;
   self->pushed++;
   Py_INCREF(o);
   return o;
@@ -455,14 +457,8 @@ void mark_kernels_setup(nb::object state_module, nb::object resolve, nb::object 
   keep(hooks.pop, pop.ptr());
 }
 
-void mark_kernels_use_native(uintptr_t push, uintptr_t pop) {
-  hooks.native_push = reinterpret_cast<PushFn>(push);
-  hooks.native_pop = reinterpret_cast<PopFn>(pop);
-  if ((push == 0) != (pop == 0)) {
-    hooks.native_push = nullptr;
-    hooks.native_pop = nullptr;
-    throw std::runtime_error("state:0:mark_kernels_use_native needs both addresses or none");
-  }
+void mark_kernels_use_native(uintptr_t own_note) {
+  hooks.own_note = reinterpret_cast<NoteFn>(own_note);
 }
 
 size_t mark_kernels_cache_size() { return used; }

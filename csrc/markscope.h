@@ -16,8 +16,8 @@ nb::object mark_kernels_type(const char* doc);
 // the validity check, and push/pop for the hook path.
 void mark_kernels_setup(nb::object state_module, nb::object resolve, nb::object check,
                         nb::object push, nb::object pop);
-// graphscope._opwatch's own_push/own_pop (0, 0: Python's push/pop).
-void mark_kernels_use_native(uintptr_t push, uintptr_t pop);
+// graphscope._opwatch's own_note (0: Python's push/pop).
+void mark_kernels_use_native(uintptr_t own_note);
 size_t mark_kernels_cache_size();
 
 }  // namespace gs

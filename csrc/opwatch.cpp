@@ -18,8 +18,8 @@
 //
 // Backward attribution (what annotate/backward.py does with one Python pre-hook per autograd
 // node) is done here from the engine's own RecordFunctions: a BACKWARD_FUNCTION record carries
-// the node's sequence number, whose owner scope the forward noted (own_push/own_pop: the
-// autograd sequence counter at every scope push and pop on the capturing thread), so the
+// the node's sequence number, whose owner scope the forward noted (own_note: the autograd
+// sequence counter at every scope push and pop on the capturing thread), so the
 // thread's backward slot is set to that scope's backward scope as the node starts. Gradient
 // accumulation is the add the engine runs after a node's apply when the input slot it feeds is
 // fed by several nodes (InputBuffer::add): from such a producer's end until the next node
@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -141,8 +142,14 @@ struct State {
   at::CallbackHandle bw_handle = 0;      // while a backward call runs (backward_begin)
   int bw_depth = 0;                       // nested backward calls (capturing thread)
   uint64_t main_rf_thread = 0;            // RecordFunction's id of the capturing thread
-  std::mutex own_mu;
-  std::vector<int64_t> own_seq, own_scope;  // ownership step function (sorted by seq)
+  std::mutex own_mu;                         // backward_of; the log's growth and its readers
+  // The ownership step function (seq -> scope, sorted by seq). One writer, the capturing thread,
+  // appends without a lock (a scope entered costs no lock pair): it publishes each new entry
+  // through own_n (release) and takes own_mu only to grow the arrays; readers take own_mu, so
+  // the arrays they search never move under them.
+  std::unique_ptr<std::atomic<int64_t>[]> own_seq, own_scope;
+  size_t own_cap = 0;
+  std::atomic<size_t> own_n{0};
   std::atomic<bool> own_active{false};
   pthread_t own_thread{};
   std::vector<int64_t> backward_of;         // forward scope id -> backward scope id
@@ -439,9 +446,12 @@ void forget_graph() {
 
 int64_t owner_of(int64_t seq) {
   std::lock_guard<std::mutex> g(st.own_mu);
-  auto it = std::upper_bound(st.own_seq.begin(), st.own_seq.end(), seq);
-  if (it == st.own_seq.begin()) return -1;
-  return st.own_scope[static_cast<size_t>(it - st.own_seq.begin()) - 1];
+  size_t lo = 0, hi = st.own_n.load(std::memory_order_acquire);  // first entry with seq > `seq`
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (st.own_seq[mid].load(std::memory_order_relaxed) <= seq) lo = mid + 1; else hi = mid;
+  }
+  return lo == 0 ? -1 : st.own_scope[lo - 1].load(std::memory_order_relaxed);
 }
 
 int64_t backward_scope_of(int64_t sid) {
@@ -455,13 +465,28 @@ void own_note(int64_t scope) {
       !pthread_equal(pthread_self(), st.own_thread))
     return;
   int64_t seq = static_cast<int64_t>(at::sequence_number::peek());
-  std::lock_guard<std::mutex> g(st.own_mu);
-  if (!st.own_seq.empty() && st.own_seq.back() == seq) {
-    st.own_scope.back() = scope;  // nothing was numbered since: the last event wins
-  } else {
-    st.own_seq.push_back(seq);
-    st.own_scope.push_back(scope);
+  const size_t n = st.own_n.load(std::memory_order_relaxed);  // only this thread writes it
+  if (n > 0 && st.own_seq[n - 1].load(std::memory_order_relaxed) == seq) {
+    // nothing was numbered since: the last event wins
+    st.own_scope[n - 1].store(scope, std::memory_order_relaxed);
+    return;
   }
+  if (n == st.own_cap) {
+    const size_t cap = std::max<size_t>(4096, n * 2);
+    std::unique_ptr<std::atomic<int64_t>[]> sq(new std::atomic<int64_t>[cap]);
+    std::unique_ptr<std::atomic<int64_t>[]> sc(new std::atomic<int64_t>[cap]);
+    for (size_t i = 0; i < n; ++i) {
+      sq[i].store(st.own_seq[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+      sc[i].store(st.own_scope[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    std::lock_guard<std::mutex> g(st.own_mu);
+    st.own_seq.swap(sq);
+    st.own_scope.swap(sc);
+    st.own_cap = cap;
+  }
+  st.own_seq[n].store(seq, std::memory_order_relaxed);
+  st.own_scope[n].store(scope, std::memory_order_relaxed);
+  st.own_n.store(n + 1, std::memory_order_release);
 }
 
 std::unique_ptr<at::ObserverContext> bw_start(const at::RecordFunction& fn) {
@@ -666,9 +691,9 @@ NB_MODULE(_opwatch, m) {
   m.def("set_scope_fns", &set_scope_fns, nb::arg("addresses"));
   m.def("own_push", &own_push, nb::arg("scope"));
   m.def("own_pop", &own_pop);
-  m.def("own_fn_addresses", []() -> std::vector<uintptr_t> {
-    return {reinterpret_cast<uintptr_t>(&own_push), reinterpret_cast<uintptr_t>(&own_pop)};
-  }, "Addresses of own_push and own_pop (graphscope._native's mark_kernels calls them).");
+  m.def("own_note_address", []() -> uintptr_t { return reinterpret_cast<uintptr_t>(&own_note); },
+        "Address of own_note(scope) (graphscope._native's mark_kernels calls it after its own "
+        "push and pop).");
   m.def("own_event", []() { own_note(st.current()); });
   m.def("own_thread", [](uint64_t thread) {
     st.own_thread = static_cast<pthread_t>(thread);

@@ -42,7 +42,7 @@ class _Ownership:
         self.native = obs
         ext = native.extension()
         if hasattr(ext, "mark_kernels_use_native"):  # mark_kernels pushes through obs too
-            ext.mark_kernels_use_native(*(obs.own_fn_addresses() if obs is not None else (0, 0)))
+            ext.mark_kernels_use_native(obs.own_note_address() if obs is not None else 0)
         if obs is None:
             SCOPES.listener = None
             return
