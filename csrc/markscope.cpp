@@ -3,8 +3,9 @@
 // Entering a scope inside an annotated capture needs the scope id for (the thread's current
 // scope, the annotation, backward=). graphscope/annotate/scopes.py interns scopes by the
 // annotation's pickle; this type keeps a cache in front of it, keyed by the annotation's
-// content, so a scope entered before costs encoding and hashing a small dict, one table slot
-// and a native push, without running Python. Only annotations whose content decides their
+// content, so a scope entered before costs comparing a small dict with the key of the slot
+// that came next last step (or encoding and hashing it and one index probe) and a native push,
+// without running Python. Only annotations whose content decides their
 // pickle are cached: a str, or a dict (exact type) with str keys and str/int (64-bit)/float/
 // bool/None values, compared in order, by exact type, floats by their bits (so -0.0 and 0.0
 // stay apart, as their pickles do). Anything
@@ -21,6 +22,7 @@
 #include <Python.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -50,31 +52,153 @@ struct Hooks {
 // True/False/None by tag), a dict as its size and items in order. Equal bytes mean equal
 // content by exact type and value, so the same pickle: a hit is exact (the bytes are compared,
 // not just hashed). Anything else is not cached and goes to the Python resolver, as does a
-// miss (an equal str in another storage kind is only a miss, never a wrong hit). The table is
-// open-addressed with the bytes inline in the slot (up to kInline), so a lookup amid capture
-// work touches one slot instead of a chain of Python objects. Programs enter their scopes in
-// the same order every step, so each slot notes which slot was looked up after it, and a hit
-// prefetches that one: the next entry's slot is in cache when Python gets there.
+// miss (an equal str in another storage kind is only a miss, never a wrong hit). The keys are
+// kept in slots of two cache lines, aligned to them (a key of up to 31 bytes, most annotations,
+// lies in the first with the header), in the order first seen: a program enters its scopes in
+// the same order every step, so the slots of one step lie one after the other in memory. An
+// open-addressed index (slot number and 32 bits of the hash, 8 bytes each) finds a slot by its
+// hash. Each slot notes which slot was looked up after it: a hit prefetches that one (the next
+// entry's slot is in cache when Python gets there) and the next lookup tries it first,
+// comparing the annotation with its key as it is encoded (nothing written, nothing hashed).
 
-constexpr size_t kInline = 80;
 constexpr uint32_t kNone = UINT32_MAX;
-struct Slot {
-  uint64_t fp = 0;       // hash of (bytes, parent, backward)
+struct alignas(64) Slot {
+  uint64_t fp = 0;        // hash of (bytes, parent, backward)
   int64_t parent = 0;
-  int64_t sid = -1;      // -1: empty
+  int64_t sid = -1;
   uint32_t len = 0;
   uint32_t next = kNone;  // the slot looked up after this one last time
   uint8_t backward = 0;
-  char inl[kInline];     // the bytes when len <= kInline
-  char* big = nullptr;   // else here (owned)
-  const char* bytes() const { return len <= kInline ? inl : big; }
+  char inl[128 - 33 - sizeof(char*)];  // the bytes when they fit
+  char* big = nullptr;    // else here (owned)
+  const char* bytes() const { return len <= sizeof inl ? inl : big; }
 };
-static_assert(sizeof(Slot) <= 128, "a slot is two cache lines at most");
-std::vector<Slot> table;  // capacity a power of two, at most half full
-size_t used = 0;
-uint32_t last_hit = kNone;  // the slot of the previous lookup
+constexpr size_t kInline = sizeof(Slot::inl);
+static_assert(sizeof(Slot) == 128 && offsetof(Slot, inl) == 33, "a slot is two cache lines");
+struct IndexEntry {
+  uint32_t slot = kNone;  // kNone: empty
+  uint32_t fp32 = 0;      // the slot's fp, low half
+};
+std::vector<Slot> slots;        // in the order first seen; only appended
+std::vector<IndexEntry> index;  // size a power of two, at most half full
+uint32_t last_hit = kNone;      // the slot of the previous lookup
 constexpr size_t kCacheMax = 1 << 16;
-std::string scratch;  // the annotation being looked up (the GIL serialises every use)
+
+// The canonical bytes go to a sink: Encoded writes them (the key looked up and stored),
+// Matcher compares them with a stored key as they come (a guessed slot, checked without
+// writing or hashing anything), Validator only lets encode() check the types (outside a
+// capture). One encoder, so the three agree on what is cacheable by construction.
+
+// The annotation being looked up, encoded (the GIL serialises every use). Grows, never shrinks.
+struct Encoded {
+  std::vector<char> buf = std::vector<char>(256);
+  size_t n = 0;
+  char* room(size_t k) {
+    if (n + k > buf.size()) buf.resize(std::max(buf.size() * 2, n + k));
+    char* p = buf.data() + n;
+    n += k;
+    return p;
+  }
+  bool put(char c) {
+    *room(1) = c;
+    return true;
+  }
+  bool put(const void* p, size_t k) {
+    std::memcpy(room(k), p, k);
+    return true;
+  }
+  const char* data() const { return buf.data(); }
+  size_t size() const { return n; }
+} scratch;
+
+struct Matcher {
+  const char* key;
+  size_t len, at = 0;
+  bool put(char c) {
+    if (at >= len || key[at] != c) return false;
+    ++at;
+    return true;
+  }
+  bool put(const void* p, size_t k) {
+    if (k > len - at || std::memcmp(key + at, p, k) != 0) return false;
+    at += k;
+    return true;
+  }
+};
+
+struct Validator {
+  bool put(char) { return true; }
+  bool put(const void*, size_t) { return true; }
+};
+
+template <class Sink>
+inline bool put_len(Sink& out, size_t n) {  // LEB128
+  do {
+    char b = static_cast<char>(n & 0x7f);
+    n >>= 7;
+    if (!out.put(n ? static_cast<char>(b | 0x80) : b)) return false;
+  } while (n);
+  return true;
+}
+
+template <class Sink>
+inline bool put_str(Sink& out, PyObject* s) {
+  const int kind = PyUnicode_KIND(s);
+  const size_t n = static_cast<size_t>(PyUnicode_GET_LENGTH(s));
+  return out.put('s') && out.put(static_cast<char>(kind)) && put_len(out, n) &&
+         out.put(PyUnicode_DATA(s), n * static_cast<size_t>(kind));
+}
+
+// A value whose exact type and value decide its pickle, put; false if it is not one (or the
+// sink refused it).
+template <class Sink>
+bool put_value(Sink& out, PyObject* v) {
+  PyTypeObject* t = Py_TYPE(v);
+  if (t == &PyUnicode_Type) return put_str(out, v);
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
+      PyErr_Clear();
+      return false;
+    }
+    return out.put('i') && out.put(&x, sizeof x);
+  }
+  if (t == &PyFloat_Type) {
+    double d = PyFloat_AS_DOUBLE(v);
+    return out.put('f') && out.put(&d, sizeof d);
+  }
+  if (v == Py_True) return out.put('t');
+  if (v == Py_False) return out.put('u');
+  if (v == Py_None) return out.put('n');
+  return false;
+}
+
+// The annotation's canonical bytes into `out`; false when it is not cacheable (or the sink
+// refused them: a Matcher on the first byte that differs).
+template <class Sink>
+bool encode(PyObject* ann, Sink& out) {
+  if (PyUnicode_CheckExact(ann)) return put_str(out, ann);
+  if (!PyDict_CheckExact(ann)) return false;
+  if (!out.put('d') || !put_len(out, static_cast<size_t>(PyDict_GET_SIZE(ann)))) return false;
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(ann, &pos, &k, &v)) {
+    if (!PyUnicode_CheckExact(k) || !put_str(out, k) || !put_value(out, v)) return false;
+  }
+  return true;
+}
+
+bool encode_key(PyObject* ann) {
+  scratch.n = 0;
+  return encode(ann, scratch);
+}
+
+// Whether encode() would take it (the path outside a capture).
+bool plainly_valid(PyObject* ann) {
+  Validator v;
+  return encode(ann, v);
+}
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -101,142 +225,65 @@ uint64_t hash_bytes(const char* p, size_t n) {
   return fmix(h ^ w);
 }
 
-inline void put_len(std::string& out, size_t n) {  // LEB128
-  do {
-    char b = static_cast<char>(n & 0x7f);
-    n >>= 7;
-    out.push_back(n ? static_cast<char>(b | 0x80) : b);
-  } while (n);
-}
-
-inline void put_str(std::string& out, PyObject* s) {
-  const int kind = PyUnicode_KIND(s);
-  const Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-  out.push_back('s');
-  out.push_back(static_cast<char>(kind));
-  put_len(out, static_cast<size_t>(n));
-  out.append(static_cast<const char*>(PyUnicode_DATA(s)), static_cast<size_t>(n) * kind);
-}
-
-// A value whose exact type and value decide its pickle, appended; false if it is not one.
-bool put_value(std::string& out, PyObject* v) {
-  PyTypeObject* t = Py_TYPE(v);
-  if (t == &PyUnicode_Type) {
-    put_str(out, v);
-  } else if (t == &PyLong_Type) {
-    int overflow = 0;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
-      PyErr_Clear();
-      return false;
-    }
-    out.push_back('i');
-    out.append(reinterpret_cast<const char*>(&x), sizeof x);
-  } else if (t == &PyFloat_Type) {
-    double d = PyFloat_AS_DOUBLE(v);
-    out.push_back('f');
-    out.append(reinterpret_cast<const char*>(&d), sizeof d);
-  } else if (v == Py_True) {
-    out.push_back('t');
-  } else if (v == Py_False) {
-    out.push_back('u');
-  } else if (v == Py_None) {
-    out.push_back('n');
-  } else {
-    return false;
-  }
-  return true;
-}
-
-// The annotation's canonical bytes into `out`; false when it is not cacheable.
-bool encode(PyObject* ann, std::string& out) {
-  out.clear();
-  if (PyUnicode_CheckExact(ann)) {
-    put_str(out, ann);
-    return true;
-  }
-  if (!PyDict_CheckExact(ann)) return false;
-  out.push_back('d');
-  put_len(out, static_cast<size_t>(PyDict_GET_SIZE(ann)));
-  Py_ssize_t pos = 0;
-  PyObject *k, *v;
-  while (PyDict_Next(ann, &pos, &k, &v)) {
-    if (!PyUnicode_CheckExact(k)) return false;
-    put_str(out, k);
-    if (!put_value(out, v)) return false;
-  }
-  return true;
-}
-
-// Whether encode() would take it, without encoding (the path outside a capture).
-bool plainly_valid(PyObject* ann) {
-  if (PyUnicode_CheckExact(ann)) return true;
-  if (!PyDict_CheckExact(ann)) return false;
-  Py_ssize_t pos = 0;
-  PyObject *k, *v;
-  while (PyDict_Next(ann, &pos, &k, &v)) {
-    if (!PyUnicode_CheckExact(k)) return false;
-    PyTypeObject* t = Py_TYPE(v);
-    if (t == &PyLong_Type) {
-      int overflow = 0;
-      long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-      if (overflow != 0 || (x == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return false;
-      }
-    } else if (t != &PyUnicode_Type && t != &PyFloat_Type && v != Py_True && v != Py_False &&
-               v != Py_None) {
-      return false;
-    }
-  }
-  return true;
-}
-
-inline uint64_t fingerprint(const std::string& key, int64_t parent, bool backward) {
-  return fmix(mix(mix(hash_bytes(key.data(), key.size()), static_cast<uint64_t>(parent)),
-                  backward ? 1 : 2));
+inline uint64_t fingerprint(const char* key, size_t len, int64_t parent, bool backward) {
+  return fmix(mix(mix(hash_bytes(key, len), static_cast<uint64_t>(parent)), backward ? 1 : 2));
 }
 
 // This lookup was at slot i: note it as the previous one's successor, prefetch i's.
 inline void followed_by(uint32_t i) {
-  if (last_hit != kNone && last_hit != i) table[last_hit].next = i;
+  if (last_hit != kNone && last_hit != i) slots[last_hit].next = i;
   last_hit = i;
-  if (table[i].next != kNone) __builtin_prefetch(&table[table[i].next]);
+  const uint32_t next = slots[i].next;
+  if (next != kNone) {
+    const char* p = reinterpret_cast<const char*>(&slots[next]);
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);  // a key longer than 31 bytes goes on in the second line
+  }
 }
 
-bool lookup(const std::string& key, uint64_t fp, int64_t parent, bool backward, int64_t* sid) {
-  if (table.empty()) return false;
-  const size_t mask = table.size() - 1;
+bool lookup(const char* key, size_t len, uint64_t fp, int64_t parent, bool backward,
+            int64_t* sid) {
+  if (index.empty()) return false;
+  const size_t mask = index.size() - 1;
+  const uint32_t fp32 = static_cast<uint32_t>(fp);
   for (size_t i = fp & mask;; i = (i + 1) & mask) {
-    const Slot& s = table[i];
-    if (s.sid < 0) return false;
-    if (s.fp == fp && s.parent == parent && s.backward == backward && s.len == key.size() &&
-        std::memcmp(s.bytes(), key.data(), key.size()) == 0) {
+    const IndexEntry e = index[i];
+    if (e.slot == kNone) return false;
+    if (e.fp32 != fp32) continue;
+    const Slot& s = slots[e.slot];
+    if (s.fp == fp && s.parent == parent && s.backward == backward && s.len == len &&
+        std::memcmp(s.bytes(), key, len) == 0) {
       *sid = s.sid;
-      followed_by(static_cast<uint32_t>(i));
+      followed_by(e.slot);
       return true;
     }
   }
 }
 
-uint32_t place(Slot&& s) {
-  const size_t mask = table.size() - 1;
-  size_t i = s.fp & mask;
-  while (table[i].sid >= 0) i = (i + 1) & mask;
-  s.next = kNone;  // indices change when the table grows
-  table[i] = std::move(s);
-  return static_cast<uint32_t>(i);
+// A hit on the slot that followed the previous lookup last time, if `ann` is its key: compared
+// as it is encoded, so nothing is written or hashed.
+bool guessed(PyObject* ann, int64_t parent, bool backward, int64_t* sid) {
+  if (last_hit == kNone) return false;
+  const uint32_t g = slots[last_hit].next;
+  if (g == kNone) return false;
+  const Slot& s = slots[g];
+  if (s.parent != parent || s.backward != (backward ? 1 : 0)) return false;
+  Matcher m{s.bytes(), s.len};
+  if (!encode(ann, m) || m.at != m.len) return false;
+  *sid = s.sid;
+  followed_by(g);
+  return true;
+}
+
+void place(uint32_t slot) {
+  const size_t mask = index.size() - 1;
+  size_t i = slots[slot].fp & mask;
+  while (index[i].slot != kNone) i = (i + 1) & mask;
+  index[i] = IndexEntry{slot, static_cast<uint32_t>(slots[slot].fp)};
 }
 
 void remember(const std::string& key, uint64_t fp, int64_t parent, bool backward, int64_t sid) {
-  if (used >= kCacheMax || sid < 0) return;  // the Python resolver still answers
-  if ((used + 1) * 2 > table.size()) {
-    std::vector<Slot> old(std::max<size_t>(1024, table.size() * 2));
-    old.swap(table);
-    for (Slot& s : old)
-      if (s.sid >= 0) place(std::move(s));
-    last_hit = kNone;
-  }
+  if (slots.size() >= kCacheMax || sid < 0) return;  // the Python resolver still answers
   Slot s;
   s.fp = fp;
   s.parent = parent;
@@ -246,11 +293,18 @@ void remember(const std::string& key, uint64_t fp, int64_t parent, bool backward
   if (key.size() <= kInline) {
     std::memcpy(s.inl, key.data(), key.size());
   } else {
-    s.big = new char[key.size()];
+    s.big = new char[key.size()];  // kept for the process's life, as the slot is
     std::memcpy(s.big, key.data(), key.size());
   }
-  followed_by(place(std::move(s)));
-  ++used;
+  const auto n = static_cast<uint32_t>(slots.size());
+  slots.push_back(s);
+  if ((slots.size()) * 2 > index.size()) {
+    index.assign(std::max<size_t>(1024, index.size() * 2), IndexEntry{});
+    for (uint32_t i = 0; i < slots.size(); ++i) place(i);
+  } else {
+    place(n);
+  }
+  followed_by(n);
 }
 
 // ---- the type ----
@@ -387,15 +441,21 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
     Py_INCREF(o);
     return o;
   }
-  const bool cacheable = encode(ann, scratch);
   ThreadState& t = tls;
-  int64_t parent = t.current();
-  bool bw = self->backward != 0;
+  const int64_t parent = t.current();
+  const bool bw = self->backward != 0;
   int64_t sid = -1;
-  const uint64_t fp = cacheable ? fingerprint(scratch, parent, bw) : 0;
-  if (!cacheable || !lookup(scratch, fp, parent, bw, &sid)) {
+  if (guessed(ann, parent, bw, &sid)) {
+    if (!push_scope(t, sid)) return nullptr;
+    self->pushed++;
+    Py_INCREF(o);
+    return o;
+  }
+  const bool cacheable = encode_key(ann);
+  const uint64_t fp = cacheable ? fingerprint(scratch.data(), scratch.size(), parent, bw) : 0;
+  if (!cacheable || !lookup(scratch.data(), scratch.size(), fp, parent, bw, &sid)) {
     // the resolver runs Python, which may enter another mark_kernels: keep this key aside
-    std::string key = cacheable ? scratch : std::string();
+    std::string key = cacheable ? std::string(scratch.data(), scratch.size()) : std::string();
     PyObject* r = PyObject_CallFunction(hooks.resolve, "OLO", ann,
                                         static_cast<long long>(parent), bw ? Py_True : Py_False);
     if (r == nullptr) return nullptr;
@@ -461,7 +521,7 @@ void mark_kernels_use_native(uintptr_t own_note) {
   hooks.own_note = reinterpret_cast<NoteFn>(own_note);
 }
 
-size_t mark_kernels_cache_size() { return used; }
+size_t mark_kernels_cache_size() { return slots.size(); }
 
 nb::object mark_kernels_type(const char* doc) {
   static PyType_Slot slots[] = {

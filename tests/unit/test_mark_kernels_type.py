@@ -131,6 +131,68 @@ def test_backward_flag_is_part_of_the_key():
     assert Spy.seen == [{}, {"name": "f", "autograd_phase": "backward"}]
 
 
+def test_a_guessed_successor_is_taken_only_when_everything_matches():
+    """After a step, each scope's cache slot guesses the scope entered next. A later entry that
+    equals the guess in annotation but not in parent or backward flag, or differs from it only
+    in its last byte, its size or its type, must get its own scope, not the guess's."""
+    import torch
+
+    from .test_annotations_cpu import Spy
+
+    token = uuid.uuid4().hex
+    a, b = {"name": "a", "t": token, "in_a": True}, {"name": "blk", "t": token, "i": 1}
+    variants = [  # entered right after `a`, where the guess is b-inside-nothing
+        ({"name": "blk", "t": token, "i": 2}, None),  # differs in its last byte
+        ({"name": "blk", "t": token}, None),  # a prefix of b's items
+        ({"name": "blk", "t": token, "i": 1, "j": 0}, None),  # b and one more
+        ({"name": "blk", "t": token, "i": 1.0}, None),  # equal in Python, another type
+        (b, "a"),  # b itself, inside a (the guess is b outside it)
+    ]
+    with fake_session():
+        for v, outer in variants:
+            for _ in range(2):  # teach the guess: a, then b
+                seen_inside(a)
+                assert seen_inside(b) == b
+            seen_inside(a)
+            if outer is None:
+                got = seen_inside(v)
+            else:
+                with graphscope.mark_kernels(a):
+                    got = seen_inside(v)
+                v = {**a, **v}
+            assert got == v and type(got.get("i")) is type(v.get("i"))
+        # b itself with backward=False right after a: same dict, another backward scope
+        x = torch.randn(3, requires_grad=True)
+        Spy.seen = []
+        for _ in range(2):
+            seen_inside(a)
+            seen_inside(b)
+        seen_inside(a)
+        with graphscope.mark_kernels(b, backward=False):
+            y = Spy.apply(x)
+        y.sum().backward()
+    assert Spy.seen == [{}]
+
+
+def test_ownership_is_kept_past_the_logs_first_growth():
+    """Every scope entry and exit notes (autograd sequence number, scope); the native log grows
+    past its first 4,096 entries while backward reads it. Each node keeps its own scope."""
+    import torch
+
+    from .test_annotations_cpu import Spy
+
+    n = 4500  # one entry per node made (an exit and the next entry share a sequence number)
+    x = torch.randn(2, requires_grad=True)
+    Spy.seen = []
+    with fake_session():
+        y = x
+        for i in range(n):
+            with graphscope.mark_kernels({"s": i}):
+                y = Spy.apply(y)
+        y.sum().backward()
+    assert Spy.seen == [{"s": i, "autograd_phase": "backward"} for i in reversed(range(n))]
+
+
 def test_many_long_and_wide_annotations_are_cached_exactly():
     """Enough scopes for the cache's table to grow several times, annotations longer than a
     slot holds inline (differing only past that point), strings of each storage kind, and
