@@ -1,6 +1,7 @@
 """Where the annotated capture's extra time goes, phase by phase (issue 15, T2).
 
-python3 bench/probes/annotation_parts.py [depth] [rounds]
+python3 bench/probes/annotation_parts.py [depth[,depth...]] [rounds]
+(KEEP_ANNOTATIONS=1: never clear the annotation maps, as bench_annotation; VARIANTS=plain,annotated)
 
 bench_annotation's model and step, captured by interleaved variants, each into its own pool:
   plain     torch.cuda.graph
@@ -62,29 +63,44 @@ def one(model, x, variant, pool):
 
 
 def main():
-    depth = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    depths = [int(d) for d in (sys.argv[1] if len(sys.argv) > 1 else "4").split(",")]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 15
+    keep_maps = os.environ.get("KEEP_ANNOTATIONS") == "1"  # as bench_annotation (never cleared)
+    variants = os.environ.get("VARIANTS", "plain,cupti,hooks,annotated").split(",")
     torch.manual_seed(0)
     x = torch.randn(64, 256, device="cuda")
-    model = B.warmed(depth, x)
-    variants = ("plain", "cupti", "hooks", "annotated")
-    pools = {v: torch.cuda.graph_pool_handle() for v in variants}
+    models = {d: B.warmed(d, x) for d in depths}
+    pools = {(d, v): torch.cuda.graph_pool_handle() for d in depths for v in variants}
     keep = {}
-    times = {v: [] for v in variants}
+    times = {(d, v): [] for d in depths for v in variants}
     for r in range(rounds + 2):
-        for v in variants:
-            keep[v], ph = one(model, x, v, pools[v])
-            if r >= 2:
-                times[v].append(ph)
-        graphscope.clear_kernel_annotations()
-    print(f"depth {depth}, {rounds} rounds, medians in ms")
-    for what, sl in (("wall", slice(0, 4)), ("cpu", slice(4, 8))):
-        print(f"{what:10} {'enter':>7} {'forward':>8} {'backward':>9} {'exit':>7} {'total':>7}")
-        for v in variants:
-            rows = [p[sl] for p in times[v]]
-            med = [statistics.median(c) * 1e3 for c in zip(*rows)]
-            tot = statistics.median(sum(p) for p in rows) * 1e3
-            print(f"{v:10} {med[0]:7.2f} {med[1]:8.2f} {med[2]:9.2f} {med[3]:7.2f} {tot:7.2f}")
+        for d in depths:  # depths interleaved, as in bench_annotation
+            for v in variants:
+                keep[d, v], ph = one(models[d], x, v, pools[d, v])
+                if r >= 2:
+                    times[d, v].append(ph)
+            if not keep_maps:
+                graphscope.clear_kernel_annotations()
+    for d in depths:
+        print(f"depth {d}, {rounds} rounds, medians in ms"
+              f"{' (annotation maps kept)' if keep_maps else ''}")
+        for what, sl in (("wall", slice(0, 4)), ("cpu", slice(4, 8))):
+            print(f"{what:10} {'enter':>7} {'forward':>8} {'backward':>9} {'exit':>7} {'total':>7}")
+            for v in variants:
+                rows = [p[sl] for p in times[d, v]]
+                med = [statistics.median(c) * 1e3 for c in zip(*rows)]
+                tot = statistics.median(sum(p) for p in rows) * 1e3
+                print(f"{v:10} {med[0]:7.2f} {med[1]:8.2f} {med[2]:9.2f} {med[3]:7.2f} {tot:7.2f}")
+            if "plain" in variants:  # each round's variant minus the plain capture before it
+                for v in variants:
+                    if v == "plain":
+                        continue
+                    diffs = [[b - a for a, b in zip(p[sl], q[sl])]
+                             for p, q in zip(times[d, "plain"], times[d, v])]
+                    med = [statistics.median(c) * 1e3 for c in zip(*diffs)]
+                    tot = statistics.median(sum(p) for p in diffs) * 1e3
+                    print(f"{v + '-plain':10} {med[0]:7.2f} {med[1]:8.2f} {med[2]:9.2f} "
+                          f"{med[3]:7.2f} {tot:7.2f}")
 
 
 if __name__ == "__main__":
