@@ -106,7 +106,7 @@ NB_MODULE(_native, m) {
         "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
-        nb::arg("anns"), "live[nodes[i]] = [dict(anns[index[i]])]; nodes u64, index i32.");
+        nb::arg("anns"), "live[nodes[i]] = anns[index[i]]; nodes u64, index i32.");
   m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));
   m.def("pop_scope", []() -> int64_t {
     if (tls.scopes.empty()) return -1;

@@ -1,5 +1,6 @@
 // The exec-id annotation map's hot loop (graphscope/annotate/store.py): key every exec node by
-// its id with its own copy of its scope's annotation dict, [dict], as PyTorch's map holds them.
+// its id with its scope's (shared) annotation dict; the live view gives each node its own
+// [dict] copy when it is first read.
 #include "store.h"
 
 #include <Python.h>
@@ -25,18 +26,9 @@ size_t annotate_live(nb::dict live, nb::bytes nodes, nb::bytes index, nb::list a
     std::memcpy(&node, pn + i * sizeof node, sizeof node);
     std::memcpy(&k, pi + i * sizeof k, sizeof k);
     if (k < 0 || k >= na) throw std::runtime_error("state:0:annotate_live: index out of range");
-    PyObject* copy = PyDict_Copy(PyList_GET_ITEM(anns.ptr(), k));
-    if (copy == nullptr) throw nb::python_error();
-    PyObject* one = PyList_New(1);
-    if (one == nullptr) {
-      Py_DECREF(copy);
-      throw nb::python_error();
-    }
-    PyList_SET_ITEM(one, 0, copy);
     PyObject* key = PyLong_FromUnsignedLongLong(node);
-    int rc = key ? PyDict_SetItem(live.ptr(), key, one) : -1;
+    int rc = key ? PyDict_SetItem(live.ptr(), key, PyList_GET_ITEM(anns.ptr(), k)) : -1;
     Py_XDECREF(key);
-    Py_DECREF(one);
     if (rc < 0) throw nb::python_error();
   }
   return n;

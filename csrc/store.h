@@ -9,7 +9,7 @@ namespace nb = nanobind;
 
 namespace gs {
 
-// live[nodes[i]] = [dict(anns[index[i]])] for every i; returns the count.
+// live[nodes[i]] = anns[index[i]] (the dict itself) for every i; returns the count.
 size_t annotate_live(nb::dict live, nb::bytes nodes, nb::bytes index, nb::list anns);
 
 }  // namespace gs

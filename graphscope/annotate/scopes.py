@@ -11,7 +11,7 @@ from __future__ import annotations
 import pickle
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Optional, Union
 
@@ -29,6 +29,12 @@ class Scope:
     annotation: Mapping[str, Any]
     backward_scope: int  # -1: autograd nodes created here are not annotated in backward
     is_backward: bool
+    plain: dict[str, Any] = field(compare=False, repr=False)  # what ``annotation`` shows
+
+    @classmethod
+    def of(cls, merged: dict[str, Any], backward_scope: int, is_backward: bool) -> Scope:
+        """A scope over ``merged`` (which nobody changes afterwards)."""
+        return cls(MappingProxyType(merged), backward_scope, is_backward, merged)
 
 
 class ScopeTable:
@@ -50,6 +56,10 @@ class ScopeTable:
 
     def annotation(self, scope_id: int) -> Mapping[str, Any]:
         return self._scopes[scope_id].annotation if scope_id >= 0 else {}
+
+    def plain(self, scope_id: int) -> dict[str, Any]:
+        """The scope's merged dict itself, not a copy: read it, never change it."""
+        return self._scopes[scope_id].plain if scope_id >= 0 else {}
 
     def _add(self, key: tuple[int, bytes, bool], make: Any) -> int:
         with self._lock:
@@ -87,7 +97,7 @@ class ScopeTable:
         else:
             bsid = -1
         in_bwd = bool(p and p.is_backward)
-        return self._add(key, lambda sid: Scope(MappingProxyType(fwd), bsid, in_bwd))
+        return self._add(key, lambda sid: Scope.of(fwd, bsid, in_bwd))
 
     def lookup(self, parent: int, frozen: bytes, backward: bool) -> Optional[int]:
         """The scope :meth:`child` made for (parent, pickled annotation, backward), if any."""
@@ -96,7 +106,7 @@ class ScopeTable:
     def backward(self, ann: Mapping[str, Any]) -> int:
         """A scope pushed while a hooked autograd node executes; nodes made there inherit it."""
         key = (-2, _freeze(ann), True)
-        return self._add(key, lambda sid: Scope(MappingProxyType(dict(ann)), sid, True))
+        return self._add(key, lambda sid: Scope.of(dict(ann), sid, True))
 
     def with_base(self, scope_id: int, base: Mapping[str, Any]) -> int:
         """``scope_id``'s dict laid over ``base`` (mark_stream: the stream dict is outermost)."""
@@ -105,7 +115,7 @@ class ScopeTable:
         key = (-3 - scope_id, _freeze(merged), True)
         bwd = s.backward_scope if s else -1
         return self._add(
-            key, lambda sid: Scope(MappingProxyType(merged), bwd, bool(s and s.is_backward))
+            key, lambda sid: Scope.of(merged, bwd, bool(s and s.is_backward))
         )
 
 

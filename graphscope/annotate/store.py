@@ -7,9 +7,8 @@ import os
 import pickle
 import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Union
 
 from .. import native
@@ -22,7 +21,7 @@ class Template:
 
     lids: Any  # np.ndarray[uint64]
     index: Any  # np.ndarray[int32]
-    anns: list[dict[str, Any]]  # one plain, non-empty dict per scope
+    anns: list[dict[str, Any]]  # one plain, non-empty dict per scope (shared: never mutated)
 
     @classmethod
     def from_mapping(cls, local: Mapping[int, Mapping[str, Any]]) -> Template:
@@ -36,6 +35,42 @@ class Template:
         return len(self.lids)
 
 
+class LiveAnnotations(Mapping[int, list[dict[str, Any]]]):
+    """The live, read-only ``{exec node id: [annotation dict]}`` map.
+
+    Publishing keys every exec node with its scope's dict, shared by the scope's nodes; a node's
+    own ``[dict]`` (PyTorch's format: a list and dict per node, so changing one node's changes no
+    other's) is made when it is first read, and then kept. A capture whose map is never read
+    pays no per-node copies (thousands of dicts of up to a few dozen keys, at every capture).
+    """
+
+    __slots__ = ("_shared", "_own")
+
+    def __init__(self, shared: dict[int, dict[str, Any]],
+                 own: dict[int, list[dict[str, Any]]]) -> None:
+        self._shared = shared
+        self._own = own
+
+    def __getitem__(self, key: int) -> list[dict[str, Any]]:
+        v = self._own.get(key)
+        if v is None:
+            v = [dict(self._shared[key])]
+            self._own[key] = v
+        return v
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._shared)
+
+    def __len__(self) -> int:
+        return len(self._shared)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._shared
+
+    def __repr__(self) -> str:
+        return f"LiveAnnotations({len(self._shared)} exec nodes)"
+
+
 class _AnnotationStore:
     """Template-graph annotations and their current exec-graph keys."""
 
@@ -43,8 +78,9 @@ class _AnnotationStore:
         self.by_template: dict[int, Template] = {}
         self.exec_of: dict[int, int] = {}  # template graph id -> exec id
         self.keyed: dict[int, list[int]] = {}  # template graph id -> its exec node keys in live
-        self.live: dict[int, list[dict[str, Any]]] = {}
-        self.view: Mapping[int, list[dict[str, Any]]] = MappingProxyType(self.live)
+        self.live: dict[int, dict[str, Any]] = {}  # exec node id -> its scope's shared dict
+        self.own: dict[int, list[dict[str, Any]]] = {}  # the nodes read so far: their [dict]
+        self.view: Mapping[int, list[dict[str, Any]]] = LiveAnnotations(self.live, self.own)
         self.graph_ids: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
     def add_template(self, gid: int, local: Union[Template, Mapping[int, Any]]) -> None:
@@ -58,12 +94,13 @@ class _AnnotationStore:
         ``pairs`` is ``(exec node ids, template local ids)`` (arrays, :func:`clone_pairs`)
         where CUPTI reported the instantiate's clones;
         without it exec node ``exec_id << 32 | lid`` is template node ``lid``. Each exec node
-        gets its own copy of its dict."""
+        gets its own copy of its dict when it is first read (:class:`LiveAnnotations`)."""
         import numpy as np
 
-        pop = self.live.pop
+        pop, pop_own = self.live.pop, self.own.pop
         for k in self.keyed.pop(gid, ()):  # the previous exec's keys
             pop(k, None)
+            pop_own(k, None)
         self.exec_of[gid] = exec_id
         t = self.by_template.get(gid)
         if t is None or not len(t):
@@ -80,13 +117,17 @@ class _AnnotationStore:
             at[inside] = lut[lid[inside].astype(np.int64)]
             keep = at >= 0
             nodes, index = cid[keep], at[keep]
-        self.keyed[gid] = nodes.tolist()
+        keys = nodes.tolist()
+        self.keyed[gid] = keys
+        if self.own:  # a node read before and keyed again gets its new dict
+            for k in keys:
+                pop_own(k, None)
         return _annotate_live(self.live, nodes, index, t.anns)
 
 
 def _annotate_live(live: dict[int, Any], nodes: Any, index: Any, anns: list[dict[str, Any]]
                    ) -> int:
-    """live[nodes[i]] = [copy of anns[index[i]]] (natively where the extension is built)."""
+    """live[nodes[i]] = anns[index[i]] (natively where the extension is built)."""
     import numpy as np
 
     nodes = np.ascontiguousarray(nodes, dtype=np.uint64)
@@ -94,7 +135,7 @@ def _annotate_live(live: dict[int, Any], nodes: Any, index: Any, anns: list[dict
     ext = native._ext
     if ext is not None and hasattr(ext, "annotate_live"):
         return int(ext.annotate_live(live, nodes.tobytes(), index.tobytes(), anns))
-    live.update(zip(nodes.tolist(), ([anns[i].copy()] for i in index.tolist())))
+    live.update(zip(nodes.tolist(), (anns[i] for i in index.tolist())))
     return len(nodes)
 
 
@@ -122,9 +163,9 @@ def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[i
     scoped = template & (sid >= 0)
     body_tagged = int((scoped & np.isin(rec.node_type, list(native.BODY_TYPES))).sum())
     work = scoped & np.isin(rec.node_type, list(native.ANNOTATED_TYPES))
-    # one plain dict per scope with a non-empty annotation
+    # one plain dict per scope with a non-empty annotation (the scope's own: shared, read-only)
     uniq, inv = np.unique(sid[work], return_inverse=True)
-    dicts = [dict(SCOPES.annotation(s)) for s in uniq.tolist()]
+    dicts = [SCOPES.plain(s) for s in uniq.tolist()]
     keep = np.fromiter(map(bool, dicts), dtype=bool, count=len(dicts))
     renum = np.cumsum(keep, dtype=np.int32) - 1  # index among the kept dicts
     anns = [d for d in dicts if d]
@@ -163,7 +204,9 @@ def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
 
 
 def get_kernel_annotations() -> Mapping[int, list[dict[str, Any]]]:
-    """Live read-only ``{exec node id: [annotation dict]}``; ``dict(...)`` it to pickle."""
+    """Live read-only ``{exec node id: [annotation dict]}``; ``dict(...)`` it to pickle.
+
+    Each node's list and dict are its own (made when the node is first read)."""
     return STORE.view
 
 
@@ -172,7 +215,7 @@ def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
-        pickle.dump(dict(STORE.live), f, protocol=4)
+        pickle.dump(dict(STORE.view), f, protocol=4)
     os.replace(tmp, path)
     return path
 
@@ -196,3 +239,4 @@ def clear_kernel_annotations() -> None:
     STORE.exec_of.clear()
     STORE.keyed.clear()
     STORE.live.clear()
+    STORE.own.clear()

@@ -277,6 +277,38 @@ def test_each_exec_node_gets_its_own_dict(monkeypatch, native_loop):
         graphscope.clear_kernel_annotations()
 
 
+def test_live_map_makes_each_nodes_dict_once_and_keeps_it():
+    """Publishing shares one dict per scope; a node's own [dict] is made when first read, then
+    the same objects every time (a change to it stays, and only there), until the node is
+    keyed again."""
+    graphscope.clear_kernel_annotations()
+    shared = {"name": "a"}
+    A.STORE.add_template(6, {0: shared, 1: shared})
+    try:
+        A.STORE.rekey(6, 2)
+        live = graphscope.get_kernel_annotations()
+        k0, k1 = 2 << 32, (2 << 32) | 1
+        assert len(live) == 2 and k0 in live and 5 not in live and set(live) == {k0, k1}
+        first = live[k0]
+        assert live[k0] is first and first[0] is live[k0][0]
+        first[0]["mine"] = True
+        assert live[k0] == [{"name": "a", "mine": True}] and live[k1] == [{"name": "a"}]
+        assert shared == {"name": "a"}
+        with pytest.raises(KeyError):
+            live[5]
+        with pytest.raises(TypeError):
+            live[5] = []  # read-only
+        A.STORE.rekey(6, 3)  # graph 6 instantiated again: its old keys go, new ones are fresh
+        assert set(live) == {3 << 32, (3 << 32) | 1}
+        assert live[3 << 32] == [{"name": "a"}]
+        live[3 << 32][0]["mine"] = True
+        A.STORE.add_template(11, {0: {"name": "z"}})
+        A.STORE.rekey(11, 3)  # another graph's node keyed as 3 << 32: its dict, not the copy
+        assert live[3 << 32] == [{"name": "z"}]
+    finally:
+        graphscope.clear_kernel_annotations()
+
+
 def test_saved_map_is_pytorch_shape(tmp_path):
     graphscope.clear_kernel_annotations()  # earlier captures in this process (GPU tests)
     A.STORE.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
