@@ -11,6 +11,8 @@ after WARMUP discarded ones. Per depth: the median over rounds of each round's r
 plain capture right before it ("paired"), with a bootstrap 95% interval, and the flatness
 across depths: each depth's paired overhead relative to the mean over depths, resampling whole
 rounds. Per-round times are kept in the JSON. Writes JSON to argv[1] (default stdout).
+BENCH_DEPTHS=1,4,16 (the default) picks the depths; a depth given more than once is measured
+as that many identical columns (BENCH_DEPTHS=1,1,1: the flatness figure's own noise floor).
 """
 
 import contextlib
@@ -29,7 +31,11 @@ BLOCKS = 150
 REPEATS = int(os.environ.get("BENCH_REPEATS", "15"))
 WARMUP = int(os.environ.get("BENCH_WARMUP", "2"))
 PYTHON_MODE = os.environ.get("BENCH_PYTHON_MODE") == "1"
-DEPTHS = (1, 4, 16)
+DEPTHS = tuple(int(d) for d in os.environ.get("BENCH_DEPTHS", "1,4,16").split(","))
+# one column per depth; a depth given twice gets two columns ("1", "1#2"): BENCH_DEPTHS=1,1,1
+# measures how far from flat the flatness figure reads when nothing differs (its noise floor)
+COLS = [(str(d) if DEPTHS[:i].count(d) == 0 else f"{d}#{DEPTHS[:i].count(d) + 1}", d)
+        for i, d in enumerate(DEPTHS)]
 CPU: list = []  # process CPU time of each capture (all threads), in call order
 
 
@@ -110,42 +116,43 @@ def main():
     x = torch.randn(64, 256, device="cuda")
     med = statistics.median
     variants = ["plain", "annotated", "ops"] + (["ops_python"] if PYTHON_MODE else [])
-    models = {d: warmed(d, x) for d in DEPTHS}
+    models = {c: warmed(d, x) for c, d in COLS}
     # One memory pool per (depth, variant), kept across its rounds (the previous graph of the
     # variant holds it): no capture pays cudaMalloc for segments that torch.cuda.graph's
     # empty_cache() gave back, the largest source of round-to-round noise.
-    pools = {(d, v): torch.cuda.graph_pool_handle() for d in DEPTHS for v in variants}
+    pools = {(c, v): torch.cuda.graph_pool_handle() for c, _ in COLS for v in variants}
     graphs = {}
     rounds = []  # per round: {depth: {variant: (wall s, cpu s)}}
     for r in range(WARMUP + REPEATS):
         one = {}
-        for d in DEPTHS:
-            one[d] = {}
+        for c, _ in COLS:
+            one[c] = {}
             for v in variants:
                 CPU.clear()
-                graphs[d, v], t = capture(models[d], x, v != "plain", record_ops=v != "plain"
+                graphs[c, v], t = capture(models[c], x, v != "plain", record_ops=v != "plain"
                                           and v != "annotated",
                                           observer="python" if v == "ops_python" else "native",
-                                          pool=pools[d, v])
-                one[d][v] = (t, CPU[-1])
+                                          pool=pools[c, v])
+                one[c][v] = (t, CPU[-1])
         if r >= WARMUP:
             rounds.append(one)
     rows = []
-    for d in DEPTHS:
+    for c, d in COLS:
         graphscope.clear_kernel_annotations()
-        capture(models[d], x, True, pool=pools[d, "annotated"])
+        capture(models[c], x, True, pool=pools[c, "annotated"])
         nodes = len(graphscope.get_kernel_annotations())
-        rp, ra = replay_ms(graphs[d, "plain"]), replay_ms(graphs[d, "annotated"])
+        rp, ra = replay_ms(graphs[c, "plain"]), replay_ms(graphs[c, "annotated"])
 
-        def series(v, k=0, d=d):
-            return [one[d][v][k] for one in rounds]
+        def series(v, k=0, c=c):
+            return [one[c][v][k] for one in rounds]
 
-        def paired(rs, v, k=0, d=d):
-            return med(one[d][v][k] / one[d]["plain"][k] - 1 for one in rs)
+        def paired(rs, v, k=0, c=c):
+            return med(one[c][v][k] / one[c]["plain"][k] - 1 for one in rs)
 
         plain, annot, ops = series("plain"), series("annotated"), series("ops")
         row = {
             "depth": d,
+            "column": c,
             "annotated_nodes": nodes,
             "plain_capture_ms": med(plain) * 1e3,
             "annotated_capture_ms": med(annot) * 1e3,
@@ -177,7 +184,7 @@ def main():
 
     def spread(rs, v):
         """Each depth's paired overhead over the mean of the depths' (1.0 = exactly flat)."""
-        o = [med(one[d][v][0] / one[d]["plain"][0] - 1 for one in rs) for d in DEPTHS]
+        o = [med(one[c][v][0] / one[c]["plain"][0] - 1 for one in rs) for c, _ in COLS]
         mean = sum(o) / len(o)
         return [x / mean for x in o]
 
@@ -186,13 +193,14 @@ def main():
         rel = spread(rounds, v)
         flat[name] = {
             "depths": list(DEPTHS),
+            "columns": [c for c, _ in COLS],
             "relative_to_mean": rel,
             "max_deviation": max(abs(x - 1) for x in rel),
             "max_deviation_ci95": bootstrap(
                 rounds, lambda rs, v=v: max(abs(x - 1) for x in spread(rs, v))),
         }
-    raw = [{str(d): {v: [round(t * 1e3, 3), round(c * 1e3, 3)] for v, (t, c) in one[d].items()}
-            for d in DEPTHS} for one in rounds]
+    raw = [{col: {v: [round(t * 1e3, 3), round(c * 1e3, 3)] for v, (t, c) in one[col].items()}
+            for col, _ in COLS} for one in rounds]
     from graphscope import native
 
     os.environ.pop("GRAPHSCOPE_OP_OBSERVER", None)
