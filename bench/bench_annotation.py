@@ -111,6 +111,31 @@ def bootstrap(rounds, stat, n=2000, seed=0):
     return [vals[int(0.025 * n)], vals[int(0.975 * n) - 1]]
 
 
+def flatness(rounds, cols, depths):
+    """Per variant: each column's paired overhead over the mean of the columns' (1.0 = exactly
+    flat), the largest deviation and its bootstrap interval. ``rounds[i][col][variant][0]`` is
+    that capture's wall time (any unit)."""
+    med = statistics.median
+
+    def spread(rs, v):
+        o = [med(one[c][v][0] / one[c]["plain"][0] - 1 for one in rs) for c in cols]
+        mean = sum(o) / len(o)
+        return [x / mean for x in o]
+
+    flat = {}
+    for v, name in (("annotated", "annotations"), ("ops", "with_ops")):
+        rel = spread(rounds, v)
+        flat[name] = {
+            "depths": depths,
+            "columns": cols,
+            "relative_to_mean": rel,
+            "max_deviation": max(abs(x - 1) for x in rel),
+            "max_deviation_ci95": bootstrap(
+                rounds, lambda rs, v=v: max(abs(x - 1) for x in spread(rs, v))),
+        }
+    return flat
+
+
 def main():
     torch.manual_seed(0)
     x = torch.randn(64, 256, device="cuda")
@@ -182,23 +207,7 @@ def main():
         rows.append(row)
     graphscope.clear_kernel_annotations()
 
-    def spread(rs, v):
-        """Each depth's paired overhead over the mean of the depths' (1.0 = exactly flat)."""
-        o = [med(one[c][v][0] / one[c]["plain"][0] - 1 for one in rs) for c, _ in COLS]
-        mean = sum(o) / len(o)
-        return [x / mean for x in o]
-
-    flat = {}
-    for v, name in (("annotated", "annotations"), ("ops", "with_ops")):
-        rel = spread(rounds, v)
-        flat[name] = {
-            "depths": list(DEPTHS),
-            "columns": [c for c, _ in COLS],
-            "relative_to_mean": rel,
-            "max_deviation": max(abs(x - 1) for x in rel),
-            "max_deviation_ci95": bootstrap(
-                rounds, lambda rs, v=v: max(abs(x - 1) for x in spread(rs, v))),
-        }
+    flat = flatness(rounds, [c for c, _ in COLS], list(DEPTHS))
     raw = [{col: {v: [round(t * 1e3, 3), round(c * 1e3, 3)] for v, (t, c) in one[col].items()}
             for col, _ in COLS} for one in rounds]
     from graphscope import native
