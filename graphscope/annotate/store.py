@@ -215,7 +215,8 @@ def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
-        pickle.dump(dict(STORE.view), f, protocol=4)
+        own = STORE.own  # nodes read so far as they are now; the rest copied for the file only
+        pickle.dump({k: own.get(k) or [dict(d)] for k, d in STORE.live.items()}, f, protocol=4)
     os.replace(tmp, path)
     return path
 

@@ -277,18 +277,18 @@ def test_each_exec_node_gets_its_own_dict(monkeypatch, native_loop):
         graphscope.clear_kernel_annotations()
 
 
-def test_live_map_makes_each_nodes_dict_once_and_keeps_it():
+def test_live_map_makes_each_nodes_dict_once_and_keeps_it(tmp_path):
     """Publishing shares one dict per scope; a node's own [dict] is made when first read, then
     the same objects every time (a change to it stays, and only there), until the node is
     keyed again."""
     graphscope.clear_kernel_annotations()
     shared = {"name": "a"}
-    A.STORE.add_template(6, {0: shared, 1: shared})
+    A.STORE.add_template(6, {0: shared, 1: shared, 2: shared})
     try:
         A.STORE.rekey(6, 2)
         live = graphscope.get_kernel_annotations()
-        k0, k1 = 2 << 32, (2 << 32) | 1
-        assert len(live) == 2 and k0 in live and 5 not in live and set(live) == {k0, k1}
+        k0, k1, k2 = 2 << 32, (2 << 32) | 1, (2 << 32) | 2
+        assert len(live) == 3 and k0 in live and 5 not in live and set(live) == {k0, k1, k2}
         first = live[k0]
         assert live[k0] is first and first[0] is live[k0][0]
         first[0]["mine"] = True
@@ -298,8 +298,13 @@ def test_live_map_makes_each_nodes_dict_once_and_keeps_it():
             live[5]
         with pytest.raises(TypeError):
             live[5] = []  # read-only
+        saved = graphscope.save_kernel_annotations(tmp_path / "m.pkl")
+        with open(saved, "rb") as f:  # as read: k0's change kept; k2, never read, copied
+            assert pickle.load(f) == {k0: [{"name": "a", "mine": True}], k1: [{"name": "a"}],
+                                      k2: [{"name": "a"}]}
+        assert set(A.STORE.own) == {k0, k1}  # saving made no node's own copy
         A.STORE.rekey(6, 3)  # graph 6 instantiated again: its old keys go, new ones are fresh
-        assert set(live) == {3 << 32, (3 << 32) | 1}
+        assert set(live) == {3 << 32, (3 << 32) | 1, (3 << 32) | 2}
         assert live[3 << 32] == [{"name": "a"}]
         live[3 << 32][0]["mine"] = True
         A.STORE.add_template(11, {0: {"name": "z"}})
