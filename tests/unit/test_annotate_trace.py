@@ -293,6 +293,35 @@ def test_graphscope_pickle_works_in_pytorchs_annotator(tmp_path, name):
     assert sum(mods.values()) == len(ids) and None not in mods  # every event annotated
 
 
+def test_saved_kernel_annotations_work_in_pytorchs_annotator(tmp_path):
+    """save_kernel_annotations' pickle (nodes as read so far, the rest copied for the file) is
+    read by PyTorch's own annotator, each event getting its node's dict."""
+    import graphscope
+    from graphscope import annotate as A
+
+    script = _torch_script(tmp_path)
+    graphscope.clear_kernel_annotations()
+    A.STORE.add_template(6, {0: {"module_name": "m.a"}, 1: {"module_name": "m.a"},
+                             2: {"module_name": "m.b", "name": "blk"}})
+    try:
+        A.STORE.rekey(6, 4)
+        graphscope.get_kernel_annotations()[4 << 32][0]["module_name"] = "m.read"  # read, changed
+        pkl = graphscope.save_kernel_annotations(tmp_path / "a.pkl")
+    finally:
+        graphscope.clear_kernel_annotations()
+    ids = [4 << 32, (4 << 32) | 1, (4 << 32) | 2]
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0 * i,
+           "dur": 1.0, "args": {"graph node id": nid}} for i, nid in enumerate(ids)]
+    tp = tmp_path / "t.json"
+    tp.write_text(json.dumps({"traceEvents": ev}))
+    out = tmp_path / "o.json"
+    r = subprocess.run([sys.executable, script, str(tp), "-a", pkl, "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = [e["args"] for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert [a.get("module_name") for a in got] == ["m.read", "m.a", "m.b"]
+
+
 def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
     """torch <= 2.11: no graph node id on kernel events; match by (name, grid, block) order."""
     b = os.path.join(DATA, "mlp_step")
