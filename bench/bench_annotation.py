@@ -111,14 +111,18 @@ def bootstrap(rounds, stat, n=2000, seed=0):
     return [vals[int(0.025 * n)], vals[int(0.975 * n) - 1]]
 
 
+def paired(rounds, col, variant, k=0):
+    """Median over rounds of each round's ``variant`` capture over the plain capture right
+    before it, minus 1 (``k``: 0 wall time, 1 CPU time)."""
+    return statistics.median(one[col][variant][k] / one[col]["plain"][k] - 1 for one in rounds)
+
+
 def flatness(rounds, cols, depths):
     """Per variant: each column's paired overhead over the mean of the columns' (1.0 = exactly
     flat), the largest deviation and its bootstrap interval. ``rounds[i][col][variant][0]`` is
     that capture's wall time (any unit)."""
-    med = statistics.median
-
     def spread(rs, v):
-        o = [med(one[c][v][0] / one[c]["plain"][0] - 1 for one in rs) for c in cols]
+        o = [paired(rs, c, v) for c in cols]
         mean = sum(o) / len(o)
         return [x / mean for x in o]
 
@@ -171,9 +175,6 @@ def main():
         def series(v, k=0, c=c):
             return [one[c][v][k] for one in rounds]
 
-        def paired(rs, v, k=0, c=c):
-            return med(one[c][v][k] / one[c]["plain"][k] - 1 for one in rs)
-
         plain, annot, ops = series("plain"), series("annotated"), series("ops")
         row = {
             "depth": d,
@@ -187,15 +188,17 @@ def main():
             "overhead_ratio": (med(annot) - med(plain)) / med(plain),
             "overhead_ratio_with_ops": (med(ops) - med(plain)) / med(plain),
             # each round's variant over the plain capture right before it, median over rounds
-            "paired_overhead_ratio": paired(rounds, "annotated"),
-            "paired_overhead_ratio_ci95": bootstrap(rounds, lambda rs: paired(rs, "annotated")),
-            "paired_overhead_ratio_with_ops": paired(rounds, "ops"),
-            "paired_overhead_ratio_with_ops_ci95": bootstrap(rounds, lambda rs: paired(rs, "ops")),
+            "paired_overhead_ratio": paired(rounds, c, "annotated"),
+            "paired_overhead_ratio_ci95": bootstrap(
+                rounds, lambda rs, c=c: paired(rs, c, "annotated")),
+            "paired_overhead_ratio_with_ops": paired(rounds, c, "ops"),
+            "paired_overhead_ratio_with_ops_ci95": bootstrap(
+                rounds, lambda rs, c=c: paired(rs, c, "ops")),
             # the same from the process's CPU time (all threads), less disturbed by a busy host
             "cpu_plain_capture_ms": med(series("plain", 1)) * 1e3,
             "cpu_annotated_capture_ms": med(series("annotated", 1)) * 1e3,
-            "paired_cpu_overhead_ratio": paired(rounds, "annotated", 1),
-            "paired_cpu_overhead_ratio_with_ops": paired(rounds, "ops", 1),
+            "paired_cpu_overhead_ratio": paired(rounds, c, "annotated", 1),
+            "paired_cpu_overhead_ratio_with_ops": paired(rounds, c, "ops", 1),
             "replay_plain_ms": rp,
             "replay_annotated_ms": ra,
             "replay_ratio": ra / rp,

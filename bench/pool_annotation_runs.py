@@ -12,11 +12,10 @@ them. The runs must have the same columns. Needs no GPU.
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_annotation import bootstrap, flatness  # noqa: E402
+from bench_annotation import bootstrap, flatness, paired  # noqa: E402
 
 
 def main(argv=None):
@@ -37,15 +36,9 @@ def main(argv=None):
         cols = these
         depths = [r["depth"] for r in run["rows"]]
         rounds.extend(rs)
-    med = statistics.median
-    per = {}
-    for c in cols:
-        def paired(rs, v, c=c):
-            return med(one[c][v][0] / one[c]["plain"][0] - 1 for one in rs)
-
-        per[c] = {v: {"paired_overhead_ratio": paired(rounds, v),
-                      "ci95": bootstrap(rounds, lambda rs, v=v: paired(rs, v))}
-                  for v in ("annotated", "ops")}
+    per = {c: {v: {"paired_overhead_ratio": paired(rounds, c, v),
+                   "ci95": bootstrap(rounds, lambda rs, c=c, v=v: paired(rs, c, v))}
+               for v in ("annotated", "ops")} for c in cols}
     out = {"runs": a.runs, "rounds": len(rounds), "columns": per,
            "flatness": flatness(rounds, cols, depths)}
     text = json.dumps(out, indent=1)
