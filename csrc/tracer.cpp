@@ -96,12 +96,21 @@ static_assert(offsetof(CUpti_ActivityMemcpy5, graphNodeId) ==
               "memcpy record layout moved");
 constexpr uint32_t kMinCuptiVersion = 19;  // CUDA 12.0
 
+// The host side of each graph launch: cudaGraphLaunch's runtime-API activity record (its CPU
+// interval on CUPTI's clock, the one kernel records use, and the correlation id that every node
+// of that launch carries). Enabled per API (cuptiActivityEnableRuntimeApi), so no other runtime
+// call is recorded.
+const CUpti_CallbackId kLaunchCbids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+                                         CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
+
 struct TraceColumns {
   std::vector<int32_t> kind;
   std::vector<uint64_t> start, end, graph_node_id;
   std::vector<uint32_t> device, stream, correlation, graph_id;
   std::vector<int32_t> grid, block, name_idx;
   std::vector<uint64_t> bytes;
+  std::vector<uint64_t> launch_start, launch_end;  // cudaGraphLaunch host intervals
+  std::vector<uint32_t> launch_correlation;
   std::vector<std::string> names;
   std::unordered_map<std::string, int32_t> name_of;
   // CUPTI hands the same name pointer for every launch of a function: look that up first, so
@@ -125,6 +134,16 @@ T field(const uint8_t* base, size_t off) {
 
 void decode(TraceColumns& c, const uint8_t* r) {
   const auto kind = field<CUpti_ActivityKind>(r, 0);
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+    const auto cbid = field<CUpti_CallbackId>(r, offsetof(CUpti_ActivityAPI, cbid));
+    if (cbid == kLaunchCbids[0] || cbid == kLaunchCbids[1]) {
+      c.launch_start.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityAPI, start)));
+      c.launch_end.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityAPI, end)));
+      c.launch_correlation.push_back(
+          field<uint32_t>(r, offsetof(CUpti_ActivityAPI, correlationId)));
+    }
+    return;
+  }
   if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || kind == CUPTI_ACTIVITY_KIND_KERNEL) {
     c.kind.push_back(0);
     c.start.push_back(field<uint64_t>(r, kKernel.start));
@@ -235,6 +254,9 @@ void tracer_start(bool decode_records, size_t buffer_kb) {
       raise_cupti("cuptiActivityEnable", r);
     }
   }
+  if (cupti.ActivityEnableRuntimeApi != nullptr) {
+    for (auto cb : kLaunchCbids) cupti.ActivityEnableRuntimeApi(cb, 1);
+  }
   tracer.active = true;
 }
 
@@ -251,6 +273,9 @@ nb::dict tracer_stop() {
   CUptiResult flush = cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   auto t1 = std::chrono::steady_clock::now();
   for (auto k : kTraceKinds) cupti.ActivityDisable(k);
+  if (cupti.ActivityEnableRuntimeApi != nullptr) {
+    for (auto cb : kLaunchCbids) cupti.ActivityEnableRuntimeApi(cb, 0);
+  }
   tracer.active = false;
   size_t dropped = 0;
   cupti.ActivityGetNumDroppedRecords(nullptr, 0, &dropped);
@@ -282,6 +307,9 @@ nb::dict tracer_stop() {
   d["block"] = as_bytes(c.block);
   d["name_idx"] = as_bytes(c.name_idx);
   d["bytes"] = as_bytes(c.bytes);
+  d["launch_start"] = as_bytes(c.launch_start);
+  d["launch_end"] = as_bytes(c.launch_end);
+  d["launch_correlation"] = as_bytes(c.launch_correlation);
   d["names"] = c.names;
   d["dropped"] = static_cast<uint64_t>(dropped);
   d["unknown_records"] = c.unknown;

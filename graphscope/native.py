@@ -509,6 +509,11 @@ class ActivityRecords:
     flush_ns: int = 0  # cuptiActivityFlushAll at stop (CUPTI completing its records)
     decode_ns: int = 0  # graphscope reading records into these columns (mostly during replays)
     tail_decode_ns: int = 0  # the part of decode_ns done inside the flush
+    # cudaGraphLaunch's host interval per launch (runtime-API records, CUPTI's clock) and the
+    # correlation id its nodes carry; empty where this CUPTI cannot record single APIs
+    launch_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    launch_end_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    launch_correlation: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
 
 
 @contextmanager
@@ -546,5 +551,8 @@ def tracing() -> Iterator[list[ActivityRecords]]:
                 flush_ns=int(d["flush_ns"]),
                 decode_ns=int(d["decode_ns"]),
                 tail_decode_ns=int(d["tail_decode_ns"]),
+                launch_start_ns=_col(d["launch_start"], "<u8"),
+                launch_end_ns=_col(d["launch_end"], "<u8"),
+                launch_correlation=_col(d["launch_correlation"], "<u4"),
             )
         )

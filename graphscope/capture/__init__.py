@@ -193,6 +193,7 @@ def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
         "joined_records": jr.joined_records,
         "unjoined_records": jr.unjoined_records,
         "outside_graph_records": jr.outside_graph_records,
+        **({"launches": jr.launches} if jr.launches else {}),
     }
 
 

@@ -633,7 +633,8 @@ class Observer:
     def _join(self, done: list[Observed]) -> JoinResult:
         cols = self.trace_cols
         cat = {k: np.concatenate([getattr(c, k) for c in cols]) if cols else np.zeros(0)
-               for k in ("graph_node_id", "correlation", "start_ns", "end_ns", "stream", "kind")}
+               for k in ("graph_node_id", "correlation", "start_ns", "end_ns", "stream", "kind",
+                         "launch_correlation", "launch_start_ns", "launch_end_ns")}
         gnid = cat["graph_node_id"].astype(np.uint64)
         # Rekey records of earlier instantiates of a graph to its last exec id.
         for g in done:
@@ -648,7 +649,9 @@ class Observer:
             for lid in local.tolist():
                 ids[(g.exec_id << 32) | int(lid)] = g.name
         return join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
-                    cat["kind"], ids, self.cfg.keep_events)
+                    cat["kind"], ids, self.cfg.keep_events,
+                    launches=(cat["launch_correlation"], cat["launch_start_ns"],
+                              cat["launch_end_ns"]))
 
 
 def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:

@@ -28,4 +28,5 @@ def trace_replays(
     return join(
         recs.graph_node_id, recs.correlation, recs.start_ns, recs.end_ns, recs.stream,
         recs.kind, exec_node_ids, keep_events,
+        launches=(recs.launch_correlation, recs.launch_start_ns, recs.launch_end_ns),
     )

@@ -33,6 +33,9 @@ class JoinResult:
     outside_graph_records: int  # eager work (graphNodeId 0) between replays
     names: dict[int, str] = field(default_factory=dict)  # exec node id -> name seen in trace
     _graph_of: Optional[Mapping[int, str]] = None
+    # the host's cudaGraphLaunch interval of each kept replay, on the events' clock and origin:
+    # [{"graph", "replay", "start_ns", "end_ns"}] (empty where the tracer recorded none)
+    launches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -59,8 +62,12 @@ def join(
     kind: np.ndarray,
     exec_node_ids: Mapping[int, str],
     keep_events: int = 3,
+    launches: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
 ) -> JoinResult:
     """Join activity columns onto ``exec_node_ids`` ({exec node id: graph name}).
+
+    ``launches``: the tracer's cudaGraphLaunch records as (correlation, start, end) columns;
+    each becomes the host interval of the replay whose nodes carry its correlation id.
 
     The native join (csrc/join.cpp) when the extension is here, else :func:`join_numpy`; the
     two agree field for field (tests/unit/test_join.py).
@@ -71,7 +78,7 @@ def join(
         ext = native.extension()
     except Exception:
         return join_numpy(graph_node_id, correlation, start_ns, end_ns, stream, kind,
-                          exec_node_ids, keep_events)
+                          exec_node_ids, keep_events, launches)
     gnid = np.ascontiguousarray(graph_node_id, dtype=np.uint64)
     st = np.ascontiguousarray(start_ns, dtype=np.int64)
     en = np.ascontiguousarray(end_ns, dtype=np.int64)
@@ -109,6 +116,8 @@ def join(
         unjoined_records=int(d["unjoined"]),
         outside_graph_records=int(d["outside"]),
         _graph_of=exec_node_ids,
+        launches=launch_windows(gnid, correlation, exec_node_ids, launches, int(d["t0"]),
+                                keep_events) if len(ev) else [],
     )
 
 
@@ -121,6 +130,7 @@ def join_numpy(
     kind: np.ndarray,
     exec_node_ids: Mapping[int, str],
     keep_events: int = 3,
+    launches: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
 ) -> JoinResult:
     """The join in numpy: the reference the native one is tested against, and the fallback."""
     gnid = np.asarray(graph_node_id, dtype=np.uint64)
@@ -175,8 +185,8 @@ def join_numpy(
         np.minimum.at(first_t, replay, st)
         span = [int(x) for x in (last - first_t)]
     events: Any = []
+    t0 = int(st.min()) if len(idx) else 0
     if len(idx):
-        t0 = int(st.min())
         keep = np.nonzero(replay < keep_events)[0]
         keep = keep[np.argsort(st[keep], kind="stable")]
         kidx = idx[keep]
@@ -192,4 +202,51 @@ def join_numpy(
         unjoined_records=unjoined,
         outside_graph_records=int(outside.sum()),
         _graph_of=exec_node_ids,
+        launches=launch_windows(gnid, correlation, exec_node_ids, launches, t0, keep_events)
+        if len(idx) else [],
     )
+
+
+def launch_windows(
+    graph_node_id: np.ndarray,
+    correlation: np.ndarray,
+    exec_node_ids: Mapping[int, str],
+    launches: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    t0: int,
+    keep_events: int,
+) -> list[dict[str, Any]]:
+    """The cudaGraphLaunch host interval of each replay kept as events.
+
+    Key: a launch record's correlation id is the one every node of that launch carries; the
+    replay index is that correlation's rank among the exec graph's launches (as in the join).
+    Clock: CUPTI puts API and GPU records on one timestamp base, so times are made relative to
+    ``t0``, the events' origin (a launch usually starts before it: negative times are real).
+    """
+    if launches is None or not len(launches[0]):
+        return []
+    lc, ls, le = (np.asarray(c, dtype=np.int64) for c in launches)
+    gnid = np.asarray(graph_node_id, dtype=np.uint64)
+    known = np.fromiter(exec_node_ids.keys(), dtype=np.uint64, count=len(exec_node_ids))
+    hit = np.isin(gnid, known)
+    exec_of = (gnid[hit] >> np.uint64(32)).astype(np.int64)
+    corr = np.asarray(correlation, dtype=np.int64)[hit]
+    order = np.lexsort((corr, exec_of))
+    e_s, c_s = exec_of[order], corr[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (e_s[1:] != e_s[:-1]) | (c_s[1:] != c_s[:-1])
+    e_u, c_u = e_s[first], c_s[first]  # one row per launch, by exec then correlation
+    new_exec = np.ones(len(e_u), dtype=bool)
+    new_exec[1:] = e_u[1:] != e_u[:-1]
+    n = np.arange(len(e_u))
+    replay = n - np.maximum.accumulate(np.where(new_exec, n, 0))
+    name_of = {int(k) >> 32: v for k, v in exec_node_ids.items()}
+    by_corr = {c: (name_of[e], r) for e, c, r in
+               zip(e_u.tolist(), c_u.tolist(), replay.tolist()) if r < keep_events}
+    out = []
+    for c, s, e in zip(lc.tolist(), ls.tolist(), le.tolist()):
+        hit_ = by_corr.get(c)
+        if hit_ is not None:
+            out.append({"graph": hit_[0], "replay": hit_[1], "start_ns": s - t0,
+                        "end_ns": e - t0})
+    out.sort(key=lambda x: (x["start_ns"], x["graph"], x["replay"]))
+    return out

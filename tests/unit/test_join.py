@@ -79,3 +79,29 @@ def test_native_join_equals_the_numpy_reference():
                 b = join_numpy(**_cols(rows), exec_node_ids=ids, keep_events=keep)
                 assert _as_plain(a) == _as_plain(b), (irregular, n_exec, n_nodes, keep)
                 assert list(a.durations_ns) == list(b.durations_ns)  # same key order
+
+
+def test_launch_windows_keyed_by_correlation_on_the_events_clock():
+    # GIVEN two graphs launched twice each, and the tracer's cudaGraphLaunch records (one of
+    # them for a launch that is not a joined graph's, one for a replay beyond keep_events)
+    from graphscope.graphs.join import join_numpy
+
+    e1, e2 = 2 << 32, 3 << 32
+    rows = [
+        (e1 | 0, 10, 100, 110, 7, 0), (e2 | 0, 12, 141, 151, 7, 1),
+        (e1 | 0, 20, 200, 212, 7, 0), (e2 | 0, 22, 231, 236, 7, 1),
+    ]
+    ids = {e1 | 0: "forward", e2 | 0: "backward"}
+    launches = (np.array([10, 12, 20, 22, 99]), np.array([80, 120, 190, 229, 5]),
+                np.array([90, 125, 195, 230, 6]))
+    # WHEN joined with the launch records, natively and in numpy
+    for fn in (join, join_numpy):
+        r = fn(**_cols(rows), exec_node_ids=ids, keep_events=1, launches=launches)
+        # THEN each kept replay gets its launch interval, relative to the first record (100)
+        assert r.launches == [
+            {"graph": "forward", "replay": 0, "start_ns": -20, "end_ns": -10},
+            {"graph": "backward", "replay": 0, "start_ns": 20, "end_ns": 25},
+        ], fn.__name__
+        assert fn(**_cols(rows), exec_node_ids=ids, keep_events=2).launches == []
+        assert len(fn(**_cols(rows), exec_node_ids=ids, keep_events=2,
+                      launches=launches).launches) == 4
