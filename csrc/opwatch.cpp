@@ -64,6 +64,9 @@ namespace nb = nanobind;
 namespace {
 
 constexpr int64_t kOpBase = int64_t(1) << 40;
+// With memory recording on, the thread's op id is a *call* id: one per recorded op call, row
+// `id - kCallBase` of st.calls, which names the interned op and the device memory it touched.
+constexpr int64_t kCallBase = int64_t(2) << 40;
 using SetOpFn = int64_t (*)(int64_t);
 
 // torch.dtype names as Python prints them (str(dtype) without "torch.").
@@ -114,6 +117,14 @@ struct OpInfo {
   std::vector<uint8_t> skip_int;     // per argument: an Int that Python sees as dtype/layout/...
   size_t kwarg_only_start = 0;
   std::string name;                  // "aten::addmm"
+  std::vector<uint8_t> is_write;     // per argument: annotated `(a!)` (in-place, out=)
+};
+
+// One recorded op call's device memory: [start, end) byte ranges of its tensor arguments,
+// read or written (schema `(a!)` arguments and the outputs are writes).
+struct CallRec {
+  int64_t op = -1;
+  std::vector<uint64_t> reads, writes;  // flattened pairs
 };
 
 struct State {
@@ -153,6 +164,8 @@ struct State {
   std::atomic<bool> own_active{false};
   pthread_t own_thread{};
   std::vector<int64_t> backward_of;         // forward scope id -> backward scope id
+  std::vector<CallRec> calls;        // op calls with their memory (record_memory), under mu
+  bool record_memory = false;
   std::vector<int64_t> log;          // recorded op ids, in order, while logging (tests)
   bool logging = false;
   std::atomic<uint64_t> errors{0};
@@ -162,6 +175,7 @@ struct State {
 struct ThreadOps {
   int depth = 0;          // >0: inside a recorded op; nested ops are the op's own business
   int64_t prev = -1;      // the op id to restore when the outermost recorded op ends
+  int64_t call = -1;      // its row in st.calls (record_memory), for the outputs at its end
 };
 thread_local ThreadOps tops;
 
@@ -186,7 +200,10 @@ const OpInfo* op_info(const at::RecordFunction& fn) {
   while (info.kwarg_only_start > 0 && args[info.kwarg_only_start - 1].kwarg_only())
     --info.kwarg_only_start;
   info.skip_int.resize(args.size(), 0);
+  info.is_write.resize(args.size(), 0);
   for (size_t i = 0; i < args.size(); ++i) {
+    const auto* alias = args[i].alias_info();
+    info.is_write[i] = alias != nullptr && alias->isWrite() ? 1 : 0;
     c10::TypePtr t = args[i].real_type();
     if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
     auto k = t->kind();
@@ -299,6 +316,43 @@ std::string describe_inputs(const OpInfo& info, c10::ArrayRef<const c10::IValue>
     out += part;
   }
   return out;
+}
+
+// The bytes a CUDA tensor's elements span: [lowest element, highest element + 1).
+void add_range(std::vector<uint64_t>& out, const at::Tensor& t) {
+  if (!t.defined() || !t.is_cuda() || t.is_sparse() || !t.has_storage() || t.numel() == 0)
+    return;
+  const auto base = reinterpret_cast<uint64_t>(t.const_data_ptr());
+  if (base == 0) return;
+  int64_t lo = 0, hi = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t step = (t.size(d) - 1) * t.stride(d);
+    (step < 0 ? lo : hi) += step;
+  }
+  const auto item = static_cast<int64_t>(t.element_size());
+  out.push_back(base + static_cast<uint64_t>(lo * item));
+  out.push_back(base + static_cast<uint64_t>((hi + 1) * item));
+}
+
+void add_ranges(std::vector<uint64_t>& out, const c10::IValue& v) {
+  if (v.isTensor()) {
+    add_range(out, v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList().vec()) add_range(out, t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor()) add_range(out, e.toTensor());
+  }
+}
+
+int64_t new_call(const OpInfo& info, int64_t op, c10::ArrayRef<const c10::IValue> inputs) {
+  CallRec c;
+  c.op = op;
+  const size_t n = std::min(inputs.size(), info.is_write.size());
+  for (size_t i = 0; i < n; ++i) add_ranges(info.is_write[i] ? c.writes : c.reads, inputs[i]);
+  std::lock_guard<std::mutex> g(st.mu);
+  st.calls.push_back(std::move(c));
+  return static_cast<int64_t>(st.calls.size()) - 1;
 }
 
 bool starts_with(const char* s, const std::string& p) { return std::strncmp(s, p.data(), p.size()) == 0; }
@@ -547,7 +601,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
       has_src = !src.empty();
     }
     int64_t id = intern(info->name, std::move(shapes), std::move(src), has_src);
-    tops.prev = st.set_op(id);
+    tops.call = st.record_memory ? new_call(*info, id, fn.inputs()) : -1;
+    tops.prev = st.set_op(tops.call >= 0 ? kCallBase + tops.call : id);
     tops.depth = 1;
     if (st.logging) {
       std::lock_guard<std::mutex> g(st.mu);
@@ -559,13 +614,27 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   return nullptr;
 }
 
-void on_end(const at::RecordFunction&, at::ObserverContext*) {
+void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (tops.depth == 0) return;
-  if (--tops.depth == 0) st.set_op(tops.prev);
+  if (--tops.depth == 0) {
+    st.set_op(tops.prev);
+    if (tops.call >= 0) {  // the outputs: written by the op's kernels
+      try {
+        std::vector<uint64_t> w;
+        for (const c10::IValue& v : fn.outputs()) add_ranges(w, v);
+        std::lock_guard<std::mutex> g(st.mu);
+        auto& dst = st.calls[static_cast<size_t>(tops.call)].writes;
+        dst.insert(dst.end(), w.begin(), w.end());
+      } catch (...) {
+        st.errors++;
+      }
+      tops.call = -1;
+    }
+  }
 }
 
 void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::string> skip_dirs,
-            bool record_ops, bool record_source, bool backward) {
+            bool record_ops, bool record_source, bool backward, bool record_memory) {
   if (st.enabled || st.bw_enabled)
     throw std::runtime_error("state:0:the op observer is already enabled");
   if (backward && st.set_slot == nullptr)
@@ -577,6 +646,7 @@ void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::str
   {
     std::lock_guard<std::mutex> g(st.mu);
     st.ops.clear();  // op handles are looked up again per session (libraries may come and go)
+    st.record_memory = record_memory && record_ops;
   }
   st.errors = 0;
   st.generation.fetch_add(1);
@@ -584,6 +654,7 @@ void enable(uintptr_t set_op_address, uint64_t main_thread, std::vector<std::str
     st.handle = at::addGlobalCallback(
         at::RecordFunctionCallback(&on_start, &on_end)
             .needsInputs(true)
+            .needsOutputs(st.record_memory)
             .scopes({at::RecordScope::FUNCTION}));
     st.enabled = true;
   }
@@ -679,9 +750,20 @@ NB_MODULE(_opwatch, m) {
   m.doc() = "graphscope's native op observer (RecordFunction), built against one torch";
   m.attr("TORCH_VERSION") = GRAPHSCOPE_TORCH_VERSION;
   m.attr("OP_BASE") = kOpBase;
+  m.attr("CALL_BASE") = kCallBase;
   m.def("enable", &enable, nb::arg("set_op_address"), nb::arg("main_thread"),
         nb::arg("skip_dirs"), nb::arg("record_ops") = true, nb::arg("record_source") = true,
-        nb::arg("backward") = false);
+        nb::arg("backward") = false, nb::arg("record_memory") = true);
+  m.def("calls", [](size_t start) {
+    // Rows from `start`: (op id, reads, writes) with ranges as flat [s0, e0, s1, e1, ...].
+    std::lock_guard<std::mutex> g(st.mu);
+    nb::list out;
+    for (size_t i = start; i < st.calls.size(); ++i) {
+      const auto& c = st.calls[i];
+      out.append(nb::make_tuple(c.op, c.reads, c.writes));
+    }
+    return out;
+  }, nb::arg("start") = 0);
   m.def("disable", &disable);
   m.def("enabled", []() -> bool { return st.enabled; });
   m.def("backward_enabled", []() -> bool { return st.bw_enabled; });

@@ -27,6 +27,26 @@ class OpRecord:
     source: Optional[str]
 
 
+Ranges = tuple[tuple[int, int], ...]  # [start, end) device byte ranges
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One op call of a capture: its record and the device memory it read and wrote (its
+    tensor arguments' spans; ``(a!)`` arguments, i.e. in-place and ``out=``, and the outputs
+    are writes)."""
+
+    op: str
+    shapes: str
+    source: Optional[str]
+    reads: Ranges
+    writes: Ranges
+
+
+def _pairs(flat: Any) -> Ranges:
+    return tuple(sorted(set(zip(flat[0::2], flat[1::2]))))
+
+
 class OpTable:
     """Op ids -> records. Ids below ``OP_BASE`` are interned here (the dispatch mode, Triton
     launches); ``OP_BASE + i`` is row ``i`` of the native observer's table (csrc/opwatch.cpp)."""
@@ -36,6 +56,10 @@ class OpTable:
         self._ops: list[OpRecord] = []
         self._index: dict[OpRecord, int] = {}
         self._native: list[OpRecord] = []
+        # op calls with memory: [op id, reads, writes] (flat [s0, e0, ...]); the dispatch
+        # mode's (ids from PY_CALL_BASE) and the native observer's (from CALL_BASE), cached
+        self._py_calls: list[tuple[int, list[int], list[int]]] = []
+        self._native_calls: list[tuple[int, list[int], list[int]]] = []
 
     def __getitem__(self, op_id: int) -> OpRecord:
         rec = self.get(op_id)
@@ -56,8 +80,34 @@ class OpTable:
         if obs is not None:
             self._native.extend(OpRecord(*row) for row in obs.table(len(self._native)))
 
-    def get(self, op_id: int) -> Optional[OpRecord]:
-        """The record of ``op_id``, or None for -1 and unknown ids."""
+    def new_call(self, op_id: int) -> tuple[int, list[int], list[int]]:
+        """A dispatch-mode op call of ``op_id``: its id and the (reads, writes) lists to fill."""
+        reads: list[int] = []
+        writes: list[int] = []
+        with self._lock:
+            self._py_calls.append((op_id, reads, writes))
+            return PY_CALL_BASE + len(self._py_calls) - 1, reads, writes
+
+    def _call(self, call_id: int) -> Optional[tuple[int, list[int], list[int]]]:
+        if call_id >= PY_CALL_BASE:
+            i = call_id - PY_CALL_BASE
+            return self._py_calls[i] if i < len(self._py_calls) else None
+        i = call_id - CALL_BASE
+        if i >= len(self._native_calls):
+            obs = native.op_observer()
+            if obs is not None:
+                self._native_calls.extend(obs.calls(len(self._native_calls)))
+        return self._native_calls[i] if i < len(self._native_calls) else None
+
+    def get(self, op_id: int) -> Optional[Any]:
+        """The record of ``op_id`` (an :class:`OpCall` for a call id), or None for -1 and
+        unknown ids."""
+        if op_id >= CALL_BASE:
+            call = self._call(op_id)
+            rec = self.get(call[0]) if call is not None else None
+            if call is None or rec is None:
+                return None
+            return OpCall(rec.op, rec.shapes, rec.source, _pairs(call[1]), _pairs(call[2]))
         if 0 <= op_id < len(self._ops):
             return self._ops[op_id]
         i = op_id - OP_BASE
@@ -79,6 +129,54 @@ class OpTable:
 
 
 OP_BASE = 1 << 40  # the native observer's first id (csrc/opwatch.cpp kOpBase)
+CALL_BASE = 2 << 40  # the native observer's op calls with memory (kCallBase)
+PY_CALL_BASE = 3 << 40  # the dispatch mode's op calls with memory
+
+
+def record_memory() -> bool:
+    """Whether captures record each op call's memory ranges (false-serialization analysis);
+    ``GRAPHSCOPE_MEMORY_RANGES=0`` turns it off."""
+    return os.environ.get("GRAPHSCOPE_MEMORY_RANGES", "1") != "0"
+
+
+def _tensor_range(t: Any, out: list[int]) -> None:
+    """Append the [start, end) bytes a CUDA tensor's elements span (as csrc/opwatch.cpp)."""
+    if not t.is_cuda or t.is_sparse or t.numel() == 0:
+        return
+    base = t.data_ptr()
+    if not base:
+        return
+    lo = hi = 0
+    for size, stride in zip(t.shape, t.stride()):
+        step = (size - 1) * stride
+        if step < 0:
+            lo += step
+        else:
+            hi += step
+    item = t.element_size()
+    out += (base + lo * item, base + (hi + 1) * item)
+
+
+def _value_ranges(v: Any, out: list[int]) -> None:
+    import torch
+
+    if isinstance(v, torch.Tensor):
+        _tensor_range(v, out)
+    elif isinstance(v, (list, tuple)):
+        for e in v:
+            if isinstance(e, torch.Tensor):
+                _tensor_range(e, out)
+
+
+def note_call_memory(func: Any, args: Any, kwargs: Any, reads: list[int],
+                     writes: list[int]) -> None:
+    """The op's arguments: ``(a!)`` ones (in-place, ``out=``) are writes, the rest reads."""
+    kwargs = kwargs or {}
+    for i, a in enumerate(func._schema.arguments):
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        if v is not None:
+            alias = a.alias_info
+            _value_ranges(v, writes if alias is not None and alias.is_write else reads)
 OPS = OpTable()
 
 
@@ -186,9 +284,18 @@ def _op_mode_cls() -> type:
                     if name is None:
                         name = self.names[func] = str(func.name())
                     rec = OpRecord(name, _describe(args), src)
-                    prev = self.set_op(OPS.intern(rec))
+                    oid = OPS.intern(rec)
+                    call = None
+                    if s.record_memory:
+                        oid, reads, writes = OPS.new_call(oid)
+                        note_call_memory(func, args, kwargs, reads, writes)
+                        call = writes
+                    prev = self.set_op(oid)
                 try:
-                    return func(*args, **(kwargs or {}))
+                    out = func(*args, **(kwargs or {}))
+                    if s.record_ops and call is not None:
+                        _value_ranges(out, call)  # the outputs: written by the op
+                    return out
                 finally:
                     if s.record_ops:
                         self.set_op(prev)

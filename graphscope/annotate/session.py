@@ -12,7 +12,7 @@ from .. import native
 from .._errors import AnnotationError
 from . import state
 from .backward import OWNERSHIP, accumulation_scope, prepare_backward
-from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops_possible
+from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops_possible, record_memory
 from .scopes import SCOPES
 
 
@@ -21,6 +21,7 @@ class Session:
 
     def __init__(self, record_ops: bool) -> None:
         self.record_ops = record_ops
+        self.record_memory = record_ops and record_memory()  # each op call's memory ranges
         self.hooked: set[Any] = set()  # nodes given a pre-hook during this session
         self.skip_dirs = default_skip_dirs()
         self.main_thread = threading.get_ident()
@@ -88,6 +89,7 @@ class Session:
         if obs is not None:  # the RecordFunction observer: backward always, ops where it can
             obs.enable(native.extension().set_op_address(), self.main_thread,
                        list(self.skip_dirs), record_ops=native_ops, record_source=True,
+                       record_memory=self.record_memory,
                        backward=True)
             self._observer = obs
             self.native_backward = obs

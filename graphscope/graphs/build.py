@@ -75,6 +75,8 @@ def build_graph(
                 op.op if op else None),
             shapes=op.shapes if op else None,
             source=op.source if op else None,
+            reads=getattr(op, "reads", None) if work else None,
+            writes=getattr(op, "writes", None) if work else None,
         )
         if work and place is not None and "module_name" not in annotation:
             extra = place(node)

@@ -38,6 +38,10 @@ class Node:
     shapes: Optional[str] = None
     source: Optional[str] = None
     durations_ns: tuple[int, ...] = ()
+    # device byte ranges [start, end) its op read / wrote (recorded at capture); None: the
+    # node has no op information (a raw kernel, a collective): a hard dependency
+    reads: Optional[tuple[tuple[int, int], ...]] = None
+    writes: Optional[tuple[tuple[int, int], ...]] = None
 
     @property
     def is_work(self) -> bool:
@@ -79,6 +83,10 @@ class Node:
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
+        for k in ("reads", "writes"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = [list(r) for r in v]
         return d
 
     @classmethod
@@ -101,6 +109,9 @@ class Node:
             vals["block"] = tuple(d["block"])
         if "annotation" not in d:
             vals["annotation"] = {}
+        for k in ("reads", "writes"):
+            if d.get(k) is not None:
+                vals[k] = tuple((int(a), int(b)) for a, b in d[k])
         vals["durations_ns"] = durations
         return obj
 

@@ -52,6 +52,7 @@ def _filtered(recs):
 
 class _Session:
     record_ops = True
+    record_memory = True  # call ids (with memory ranges) resolve to the same records
     ddp = None
 
     def __init__(self) -> None:
@@ -65,7 +66,8 @@ def _with_mode(fn):
 
     def set_op(i):
         if i != -1:
-            log.append(O.OPS[i])
+            r = O.OPS[i]
+            log.append(O.OpRecord(r.op, r.shapes, r.source))
         return -1
 
     mode.set_op = set_op
