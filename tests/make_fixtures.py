@@ -24,6 +24,10 @@ SCENARIOS = [
     ("mlp_annotate", "mlp.py", "step", False),
     ("decode_kv_forward", "decode_kv.py", "forward", True),
     ("train_step_bf16", "train_step_bf16.py", "step", True),
+    # diagnosis: two independent branches on one stream and on two; a chain of tiny kernels
+    ("branches_forward", "branches.py", "forward", True),
+    ("branches_2s_forward", "branches.py:two_streams", "forward", True),
+    ("tiny_forward", "tiny_kernels.py", "forward", True),
 ]
 
 
@@ -39,11 +43,14 @@ def _gpus() -> int:
 
 def record(name: str) -> None:
     _, model, mode, timing = next(s for s in SCENARIOS if s[0] == name)
+    model, _, entry = model.partition(":")
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", model), mode=mode, replays=4,
-                        keep_events=2, output=os.path.join(OUT, name), force=True).validate()
+                        keep_events=2, output=os.path.join(OUT, name), force=True,
+                        entry=entry or "graphscope_model").validate()
     cmd = "capture" if timing else "annotate"
+    argv = ["graphscope", cmd, f"sample_models/{model}", "--mode", mode]
     res = run_capture(cfg, timing=timing, command=cmd,
-                      argv=["graphscope", cmd, f"sample_models/{model}", "--mode", mode])
+                      argv=argv + (["--entry", entry] if entry else []))
     print(name, res.bundle_path, res.summary["work_nodes"], "work nodes",
           res.join.unjoined_records if res.join else "-", "unjoined", flush=True)
 
