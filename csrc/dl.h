@@ -34,8 +34,6 @@ struct CuptiApi {
   CUptiResult (*ActivityGetNextRecord)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
-  // optional: per-API runtime activity records (the graph launches' host intervals)
-  CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId, uint8_t) = nullptr;
 };
 
 struct DriverApi {

@@ -98,8 +98,8 @@ constexpr uint32_t kMinCuptiVersion = 19;  // CUDA 12.0
 
 // The host side of each graph launch: cudaGraphLaunch's runtime-API activity record (its CPU
 // interval on CUPTI's clock, the one kernel records use, and the correlation id that every node
-// of that launch carries). Enabled per API (cuptiActivityEnableRuntimeApi), so no other runtime
-// call is recorded.
+// of that launch carries). CUPTI_ACTIVITY_KIND_RUNTIME is enabled for the traced replays only
+// (as Kineto does); every other runtime call's record is counted and dropped at decode.
 const CUpti_CallbackId kLaunchCbids[] = {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
                                          CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000};
 
@@ -111,6 +111,7 @@ struct TraceColumns {
   std::vector<uint64_t> bytes;
   std::vector<uint64_t> launch_start, launch_end;  // cudaGraphLaunch host intervals
   std::vector<uint32_t> launch_correlation;
+  uint64_t runtime_records = 0;  // every runtime-API record seen (launches among them)
   std::vector<std::string> names;
   std::unordered_map<std::string, int32_t> name_of;
   // CUPTI hands the same name pointer for every launch of a function: look that up first, so
@@ -135,6 +136,7 @@ T field(const uint8_t* base, size_t off) {
 void decode(TraceColumns& c, const uint8_t* r) {
   const auto kind = field<CUpti_ActivityKind>(r, 0);
   if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+    ++c.runtime_records;
     const auto cbid = field<CUpti_CallbackId>(r, offsetof(CUpti_ActivityAPI, cbid));
     if (cbid == kLaunchCbids[0] || cbid == kLaunchCbids[1]) {
       c.launch_start.push_back(field<uint64_t>(r, offsetof(CUpti_ActivityAPI, start)));
@@ -254,9 +256,8 @@ void tracer_start(bool decode_records, size_t buffer_kb) {
       raise_cupti("cuptiActivityEnable", r);
     }
   }
-  if (cupti.ActivityEnableRuntimeApi != nullptr) {
-    for (auto cb : kLaunchCbids) cupti.ActivityEnableRuntimeApi(cb, 1);
-  }
+  // launches are optional: a CUPTI that refuses the runtime kind still traces the nodes
+  tracer.launches = cupti.ActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS;
   tracer.active = true;
 }
 
@@ -273,9 +274,7 @@ nb::dict tracer_stop() {
   CUptiResult flush = cupti.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   auto t1 = std::chrono::steady_clock::now();
   for (auto k : kTraceKinds) cupti.ActivityDisable(k);
-  if (cupti.ActivityEnableRuntimeApi != nullptr) {
-    for (auto cb : kLaunchCbids) cupti.ActivityEnableRuntimeApi(cb, 0);
-  }
+  if (tracer.launches) cupti.ActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME);
   tracer.active = false;
   size_t dropped = 0;
   cupti.ActivityGetNumDroppedRecords(nullptr, 0, &dropped);
@@ -310,6 +309,8 @@ nb::dict tracer_stop() {
   d["launch_start"] = as_bytes(c.launch_start);
   d["launch_end"] = as_bytes(c.launch_end);
   d["launch_correlation"] = as_bytes(c.launch_correlation);
+  d["runtime_records"] = c.runtime_records;
+  d["launch_tracing"] = tracer.launches;
   d["names"] = c.names;
   d["dropped"] = static_cast<uint64_t>(dropped);
   d["unknown_records"] = c.unknown;

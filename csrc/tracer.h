@@ -25,6 +25,7 @@ struct Tracer {
   std::mutex pool_mu;  // the pool (buffer requests never wait for a decode)
   std::vector<std::pair<void*, size_t>> pool;  // emptied buffers (and their sizes), reused
   std::atomic<bool> active{false};
+  bool launches = false;  // CUPTI_ACTIVITY_KIND_RUNTIME on (graph launch intervals)
   std::atomic<uint64_t> buffers{0};
   std::atomic<size_t> buffer_bytes{kBufferBytes};
   // under mu:

@@ -514,6 +514,7 @@ class ActivityRecords:
     launch_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     launch_end_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     launch_correlation: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint32))
+    runtime_records: int = 0  # runtime-API records seen while tracing (launches among them)
 
 
 @contextmanager
@@ -554,5 +555,6 @@ def tracing() -> Iterator[list[ActivityRecords]]:
                 launch_start_ns=_col(d["launch_start"], "<u8"),
                 launch_end_ns=_col(d["launch_end"], "<u8"),
                 launch_correlation=_col(d["launch_correlation"], "<u4"),
+                runtime_records=int(d["runtime_records"]),
             )
         )
