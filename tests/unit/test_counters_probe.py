@@ -234,7 +234,7 @@ class FakeLib:
     def list_metrics(self, kind, dev, filters, limit):
         return ok(metrics=[{"name": "sm__pipe_tensor_op_gmma_cycles_active", "type": "counter"}])
 
-    def check_metrics(self, kind, dev, csv):
+    def check_metrics(self, kind, dev, csv, per_metric):
         names = csv.split(",")
         per = [
             {"metric": m, "config_rc": 0 if "gpu__time" not in m or kind == 0 else 1, "passes": 1}
@@ -261,20 +261,13 @@ class FakeLib:
 
     def pm_decode(self, max_eval):
         n = 40
-        busy = {"mm": (85.0, 20.0), "mul": (30.0, 88.0), "graph": (5.0, 3.0)}
-        sm, dram = busy[next(iter(self.kinds))]
+        sm, dram = BUSY[next(iter(self.kinds))]
         samples = {
             "start": [self.ts + i * 20_000 for i in range(n)],
             "end": [self.ts + (i + 1) * 20_000 for i in range(n)],
         }
         for m in self.metrics:
-            samples[m] = [
-                sm
-                if m.startswith("sm__throughput")
-                else dram
-                if m.startswith("dram__throughput")
-                else 1.0
-            ] * n
+            samples[m] = [value(m, sm, dram)] * n
         return ok(samples=samples, evaluated=n, decodes=[{"rc": 0, "stop_reason": 2}])
 
     def pm_teardown(self):
@@ -302,15 +295,23 @@ class FakeLib:
         return ok(all_passes_submitted=self.rounds >= 2)
 
     def rp_decode(self, max_out):
-        n = len(LAUNCHES) - self.launch_mark
-        ranges = [{"name": str(i), "values": dict.fromkeys(self.metrics, 1.0)} for i in range(n)]
-        return ok(ranges=ranges, num_ranges=n, ranges_dropped=0)
+        kinds = LAUNCHES[self.launch_mark :]
+        ranges = [
+            {"name": str(i), "values": {m: value(m, *BUSY[k]) for m in self.metrics}}
+            for i, k in enumerate(kinds)
+        ]
+        return ok(ranges=ranges, num_ranges=len(ranges), ranges_dropped=0)
 
     def rp_teardown(self):
         return ok()
 
 
 LAUNCHES: list = []
+BUSY = {"mm": (85.0, 20.0), "mul": (30.0, 88.0), "graph": (5.0, 3.0)}  # SM %, DRAM % a launch
+
+
+def value(metric, sm, dram):
+    return sm if metric.startswith("sm__throughput") else dram if "dram__thr" in metric else 1.0
 
 
 @pytest.fixture
@@ -365,11 +366,14 @@ def test_gpu_steps_on_fakes_give_the_figures_the_doc_describes(probe_on_fakes, t
     doc = {"steps": steps, "ncu": {"works": False}}
     v = probe.verdicts(doc)
     assert v["pm_sampling"] == "works"
-    assert v["pm_sanity"] == {
+    expected = {
         "gemm_compute_bound": True,
         "elementwise_dram_ge_60pct": True,
         "tiny_graph_latency_bound": True,
     }
+    assert {k: x for k, x in v["pm_sanity"].items() if k != "metrics"} == expected
+    assert v["pm_sanity"]["metrics"]["gemm"] == [probe.SM_PCT, probe.DRAM_PCT]
+    assert {k: x for k, x in v["rp_kernel_sanity"].items() if k != "metrics"} == expected
     assert v["insufficient_privileges"] is False
     assert v["per_kernel_inside_graph_replay"] == {
         "auto_range.kernel_replay.mixed_graph": False,  # the fake gives one range a replay
@@ -400,6 +404,13 @@ def test_sanity_flags_a_gemm_that_reads_memory_bound():
     probe = load_probe()
     stats = {
         "gemm": {probe.SM_PCT: {"p90": 30.0}, probe.DRAM_PCT: {"p90": 80.0}},
-        "elementwise": {probe.DRAM_PCT: {"p90": 41.0}},
+        "elementwise": {"dram__bytes.sum.pct_of_peak_sustained_elapsed": {"p90": 41.0}},
     }
-    assert probe.sanity(stats) == {"gemm_compute_bound": False, "elementwise_dram_ge_60pct": False}
+    assert probe.sanity(stats) == {
+        "metrics": {
+            "gemm": [probe.SM_PCT, probe.DRAM_PCT],
+            "elementwise": ["dram__bytes.sum.pct_of_peak_sustained_elapsed"],
+        },
+        "gemm_compute_bound": False,
+        "elementwise_dram_ge_60pct": False,
+    }

@@ -559,9 +559,9 @@ const char* gs_list_metrics(int profiler_type, int device, const char* filters, 
     return finish(o, log);
 }
 
-// Each metric alone: known to the host API (properties), accepted in a config, passes.
-// Then all of them together. profiler_type as in gs_list_metrics.
-const char* gs_check_metrics(int profiler_type, int device, const char* csv) {
+// Each metric alone (when per_metric): known to the host API (properties), accepted in a
+// config, passes. Then all of them together. profiler_type as in gs_list_metrics.
+const char* gs_check_metrics(int profiler_type, int device, const char* csv, int per_metric) {
     Log log;
     Obj o;
     profiler_init(log);
@@ -583,6 +583,7 @@ const char* gs_check_metrics(int profiler_type, int device, const char* csv) {
     std::vector<std::string> per;
     const char* tnames[] = {"counter", "ratio", "throughput"};
     for (auto& name : all.names) {
+        if (!per_metric) break;
         Obj m;
         m.add("metric", jstr(name));
         Host host;

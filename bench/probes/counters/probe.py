@@ -39,26 +39,36 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_LIB = os.path.join(tempfile.gettempdir(), "gs_counters_probe", "libgs_counters_probe.so")
 
-# Candidate metrics, most wanted first. Names that do not exist on the chip are reported and
-# dropped; PM sampling keeps only what fits in one pass.
+# Candidate metrics, most wanted first (PM sampling keeps, in this order, what fits in one
+# pass). Names that do not exist on the chip are reported and dropped. The % of peak forms are
+# what a verdict needs; alternates follow in case a chip or PM sampling lacks the first form.
+SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+SM_ALTERNATES = [SM_PCT, "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"]
+DRAM_ALTERNATES = [
+    DRAM_PCT,
+    "dram__bytes.sum.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum.pct_of_peak_sustained_elapsed",
+]
 PM_METRICS = [
-    "sm__cycles_active.avg",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    DRAM_PCT,
+    SM_PCT,
+    "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+    "dram__bytes.sum.pct_of_peak_sustained_elapsed",
+    "dram__bytes_read.sum.pct_of_peak_sustained_elapsed",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__cycles_elapsed.avg",
-    "gpu__time_duration.sum",
+    "sm__cycles_active.avg",
     "gr__cycles_active.avg",
-    "dram__bytes_read.sum.per_second",
+    "gpu__time_duration.sum",
 ]
 RP_METRICS = [
     "gpu__time_duration.sum",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    SM_PCT,
+    DRAM_PCT,
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -68,8 +78,6 @@ RP_METRICS = [
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
 ]
 LIST_FILTERS = "dram__,sm__throughput,sm__cycles,tensor,warps_active,gpu__time,gpu__compute,gr__"
-SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 
 # Step name -> its own time cap in seconds (the probe's budget caps them all together).
 STEPS = [("env", 45), ("pm", 75), ("rp_kernel", 60), ("rp_user", 60)]
@@ -209,7 +217,7 @@ class Lib:
         "gs_load": [ctypes.c_char_p],
         "gs_env": [ctypes.c_int],
         "gs_list_metrics": [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
-        "gs_check_metrics": [ctypes.c_int, ctypes.c_int, ctypes.c_char_p],
+        "gs_check_metrics": [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
         "gs_pm_setup": [
             ctypes.c_int,
             ctypes.c_char_p,
@@ -443,7 +451,7 @@ def usable_metrics(step: Step, lib: Lib, kind: int, wanted: list[str], one_pass:
         if "cycles_active" in name and "pipe_tensor" in name:
             extra.append(name + ".avg.pct_of_peak_sustained_active")
     candidates = wanted + [m for m in extra[:4] if m not in wanted]
-    check = step.part(f"check_{kind}", lib.check_metrics, kind, 0, ",".join(candidates))
+    check = step.part(f"check_{kind}", lib.check_metrics, kind, 0, ",".join(candidates), 1)
     ok = [
         m["metric"]
         for m in (check or {}).get("metrics", [])
@@ -452,7 +460,7 @@ def usable_metrics(step: Step, lib: Lib, kind: int, wanted: list[str], one_pass:
     # Greedy: keep a metric only if the set still configures (in one pass for PM).
     chosen: list[str] = []
     for m in ok:
-        trial = lib.check_metrics(kind, 0, ",".join([*chosen, m]))
+        trial = lib.check_metrics(kind, 0, ",".join([*chosen, m]), 0)
         if trial.get("together_rc") == 0 and (trial.get("together_passes") == 1 or not one_pass):
             chosen.append(m)
     step.r[f"chosen_{kind}"] = chosen
@@ -467,8 +475,8 @@ def step_env(step: Step, lib_path: str) -> None:
     step.part("cupti", lib.env, 0)
     step.part("pm_metric_list", lib.list_metrics, 1, 0, LIST_FILTERS, 300)
     step.part("rp_metric_list", lib.list_metrics, 0, 0, LIST_FILTERS, 300)
-    step.part("pm_metrics_check", lib.check_metrics, 1, 0, ",".join(PM_METRICS))
-    step.part("rp_metrics_check", lib.check_metrics, 0, 0, ",".join(RP_METRICS))
+    step.part("pm_metrics_check", lib.check_metrics, 1, 0, ",".join(PM_METRICS), 1)
+    step.part("rp_metrics_check", lib.check_metrics, 0, 0, ",".join(RP_METRICS), 1)
 
 
 def pm_summary(dec: dict, ts0: int, ts1: int, keep: int = 30) -> dict:
@@ -568,7 +576,9 @@ def rp_session(
 ) -> dict:
     """One enable..disable of the range profiler around `reps` runs of w."""
     res: dict = {"reps": reps}
+    t0 = time.perf_counter()
     res["setup"] = setup = lib.rp_setup(",".join(metrics), range_mode, replay, 1024)
+    res["setup_s"] = round(time.perf_counter() - t0, 4)
     if setup.get("stage") != "configured":
         res["error"] = first_failure(setup)
         res["teardown"] = lib.rp_teardown()
@@ -808,6 +818,8 @@ def verdicts(doc: dict) -> dict:
             for k, s in sessions.items()
         } or (st.get("error") or "not run")
         v[label + "_metrics"] = st.get("chosen_0")
+    kernel_sessions = steps.get("rp_kernel", {}).get("sessions", {})
+    v["rp_kernel_sanity"] = sanity(range_stats(kernel_sessions, "auto_range.kernel_replay"))
     # Per-kernel values inside a graph replay: auto ranges over a replay, one range a kernel.
     inside = {}
     for label in ("rp_kernel", "rp_user"):
@@ -820,23 +832,44 @@ def verdicts(doc: dict) -> dict:
 
 
 def sanity(stats: dict) -> dict:
-    """Do the PM figures read as expected? gemm compute bound, elementwise >= 60% of DRAM
-    peak, the tiny-kernel graph neither."""
-    out = {}
+    """Do the figures read as expected? gemm compute bound, elementwise >= 60% of DRAM peak,
+    the tiny-kernel graph neither. stats: {workload: {metric: {"p90": value, ...}}}; the first
+    of the SM and DRAM alternates present is used (named under "metrics")."""
+    out: dict = {}
 
-    def p90(work, metric):
-        s = (stats.get(work) or {}).get(metric)
-        return s.get("p90") if isinstance(s, dict) else None
+    def pick(work, names):
+        for name in names:
+            s = (stats.get(work) or {}).get(name)
+            if isinstance(s, dict) and s.get("p90") is not None:
+                out.setdefault("metrics", {}).setdefault(work, []).append(name)
+                return s["p90"]
+        return None
 
-    g_sm, g_dram = p90("gemm", SM_PCT), p90("gemm", DRAM_PCT)
+    g_sm, g_dram = pick("gemm", SM_ALTERNATES), pick("gemm", DRAM_ALTERNATES)
     if g_sm is not None and g_dram is not None:
         out["gemm_compute_bound"] = g_sm >= 50 and g_sm > g_dram
-    e_dram = p90("elementwise", DRAM_PCT)
+    e_dram = pick("elementwise", DRAM_ALTERNATES)
     if e_dram is not None:
         out["elementwise_dram_ge_60pct"] = e_dram >= 60
-    t_sm, t_dram = p90("tiny_graph", SM_PCT), p90("tiny_graph", DRAM_PCT)
+    t_sm, t_dram = pick("tiny_graph", SM_ALTERNATES), pick("tiny_graph", DRAM_ALTERNATES)
     if t_sm is not None and t_dram is not None:
         out["tiny_graph_latency_bound"] = t_sm < 50 and t_dram < 50
+    return out
+
+
+def range_stats(sessions: dict, label: str) -> dict:
+    """{workload: {metric: {"p90": median over the ranges}}} of one range profiler mode, the
+    shape sanity() reads."""
+    out: dict = {}
+    for key, s in sessions.items():
+        if not key.startswith(label + "."):
+            continue
+        per: dict = {}
+        for r in s.get("ranges", []):
+            for metric, value in (r.get("values") or {}).items():
+                if value is not None:
+                    per.setdefault(metric, []).append(value)
+        out[key[len(label) + 1 :]] = {m: {"p90": statistics.median(v)} for m, v in per.items()}
     return out
 
 
