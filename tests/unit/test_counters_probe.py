@@ -414,3 +414,84 @@ def test_sanity_flags_a_gemm_that_reads_memory_bound():
         "gemm_compute_bound": False,
         "elementwise_dram_ge_60pct": False,
     }
+
+
+# ---- the library against a fake libcupti ---------------------------------------------
+
+DRIVE_FAKE = r"""
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("p", sys.argv[1])
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+lib = probe.Lib(sys.argv[2])
+r = {"load": lib.load(sys.argv[3]), "env": lib.env(0)}
+r["list"] = lib.list_metrics(1, 0, "tensor", 10)
+r["check"] = lib.check_metrics(1, 0, "dram__throughput.avg.pct_of_peak_sustained_elapsed,bogus", 1)
+r["check_fits"] = lib.check_metrics(0, 0, "a__x,b__y,c__z", 0)
+r["pm_setup_fine"] = lib.pm_setup(0, "m__a,m__b", 20000, 1, 1 << 20, 100)
+r["pm_teardown_fine"] = lib.pm_teardown()
+r["pm_setup"] = lib.pm_setup(0, "m__a,m__b", 100000, 1, 1 << 20, 100)
+r["pm_start"], r["pm_stop"] = lib.pm_start(), lib.pm_stop()
+r["pm_decode"] = lib.pm_decode(4)
+r["pm_teardown"] = lib.pm_teardown()
+r["rp_setup"] = lib.rp_setup("m__a,m__b", 2, 3, 16)
+r["rounds"] = []
+for _ in range(3):
+    rnd = {"start": lib.rp_start(), "push": lib.rp_push("gemm"), "pop": lib.rp_pop(),
+           "stop": lib.rp_stop()}
+    r["rounds"].append(rnd)
+    if rnd["stop"]["all_passes_submitted"]:
+        break
+r["rp_decode"] = lib.rp_decode(2)
+r["rp_teardown"] = lib.rp_teardown()
+r["timestamps"] = [lib.timestamp(), lib.timestamp()]
+print(json.dumps(r))
+"""
+
+
+def test_library_on_a_fake_cupti_returns_valid_json_for_every_call(built_lib, tmp_path):
+    inc = cupti_include()
+    src = PROBE_DIR / "fake_cupti.cpp"
+    fake = tmp_path / "libcupti_fake.so"
+    build = ["g++", "-std=c++17", "-shared", "-fPIC", f"-I{inc}", str(src), "-o", str(fake)]
+    res = subprocess.run(build, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    shutil.copy(fake, tmp_path / "libcuda.so.1")  # gs_load dlopens libcuda.so.1 by name
+    env = dict(os.environ, LD_LIBRARY_PATH=str(tmp_path))
+    run = [sys.executable, "-c", DRIVE_FAKE, str(PROBE_DIR / "probe.py"), str(built_lib), str(fake)]
+    res = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    r = json.loads(res.stdout)
+    assert r["load"]["ok"] is True and r["load"]["missing"] == []
+    env_ = r["env"]
+    assert env_["chip"] == "GH100" and env_["cupti_api_version"] == 130001
+    assert env_["device_supported"]["pm_sampling"]["isSupported"] == "SUPPORTED"
+    assert env_["device_supported"]["sass_metrics"]["rc_name"] == "CUPTI_ERROR_INVALID_METRIC_NAME"
+    assert env_["host_supported_chips"] == ["GH100", "GB100"]
+    assert r["list"]["metrics"] == [
+        {"name": "sm__pipe_tensor_op_gmma_cycles_active", "type": t}
+        for t in ("counter", "ratio", "throughput")
+    ]
+    good, bad = r["check"]["metrics"]
+    assert (
+        good["config_rc"] == 0 and good["passes"] == 1 and good["description"] == "a\tfake\nmetric"
+    )
+    assert bad["properties_rc_name"] == "CUPTI_ERROR_INVALID_METRIC_NAME" and bad["config_rc"] != 0
+    assert r["check"]["together_rc"] != 0
+    assert r["check_fits"]["metrics"] == [] and r["check_fits"]["together_passes"] == 2
+    assert r["pm_setup_fine"]["stage"] == "set_config"
+    assert r["pm_setup_fine"]["calls"][-1]["msg"] == 'fake "quoted" message'
+    assert r["pm_setup"]["stage"] == "configured" and r["pm_setup"]["ok"] is True
+    dec = r["pm_decode"]
+    # 3 samples in a full image, a fresh image, 2 more; at most 4 evaluated.
+    assert [d["stop_reason"] for d in dec["decodes"]] == [1, 2]
+    assert dec["evaluated"] == 4 and dec["not_evaluated"] == 1
+    assert dec["samples"]["start"] == [2000, 2100, 2200, 2000]
+    assert dec["samples"]["m__b"] == [1.0, 11.0, 21.0, 1.0]
+    assert r["rp_setup"]["stage"] == "configured" and r["rp_setup"]["passes"] == 1
+    assert len(r["rounds"]) == 2 and r["rounds"][1]["stop"]["all_passes_submitted"] is True
+    assert r["rounds"][0]["pop"]["calls"][0]["name"] == "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"
+    rp = r["rp_decode"]
+    assert rp["num_ranges"] == 3 and [x["name"] for x in rp["ranges"]] == ["0", "1"]
+    assert rp["ranges"][1]["values"] == {"m__a": 10.0, "m__b": 11.0}
+    assert r["timestamps"][1] > r["timestamps"][0]
