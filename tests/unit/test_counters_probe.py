@@ -240,7 +240,8 @@ class FakeLib:
             {"metric": m, "config_rc": 0 if "gpu__time" not in m or kind == 0 else 1, "passes": 1}
             for m in names
         ]
-        return ok(metrics=per, together_rc=0, together_passes=1)
+        passes = 1 if kind == 0 or len(names) <= 6 else 2  # PM: six metrics a pass
+        return ok(metrics=per, together_rc=0, together_passes=passes)
 
     def pm_setup(self, dev, csv, interval, trigger, hw, max_samples):
         if self.pm_refused:
@@ -350,11 +351,14 @@ def test_gpu_steps_on_fakes_give_the_figures_the_doc_describes(probe_on_fakes, t
     assert steps["env"]["device"]["peak_dram_GBps"] == pytest.approx(4022.8, abs=0.1)
     pm = steps["pm"]
     assert "error" not in pm, pm.get("error")
-    # gpu__time_duration is refused by the fake PM config; the discovered tensor metric is in.
-    assert "gpu__time_duration.sum" not in pm["chosen_1"]
-    assert (
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active" in pm["chosen_1"]
-    )
+    # gpu__time_duration is refused by the fake PM config; six fit in one pass, in order.
+    assert pm["chosen_1"] == probe.PM_METRICS[:6]
+    refused = [m["metric"] for m in pm["check_1"]["metrics"] if m["config_rc"] != 0]
+    assert refused == ["gpu__time_duration.sum"]
+    # The range profiler takes multi-pass sets: all, plus the discovered tensor metric.
+    rp_chosen = steps["rp_kernel"]["chosen_0"]
+    assert rp_chosen[: len(probe.RP_METRICS)] == probe.RP_METRICS
+    assert rp_chosen[len(probe.RP_METRICS) :] == []  # gmma is already among RP_METRICS
     assert set(pm["runs"]) == {"gemm", "elementwise", "tiny_graph"}
     assert pm["runs"]["gemm"]["summary"]["n"] == 40
     assert (tmp_path / "out" / "pm_samples_elementwise.json").exists()
@@ -495,3 +499,36 @@ def test_library_on_a_fake_cupti_returns_valid_json_for_every_call(built_lib, tm
     assert rp["num_ranges"] == 3 and [x["name"] for x in rp["ranges"]] == ["0", "1"]
     assert rp["ranges"][1]["values"] == {"m__a": 10.0, "m__b": 11.0}
     assert r["timestamps"][1] > r["timestamps"][0]
+
+
+@pytest.mark.parametrize(
+    ("body", "works", "first_error"),
+    [
+        (
+            'echo "==PROF== Connected"; '
+            'echo "    dram__throughput.avg.pct_of_peak_sustained_elapsed % 91.2"',
+            True,
+            None,
+        ),
+        (
+            'echo "==PROF== Connected"; echo "==ERROR== LibraryNotLoaded: libcuda"; exit 1',
+            False,
+            "==ERROR== LibraryNotLoaded: libcuda",
+        ),
+    ],
+)
+def test_ncu_check_reads_metrics_or_the_first_error(
+    tmp_path, monkeypatch, body, works, first_error
+):
+    probe = load_probe()
+    ncu = tmp_path / "ncu"
+    ncu.write_text(
+        f'#!/bin/sh\nif [ "$1" = --version ]; then echo "ncu 2025.3"; exit 0; fi\n{body}\n'
+    )
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    res = probe.ncu_probe(30)
+    assert res["path"] == str(ncu)
+    assert res["version"]["out"].strip() == "ncu 2025.3"
+    assert res["works"] is works
+    assert res["first_error_line"] == first_error

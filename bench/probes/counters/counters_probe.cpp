@@ -81,8 +81,7 @@ extern "C" CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp);
 #define GS_CUDA_FUNCS(X) \
     X(cuDriverGetVersion) \
     X(cuCtxGetCurrent)    \
-    X(cuCtxGetDevice)     \
-    X(cuCtxSynchronize)
+    X(cuCtxGetDevice)
 
 #define GS_DECLARE(fn) static decltype(&fn) p_##fn = nullptr;
 GS_CUPTI_FUNCS(GS_DECLARE)

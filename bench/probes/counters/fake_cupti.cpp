@@ -22,7 +22,6 @@ extern "C" {
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return CUDA_SUCCESS; }
 CUresult cuCtxGetCurrent(CUcontext* c) { *c = (CUcontext)&obj; return CUDA_SUCCESS; }
 CUresult cuCtxGetDevice(CUdevice* d) { *d = 0; return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 CUptiResult cuptiGetResultString(CUptiResult r, const char** s) {
     *s = r == 0 ? "CUPTI_SUCCESS" : r == 35 ? "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"
                                             : "CUPTI_ERROR_INVALID_METRIC_NAME";

@@ -80,7 +80,7 @@ RP_METRICS = [
 LIST_FILTERS = "dram__,sm__throughput,sm__cycles,tensor,warps_active,gpu__time,gpu__compute,gr__"
 
 # Step name -> its own time cap in seconds (the probe's budget caps them all together).
-STEPS = [("env", 45), ("pm", 75), ("rp_kernel", 60), ("rp_user", 60)]
+STEPS = [("env", 60), ("pm", 75), ("rp_kernel", 60), ("rp_user", 60)]
 NCU_TIMEOUT = 60
 
 
@@ -95,22 +95,32 @@ def read(path: str, limit: int = 4000) -> str | None:
         return None if isinstance(e, FileNotFoundError) else f"<{type(e).__name__}: {e}>"
 
 
-def sh(cmd: list[str], timeout: float) -> dict:
-    """Runs a command; never raises. rc None = not found or timed out."""
+def sh(cmd: list[str], timeout: float, keep: int = 3000) -> dict:
+    """Runs a command in its own process group (all of it killed on timeout); never raises.
+    rc None = not started or timed out. out: stdout and stderr, the first and last `keep`
+    characters."""
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        return {
-            "rc": p.returncode,
-            "out": (p.stdout + p.stderr)[-3000:],
-            "s": round(time.monotonic() - t0, 2),
-        }
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout or b""
-        out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        return {"rc": None, "timed_out": True, "out": out[-3000:], "s": round(timeout, 2)}
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
     except OSError as e:
         return {"rc": None, "error": f"{type(e).__name__}: {e}"}
+    timed_out = False
+    try:
+        raw, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        raw, _ = proc.communicate()
+    out = raw.decode(errors="replace")
+    if len(out) > 2 * keep:
+        out = out[:keep] + "\n[...]\n" + out[-keep:]
+    res = {"rc": None if timed_out else proc.returncode, "out": out}
+    res["s"] = round(time.monotonic() - t0, 2)
+    if timed_out:
+        res["timed_out"] = True
+    return res
 
 
 def error_text(e: BaseException) -> str:
@@ -196,6 +206,13 @@ def find_libcupti() -> dict:
     for path in ("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",):
         if os.path.exists(path):
             found["candidates"].append(path)
+    try:  # with wheels of two CUDA majors installed, the one of torch's CUDA first
+        import torch
+
+        major = (torch.version.cuda or "").split(".")[0]
+        found["candidates"].sort(key=lambda p: f".so.{major}" not in p)
+    except ImportError:
+        pass
     found["chosen"] = (found["mapped"] or found["candidates"] or [None])[0]
     found["how"] = (
         "mapped in this process"
@@ -457,6 +474,11 @@ def usable_metrics(step: Step, lib: Lib, kind: int, wanted: list[str], one_pass:
         for m in (check or {}).get("metrics", [])
         if m.get("config_rc") == 0 and (m.get("passes") == 1 or not one_pass)
     ]
+    together = lib.check_metrics(kind, 0, ",".join(ok), 0) if ok else {}
+    if together.get("together_rc") == 0 and (together.get("together_passes") == 1 or not one_pass):
+        step.r[f"chosen_{kind}"] = ok
+        step.save()
+        return ok
     # Greedy: keep a metric only if the set still configures (in one pass for PM).
     chosen: list[str] = []
     for m in ok:
@@ -543,25 +565,33 @@ def step_pm(step: Step, lib_path: str, out_dir: str | None) -> None:
     for w in workloads.values():
         run: dict = {}
         runs[w.name] = run
-        ts0 = lib.timestamp()
-        run["start"] = lib.pm_start()
-        wall = timed(torch, w)
-        run["stop"] = lib.pm_stop()
-        ts1 = lib.timestamp()
-        run["wall_s"] = wall
-        run["overhead_x"] = round(wall / base[w.name]["median_s"], 3)
-        t0 = time.monotonic()
-        dec = lib.pm_decode(8000)
-        run["decode_wall_s"] = round(time.monotonic() - t0, 3)
-        run["decode"] = {k: v for k, v in dec.items() if k != "samples"}
-        run["summary"] = pm_summary(dec, ts0, ts1)
-        if out_dir:
-            with open(os.path.join(out_dir, f"pm_samples_{w.name}.json"), "w") as f:
-                json.dump(dec.get("samples", {}), f)
+        try:
+            pm_run(torch, lib, w, base[w.name], run, out_dir)
+        except Exception as e:  # record, go on with the next workload
+            run["error"] = error_text(e)
         step.save()
     step.r["after"] = {w.name: baseline(torch, w, 1) for w in workloads.values()}
     step.r["teardown"] = lib.pm_teardown()
     step.save()
+
+
+def pm_run(torch, lib: Lib, w: Workload, base: dict, run: dict, out_dir: str | None) -> None:
+    """One PM sampling session (start, the workload's reps, stop, decode) into run."""
+    ts0 = lib.timestamp()
+    run["start"] = lib.pm_start()
+    wall = timed(torch, w)
+    run["stop"] = lib.pm_stop()
+    ts1 = lib.timestamp()
+    run["wall_s"] = wall
+    run["overhead_x"] = round(wall / base["median_s"], 3)
+    t0 = time.monotonic()
+    dec = lib.pm_decode(8000)
+    run["decode_wall_s"] = round(time.monotonic() - t0, 3)
+    run["decode"] = {k: v for k, v in dec.items() if k != "samples"}
+    run["summary"] = pm_summary(dec, ts0, ts1)
+    if out_dir:
+        with open(os.path.join(out_dir, f"pm_samples_{w.name}.json"), "w") as f:
+            json.dump(dec.get("samples", {}), f)
 
 
 def rp_session(
@@ -920,13 +950,13 @@ def parent(args) -> int:
             res = {"error": f"could not run the step: {error_text(e)}"}
         doc["steps"][name] = res
         if name == "env":
-            gpu = "device" in res and (res.get("load") or {}).get("ok") is True
+            load = res.get("load") or {}
+            # Missing symbols are recorded per call (SYMBOL_MISSING); only no libcupti stops.
+            gpu = "device" in res and bool(load) and "cupti_dlerror" not in load
             if res.get("error"):
                 doc["errors"].append(f"env: {res['error']}")
-            elif not gpu:
-                doc["errors"].append(
-                    "env: libcupti or libcuda symbols missing (see steps.env.load)"
-                )
+            if load.get("missing"):
+                doc["errors"].append(f"env: symbols missing: {', '.join(load['missing'])}")
         write(doc, args.out)
     left = deadline - time.monotonic()
     if not gpu:
