@@ -79,9 +79,11 @@ RP_METRICS = [
 ]
 LIST_FILTERS = "dram__,sm__throughput,sm__cycles,tensor,warps_active,gpu__time,gpu__compute,gr__"
 
-# Step name -> its own time cap in seconds (the probe's budget caps them all together).
+# Step name -> its own time cap in seconds (the probe's budget caps them all together, less
+# NCU_RESERVE kept for the ncu check at the end).
 STEPS = [("env", 60), ("pm", 75), ("rp_kernel", 60), ("rp_user", 60)]
 NCU_TIMEOUT = 60
+NCU_RESERVE = 45
 
 
 # ---- small helpers (no torch) --------------------------------------------------------
@@ -441,6 +443,7 @@ def open_gpu(step: Step, lib_path: str):
     if clock and width:  # kHz, bits; DDR: two transfers a clock
         info["peak_dram_GBps"] = round(2 * clock * 1e3 * width / 8 / 1e9, 1)
     step.r["device"] = info
+    step.save()
     torch.zeros(1, device="cuda")  # creates and binds the primary context on this thread
     torch.cuda.synchronize()
     found = find_libcupti()
@@ -496,6 +499,7 @@ def step_env(step: Step, lib_path: str) -> None:
         return
     step.part("cupti", lib.env, 0)
     step.part("pm_metric_list", lib.list_metrics, 1, 0, LIST_FILTERS, 300)
+    step.part("pm_metric_list_unfiltered", lib.list_metrics, 1, 0, "", 150)
     step.part("rp_metric_list", lib.list_metrics, 0, 0, LIST_FILTERS, 300)
     step.part("pm_metrics_check", lib.check_metrics, 1, 0, ",".join(PM_METRICS), 1)
     step.part("rp_metrics_check", lib.check_metrics, 0, 0, ",".join(RP_METRICS), 1)
@@ -547,8 +551,9 @@ def step_pm(step: Step, lib_path: str, out_dir: str | None) -> None:
     step.r["baseline"] = base
     step.save()
     setup = None
-    for interval_ns in (20_000, 100_000):
-        setup = lib.pm_setup(0, ",".join(metrics), interval_ns, 1, 512 << 20, 100_000)
+    # 20 us over a 512 MiB hardware buffer (the CUPTI sample's size), else 100 us over 64 MiB.
+    for interval_ns, buffer in ((20_000, 512 << 20), (100_000, 64 << 20)):
+        setup = lib.pm_setup(0, ",".join(metrics), interval_ns, 1, buffer, 100_000)
         step.r[f"setup_{interval_ns}ns"] = setup
         step.save()
         if setup.get("stage") == "configured":
@@ -637,7 +642,7 @@ def rp_session(
     dec = lib.rp_decode(400)
     ranges = dec.pop("ranges", [])
     res["decode"] = dec
-    res["n_ranges"] = len(ranges)
+    res["n_ranges"] = dec.get("num_ranges", len(ranges))
     res["range_names"] = [r.get("name") for r in ranges[:40]]
     res["ranges"] = ranges[:40]
     res["teardown"] = lib.rp_teardown()
@@ -779,7 +784,7 @@ def ncu_probe(timeout: float) -> dict:
     if exe is None:
         res["error"] = "ncu not found"
         return res
-    res["version"] = sh([exe, "--version"], 20)
+    res["version"] = sh([exe, "--version"], 15)
     work = os.path.join(tempfile.mkdtemp(prefix="gs_ncu_"), "work.py")
     with open(work, "w") as f:
         f.write(
@@ -798,7 +803,7 @@ def ncu_probe(timeout: float) -> dict:
         sys.executable,
         work,
     ]
-    run = sh(cmd, max(5.0, timeout - 20))
+    run = sh(cmd, timeout)
     res["run"] = {"cmd": " ".join(cmd), **run}
     lines = run.get("out", "").splitlines()
     bad = [
@@ -937,7 +942,7 @@ def parent(args) -> int:
     write(doc, args.out)
     gpu = True
     for name, cap in STEPS:
-        left = deadline - time.monotonic()
+        left = deadline - NCU_RESERVE - time.monotonic()
         if not gpu:
             doc["steps"][name] = {"skipped": "no GPU or no library (see env)"}
             continue
@@ -961,7 +966,7 @@ def parent(args) -> int:
     left = deadline - time.monotonic()
     if not gpu:
         doc["ncu"] = {"skipped": "no GPU"}
-    elif left < 25:
+    elif left < 20:
         doc["ncu"] = {"skipped": f"probe budget spent ({args.budget} s)"}
     else:
         try:
@@ -985,7 +990,9 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("GS_COUNTERS_LIB", DEFAULT_LIB),
         help="the built counters_probe library (run.sh builds it)",
     )
-    ap.add_argument("--budget", type=float, default=200.0, help="seconds for all steps together")
+    ap.add_argument(
+        "--budget", type=float, default=210.0, help="seconds for all steps and ncu together"
+    )
     ap.add_argument(
         "--out",
         default=os.environ.get("OUT") or None,
