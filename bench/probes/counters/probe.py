@@ -22,6 +22,7 @@ for per-kernel values inside a graph replay.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import glob
 import json
@@ -113,7 +114,8 @@ def sh(cmd: list[str], timeout: float, keep: int = 3000) -> dict:
         raw, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+            os.killpg(proc.pid, signal.SIGKILL)
         raw, _ = proc.communicate()
     out = raw.decode(errors="replace")
     if len(out) > 2 * keep:
@@ -741,7 +743,8 @@ def run_child(name: str, lib: str, timeout: float, out_dir: str | None) -> dict:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have ended meanwhile
+            os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
     text = output.decode(errors="replace")
     res: dict = {}
