@@ -1,0 +1,124 @@
+"""Every fixture's `report`, `report --json`, `dump --dot` and `dump --trace` output is the one
+recorded in tests/data/golden/outputs.json (sha256 of stdout and stderr, and the exit code).
+
+A refactor must keep these green. An intended change of output is accepted by regenerating:
+
+    .venv/bin/python tests/unit/test_outputs_unchanged.py --regenerate
+
+and the diff of outputs.json shows which (fixture, command) pairs changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from graphscope._errors import GraphscopeError
+from graphscope.cli.main import cli
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join("tests", "data")
+GOLDEN = os.path.join(ROOT, DATA, "golden", "outputs.json")
+WIDTH = 120  # rich reads COLUMNS: the tables are pinned to this width
+
+COMMANDS = {
+    "report": ["report"],
+    "report --recompute": ["report", "--recompute"],
+    "report --json": ["report", "--json"],
+    "report --json --recompute": ["report", "--json", "--recompute"],
+    "dump --dot": ["dump", "--dot", "-o", "-"],
+    "dump --trace": ["dump", "--trace", "-o", "-"],
+}
+
+
+def bundles() -> list[str]:
+    """Every bundle under tests/data (relative to the repository root): single-rank bundles,
+    each rank of a multi-rank bundle, and the multi-rank bundle itself."""
+    out = []
+    for name in sorted(os.listdir(os.path.join(ROOT, DATA))):
+        p = os.path.join(DATA, name)
+        if os.path.isfile(os.path.join(ROOT, p, "manifest.json")):
+            out.append(p)
+        elif os.path.isdir(os.path.join(ROOT, p)):
+            ranks = sorted(r for r in os.listdir(os.path.join(ROOT, p)) if r.startswith("rank"))
+            if ranks:
+                out.append(p)
+                out += [os.path.join(p, r) for r in ranks]
+    return out
+
+
+def _digest(data: bytes) -> str:
+    """sha256 of an output, with this checkout's location made neutral (bundle paths are
+    resolved, so they would differ between checkouts)."""
+    return hashlib.sha256(data.replace(ROOT.encode(), b"<ROOT>")).hexdigest()
+
+
+def run_one(bundle: str, command: str) -> dict[str, object]:
+    """One command on one bundle through click's CliRunner, from the repository root."""
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        r = CliRunner(env={"COLUMNS": str(WIDTH), "LINES": "50", "NO_COLOR": "1",
+                           "TERM": "dumb"}).invoke(
+            cli, [*COMMANDS[command][:1], bundle, *COMMANDS[command][1:]],
+            terminal_width=WIDTH)
+    finally:
+        os.chdir(cwd)
+    out: dict[str, object] = {"exit": r.exit_code, "stdout": _digest(r.stdout_bytes),
+                              "stderr": _digest(r.stderr_bytes or b"")}
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        if not isinstance(r.exception, GraphscopeError):
+            raise r.exception
+        # what `graphscope` prints as its one error line
+        out["error"] = f"{type(r.exception).__name__}: {r.exception}".replace(ROOT, "<ROOT>")
+    return out
+
+
+def record() -> dict[str, dict[str, object]]:
+    return {f"{b} :: {c}": run_one(b, c) for b in bundles() for c in COMMANDS}
+
+
+def _golden() -> dict[str, dict[str, object]]:
+    with open(GOLDEN, encoding="utf-8") as f:
+        data: dict[str, dict[str, object]] = json.load(f)
+    return data
+
+
+CASES = [(b, c) for b in bundles() for c in COMMANDS]
+
+
+def test_golden_covers_every_fixture_and_command():
+    # GIVEN the recorded golden set WHEN listing the bundles THEN each pair has an entry
+    assert set(_golden()) == {f"{b} :: {c}" for b, c in CASES}
+
+
+@pytest.mark.parametrize(("bundle", "command"), CASES, ids=[f"{b}::{c}" for b, c in CASES])
+def test_output_unchanged(bundle, command):
+    # GIVEN a fixture bundle WHEN the command runs THEN its bytes are the recorded ones
+    want = _golden()[f"{bundle} :: {command}"]
+    assert run_one(bundle, command) == want
+
+
+def test_a_changed_output_is_caught(monkeypatch):
+    # GIVEN the golden digest of a report WHEN the output gains one character THEN it differs
+    bundle = os.path.join(DATA, "mlp_step")
+    import graphscope.cli.commands.report as report_cmd
+
+    real = report_cmd.json.dumps
+    monkeypatch.setattr(report_cmd.json, "dumps", lambda *a, **k: real(*a, **k) + " ")
+    assert run_one(bundle, "report --json") != _golden()[f"{bundle} :: report --json"]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--regenerate"]:
+        sys.exit("usage: tests/unit/test_outputs_unchanged.py --regenerate")
+    os.makedirs(os.path.dirname(GOLDEN), exist_ok=True)
+    with open(GOLDEN, "w", encoding="utf-8") as f:
+        json.dump(record(), f, indent=1, sort_keys=True)
+        f.write("\n")
+    print(f"Wrote {GOLDEN}")
