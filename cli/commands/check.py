@@ -22,7 +22,7 @@ def _write(path: str, text: str, force: bool) -> None:
 @click.command()
 @click.argument("model", required=False, type=click.Path())
 @click.option("--budget", "budget_path", required=True, type=click.Path(),
-              help="budgets.yaml (format: README, \"In CI\"; graphscope/checks.py).")
+              help="budgets.yaml (format: README, \"In CI\"; graphscope/analysis/budgets.py).")
 @click.option("--baseline", type=click.Path(), default=None,
               help="A bundle to measure regressions against.")
 @click.option("--junit", type=click.Path(), default=None, help="Write JUnit XML here.")
@@ -38,11 +38,12 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     from rich.table import Table
 
     from graphscope._errors import GraphscopeError
+    from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
     from graphscope.bundle import read_bundle
-    from graphscope.checks import CheckResult, evaluate, junit_xml, load_budgets
     from graphscope.config import merge
     from graphscope.outputs import check_output
-    from graphscope.reports.table import Text
+    from graphscope.render.junit import junit_xml
+    from graphscope.render.table import Text
 
     from ._run import run
 

@@ -24,9 +24,10 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     from rich.table import Table
 
     from graphscope._errors import GraphscopeError
+    from graphscope.analysis.diff import diff_summary, worst_regression_pct
     from graphscope.bundle import read_bundle
-    from graphscope.reports.diff import diff_summary, worst_regression_pct
-    from graphscope.reports.table import Text, fmt_ns
+    from graphscope.render.fmt import fmt_ns
+    from graphscope.render.table import Text
 
     if fail_above is not None and not math.isfinite(fail_above):
         raise click.BadParameter(f"must be a finite number, not {fail_above}",

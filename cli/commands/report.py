@@ -34,10 +34,10 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
+    from graphscope.analysis.summary import summarize
     from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
-    from graphscope.reports.summary import summarize
-    from graphscope.reports.table import print_summary
+    from graphscope.render.table import print_summary
 
     if html_path:  # refused before any work if it would destroy data
         from graphscope.outputs import check_output
@@ -51,10 +51,12 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
             from graphscope.ranks import read_ranks
-            from graphscope.reports.html import write_html
+            from graphscope.render.dot import graph_svgs
+            from graphscope.render.html import write_html
 
             ranks = read_ranks(bundle)
-            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks)
+            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks,
+                       graph_svg=graph_svgs(ranks[0][1]))
             click.echo(f"Wrote {html_path}", err=as_json)
         return _report_ranks(bundle, depth, as_json)
     # summary.json holds exactly what summarize() gives with the default --top: no need to
@@ -64,13 +66,14 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     if s is None:
         b = read_bundle(bundle)
         if graph_name:
-            from graphscope.graphs.model import only_graph
+            from graphscope.model.graph import only_graph
 
             b = only_graph(b, graph_name)
         if html_path:
-            from graphscope.reports.html import write_html
+            from graphscope.render.dot import graph_svgs
+            from graphscope.render.html import write_html
 
-            write_html(b, html_path, force=bool(force))
+            write_html(b, html_path, force=bool(force), graph_svg=graph_svgs(b))
             click.echo(f"Wrote {html_path}", err=as_json)
         s = summarize(b, top=top)
     if as_json:
@@ -94,8 +97,10 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from graphscope.ranks import merge, read_ranks
-    from graphscope.reports.table import Text, fmt_ns
+    from graphscope.analysis.ranks import merge
+    from graphscope.ranks import read_ranks
+    from graphscope.render.fmt import fmt_ns
+    from graphscope.render.table import Text
 
     m = merge(read_ranks(path))
     if as_json:
@@ -123,7 +128,7 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
         c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
                   f"{row['pct']:.1f}")
     con.print(c)
-    from graphscope.reports.table import ddp_table
+    from graphscope.render.table import ddp_table
 
     for entry in m.get("ddp", []):
         t = ddp_table(entry["buckets"])

@@ -1,5 +1,6 @@
-"""The Graph model: nodes, edges, annotations and timings of captured CUDA graphs."""
+"""The data: the Graph model (nodes, edges, annotations, timings of captured CUDA graphs),
+built from raw capture records (build.py) and joined with replay records (join.py)."""
 
-from .model import Bundle, CapturedGraph, Node, short_kernel_name
+from .graph import Bundle, CapturedGraph, Node, NodeKind, short_kernel_name
 
-__all__ = ["Bundle", "CapturedGraph", "Node", "short_kernel_name"]
+__all__ = ["Bundle", "CapturedGraph", "Node", "NodeKind", "short_kernel_name"]

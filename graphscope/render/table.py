@@ -1,36 +1,19 @@
-"""Rich tables of a bundle's summary. Formatting only: numbers come from summary.py."""
+"""Rich tables of a bundle's summary. Formatting only: numbers come from analysis/."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def safe(s: object) -> str:
-    """A name from a bundle, made harmless for a terminal: control characters (escape
-    sequences included) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(s))
+from .fmt import fmt_bytes, fmt_ns, safe
 
 
 def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
     """rich's Text (never markup) of ``s`` with control characters escaped."""
     return _RichText(safe(s), **kw)  # type: ignore[arg-type]
-
-
-def fmt_ns(ns: Optional[float]) -> str:
-    if ns is None:
-        return "-"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
 
 
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
@@ -80,15 +63,6 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
             cells += [fmt_ns(r["median_ns"]), f"{r['pct']:.1f}"]
         t.add_row(*cells)
     return t
-
-
-def fmt_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def graphs_table(summary: dict[str, Any]) -> Table:
