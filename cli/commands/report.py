@@ -95,44 +95,16 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
     from rich.console import Console
-    from rich.table import Table
 
     from graphscope.analysis.ranks import merge
     from graphscope.ranks import read_ranks
-    from graphscope.render.fmt import fmt_ns
-    from graphscope.render.table import Text
+    from graphscope.render.table import render_ranks
 
     m = merge(read_ranks(path))
     if as_json:
         click.echo(json.dumps(m, sort_keys=True, indent=1))
         return 0
     con = Console()
-    t = Table(title=f"GPU time by module per rank ({m['world_size']} ranks, median per replay)",
-              title_justify="left")
-    t.add_column("module", no_wrap=True)
-    for r in range(m["world_size"]):
-        t.add_column(f"rank {r}", justify="right", no_wrap=True)
-    t.add_column("skew", justify="right", no_wrap=True)
-    for row in m["modules"]:
-        if depth is not None and row["level"] > depth:
-            continue
-        name = Text(("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
-                                             else row["module"]))
-        skew = f"{row['skew']:.2f}" + (f" (r{row['slowest_rank']})" if row["skew"] > 1.05 else "")
-        t.add_row(name, *[fmt_ns(x) for x in row["per_rank_ns"]], skew)
-    con.print(t)
-    c = Table(title="Collectives", title_justify="left")
-    for col in ("rank", "kernels", "time", "% of replay"):
-        c.add_column(col, justify="right")
-    for row in m["collectives"]:
-        c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
-                  f"{row['pct']:.1f}")
-    con.print(c)
-    from graphscope.render.table import ddp_table
-
-    for entry in m.get("ddp", []):
-        t = ddp_table(entry["buckets"])
-        t.title = f"rank {entry['rank']}: {t.title}"
-        con.print(t)
+    con.print(render_ranks(m, depth))
     con.print(f"replay time skew across ranks (max / median): {m['replay_skew']:.2f}")
     return 0

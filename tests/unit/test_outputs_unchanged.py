@@ -1,5 +1,6 @@
-"""Every fixture's `report`, `report --json`, `dump --dot` and `dump --trace` output is the one
-recorded in tests/data/golden/outputs.json (sha256 of stdout and stderr, and the exit code).
+"""Every fixture's `report`, `report --json`, `dump --dot` and `dump --trace` output (and a few
+`diff`s) is the one recorded in tests/data/golden/outputs.json (sha256 of stdout and stderr, the
+exit code, and the error line where the command fails).
 
 A refactor must keep these green. An intended change of output is accepted by regenerating:
 
@@ -36,6 +37,15 @@ COMMANDS = {
 }
 
 
+# (bundle A, bundle B, options) of `graphscope diff`
+DIFFS = [
+    ("mlp_step", "marked_step", ()),
+    ("gpt_step", "gpt_step", ("--fail-above", "1")),
+    ("mlp_step", "cnn_step", ("--depth", "1")),
+    ("ddp_mlp_step/rank0", "ddp_mlp_step/rank1", ("--json",)),
+]
+
+
 def bundles() -> list[str]:
     """Every bundle under tests/data (relative to the repository root): single-rank bundles,
     each rank of a multi-rank bundle, and the multi-rank bundle itself."""
@@ -60,13 +70,23 @@ def _digest(data: bytes) -> str:
 
 def run_one(bundle: str, command: str) -> dict[str, object]:
     """One command on one bundle through click's CliRunner, from the repository root."""
+    return _invoke([*COMMANDS[command][:1], bundle, *COMMANDS[command][1:]])
+
+
+def _diff_key(a: str, b: str, opts: tuple[str, ...]) -> str:
+    return " ".join(["diff", os.path.join(DATA, a), os.path.join(DATA, b), *opts])
+
+
+def run_diff(a: str, b: str, opts: tuple[str, ...]) -> dict[str, object]:
+    return _invoke(_diff_key(a, b, opts).split(" "))
+
+
+def _invoke(argv: list[str]) -> dict[str, object]:
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
         r = CliRunner(env={"COLUMNS": str(WIDTH), "LINES": "50", "NO_COLOR": "1",
-                           "TERM": "dumb"}).invoke(
-            cli, [*COMMANDS[command][:1], bundle, *COMMANDS[command][1:]],
-            terminal_width=WIDTH)
+                           "TERM": "dumb"}).invoke(cli, argv, terminal_width=WIDTH)
     finally:
         os.chdir(cwd)
     out: dict[str, object] = {"exit": r.exit_code, "stdout": _digest(r.stdout_bytes),
@@ -80,7 +100,9 @@ def run_one(bundle: str, command: str) -> dict[str, object]:
 
 
 def record() -> dict[str, dict[str, object]]:
-    return {f"{b} :: {c}": run_one(b, c) for b in bundles() for c in COMMANDS}
+    out = {f"{b} :: {c}": run_one(b, c) for b in bundles() for c in COMMANDS}
+    out.update({_diff_key(a, b, o): run_diff(a, b, o) for a, b, o in DIFFS})
+    return out
 
 
 def _golden() -> dict[str, dict[str, object]]:
@@ -94,7 +116,8 @@ CASES = [(b, c) for b in bundles() for c in COMMANDS]
 
 def test_golden_covers_every_fixture_and_command():
     # GIVEN the recorded golden set WHEN listing the bundles THEN each pair has an entry
-    assert set(_golden()) == {f"{b} :: {c}" for b, c in CASES}
+    assert set(_golden()) == ({f"{b} :: {c}" for b, c in CASES}
+                              | {_diff_key(a, b, o) for a, b, o in DIFFS})
 
 
 @pytest.mark.parametrize(("bundle", "command"), CASES, ids=[f"{b}::{c}" for b, c in CASES])
@@ -102,6 +125,12 @@ def test_output_unchanged(bundle, command):
     # GIVEN a fixture bundle WHEN the command runs THEN its bytes are the recorded ones
     want = _golden()[f"{bundle} :: {command}"]
     assert run_one(bundle, command) == want
+
+
+@pytest.mark.parametrize(("a", "b", "opts"), DIFFS)
+def test_diff_unchanged(a, b, opts):
+    # GIVEN two fixture bundles WHEN diffed THEN the output is the recorded one
+    assert run_diff(a, b, opts) == _golden()[_diff_key(a, b, opts)]
 
 
 def test_a_changed_output_is_caught(monkeypatch):
