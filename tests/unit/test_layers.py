@@ -17,6 +17,7 @@ render and capture are side by side: neither imports the other. An import under
 from __future__ import annotations
 
 import ast
+import glob
 import os
 from dataclasses import dataclass
 
@@ -259,3 +260,67 @@ def test_a_cycle_is_caught():
     assert any(e.src == "graphscope.config" and e.dst == "graphscope.capture" for e in EDGES)
     assert cycles([*EDGES, Edge("graphscope.capture", "graphscope.config", 1)]) != []
     assert cycles([*EDGES, Edge("graphscope.capture", "graphscope.config", 1, True)]) == []
+
+
+# --- NodeKind: the node types are named once (model/graph.py) ---------------------------------
+
+CUDA_H = sorted({*glob.glob("/usr/local/cuda*/include/cuda.h"), *glob.glob(os.path.join(
+    os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", "cuda.h"))})
+# a `.type == "kernel"` left where another change is rewriting the module (issue 24 item 4)
+KIND_LITERAL_EXEMPT = {"graphscope.exporters.annotate_trace"}
+
+
+def _kind_literals(mods: dict[str, str]) -> list[str]:
+    """Hand-written node types: a collection of two or more of kernel/memcpy/memset, or a
+    node's ``.type`` compared with a type's name spelled as a string."""
+    from graphscope.model.graph import NodeKind
+
+    kinds = {k.value for k in NodeKind}
+    work = {"kernel", "memcpy", "memset"}
+    out = []
+    for mod, path in mods.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Set, ast.Tuple, ast.List, ast.Dict)):
+                elts = node.values if isinstance(node, ast.Dict) else node.elts
+                strs = {e.value for e in elts if isinstance(e, ast.Constant)}
+                if len(strs & work) >= 2:
+                    out.append(f"{mod}:{node.lineno}: a list of work-node types")
+            elif isinstance(node, ast.Compare) and mod not in KIND_LITERAL_EXEMPT:
+                sides = [node.left, *node.comparators]
+                typed = any(isinstance(s, ast.Attribute) and s.attr == "type" for s in sides)
+                named = any(isinstance(s, ast.Constant) and s.value in kinds for s in sides)
+                if typed and named:
+                    out.append(f"{mod}:{node.lineno}: a node type spelled as a string")
+    return out
+
+
+def test_node_types_are_named_once():
+    # GIVEN every module WHEN read THEN no node type is spelled by hand outside NodeKind
+    assert _kind_literals(MODS) == []
+
+
+def test_a_hand_written_node_type_is_caught(tmp_path):
+    # GIVEN a module that lists work-node types by hand, and one that compares .type with a
+    # name WHEN read THEN both are reported
+    (tmp_path / "a.py").write_text('WORK = ("kernel", "memcpy", "memset")\n')
+    (tmp_path / "b.py").write_text('def f(n):\n    return n.type == "memset"\n')
+    got = _kind_literals({"a": str(tmp_path / "a.py"), "b": str(tmp_path / "b.py")})
+    assert len(got) == 2
+
+
+@pytest.mark.skipif(not CUDA_H, reason="no CUDA toolkit cuda.h here")
+def test_node_kind_is_cuda_graph_node_type():
+    # GIVEN cuda.h's CUgraphNodeType WHEN read THEN NodeKind holds its values in its order
+    import re
+
+    from graphscope.model.graph import NodeKind
+
+    with open(CUDA_H[0], encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    found = dict(re.findall(r"CU_GRAPH_NODE_TYPE_(\w+)\s*=\s*(\d+)", text))
+    names = {"WAIT_EVENT": "EVENT_WAIT"}  # cuda.h's spelling -> the name bundles store
+    assert found
+    for cuda_name, value in found.items():
+        assert NodeKind.name_of(int(value)) == NodeKind[names.get(cuda_name, cuda_name)].value
