@@ -133,6 +133,34 @@ def test_diff_unchanged(a, b, opts):
     assert run_diff(a, b, opts) == _golden()[_diff_key(a, b, opts)]
 
 
+def test_check_table_lines(tmp_path):
+    # GIVEN budgets that pass and fail on a fixture WHEN `graphscope check`'s table is drawn
+    # (its capture needs a GPU; the table does not) THEN the rows are these, at a pinned width
+    from rich.console import Console
+
+    from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
+    from graphscope.bundle import read_bundle
+    from graphscope.render.table import check_table
+
+    p = tmp_path / "budgets.yaml"
+    p.write_text("total: {max_kernels: 10}\nmodules:\n  \"L.nope*\": {max_kernels: 1}\n")
+    results = [CheckResult("capture", True, None, None, "captured b")]
+    results += evaluate(read_bundle(os.path.join(ROOT, DATA, "gpt_step")), load_budgets(str(p)))
+    con = Console(width=WIDTH, record=True, color_system=None)
+    con.print(check_table(results))
+    lines = [line.rstrip() for line in con.export_text().splitlines()]
+    assert lines[0] == "graphscope check (1/3 passed)"
+    assert lines[1:] == [
+        "┏━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓",
+        "┃ check            ┃ result ┃ detail                      ┃",
+        "┡━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩",
+        "│ capture          │ pass   │ captured b                  │",
+        "│ total.kernels    │ FAIL   │ total: 114 kernels (max 10) │",
+        "│ modules[L.nope*] │ FAIL   │ no module matches 'L.nope*' │",
+        "└──────────────────┴────────┴─────────────────────────────┘",
+    ]
+
+
 def test_a_changed_output_is_caught(monkeypatch):
     # GIVEN the golden digest of a report WHEN the output gains one character THEN it differs
     bundle = os.path.join(DATA, "mlp_step")
