@@ -119,6 +119,7 @@ def eager_counts(name):
 def capture_counts(name):
     from graphscope.capture import run_capture
     from graphscope.config import CaptureConfig
+    from graphscope.model.graph import NodeKind
 
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", f"{name}.py"), replays=0,
                         output=f"/tmp/gs-accuracy/{name}", force=True).validate()
@@ -126,7 +127,7 @@ def capture_counts(name):
     counts = Counter()
     names = {}
     for n in res.bundle.work_nodes():
-        if n.type == "kernel":
+        if n.type == NodeKind.KERNEL:
             key = (n.module, n.phase if n.annotation else "unknown")
             counts[key] += 1
             names.setdefault(key, []).append((n.demangled or n.kernel or "?")[:80])

@@ -21,7 +21,7 @@ def make_bundle(path, n, replays, events=0):
     """``events``: replays kept as timeline events (what `report --html` draws)."""
     sys.path.insert(0, ROOT)
     from graphscope.bundle import write_bundle
-    from graphscope.graphs.model import CapturedGraph, Node
+    from graphscope.model.graph import CapturedGraph, Node
 
     exec_id = 3
     subs = ["attn.qkv", "attn.proj", "attn.core", "mlp.fc", "mlp.act", "mlp.proj", "ln1", "ln2"]
@@ -41,8 +41,8 @@ def make_bundle(path, n, replays, events=0):
     edges += tuple((i, i + 17) for i in range(0, n - 17, 50))
     g = CapturedGraph("step", 1, exec_id, tuple(nodes), edges)
     totals = [sum(v[r] for v in durations.values()) for r in range(replays)]
-    from graphscope.graphs.model import Bundle
-    from graphscope.reports.summary import summarize
+    from graphscope.analysis.summary import summarize
+    from graphscope.model.graph import Bundle
 
     nodes_with_times = tuple(
         Node(**{**n.__dict__, "durations_ns": tuple(durations[str(n.exec_node_id)])})

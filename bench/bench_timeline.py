@@ -74,7 +74,7 @@ def worker(tool, model_name):
         t0 = time.perf_counter()
         if tool == "graphscope":
             from graphscope import native
-            from graphscope.graphs.join import join
+            from graphscope.model.join import join
 
             t_a = time.perf_counter()
             with native.tracing() as out:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ._errors import BundleError
-from .graphs.model import Bundle, CapturedGraph, Node, safe_file_stem
+from .model.graph import Bundle, CapturedGraph, Node, safe_file_stem
 
 SCHEMA_VERSION = 1
 DURATIONS_FILE = "durations.npy"

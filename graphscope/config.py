@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from ._errors import ConfigError
+from ._yaml import read_yaml
 
 
 @dataclass
@@ -65,23 +66,6 @@ def _check(key: str, value: Any, where: str) -> Any:
     if not ok:
         raise ConfigError(f"{where}: key {key!r} must be {t}, not {type(value).__name__}")
     return value
-
-
-def read_yaml(path: str, what: str) -> tuple[Any, Any]:
-    """(node tree with line marks, plain data) of a YAML file; errors name the file."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        return yaml.compose(text), yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
 
 def load_yaml(path: str) -> dict[str, Any]:

@@ -1,22 +1,21 @@
-"""Many GPUs: per-rank bundles under torchrun and the merged cross-rank view.
+"""Many GPUs: the rank of this process under torchrun, and per-rank bundles on disk.
 
 Layout: a multi-rank bundle is a directory holding ``rank<r>/`` bundles, one per rank
-(``graphscope capture`` under torchrun writes its rank's there). Merging reads only bundles.
+(``graphscope capture`` under torchrun writes its rank's there). The cross-rank view is
+``analysis/ranks.py``'s ``merge``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import statistics
 import sys
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from ._errors import BundleError
 from .bundle import read_bundle
-from .graphs.model import Bundle
-from .reports.summary import COLLECTIVE, module_rows
+from .model.graph import Bundle
 
 NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                         "NVSHMEM_DISABLE_NVLS": "1"}
@@ -91,47 +90,3 @@ def read_ranks(path: str) -> list[tuple[int, Bundle]]:
         raise BundleError(f"{path}: ranks {got} are not 0..{len(ranks) - 1}: a rank's capture "
                           "is missing")
     return [(r, read_bundle(p)) for r, p in ranks]
-
-
-def merge(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
-    """Per-module median time per rank, skew (max / median over ranks), collective time."""
-    from .reports.summary import ddp_rows
-
-    per_rank = {r: {row["module"]: row for row in module_rows(b)} for r, b in ranks}
-    modules: list[str] = []
-    for _, rows in sorted(per_rank.items()):
-        modules += [m for m in rows if m not in modules]
-    out_rows = []
-    for m in modules:
-        times = [per_rank[r][m]["median_ns"] if m in per_rank[r] else 0.0 for r, _ in ranks]
-        med = statistics.median(times)
-        out_rows.append({
-            "module": m,
-            "level": next(per_rank[r][m]["level"] for r, _ in ranks if m in per_rank[r]),
-            "per_rank_ns": times,
-            "median_ns": med,
-            "max_ns": max(times),
-            "skew": (max(times) / med) if med else (0.0 if not max(times) else float("inf")),
-            "slowest_rank": times.index(max(times)),
-        })
-    collectives = []
-    for r, b in ranks:
-        ns = 0.0
-        count = 0
-        for n in b.work:
-            if n.type == "kernel" and COLLECTIVE.search(n.demangled or n.kernel or ""):
-                count += 1
-                ns += n.median_ns or 0.0
-        total = statistics.median(b.replay_kernel_ns) if b.replay_kernel_ns else 0.0
-        collectives.append({"rank": r, "kernels": count, "median_ns": ns,
-                            "pct": 100.0 * ns / total if total else 0.0,
-                            "replay_kernel_ns": total})
-    totals = [c["replay_kernel_ns"] for c in collectives]
-    med_total = statistics.median(totals) if totals else 0.0
-    return {
-        "world_size": len(ranks),
-        "modules": out_rows,
-        "collectives": collectives,
-        "replay_skew": (max(totals) / med_total) if med_total else 0.0,
-        "ddp": [{"rank": r, "buckets": bk} for r, b in ranks if (bk := ddp_rows(b))],
-    }

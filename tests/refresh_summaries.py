@@ -4,8 +4,8 @@ run after the summary's shape changes, so fixtures stay what `capture` would wri
 import os
 import sys
 
+from graphscope.analysis.summary import summarize
 from graphscope.bundle import SCHEMA_VERSION, SUMMARY_KEY, content_digest, dumps, read_bundle
-from graphscope.reports.summary import summarize
 
 
 def main(root: str) -> None:

@@ -32,7 +32,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     from rich.console import Console
 
     from graphscope.ranks import rank_from_env, torchrun_argv, torchrun_env
-    from graphscope.reports.table import print_summary
+    from graphscope.render.table import print_summary
 
     from ._run import build_config, run
 

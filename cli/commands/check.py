@@ -22,7 +22,7 @@ def _write(path: str, text: str, force: bool) -> None:
 @click.command()
 @click.argument("model", required=False, type=click.Path())
 @click.option("--budget", "budget_path", required=True, type=click.Path(),
-              help="budgets.yaml (format: README, \"In CI\"; graphscope/checks.py).")
+              help="budgets.yaml (format: README, \"In CI\"; graphscope/analysis/budgets.py).")
 @click.option("--baseline", type=click.Path(), default=None,
               help="A bundle to measure regressions against.")
 @click.option("--junit", type=click.Path(), default=None, help="Write JUnit XML here.")
@@ -35,14 +35,14 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
           junit: Optional[str], output: Optional[str], as_json: bool, force: bool) -> int:
     """Capture MODEL, replay it and check the budgets. This runs the code in MODEL."""
     from rich.console import Console
-    from rich.table import Table
 
     from graphscope._errors import GraphscopeError
+    from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
     from graphscope.bundle import read_bundle
-    from graphscope.checks import CheckResult, evaluate, junit_xml, load_budgets
     from graphscope.config import merge
     from graphscope.outputs import check_output
-    from graphscope.reports.table import Text
+    from graphscope.render.junit import junit_xml
+    from graphscope.render.table import check_table
 
     from ._run import run
 
@@ -74,15 +74,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         click.echo(json.dumps([r.__dict__ for r in results], indent=1))
         return 1 if failed else 0
     con = Console()
-    t = Table(title=f"graphscope check ({len(results) - len(failed)}/{len(results)} passed)",
-              title_justify="left")
-    t.add_column("check", no_wrap=True)
-    t.add_column("result")
-    t.add_column("detail")
-    for r in results:
-        t.add_row(Text(r.name), Text("pass", style="green") if r.passed
-                  else Text("FAIL", style="red"), Text(r.message))
-    con.print(t)
+    con.print(check_table(results))
     if junit:
         con.print(f"Wrote {junit}")
     return 1 if failed else 0

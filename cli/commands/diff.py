@@ -21,12 +21,11 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     import math
 
     from rich.console import Console
-    from rich.table import Table
 
     from graphscope._errors import GraphscopeError
+    from graphscope.analysis.diff import diff_summary, worst_regression_pct
     from graphscope.bundle import read_bundle
-    from graphscope.reports.diff import diff_summary, worst_regression_pct
-    from graphscope.reports.table import Text, fmt_ns
+    from graphscope.render.table import diff_table
 
     if fail_above is not None and not math.isfinite(fail_above):
         raise click.BadParameter(f"must be a finite number, not {fail_above}",
@@ -52,29 +51,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed},
                               sort_keys=True, indent=1))
         return 1 if failed else 0
-
-    def pct(v: float) -> str:
-        colour = "red" if v > 0.5 else "green" if v < -0.5 else "white"
-        return f"[{colour}]{v:+.1f}%[/{colour}]"
-
-    t = Table(title=Text(f"{a} → {b}"), title_justify="left")
-    for col, just in (("module", "left"), ("A", "right"), ("B", "right"), ("Δ", "right"),
-                      ("Δ%", "right"), ("kernels A→B", "right")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    tot = d["total"]
-    t.add_row(Text("total", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
-              fmt_ns(tot["delta_ns"]) if tot["delta_ns"] >= 0 else "-" + fmt_ns(-tot["delta_ns"]),
-              pct(tot["delta_pct"]), f"{tot['a_kernels']}→{tot['b_kernels']}")
-    for r in d["modules"]:
-        name = ("  " * r["level"]) + r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
-        if r["only_in"]:
-            name += f" (only in {r['only_in'].upper()})"
-        dn = r["delta_ns"]
-        t.add_row(Text(name), fmt_ns(r["a_ns"]), fmt_ns(r["b_ns"]),
-                  fmt_ns(dn) if dn >= 0 else "-" + fmt_ns(-dn), pct(r["delta_pct"]),
-                  f"{r['a_kernels']}→{r['b_kernels']}")
     con = Console()
-    con.print(t)
+    con.print(diff_table(d, a, b))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")

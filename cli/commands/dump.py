@@ -37,9 +37,9 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
          force: Optional[bool]) -> int:
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
     from graphscope.bundle import raw_dot, read_bundle
-    from graphscope.exporters.dot import DotOptions, build_dot, render
     from graphscope.outputs import check_output, write_output
     from graphscope.ranks import is_multirank, read_ranks
+    from graphscope.render.dot import DotOptions, build_dot, render
 
     if depth is not None and depth < 0:
         raise click.BadParameter("must be >= 0", param_hint="--depth")
@@ -52,7 +52,7 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
             raise click.BadParameter(f"not a valid regex: {exc}", param_hint="--filter") from None
 
     if is_multirank(bundle):
-        from graphscope.exporters.trace import build_multirank_trace
+        from graphscope.render.perfetto import build_multirank_trace
 
         if what != "trace":
             raise click.UsageError("a multi-rank bundle: dump --trace, or dump one rank<r>/")
@@ -64,14 +64,14 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
             click.echo(f"Wrote {out}", err=True)
         return 0
     b = read_bundle(bundle)
-    from graphscope.graphs.model import resolve_graph, safe_file_stem
+    from graphscope.model.graph import resolve_graph, safe_file_stem
 
     gname = resolve_graph(b, graph) if graph else b.graphs[0].name
     notes: list[str] = []
     if what == "raw":
         text, ext = raw_dot(b, gname), "raw.dot"
     elif what == "trace":
-        from graphscope.exporters.trace import build_trace
+        from graphscope.render.perfetto import build_trace
 
         if not b.events:
             from graphscope._errors import BundleError

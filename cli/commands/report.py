@@ -34,10 +34,10 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
+    from graphscope.analysis.summary import summarize
     from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
-    from graphscope.reports.summary import summarize
-    from graphscope.reports.table import print_summary
+    from graphscope.render.table import print_summary
 
     if html_path:  # refused before any work if it would destroy data
         from graphscope.outputs import check_output
@@ -51,10 +51,12 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
             from graphscope.ranks import read_ranks
-            from graphscope.reports.html import write_html
+            from graphscope.render.dot import graph_svgs
+            from graphscope.render.html import write_html
 
             ranks = read_ranks(bundle)
-            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks)
+            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks,
+                       graph_svg=graph_svgs(ranks[0][1]))
             click.echo(f"Wrote {html_path}", err=as_json)
         return _report_ranks(bundle, depth, as_json)
     # summary.json holds exactly what summarize() gives with the default --top: no need to
@@ -64,13 +66,14 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     if s is None:
         b = read_bundle(bundle)
         if graph_name:
-            from graphscope.graphs.model import only_graph
+            from graphscope.model.graph import only_graph
 
             b = only_graph(b, graph_name)
         if html_path:
-            from graphscope.reports.html import write_html
+            from graphscope.render.dot import graph_svgs
+            from graphscope.render.html import write_html
 
-            write_html(b, html_path, force=bool(force))
+            write_html(b, html_path, force=bool(force), graph_svg=graph_svgs(b))
             click.echo(f"Wrote {html_path}", err=as_json)
         s = summarize(b, top=top)
     if as_json:
@@ -92,42 +95,16 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
     from rich.console import Console
-    from rich.table import Table
 
-    from graphscope.ranks import merge, read_ranks
-    from graphscope.reports.table import Text, fmt_ns
+    from graphscope.analysis.ranks import merge
+    from graphscope.ranks import read_ranks
+    from graphscope.render.table import render_ranks
 
     m = merge(read_ranks(path))
     if as_json:
         click.echo(json.dumps(m, sort_keys=True, indent=1))
         return 0
     con = Console()
-    t = Table(title=f"GPU time by module per rank ({m['world_size']} ranks, median per replay)",
-              title_justify="left")
-    t.add_column("module", no_wrap=True)
-    for r in range(m["world_size"]):
-        t.add_column(f"rank {r}", justify="right", no_wrap=True)
-    t.add_column("skew", justify="right", no_wrap=True)
-    for row in m["modules"]:
-        if depth is not None and row["level"] > depth:
-            continue
-        name = Text(("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
-                                             else row["module"]))
-        skew = f"{row['skew']:.2f}" + (f" (r{row['slowest_rank']})" if row["skew"] > 1.05 else "")
-        t.add_row(name, *[fmt_ns(x) for x in row["per_rank_ns"]], skew)
-    con.print(t)
-    c = Table(title="Collectives", title_justify="left")
-    for col in ("rank", "kernels", "time", "% of replay"):
-        c.add_column(col, justify="right")
-    for row in m["collectives"]:
-        c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
-                  f"{row['pct']:.1f}")
-    con.print(c)
-    from graphscope.reports.table import ddp_table
-
-    for entry in m.get("ddp", []):
-        t = ddp_table(entry["buckets"])
-        t.title = f"rank {entry['rank']}: {t.title}"
-        con.print(t)
+    con.print(render_ranks(m, depth))
     con.print(f"replay time skew across ranks (max / median): {m['replay_skew']:.2f}")
     return 0

@@ -42,7 +42,7 @@ def run(as_module: bool, output: Optional[str], replays: int, skip_replays: int,
 
     from graphscope.capture.program import check_target, run_program
     from graphscope.profile import profile
-    from graphscope.reports.table import print_graphs
+    from graphscope.render.table import print_graphs
 
     check_target(target, as_module)
     stem = target.rsplit(".", 1)[-1] if as_module else os.path.splitext(

@@ -7,7 +7,7 @@ import threading
 from typing import Any, Callable, Optional
 
 from .. import native
-from ..graphs.model import DDP_SCOPE
+from ..model.graph import DDP_SCOPE
 from . import state
 from .backward import pop, push
 from .modules import module_fqn

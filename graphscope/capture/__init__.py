@@ -14,25 +14,27 @@ import platform
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import annotate as ann
 from .. import native
 from .._errors import CaptureError, GraphscopeError, NoGPUError
 from .._version import __version__
+from ..analysis.summary import summarize
 from ..bundle import write_bundle
-from ..config import CaptureConfig
-from ..graphs.build import build_graph
-from ..graphs.join import JoinResult
-from ..graphs.model import Bundle, CapturedGraph, Node
 from ..loader import ModelSpec, default_model_path, load_model_file
-from ..reports.summary import summarize
-from ..reports.table import fmt_bytes
+from ..model.build import build_graph
+from ..model.graph import Bundle, CapturedGraph, Node
+from ..model.join import JoinResult
+from ..render.fmt import fmt_bytes
 from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
 from .replay import trace_replays
 from .source import SOURCES, ModelJob, RawCapture, RawGraph
+
+if TYPE_CHECKING:  # config validates --mode against SOURCES: it imports capture, not back
+    from ..config import CaptureConfig
 
 Progress = Callable[[str], None]
 

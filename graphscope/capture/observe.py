@@ -37,7 +37,7 @@ from ..annotate import state
 from ..annotate.backward import pop, push
 from ..annotate.scopes import MODULE_KEY, SCOPES, normalize
 from ..annotate.training import leaf_scopes, optimizer_hooks
-from ..graphs.join import JoinResult, join
+from ..model.join import JoinResult, join
 from .source import RawCapture, RawGraph, read_dot, unplaced_reason
 
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

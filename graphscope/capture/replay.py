@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Callable
 
 from .. import native
-from ..graphs.join import JoinResult, join
+from ..model.join import JoinResult, join
 
 
 def trace_replays(

@@ -24,7 +24,7 @@ Phase = Callable[[str], None]
 
 @dataclass
 class RawGraph:
-    """One captured graph before it becomes a :class:`~graphscope.graphs.model.CapturedGraph`."""
+    """One captured graph before it becomes a :class:`~graphscope.model.graph.CapturedGraph`."""
 
     name: str
     inspection: native.GraphInspection

@@ -1,1 +1,2 @@
-"""Exporters: DOT (dot.py), Chrome/Perfetto trace (trace.py). Read bundles only; no torch."""
+"""annotate-trace (annotate_trace.py): annotations joined onto traces graphscope did not record.
+DOT and Perfetto output are in graphscope/render/."""

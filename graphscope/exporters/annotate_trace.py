@@ -42,6 +42,7 @@ from typing import IO, Any, Optional
 import numpy as np
 
 from .._errors import GraphscopeError
+from .._gzip import igzip as _igzip
 
 WORK = {"kernel", "gpu_memcpy", "gpu_memset"}
 CHUNK_BYTES = 8 << 20
@@ -154,19 +155,6 @@ def load_annotations(path: str) -> tuple[dict[int, dict[str, Any]], Any]:
 class _Layout:
     prefix: bytes  # everything before the first event (includes '"traceEvents": [')
     suffix: bytes = b""  # everything after the closing ']'
-
-
-def _igzip() -> Any:
-    """python-isal's igzip where it is installed (a dependency on the platforms it has wheels
-    for): the same gzip format through Intel's ISA-L, ~4x zlib's speed at level 1 and faster
-    to inflate. None without it, or with GRAPHSCOPE_ZLIB=1."""
-    if os.environ.get("GRAPHSCOPE_ZLIB") == "1":
-        return None
-    try:
-        from isal import igzip
-    except ImportError:
-        return None
-    return igzip
 
 
 def _read_errors() -> tuple[type[BaseException], ...]:

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
+from graphscope.analysis.summary import module_rows
 from graphscope.bundle import read_bundle
 from graphscope.capture import run_capture
 from graphscope.config import CaptureConfig
-from graphscope.reports.summary import module_rows
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from graphscope.model.graph import WORK_KINDS
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu
@@ -31,7 +32,7 @@ def load(out):
 
 
 def work(g):
-    return [n for n in g["nodes"] if n["type"] in ("kernel", "memcpy", "memset")]
+    return [n for n in g["nodes"] if n["type"] in WORK_KINDS]
 
 
 def test_decode_loop_two_buckets_named_by_site_and_shape(tmp_path):

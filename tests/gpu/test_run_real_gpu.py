@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from graphscope.model.graph import WORK_KINDS
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -68,7 +69,7 @@ def test_real_model_training_step(tmp_path, name):
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
     (g,) = json.loads((out / "graph.json").read_text())["graphs"]
-    w = [n for n in g["nodes"] if n["type"] in ("kernel", "memcpy", "memset")]
+    w = [n for n in g["nodes"] if n["type"] in WORK_KINDS]
     tagged = [n for n in w if "module_name" in n.get("annotation", {})]
     phases = {n["annotation"].get("autograd_phase", "forward") for n in tagged}
     untagged = [(n.get("op"), n.get("source")) for n in w if n not in tagged]

@@ -11,7 +11,7 @@ import pytest
 from graphscope.bundle import read_bundle
 from graphscope.capture import run_capture
 from graphscope.config import CaptureConfig
-from graphscope.graphs.model import UNATTRIBUTED
+from graphscope.model.graph import UNATTRIBUTED
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from graphscope._errors import BundleError
+from graphscope.analysis.summary import coverage, kernel_rows, module_rows, summarize
 from graphscope.bundle import SCHEMA_VERSION, read_bundle, write_bundle
-from graphscope.reports.summary import coverage, kernel_rows, module_rows, summarize
 from tests.conftest import DATA
 
 TIMED = ["mlp_step", "mlp_callables", "cnn_step"]

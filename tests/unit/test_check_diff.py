@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from graphscope._errors import ConfigError
+from graphscope.analysis.budgets import evaluate, load_budgets
+from graphscope.analysis.diff import diff_summary, worst_regression_pct
 from graphscope.bundle import read_bundle
-from graphscope.checks import evaluate, junit_xml, load_budgets
 from graphscope.cli.main import main
-from graphscope.reports.diff import diff_summary, worst_regression_pct
+from graphscope.render.junit import junit_xml
 from tests.conftest import DATA
 
 

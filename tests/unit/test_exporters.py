@@ -8,8 +8,8 @@ import pytest
 
 from graphscope._errors import GraphscopeError
 from graphscope.bundle import read_bundle
-from graphscope.exporters.dot import DotOptions, build_dot, render
-from graphscope.exporters.trace import build_trace
+from graphscope.render.dot import DotOptions, build_dot, render
+from graphscope.render.perfetto import build_trace
 from tests.conftest import DATA, fixture_bundles
 
 
@@ -54,7 +54,7 @@ def test_dot_collapse_filter_and_group():
 
 def test_dot_auto_collapse_above_threshold(monkeypatch):
     pytest.importorskip("pydot")
-    from graphscope.exporters import dot
+    from graphscope.render import dot
 
     monkeypatch.setattr(dot, "AUTO_COLLAPSE_NODES", 10)
     text, notes = build_dot(_b("mlp_step"))

@@ -308,7 +308,7 @@ def test_diff_of_different_models_warns(capsys):
 ])
 def test_bad_budgets(tmp_path, text, msg):
     from graphscope._errors import ConfigError
-    from graphscope.checks import load_budgets
+    from graphscope.analysis.budgets import load_budgets
 
     p = tmp_path / "b.yaml"
     p.write_text(text)
@@ -317,7 +317,7 @@ def test_bad_budgets(tmp_path, text, msg):
 
 
 def test_budget_in_exponent_notation_is_a_number(tmp_path):
-    from graphscope.checks import load_budgets
+    from graphscope.analysis.budgets import load_budgets
 
     p = tmp_path / "b.yaml"
     p.write_text("total:\n  max_time_us: 1e3\n")

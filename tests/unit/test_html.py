@@ -12,11 +12,13 @@ import pytest
 from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
 from graphscope.ranks import read_ranks
-from graphscope.reports.html import payload, render
+from graphscope.render.dot import graph_svgs
+from graphscope.render.html import payload, render
 from tests.conftest import DATA
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FIXTURES = sorted(n for n in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, n)))
+FIXTURES = sorted(n for n in os.listdir(DATA)
+                  if os.path.isdir(os.path.join(DATA, n)) and n != "golden")  # not a bundle
 
 
 def _bundle(name="gpt_step"):
@@ -26,9 +28,10 @@ def _bundle(name="gpt_step"):
 def _page(name):
     path = os.path.join(DATA, name)
     if os.path.exists(os.path.join(path, "manifest.json")):
-        return render(read_bundle(path))
+        b = read_bundle(path)
+        return render(b, graph_svg=graph_svgs(b))
     ranks = read_ranks(path)
-    return render(ranks[0][1], ranks=ranks)
+    return render(ranks[0][1], ranks=ranks, graph_svg=graph_svgs(ranks[0][1]))
 
 
 def test_payload_is_columnar_with_interned_strings():

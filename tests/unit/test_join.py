@@ -1,8 +1,8 @@
-"""graphs/join.py on synthetic activity columns."""
+"""model/join.py on synthetic activity columns."""
 
 import numpy as np
 
-from graphscope.graphs.join import join
+from graphscope.model.join import join
 
 
 def _cols(rows):
@@ -67,7 +67,7 @@ def _random_trace(rng, n_exec, n_nodes, n_replays, irregular):
 
 
 def test_native_join_equals_the_numpy_reference():
-    from graphscope.graphs.join import join_numpy
+    from graphscope.model.join import join_numpy
 
     rng = np.random.default_rng(0)
     for irregular in (False, True):

@@ -7,8 +7,8 @@ import pytest
 
 from graphscope._errors import ConfigError, ModelFileError
 from graphscope.config import CaptureConfig, from_env, load_yaml, merge
-from graphscope.graphs.model import short_kernel_name
 from graphscope.loader import load_model_file
+from graphscope.model.graph import short_kernel_name
 
 
 @pytest.mark.parametrize(("name", "short"), [

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from graphscope._errors import BundleError
+from graphscope.analysis.ranks import merge
 from graphscope.bundle import read_bundle, write_bundle
 from graphscope.cli.main import main
 from graphscope.ranks import (
     NVLINK_MULTICAST_OFF,
     is_multirank,
-    merge,
     rank_from_env,
     rank_output,
     read_ranks,

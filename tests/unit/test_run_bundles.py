@@ -13,7 +13,7 @@ from graphscope.bundle import read_bundle
 from graphscope.capture.observe import ObserveConfig, Provenance, module_path
 from graphscope.capture.program import check_target, run_program
 from graphscope.cli.main import main
-from graphscope.graphs.model import resolve_graph, safe_file_stem
+from graphscope.model.graph import resolve_graph, safe_file_stem
 from tests.conftest import DATA
 
 

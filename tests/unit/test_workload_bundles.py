@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 
+from graphscope.analysis.ddp import ddp_rows
+from graphscope.analysis.ranks import merge
+from graphscope.analysis.summary import modules_by_graph, summarize
 from graphscope.bundle import read_bundle
-from graphscope.graphs.model import UNATTRIBUTED
-from graphscope.ranks import merge, read_ranks
-from graphscope.reports.summary import ddp_rows, modules_by_graph, summarize
+from graphscope.model.graph import UNATTRIBUTED
+from graphscope.ranks import read_ranks
 from tests.conftest import DATA, ROOT, fixture_bundles
 
 

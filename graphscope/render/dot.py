@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import GraphscopeError
-from ..graphs.model import UNATTRIBUTED, Bundle, CapturedGraph, Node
-from ..reports.table import fmt_ns
+from ..model.graph import UNATTRIBUTED, Bundle, CapturedGraph, Node, NodeKind
+from .fmt import fmt_ns
 
 PALETTE = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
            "#bebada", "#80b1d3", "#fccde5", "#d9d9d9", "#ccebc5"]
 AUTO_COLLAPSE_NODES = 2000
+MAX_GRAPH_SVG_NODES = 1500  # the expanded (clustered) graph view is embedded up to this size
 
 
 @dataclass(frozen=True)
@@ -46,9 +48,9 @@ def _module_path(n: Node, depth: Optional[int]) -> list[str]:
 
 
 def _label(n: Node) -> str:
-    if n.type == "kernel":
+    if n.type == NodeKind.KERNEL:
         lines = [n.short_name, f"grid {tuple(n.grid)} block {tuple(n.block)}"]
-    elif n.type in ("memcpy", "memset"):
+    elif n.type in (NodeKind.MEMCPY, NodeKind.MEMSET):
         lines = [n.type, f"{n.bytes} B"]
     else:
         lines = [n.type]
@@ -227,3 +229,23 @@ def render(dot_text: str, fmt: str) -> bytes:
     except graphviz.CalledProcessError as exc:
         err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
         raise GraphscopeError(f"dot -T{fmt} failed: {err[0] if err else exc}") from None
+
+
+def graph_svgs(bundle: Bundle) -> dict[str, Optional[str]]:
+    """The first graph as SVG for the HTML report: modules collapsed, and as clusters when
+    small enough; None for a view Graphviz could not draw."""
+    if shutil.which("dot") is None or not bundle.graphs:
+        return {"collapsed": None, "clusters": None}
+    out: dict[str, Optional[str]] = {}
+    for key, opts in (("collapsed", DotOptions(collapse=True, depth=1)),
+                      ("clusters", DotOptions(collapse=False, depth=2))):
+        if key == "clusters" and len(bundle.graphs[0].nodes) > MAX_GRAPH_SVG_NODES:
+            out[key] = None
+            continue
+        try:
+            text, _ = build_dot(bundle, opts)
+            svg = render(text, "svg").decode("utf-8", errors="replace")
+            out[key] = svg[svg.find("<svg"):]
+        except Exception:  # the page says how to get it instead
+            out[key] = None
+    return out

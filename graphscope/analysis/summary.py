@@ -7,19 +7,16 @@ rows, per-replay times add up exactly to the replay's graph work time.
 
 from __future__ import annotations
 
-import re
-import statistics
+from collections import defaultdict
 from typing import Any, Optional
 
 import numpy as np
 
-from ..graphs.model import DDP_SCOPE, UNATTRIBUTED, Bundle, Node
+from ..model.graph import UNATTRIBUTED, Bundle, Node
+from .ddp import ddp_rows
+from .stats import median
 
 ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
-
-
-def _median(xs: list[float]) -> float:
-    return float(statistics.median(xs)) if xs else 0.0
 
 
 def _prefixes(module: str) -> list[str]:
@@ -78,7 +75,7 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     ka = np.bincount(dst, weights=ka_mod[src], minlength=n_pre).astype(np.int64)
     med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb)
     med_a = _median_rows(ta)
-    total = _median([float(x) for x in bundle.replay_kernel_ns])
+    total = median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
     for name in sorted(prefixes, key=_tree_key):
         lvl = 0 if name == UNATTRIBUTED else name.count(".")
@@ -117,7 +114,7 @@ def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict
     t = _group_sum(codes, len(groups), bundle.durations)
     counts = np.bincount(codes, minlength=len(groups))
     med = _median_rows(t)
-    total = _median([float(x) for x in bundle.replay_kernel_ns])
+    total = median([float(x) for x in bundle.replay_kernel_ns])
     rows: list[dict[str, Any]] = [
         {
             key: g,
@@ -169,7 +166,7 @@ def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
         traced = [float(x) for x in per_replay if x > 0]
         row: dict[str, Any] = {
             "name": g.name, "exec_id": g.exec_id, "nodes": len(g.nodes), "work_nodes": n_work,
-            "edges": len(g.edges), "median_ns": _median(traced),
+            "edges": len(g.edges), "median_ns": median(traced),
             "attributed": sum(1 for n in g.nodes if n.is_work and n.module != UNATTRIBUTED),
         }
         for k in ("site", "ordinal", "kind", "shapes", "replays", "traced_replays",
@@ -185,7 +182,7 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[
     for a bundle of one graph."""
     if len(bundle.graphs) < 2 or len(bundle.graphs) > 16:
         return None
-    from ..graphs.model import only_graph
+    from ..model.graph import only_graph
 
     cols = [g.name for g in bundle.graphs]
     table: dict[str, list[float]] = {}
@@ -205,8 +202,8 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     return {
         "graphs": graph_rows(bundle),
         "replays": bundle.replays,
-        "replay_kernel_median_ns": _median([float(x) for x in bundle.replay_kernel_ns]),
-        "replay_span_median_ns": _median([float(x) for x in bundle.replay_span_ns]),
+        "replay_kernel_median_ns": median([float(x) for x in bundle.replay_kernel_ns]),
+        "replay_span_median_ns": median([float(x) for x in bundle.replay_span_ns]),
         "work_nodes": len(work),
         "annotated_nodes": sum(1 for n in work if n.annotation),
         "coverage": coverage(bundle),
@@ -220,90 +217,25 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     }
 
 
-# kernels of collectives (NCCL and the names other backends give them)
-COLLECTIVE = re.compile(r"nccl|allreduce|all_reduce|allgather|reduce_scatter|broadcast",
-                        re.IGNORECASE)
-
-
-def _union_len(iv: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-def _overlap(a: tuple[int, int], merged: list[tuple[int, int]]) -> int:
-    return sum(max(0, min(a[1], b) - max(a[0], s)) for s, b in merged)
-
-
-def ddp_rows(bundle: Bundle) -> list[dict[str, Any]]:
-    """DDP's reducer work per gradient bucket: nodes, communication (NCCL) time per replay,
-    and how much of that overlaps compute running on another stream (from the kept events)."""
+def module_top_kernels(bundle: Bundle, top: int = 3) -> dict[str, list[list[Any]]]:
+    """module prefix -> its top kernels [[short name, median ns per replay, count], ...]."""
     work = bundle.work
-    idx = [i for i, n in enumerate(work) if n.module == DDP_SCOPE]
-    if not idx:
-        return []
+    if not work:
+        return {}
     dur = bundle.durations
-    by_id = {n.exec_node_id: n for n in work}
-    buckets: dict[Any, dict[str, Any]] = {}
-    for i in idx:
-        n = work[i]
-        b = n.annotation.get("ddp_bucket", "?")
-        row = buckets.setdefault(b, {
-            "bucket": b, "modules": list(n.annotation.get("bucket_modules", ())),
-            "bucket_bytes": n.annotation.get("bucket_bytes"), "nodes": 0, "comm_nodes": 0,
-            "_all": np.zeros(dur.shape[1]), "_comm": np.zeros(dur.shape[1])})
-        row["nodes"] += 1
-        row["_all"] = row["_all"] + dur[i]
-        if _is_comm(n):
-            row["comm_nodes"] += 1
-            row["_comm"] = row["_comm"] + dur[i]
-    # overlap: each comm kernel's interval against the union of non-DDP kernels on other
-    # streams, per kept replay
-    per_replay: dict[int, list[Any]] = {}
-    for e in bundle.events:
-        per_replay.setdefault(int(e.get("replay", 0)), []).append(e)
-    overlap: dict[Any, list[float]] = {}
-    comm_ev: dict[Any, list[float]] = {}
-    for evs in per_replay.values():
-        compute: dict[Any, list[tuple[int, int]]] = {}  # stream -> non-DDP kernel intervals
-        comms: list[tuple[Node, tuple[int, int], Any]] = []
-        for e in evs:
-            m = by_id.get(int(e.get("exec_node_id", -1)))
-            if m is None:
-                continue
-            a = (int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"]))
-            if m.module != DDP_SCOPE:
-                compute.setdefault(e.get("stream"), []).append(a)
-            elif _is_comm(m):
-                comms.append((m, a, e.get("stream")))
-        unions: dict[Any, list[tuple[int, int]]] = {}
-        seen: dict[Any, list[float]] = {}
-        for m, a, stream in comms:
-            if stream not in unions:
-                unions[stream] = _union_len(
-                    [iv for st, ivs in compute.items() if st != stream for iv in ivs])
-            v = seen.setdefault(m.annotation.get("ddp_bucket", "?"), [0.0, 0.0])
-            v[0] += _overlap(a, unions[stream])
-            v[1] += a[1] - a[0]
-        for b, (ov, tot) in seen.items():
-            overlap.setdefault(b, []).append(ov)
-            comm_ev.setdefault(b, []).append(tot)
-    rows = []
-    for b in sorted(buckets, key=lambda x: (not isinstance(x, int), str(x).zfill(6))):
-        row = buckets[b]
-        all_ns, comm_ns = row.pop("_all"), row.pop("_comm")
-        row["median_ns"] = _median([float(x) for x in all_ns])
-        row["comm_ns"] = _median([float(x) for x in comm_ns])
-        tot = float(np.sum(comm_ev.get(b, [])))
-        if tot > 0:
-            row["overlap_pct"] = 100.0 * float(np.sum(overlap[b])) / tot
-        rows.append(row)
-    return rows
-
-
-def _is_comm(n: Node) -> bool:
-    return n.type == "kernel" and bool(COLLECTIVE.search(n.demangled or n.kernel or ""))
+    med = np.median(dur, axis=1) if dur.shape[1] else np.zeros(len(work))
+    pair_t: dict[tuple[str, str], float] = defaultdict(float)
+    pair_n: dict[tuple[str, str], int] = defaultdict(int)
+    for n, t in zip(work, med.tolist()):
+        pair_t[(n.module, n.short_name)] += t
+        pair_n[(n.module, n.short_name)] += 1
+    per_prefix: dict[str, dict[str, list[float]]] = defaultdict(dict)
+    for (mod, k), t in pair_t.items():
+        parts = mod.split(".") if mod != UNATTRIBUTED else [mod]
+        for i in range(1, len(parts) + 1):
+            slot = per_prefix[".".join(parts[:i])].setdefault(k, [0.0, 0])
+            slot[0] += t
+            slot[1] += pair_n[(mod, k)]
+    return {p: [[k, round(v[0]), int(v[1])] for k, v in
+                sorted(ks.items(), key=lambda kv: -kv[1][0])[:top]]
+            for p, ks in per_prefix.items()}

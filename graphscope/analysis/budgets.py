@@ -1,4 +1,5 @@
-"""Budgets for CI smoke runs: load a budgets YAML, check a bundle against it, write JUnit XML.
+"""Budgets for CI smoke runs: load a budgets YAML and check a bundle against it (the JUnit XML
+of the results is render/junit.py).
 
 budgets.yaml::
 
@@ -26,13 +27,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from xml.sax.saxutils import escape, quoteattr
 
-from ._errors import ConfigError
-from .config import read_yaml
-from .graphs.model import Bundle
-from .reports.diff import diff_summary
-from .reports.summary import coverage, module_rows, summarize
+from .._errors import ConfigError
+from .._yaml import read_yaml
+from ..model.graph import Bundle
+from .diff import diff_summary
+from .summary import coverage, module_rows, summarize
 
 _LIMITS = {"max_time_us": float, "max_kernels": int}
 _SCHEMA: dict[str, Any] = {
@@ -202,18 +202,3 @@ def _limits(name: str, time_ns: float, kernels: int, limits: dict[str, float], t
         out.append(CheckResult(f"{name}.kernels", kernels <= lim, kernels, lim,
                                f"{name}: {kernels} kernels (max {int(lim)})"))
     return out
-
-
-def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
-    """JUnit XML, one testcase per check."""
-    fails = sum(not r.passed for r in results)
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}">']
-    for r in results:
-        lines.append(f'  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>')
-        if not r.passed:
-            lines.append(f'    <failure message={quoteattr(r.message)}>{escape(r.message)}'
-                         "</failure>")
-        lines.append("  </testcase>")
-    lines.append("</testsuite>")
-    return "\n".join(lines) + "\n"

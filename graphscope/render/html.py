@@ -13,19 +13,14 @@ bundle stays a few MB and the canvas draws only what is on screen.
 from __future__ import annotations
 
 import json
-import shutil
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Optional
 
-import numpy as np
-
-from ..graphs.model import UNATTRIBUTED, Bundle, only_graph
-from .summary import graph_rows, summarize
+from ..analysis.summary import graph_rows, module_top_kernels, summarize
+from ..model.graph import UNATTRIBUTED, Bundle, only_graph
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
-MAX_GRAPH_SVG_NODES = 1500  # the expanded (clustered) graph view is embedded up to this size
 _PHASES = {"forward": 0, "backward": 1, "optimizer": 2}
 
 
@@ -44,30 +39,6 @@ class _Strings:
             i = self.index[s] = len(self.table)
             self.table.append(s)
         return i
-
-
-def _top_kernels(bundle: Bundle, top: int = 3) -> dict[str, list[list[Any]]]:
-    """module prefix -> its top kernels [[short name, median ns per replay, count], ...]."""
-    work = bundle.work
-    if not work:
-        return {}
-    dur = bundle.durations
-    med = np.median(dur, axis=1) if dur.shape[1] else np.zeros(len(work))
-    pair_t: dict[tuple[str, str], float] = defaultdict(float)
-    pair_n: dict[tuple[str, str], int] = defaultdict(int)
-    for n, t in zip(work, med.tolist()):
-        pair_t[(n.module, n.short_name)] += t
-        pair_n[(n.module, n.short_name)] += 1
-    per_prefix: dict[str, dict[str, list[float]]] = defaultdict(dict)
-    for (mod, k), t in pair_t.items():
-        parts = mod.split(".") if mod != UNATTRIBUTED else [mod]
-        for i in range(1, len(parts) + 1):
-            slot = per_prefix[".".join(parts[:i])].setdefault(k, [0.0, 0])
-            slot[0] += t
-            slot[1] += pair_n[(mod, k)]
-    return {p: [[k, round(v[0]), int(v[1])] for k, v in
-                sorted(ks.items(), key=lambda kv: -kv[1][0])[:top]]
-            for p, ks in per_prefix.items()}
 
 
 def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[int]]:
@@ -106,32 +77,10 @@ def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[st
         "coverage": s["coverage"],
         "modules": s["modules"],
         "top_kernels": s["top_kernels"],
-        "module_kernels": _top_kernels(bundle),
+        "module_kernels": module_top_kernels(bundle),
         "events": _events(bundle, strings, replay),
         "ddp": s.get("ddp", []),
     }
-
-
-def _svgs(bundle: Bundle) -> dict[str, Optional[str]]:
-    """The first graph as SVG: modules collapsed, and as clusters when small enough."""
-    if shutil.which("dot") is None or not bundle.graphs:
-        return {"collapsed": None, "clusters": None}
-    from ..exporters.dot import DotOptions, build_dot
-    from ..exporters.dot import render as render_dot
-
-    out: dict[str, Optional[str]] = {}
-    for key, opts in (("collapsed", DotOptions(collapse=True, depth=1)),
-                      ("clusters", DotOptions(collapse=False, depth=2))):
-        if key == "clusters" and len(bundle.graphs[0].nodes) > MAX_GRAPH_SVG_NODES:
-            out[key] = None
-            continue
-        try:
-            text, _ = build_dot(bundle, opts)
-            svg = render_dot(text, "svg").decode("utf-8", errors="replace")
-            out[key] = svg[svg.find("<svg"):]
-        except Exception:  # the page says how to get it instead
-            out[key] = None
-    return out
 
 
 def payload(bundle: Bundle, replay: int = 0,
@@ -171,12 +120,17 @@ def payload(bundle: Bundle, replay: int = 0,
     }
 
 
+NO_SVG: Mapping[str, Optional[str]] = {"collapsed": None, "clusters": None}
+
+
 def render(bundle: Bundle, replay: int = 0,
-           ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> str:
-    """The page as one string."""
+           ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
+           graph_svg: Mapping[str, Optional[str]] = NO_SVG) -> str:
+    """The page as one string. ``graph_svg``: the graph views the caller drew
+    (``render.dot.graph_svgs``; None where Graphviz could not: the page says how to get them)."""
     data = payload(bundle, replay, ranks)
-    data["graph_svg"] = _svgs(bundle)
-    template = resources.files("graphscope.reports").joinpath("templates/report.html").read_text(
+    data["graph_svg"] = dict(graph_svg)
+    template = resources.files("graphscope.render").joinpath("templates/report.html").read_text(
         encoding="utf-8")
     # Every "<" and ">" escaped: no name can end the script element or open a comment in it.
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -187,9 +141,10 @@ def render(bundle: Bundle, replay: int = 0,
 
 def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = False,
                inputs: tuple[str, ...] = (),
-               ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> str:
+               ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
+               graph_svg: Mapping[str, Optional[str]] = NO_SVG) -> str:
     from ..outputs import write_output
 
-    write_output(path, render(bundle, replay, ranks), force=force,
+    write_output(path, render(bundle, replay, ranks, graph_svg), force=force,
                  inputs=(bundle.path, *inputs), what="HTML report")
     return path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..graphs.model import Bundle
+from ..model.graph import Bundle
 from .summary import module_rows, summarize
 
 

@@ -1,36 +1,19 @@
-"""Rich tables of a bundle's summary. Formatting only: numbers come from summary.py."""
+"""Rich tables of a bundle's summary. Formatting only: numbers come from analysis/."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Optional
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def safe(s: object) -> str:
-    """A name from a bundle, made harmless for a terminal: control characters (escape
-    sequences included) shown as ``\\xNN``."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(s))
+from .fmt import fmt_bytes, fmt_ns, safe
 
 
 def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
     """rich's Text (never markup) of ``s`` with control characters escaped."""
     return _RichText(safe(s), **kw)  # type: ignore[arg-type]
-
-
-def fmt_ns(ns: Optional[float]) -> str:
-    if ns is None:
-        return "-"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.2f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.1f} µs"
-    return f"{ns:.0f} ns"
 
 
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
@@ -80,15 +63,6 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
             cells += [fmt_ns(r["median_ns"]), f"{r['pct']:.1f}"]
         t.add_row(*cells)
     return t
-
-
-def fmt_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 def graphs_table(summary: dict[str, Any]) -> Table:
@@ -188,3 +162,77 @@ def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> 
     con = console or Console()
     con.print(graphs_table(summary))
     con.print(module_table(summary, depth=2))
+
+
+def _pct(v: float) -> str:
+    colour = "red" if v > 0.5 else "green" if v < -0.5 else "white"
+    return f"[{colour}]{v:+.1f}%[/{colour}]"
+
+
+def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
+    """`graphscope diff`: ``d`` is :func:`graphscope.analysis.diff.diff_summary` of bundles
+    ``a`` and ``b``."""
+    t = Table(title=Text(f"{a} → {b}"), title_justify="left")
+    for col, just in (("module", "left"), ("A", "right"), ("B", "right"), ("Δ", "right"),
+                      ("Δ%", "right"), ("kernels A→B", "right")):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    tot = d["total"]
+    t.add_row(Text("total", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
+              fmt_ns(tot["delta_ns"]) if tot["delta_ns"] >= 0 else "-" + fmt_ns(-tot["delta_ns"]),
+              _pct(tot["delta_pct"]), f"{tot['a_kernels']}→{tot['b_kernels']}")
+    for r in d["modules"]:
+        name = ("  " * r["level"]) + r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
+        if r["only_in"]:
+            name += f" (only in {r['only_in'].upper()})"
+        dn = r["delta_ns"]
+        t.add_row(Text(name), fmt_ns(r["a_ns"]), fmt_ns(r["b_ns"]),
+                  fmt_ns(dn) if dn >= 0 else "-" + fmt_ns(-dn), _pct(r["delta_pct"]),
+                  f"{r['a_kernels']}→{r['b_kernels']}")
+    return t
+
+
+def render_ranks(m: dict[str, Any], depth: Optional[int] = None) -> Group:
+    """`graphscope report` of a multi-rank bundle: ``m`` is
+    :func:`graphscope.analysis.ranks.merge`'s (module time per rank and skew, collectives, DDP
+    buckets per rank)."""
+    t = Table(title=f"GPU time by module per rank ({m['world_size']} ranks, median per replay)",
+              title_justify="left")
+    t.add_column("module", no_wrap=True)
+    for r in range(m["world_size"]):
+        t.add_column(f"rank {r}", justify="right", no_wrap=True)
+    t.add_column("skew", justify="right", no_wrap=True)
+    for row in m["modules"]:
+        if depth is not None and row["level"] > depth:
+            continue
+        name = Text(("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
+                                             else row["module"]))
+        skew = f"{row['skew']:.2f}" + (f" (r{row['slowest_rank']})" if row["skew"] > 1.05 else "")
+        t.add_row(name, *[fmt_ns(x) for x in row["per_rank_ns"]], skew)
+    parts: list[Any] = [t]
+    c = Table(title="Collectives", title_justify="left")
+    for col in ("rank", "kernels", "time", "% of replay"):
+        c.add_column(col, justify="right")
+    for row in m["collectives"]:
+        c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
+                  f"{row['pct']:.1f}")
+    parts.append(c)
+    for entry in m.get("ddp", []):
+        d = ddp_table(entry["buckets"])
+        d.title = f"rank {entry['rank']}: {d.title}"
+        parts.append(d)
+    return Group(*parts)
+
+
+def check_table(results: list[Any]) -> Table:
+    """`graphscope check`: one row per budget result (``CheckResult``s)."""
+    failed = sum(not r.passed for r in results)
+    t = Table(title=f"graphscope check ({len(results) - failed}/{len(results)} passed)",
+              title_justify="left")
+    t.add_column("check", no_wrap=True)
+    t.add_column("result")
+    t.add_column("detail")
+    for r in results:
+        t.add_row(Text(r.name), Text("pass", style="green") if r.passed
+                  else Text("FAIL", style="red"), Text(r.message))
+    return t
+

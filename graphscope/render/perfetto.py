@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..graphs.model import UNATTRIBUTED, Bundle
+from ..model.graph import UNATTRIBUTED, Bundle, NodeKind
 
 PID_GPU = 1
 PID_MODULES = 2
@@ -46,7 +46,7 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
                 v = getattr(n, k)
                 if v:
                     args[k] = v
-            if n.type == "kernel":
+            if n.type == NodeKind.KERNEL:
                 args["grid"] = list(n.grid)
                 args["block"] = list(n.block)
             module = n.module

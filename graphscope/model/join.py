@@ -18,7 +18,10 @@ from typing import Any, Optional
 
 import numpy as np
 
-KINDS = {0: "kernel", 1: "memcpy", 2: "memset"}
+from .graph import NodeKind
+
+# the tracer's record kinds (csrc/tracer.cpp: 0 kernel, 1 memcpy, 2 memset)
+KINDS = {0: NodeKind.KERNEL.value, 1: NodeKind.MEMCPY.value, 2: NodeKind.MEMSET.value}
 
 
 @dataclass

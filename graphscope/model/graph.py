@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import re
 import statistics
@@ -12,7 +13,47 @@ from typing import Any, Optional
 
 UNATTRIBUTED = "(unattributed)"
 DDP_SCOPE = "(ddp)"  # DDP's reducer work (annotate/training.py)
-WORK_TYPES = frozenset({"kernel", "memcpy", "memset"})  # the nodes that take GPU time (MK2)
+
+
+class NodeKind(str, enum.Enum):
+    """The type of a graph node: ``CUgraphNodeType`` (cuda.h), in its order, by the names
+    bundles store in ``Node.type``. A ``str``: ``node.type == NodeKind.KERNEL`` compares the
+    name."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    HOST = "host"
+    GRAPH = "graph"  # a child graph
+    EMPTY = "empty"
+    EVENT_WAIT = "event_wait"
+    EVENT_RECORD = "event_record"
+    EXT_SEMAS_SIGNAL = "ext_semas_signal"
+    EXT_SEMAS_WAIT = "ext_semas_wait"
+    MEM_ALLOC = "mem_alloc"
+    MEM_FREE = "mem_free"
+    BATCH_MEM_OP = "batch_mem_op"
+    CONDITIONAL = "conditional"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return self.value.__format__(spec)
+
+    @classmethod
+    def name_of(cls, cuda_type: int) -> str:
+        """The name of a ``CUgraphNodeType`` value (``type<N>`` for one newer than this list)."""
+        return _BY_CODE[cuda_type].value if 0 <= cuda_type < len(_BY_CODE) else f"type{cuda_type}"
+
+    @property
+    def is_work(self) -> bool:
+        return self in WORK_KINDS
+
+
+_BY_CODE = tuple(NodeKind)
+# the nodes that take GPU time and get annotations (MK2)
+WORK_KINDS = frozenset({NodeKind.KERNEL, NodeKind.MEMCPY, NodeKind.MEMSET})
 
 
 @dataclass(eq=False)
@@ -46,7 +87,7 @@ class Node:
     @property
     def is_work(self) -> bool:
         """Kernel, memcpy or memset: the nodes that take GPU time and get annotations."""
-        return self.type in WORK_TYPES
+        return self.type in WORK_KINDS
 
     @property
     def module(self) -> str:
@@ -58,7 +99,7 @@ class Node:
 
     @property
     def short_name(self) -> str:
-        if self.type != "kernel":
+        if self.type != NodeKind.KERNEL:
             return self.type
         return short_kernel_name(self.demangled or self.kernel or "?")
 
@@ -72,7 +113,7 @@ class Node:
             "exec_node_id": self.exec_node_id,
             "type": self.type,
         }
-        if self.type == "kernel":
+        if self.type == NodeKind.KERNEL:
             d.update(kernel=self.kernel, demangled=self.demangled, short=self.short_name,
                      grid=list(self.grid), block=list(self.block), smem=self.smem)
         if self.bytes:

@@ -10,14 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
-from .model import WORK_TYPES, CapturedGraph, Node
-
-# CUgraphNodeType -> name (cuda.h)
-NODE_TYPES = {
-    0: "kernel", 1: "memcpy", 2: "memset", 3: "host", 4: "graph", 5: "empty",
-    6: "event_wait", 7: "event_record", 8: "ext_semas_signal", 9: "ext_semas_wait",
-    10: "mem_alloc", 11: "mem_free", 12: "batch_mem_op", 13: "conditional",
-}
+from .graph import WORK_KINDS, CapturedGraph, Node, NodeKind
 
 
 def build_graph(
@@ -51,9 +44,9 @@ def build_graph(
     types = inspection.node_type.tolist()
     names_idx = inspection.name_idx.tolist()
     for i, nid in enumerate(inspection.node_id.tolist()):
-        ntype = NODE_TYPES.get(int(types[i]), f"type{int(types[i])}")
+        ntype = NodeKind.name_of(int(types[i]))
         sid, oid = by_id.get(nid, (-1, -1))
-        work = ntype in WORK_TYPES
+        work = ntype in WORK_KINDS
         annotation = dict(annotation_of(sid)) if work and sid >= 0 else {}
         op = op_of(oid) if oid >= 0 else None
         k = int(names_idx[i])

@@ -1,0 +1,24 @@
+"""Reading a YAML file whose errors name the file (graphscope.yaml, budgets.yaml)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import ConfigError
+
+
+def read_yaml(path: str, what: str) -> tuple[Any, Any]:
+    """(node tree with line marks, plain data) of a YAML file; errors name the file."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what} ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+    try:
+        return yaml.compose(text), yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
