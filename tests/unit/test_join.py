@@ -84,7 +84,7 @@ def test_native_join_equals_the_numpy_reference():
 def test_launch_windows_keyed_by_correlation_on_the_events_clock():
     # GIVEN two graphs launched twice each, and the tracer's cudaGraphLaunch records (one of
     # them for a launch that is not a joined graph's, one for a replay beyond keep_events)
-    from graphscope.graphs.join import join_numpy
+    from graphscope.model.join import join_numpy
 
     e1, e2 = 2 << 32, 3 << 32
     rows = [
