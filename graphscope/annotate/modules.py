@@ -1,4 +1,15 @@
-"""Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
+"""Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5), and the
+one rule every capture source names modules by.
+
+The rule (PyTorch's ``register_fqn_annotation_hooks`` convention): the model's root module is
+``L`` and a module below it ``L.<path>``, its path in ``named_modules()`` (``L.blocks.0.attn``).
+The model is the module registered here (``graphscope capture``, ``make_graphed_callables``)
+or, in ``graphscope run``, the first outermost module the program calls in a capture; a further
+outermost module called in the same capture (a loss module beside the model) is
+``(<class>)`` and its submodules ``(<class>).<path>``, like graphscope's other scopes outside
+the model (``(loss)``, ``(optimizer)``). Compiled kernels placed by inductor's provenance get
+the same names. So the same model gives the same module paths under ``capture`` and ``run``.
+"""
 
 from __future__ import annotations
 
@@ -76,8 +87,17 @@ class ModuleAnnotations:
         self.remove()
 
 
-def module_fqn(path: str, prefix: str = "L") -> str:
+ROOT = "L"  # the model's root module (PyTorch's helper's prefix)
+
+
+def module_fqn(path: str, prefix: str = ROOT) -> str:
+    """The name of the module at ``path`` (``named_modules()``) below a root named ``prefix``."""
     return f"{prefix}.{path}" if path else prefix
+
+
+def other_root(module: Any) -> str:
+    """The name of an outermost module called beside the model in one capture: ``(<class>)``."""
+    return f"({type(module).__name__})"
 
 
 def register_module_annotations(

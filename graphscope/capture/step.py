@@ -95,6 +95,7 @@ class StepSource:
     name: ClassVar[str] = "step"
     help: ClassVar[str] = ("one graph of forward + loss + backward, or of the model file's "
                            "whole \"step\"")
+    takes: ClassVar[str] = "model"
 
     def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
         import torch

@@ -246,7 +246,7 @@ def test_a_real_torch_profiler_trace_is_joined_to_its_run_bundle(tmp_path, capsy
     assert all(e["args"]["graphscope match"] == "sequence" and e["args"]["op"].startswith(
         "aten::") for e in kernels)
     mods = Counter(e["args"].get("module_name") for e in kernels)
-    assert mods["Sequential.0"] == 5 * 4 and mods["(optimizer)"] == 5 and mods[None] == 5 * 5
+    assert mods["L.0"] == 5 * 4 and mods["(optimizer)"] == 5 and mods[None] == 5 * 5
     assert all("unplaced_reason" in e["args"] for e in kernels if "module_name" not in e["args"])
     spans = [e for e in _load(str(out))["traceEvents"] if e.get("cat") == "graphscope_module"]
     assert len({e["args"]["correlation"] for e in spans}) == 5  # a module track per replay
