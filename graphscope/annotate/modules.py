@@ -21,10 +21,10 @@ from typing import Any, Optional
 from .. import native
 from . import state
 from .backward import pop, push
-from .scopes import MODULE_KEY, SCOPES
+from .scopes import MODULE_KEY
 
 
-class _ModuleHooks:
+class ModuleHooks:
     """Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
 
     def __init__(self) -> None:
@@ -54,8 +54,9 @@ class _ModuleHooks:
     def pre(self, module: Any, args: Any) -> None:
         entry = self.names.get(module)
         stack = self.local.__dict__.setdefault("pushed", [])
-        if entry is not None and state.ACTIVE is not None:
-            push(SCOPES.child(native.current_scope(), entry[0], entry[2], entry[1]))
+        if entry is not None and state.ATTRIBUTION.active is not None:
+            scopes = state.ATTRIBUTION.scopes
+            push(scopes.child(native.current_scope(), entry[0], entry[2], entry[1]))
             stack.append(True)
         else:
             stack.append(False)
@@ -66,8 +67,6 @@ class _ModuleHooks:
             pop()
 
 
-_MODULES = _ModuleHooks()
-
 
 class ModuleAnnotations:
     """Handle returned by :func:`register_module_annotations`; ``remove()`` undoes it."""
@@ -76,9 +75,10 @@ class ModuleAnnotations:
         self._modules = modules
 
     def remove(self) -> None:
+        hooks = state.ATTRIBUTION.modules
         for mod in self._modules:
-            _MODULES.names.pop(mod, None)
-        _MODULES.uninstall_if_idle()
+            hooks.names.pop(mod, None)
+        hooks.uninstall_if_idle()
 
     def __enter__(self) -> ModuleAnnotations:
         return self
@@ -111,13 +111,14 @@ def register_module_annotations(
         prefix: the FQN prefix PyTorch's helper uses (``"L"``).
         backward: also attribute each module's backward kernels to it (MK5).
     """
+    hooks = state.ATTRIBUTION.modules
     mods = []
     for path, mod in model.named_modules():
         level = 0 if not path else path.count(".") + 1
         if depth is not None and level > depth:
             continue
         ann = {MODULE_KEY: module_fqn(path, prefix)}
-        _MODULES.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
+        hooks.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
         mods.append(mod)
-    _MODULES.install()
+    hooks.install()
     return ModuleAnnotations(mods)

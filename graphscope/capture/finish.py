@@ -74,13 +74,13 @@ class Phases:
 
 def build_graphs(raw: RawCapture) -> list[CapturedGraph]:
     """Raw graphs -> the Graph model, scope and op ids resolved through the annotate tables."""
-    ops = ann.ops.OPS
+    ops, scopes = ann.ATTRIBUTION.ops, ann.ATTRIBUTION.scopes
 
     def op_of(i: int) -> Any:
         return ops.get(i)
 
     return [
-        build_graph(r.name, r.inspection, r.records, r.exec_id, ann.SCOPES.annotation, op_of,
+        build_graph(r.name, r.inspection, r.records, r.exec_id, scopes.annotation, op_of,
                     r.info, r.place)
         for r in raw.graphs
     ]

@@ -54,9 +54,9 @@ def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     # WHEN the model is named as graphscope capture names it
     h = register_module_annotations(model)
     try:
-        from graphscope.annotate.modules import _MODULES
+        from graphscope.annotate import ATTRIBUTION
 
-        registered = {m: a[0]["module_name"] for m, a in _MODULES.names.items()}
+        registered = {m: a[0]["module_name"] for m, a in ATTRIBUTION.modules.names.items()}
     finally:
         h.remove()
     # THEN the same names, L first; the loss module is a root of its own, by its class

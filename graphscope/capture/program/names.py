@@ -14,7 +14,7 @@ from ... import native
 from ...annotate import state
 from ...annotate.backward import pop, push
 from ...annotate.modules import ROOT, module_fqn, other_root
-from ...annotate.scopes import MODULE_KEY, SCOPES, normalize
+from ...annotate.scopes import MODULE_KEY, normalize
 from ...annotate.training import leaf_scopes
 
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -123,11 +123,12 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     from torch.nn.modules import module as m
 
     local = names.local
+    attribution = state.ATTRIBUTION
 
     @torch._dynamo.disable
     def pre(module: Any, args: Any) -> None:
         stack = local.__dict__.setdefault("stack", [])
-        if state.ACTIVE is None:
+        if attribution.active is None:
             stack.append((None, False))
             return
         parent_root = stack[-1][0] if stack else None
@@ -143,7 +144,7 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
             stack.append((root, False))
             return
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
-        push(SCOPES.child(native.current_scope(), ann_dict, True, frozen))
+        push(attribution.scopes.child(native.current_scope(), ann_dict, True, frozen))
         stack.append((root, True))
 
     @torch._dynamo.disable

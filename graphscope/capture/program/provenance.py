@@ -12,7 +12,6 @@ from typing import Any, Callable, Optional
 
 from ... import annotate as ann
 from ... import native
-from ...annotate import state
 from ...annotate.modules import ROOT, module_fqn
 from ...annotate.scopes import MODULE_KEY
 
@@ -76,14 +75,16 @@ class Provenance:
                                           real_compile))
         real_run = th.CachingAutotuner.run
         ops = ann.ops
+        attribution = ann.ATTRIBUTION
 
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if state.ACTIVE is None:
+            if attribution.active is None:
                 return real_run(self, *args, **kwargs)
             f = sys._getframe(1)
             src = f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
             name = getattr(getattr(self, "fn", None), "__name__", "triton")
-            prev = native.set_current_op(ops.OPS.intern(ops.OpRecord(f"triton:{name}", "", src)))
+            op = attribution.ops.intern(ops.OpRecord(f"triton:{name}", "", src))
+            prev = native.set_current_op(op)
             try:
                 return real_run(self, *args, **kwargs)
             finally:

@@ -94,7 +94,7 @@ class GraphWatch:
         rec = Observed(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
         self.by_id[id(cuda_graph)] = rec
-        if self._window is not None or state.ACTIVE is not None:
+        if self._window is not None or state.ATTRIBUTION.active is not None:
             rec.failed = "captured while another annotated capture was running: not recorded"
             self.warnings.append(f"{site}: {rec.failed}")
             return
@@ -107,8 +107,9 @@ class GraphWatch:
             hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call)
             hooks += optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
-            if state.ACTIVE is not None:
-                state.ACTIVE.leaf_scope = self.module_names.leaf_scopes()
+            active = state.ATTRIBUTION.active
+            if active is not None:
+                active.leaf_scope = self.module_names.leaf_scopes()
         except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
             stack.close()
             rec.failed = str(exc)
