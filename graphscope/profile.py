@@ -41,7 +41,7 @@ class profile:
         self.command = command or ["graphscope.profile"]
         self.bundle_path: Optional[str] = None
         self.result: Any = None  # graphscope.capture.CaptureResult once written
-        self.observer: Any = None  # the GraphWatch while (and after) the block runs
+        self.watch: Any = None  # the GraphWatch while (and after) the block runs
         self.rank: Any = None
         self._watching: Any = None
 
@@ -57,12 +57,12 @@ class profile:
                             force=self.force)
         self.output = out
         self._watching = watching(self.cfg)
-        self.observer = self._watching.__enter__()
+        self.watch = self._watching.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._watching.__exit__(None, None, None)
-        raw = self.observer.result()
+        raw = self.watch.result()
         if not raw.graphs:
             return
         from .capture.finish import finish, manifest_for
@@ -84,8 +84,8 @@ class profile:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.observer.warnings) if self.observer is not None else []
+        return list(self.watch.warnings) if self.watch is not None else []
 
     @property
     def captures(self) -> int:
-        return len(self.observer.graphs) if self.observer is not None else 0
+        return len(self.watch.graphs) if self.watch is not None else 0

@@ -170,3 +170,31 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     # THEN the model is L, its submodules L.<path>, the loss module (Probe) by its class
     assert seen == ["L.0", "L.1.0", "(Probe)"]
     assert first == [model, loss]
+
+
+def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, capsys):
+    # GIVEN graphscope run with options, and the library call it makes replaced (no GPU here)
+    import graphscope.capture as C
+    from graphscope.capture.source import RawCapture
+    from graphscope.cli.main import main
+
+    prog = tmp_path / "serve.py"
+    prog.write_text("pass\n")
+    seen = {}
+
+    def fake(cfg, job, argv=None):
+        seen.update(cfg=cfg, job=job)
+        job.exit_code = 3
+        return RawCapture([], meta={"observed_captures": 2, "warnings": ["w1"]}), None
+
+    monkeypatch.setattr(C, "run_program_capture", fake)
+    # WHEN it runs a program that captures no graph and exits 3
+    rc = main(["run", "--no-ops", "--replays", "4", "--graphs", "dec", str(prog), "a", "-b"])
+    # THEN one config reaches the run source, and the program's exit code comes back
+    cfg, job = seen["cfg"], seen["job"]
+    assert (cfg.mode, cfg.replays, cfg.graphs, cfg.record_ops, cfg.output) == (
+        "run", 4, "dec", False, None)
+    assert (job.target, job.args, job.module) == (str(prog), ["a", "-b"], False)
+    assert rc == 3
+    err = capsys.readouterr().err
+    assert "graphscope: warning: w1" in err and "2 capture(s) seen" in err

@@ -27,7 +27,7 @@ class TracedReplays:
         self._regex = re.compile(cfg.graphs) if cfg.graphs else None
 
     def wanted(self, rec: Any) -> bool:
-        """Whether this replay of graph ``rec`` (an ``Observed``, counted already) is traced."""
+        """Whether this replay of graph ``rec`` (a ``ProgramGraph``, counted already) is traced."""
         if rec.raw is None or rec.traced >= self.cfg.replays:
             return False
         if rec.replays <= self.cfg.skip_replays:

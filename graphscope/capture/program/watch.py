@@ -25,7 +25,7 @@ from .traced import TracedReplays
 
 
 @dataclass
-class Observed:
+class ProgramGraph:
     """One capture the program made."""
 
     site: str
@@ -59,10 +59,10 @@ class GraphWatch:
 
     def __init__(self, cfg: CaptureConfig) -> None:
         self.cfg = cfg.validate()
-        self.graphs: list[Observed] = []
-        self.by_id: dict[int, Observed] = {}
+        self.graphs: list[ProgramGraph] = []
+        self.by_id: dict[int, ProgramGraph] = {}
         self.sites: dict[str, int] = {}
-        self.current: Optional[Observed] = None
+        self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
         self.warnings: list[str] = []
@@ -91,7 +91,7 @@ class GraphWatch:
     # -- capture window
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
         site, kind = capture_site(self._torch_dir)
-        rec = Observed(site=site, kind=kind, user_keep=user_keep)
+        rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
         self.by_id[id(cuda_graph)] = rec
         if self._window is not None or state.ATTRIBUTION.active is not None:
