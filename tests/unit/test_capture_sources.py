@@ -198,3 +198,14 @@ def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, caps
     assert rc == 3
     err = capsys.readouterr().err
     assert "graphscope: warning: w1" in err and "2 capture(s) seen" in err
+
+
+def test_capture_refuses_the_run_mode_in_one_line():
+    # GIVEN a config (say from YAML) asking a model-file capture for the program source
+    from graphscope._errors import ConfigError
+    from graphscope.capture import run_capture
+    from graphscope.config import CaptureConfig
+
+    # THEN it says which modes a model file takes, before looking for a GPU
+    with pytest.raises(ConfigError, match="runs a program.*callables, forward, step"):
+        run_capture(CaptureConfig(mode="run", model="m.py"))
