@@ -100,7 +100,7 @@ NB_MODULE(_native, m) {
       "    backward: also tag the backward kernels of autograd nodes created in the scope,\n"
       "        adding ``\"autograd_phase\": \"backward\"``.\n\n"
       "Outside an annotated capture it does nothing (MK3), but bad annotations still raise.");
-  m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("state"), nb::arg("resolve"),
+  m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("attribution"), nb::arg("resolve"),
         nb::arg("check"), nb::arg("push"), nb::arg("pop"));
   m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("own_note"),
         "graphscope._opwatch's own_note address (0: Python's push/pop).");

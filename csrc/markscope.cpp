@@ -36,8 +36,10 @@ namespace {
 using NoteFn = void (*)(int64_t);
 
 struct Hooks {
-  PyObject* state_dict = nullptr;  // graphscope.annotate.state.__dict__ (ACTIVE lives there)
-  PyObject* active_key = nullptr;  // "ACTIVE"
+  // the attribution object's __dict__ (graphscope.annotate.state.ATTRIBUTION, passed to
+  // mark_kernels_setup): its "active" is the running capture window, or None
+  PyObject* state_dict = nullptr;
+  PyObject* active_key = nullptr;  // "active"
   PyObject* resolve = nullptr;     // (annotation, parent, backward) -> scope id
   PyObject* check = nullptr;       // (annotation) -> raises AnnotationError if invalid
   PyObject* push = nullptr;        // Python push(scope) / pop() (the hook path)
@@ -502,15 +504,20 @@ PyGetSetDef mk_getset[] = {
 
 }  // namespace
 
-void mark_kernels_setup(nb::object state_module, nb::object resolve, nb::object check,
+void mark_kernels_setup(nb::object attribution, nb::object resolve, nb::object check,
                         nb::object push, nb::object pop) {
   auto keep = [](PyObject*& slot, PyObject* v) {
     Py_XINCREF(v);
     Py_XDECREF(slot);
     slot = v;
   };
-  keep(hooks.state_dict, PyModule_GetDict(state_module.ptr()));
-  if (hooks.active_key == nullptr) hooks.active_key = PyUnicode_InternFromString("ACTIVE");
+  // The instance's own __dict__ (made now if Python had not made it yet): reading "active"
+  // from it costs one dict lookup per scope entered, as reading a module global did.
+  PyObject* d = PyObject_GenericGetDict(attribution.ptr(), nullptr);
+  if (d == nullptr) throw nb::python_error();
+  Py_XDECREF(hooks.state_dict);
+  hooks.state_dict = d;  // the new reference is kept
+  if (hooks.active_key == nullptr) hooks.active_key = PyUnicode_InternFromString("active");
   keep(hooks.resolve, resolve.ptr());
   keep(hooks.check, check.ptr());
   keep(hooks.push, push.ptr());

@@ -12,9 +12,10 @@ namespace gs {
 
 // The type object (named mark_kernels, documented by `doc`).
 nb::object mark_kernels_type(const char* doc);
-// Python's side: the module holding ACTIVE, the resolver (annotation, parent, backward) -> id,
-// the validity check, and push/pop for the hook path.
-void mark_kernels_setup(nb::object state_module, nb::object resolve, nb::object check,
+// Python's side: the attribution object (its `active` is the running capture window), the
+// resolver (annotation, parent, backward) -> id, the validity check, and push/pop for the hook
+// path.
+void mark_kernels_setup(nb::object attribution, nb::object resolve, nb::object check,
                         nb::object push, nb::object pop);
 // graphscope._opwatch's own_note (0: Python's push/pop).
 void mark_kernels_use_native(uintptr_t own_note);

@@ -13,9 +13,9 @@ from ._yaml import read_yaml
 
 @dataclass
 class CaptureConfig:
-    """Options of `graphscope capture` / `annotate`."""
+    """Options of `graphscope capture` / `annotate` / `run` and :func:`graphscope.profile`."""
 
-    model: Optional[str] = None
+    model: Optional[str] = None  # the model file, or the program (mode "run")
     entry: str = "graphscope_model"
     mode: str = "step"  # a name in graphscope.capture.source.SOURCES
     warmup: int = 3
@@ -26,25 +26,38 @@ class CaptureConfig:
     keep_events: int = 3  # replays kept as full events in timeline.json
     output: Optional[str] = None
     force: bool = False
+    # mode "run" (a program's own graphs): which replays of each graph are traced
+    skip_replays: int = 0  # replays of each graph to let pass before tracing
+    graphs: Optional[str] = None  # regex: only graphs whose name matches are traced
+    dot: bool = True  # keep the driver's verbose DOT of every graph
 
     def validate(self) -> CaptureConfig:
-        modes = mode_names()
+        modes = mode_names() + ["run"]
         if self.mode not in modes:
             raise ConfigError(f"mode must be one of {', '.join(modes)}, not {self.mode!r}")
-        if self.warmup < 0 or self.replays < 0 or self.keep_events < 0:
-            raise ConfigError("warmup, replays and keep_events must be >= 0")
+        if min(self.warmup, self.replays, self.keep_events, self.skip_replays) < 0:
+            raise ConfigError("warmup, replays, skip_replays and keep_events must be >= 0")
         if self.depth is not None and self.depth < 0:
             raise ConfigError("depth must be >= 0")
+        if self.graphs is not None:
+            import re
+
+            try:
+                re.compile(self.graphs)
+            except re.error as exc:
+                raise ConfigError(f"graphs {self.graphs!r} is not a regular expression: "
+                                  f"{exc}") from None
         return self
 
 
 def mode_names() -> list[str]:
-    """The registered model-file capture sources (``--mode`` choices)."""
+    """The registered model-file capture sources (``--mode`` choices; ``run`` takes a program,
+    not a model file: it is ``graphscope run``'s)."""
     from .capture.source import SOURCES
 
     if not SOURCES:  # the sources register when graphscope.capture is imported
         import graphscope.capture  # noqa: F401
-    return sorted(SOURCES)
+    return sorted(n for n, s in SOURCES.items() if s.takes == "model")
 
 
 _TYPES = {f.name: f.type for f in fields(CaptureConfig)}
@@ -87,7 +100,7 @@ def load_yaml(path: str) -> dict[str, Any]:
 def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
-    for key in ("mode", "warmup", "replays", "depth", "entry"):
+    for key in ("mode", "warmup", "replays", "depth", "entry", "skip_replays", "graphs"):
         raw = env.get(ENV_PREFIX + key.upper())
         if raw is None:
             continue

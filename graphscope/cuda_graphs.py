@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import annotate as _ann
@@ -268,35 +269,35 @@ def _kept_graphs() -> Iterator[list[Any]]:
         torch.cuda.CUDAGraph = real  # type: ignore[misc]
 
 
-def make_graphed_callables(
+@dataclass
+class GraphedCallables:
+    """What :func:`graph_callables` made: torch's graphed callables and, for graphscope's own
+    callables source, the ``CUDAGraph`` objects (forward graphs in order, then backward graphs
+    in reverse order) and the raw node records of the call."""
+
+    callables: Any
+    graphs: list[Any]
+    records: Any
+
+
+def graph_callables(
     callables: Any,
     sample_args: Any,
     num_warmup_iters: int = 3,
     allow_unused_input: bool = False,
     pool: Any = None,
     *,
-    annotate: bool = True,
     module_depth: Optional[int] = None,
     record_ops: bool = False,
-    graphs_out: Optional[list[Any]] = None,
-    records_out: Optional[list[Any]] = None,
-) -> Any:
-    """``torch.cuda.make_graphed_callables`` (CG4-CG5) with forward and backward graphs
-    annotated by module FQN.
+) -> GraphedCallables:
+    """:func:`make_graphed_callables` that also hands back the graphs and records it made.
 
     torch does the graphing (and raises CG5's errors); graphscope holds the recorder for the
     call, tags module scopes through global module hooks (per-module hooks would be refused by
     CG5), and instantiates the kept templates inside the window so exec ids are recorded.
-    ``graphs_out`` receives the ``CUDAGraph`` objects in capture order (forward graphs in
-    order, then backward graphs in reverse order); ``records_out`` the raw node records.
     """
     import torch
 
-    if not annotate:
-        return torch.cuda.make_graphed_callables(
-            callables, sample_args, num_warmup_iters=num_warmup_iters,
-            allow_unused_input=allow_unused_input, pool=pool,
-        )
     mods = callables if isinstance(callables, tuple) else (callables,)
     handles = [
         _ann.register_module_annotations(m, depth=module_depth)
@@ -318,8 +319,17 @@ def make_graphed_callables(
         for h in handles:
             h.remove()
     _ann.publish(records[0])  # rekeyed through the clone map of the instantiates above
-    if records_out is not None:
-        records_out.append(records[0])
-    if graphs_out is not None:
-        graphs_out.extend(made)
-    return out
+    return GraphedCallables(out, list(made), records[0])
+
+
+def make_graphed_callables(
+    callables: Any,
+    sample_args: Any,
+    num_warmup_iters: int = 3,
+    allow_unused_input: bool = False,
+    pool: Any = None,
+) -> Any:
+    """``torch.cuda.make_graphed_callables`` (CG4-CG5), same signature, with forward and
+    backward graphs annotated by module FQN (``L``, ``L.<path>``)."""
+    return graph_callables(callables, sample_args, num_warmup_iters, allow_unused_input,
+                           pool).callables

@@ -1,12 +1,10 @@
 """``graphscope.profile``: ``graphscope run`` as a context manager, for the graphs captured
-inside a ``with`` block of the user's own program."""
+inside a ``with`` block of the user's own program (the ``run`` capture source)."""
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Optional
-
-from ._errors import BundleError
 
 
 class profile:
@@ -19,7 +17,8 @@ class profile:
         print(p.bundle_path)
 
     Args:
-        output: bundle directory to write (also written when the block raises).
+        output: bundle directory to write (also written when the block raises); by default
+            ``graphscope-out/profile.run``.
         replays: replays of each graph traced by CUPTI (the rest run at plain speed).
         skip_replays: replays of each graph to let pass before tracing.
         graphs: regex; only graphs whose name matches are traced.
@@ -28,57 +27,52 @@ class profile:
         force: replace an existing ``output``.
     """
 
-    def __init__(self, output: str = "graphscope-out/profile.run", *, replays: int = 20,
+    def __init__(self, output: Optional[str] = None, *, replays: int = 20,
                  skip_replays: int = 0, graphs: Optional[str] = None,
                  depth: Optional[int] = None, record_ops: bool = True,
                  force: bool = False, command: Optional[list[str]] = None) -> None:
-        from .capture.observe import ObserveConfig
+        from .config import CaptureConfig
 
-        self.output = output
+        self.cfg = CaptureConfig(mode="run", output=output, force=force, replays=replays,
+                                 skip_replays=skip_replays, graphs=graphs, depth=depth,
+                                 record_ops=record_ops).validate()
+        self.output: Optional[str] = output  # the bundle directory, once entered
         self.force = force
-        self.cfg = ObserveConfig(replays=replays, skip_replays=skip_replays, graphs=graphs,
-                                 depth=depth, record_ops=record_ops).validate()
         self.command = command or ["graphscope.profile"]
         self.bundle_path: Optional[str] = None
         self.result: Any = None  # graphscope.capture.CaptureResult once written
-        self.observer: Any = None
+        self.watch: Any = None  # the GraphWatch while (and after) the block runs
         self.rank: Any = None
+        self._watching: Any = None
 
     def __enter__(self) -> profile:
-        import os
-
         from .capture import require_gpu
-        from .capture.observe import Observer
-        from .ranks import rank_from_env, rank_output
+        from .capture.finish import bundle_output
+        from .capture.program import watching
+        from .ranks import rank_from_env
 
         require_gpu("profile")
         self.rank = rank_from_env()
-        if self.rank is not None:
-            self.output = rank_output(self.output, self.rank)
-        if os.path.exists(self.output) and not self.force:
-            raise BundleError(f"{os.path.abspath(self.output)} already exists: pass --force "
-                              "to replace it or choose -o PATH")
-        self.observer = Observer(self.cfg)
-        self.observer.install()
+        out = bundle_output(self.cfg.output, "profile", "run", rank=self.rank,
+                            force=self.force)
+        self.output = out
+        self._watching = watching(self.cfg)
+        self.watch = self._watching.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        obs = self.observer
-        obs.uninstall()
-        raw = obs.result()
+        self._watching.__exit__(None, None, None)
+        raw = self.watch.result()
         if not raw.graphs:
             return
-        from .capture import finish
+        from .capture.finish import finish, manifest_for
 
-        manifest: dict[str, Any] = {"tool": "graphscope", "command": self.command,
-                                    "mode": "run", "depth": self.cfg.depth,
-                                    "skip_replays": self.cfg.skip_replays,
-                                    "traced_replays_per_graph": self.cfg.replays}
-        if self.rank is not None:
-            manifest["rank"] = {"rank": self.rank.rank, "world_size": self.rank.world_size,
-                                "local_rank": self.rank.local_rank}
+        manifest = manifest_for(self.command, "run", self.cfg.depth, self.rank,
+                                skip_replays=self.cfg.skip_replays,
+                                traced_replays_per_graph=self.cfg.replays)
         try:
-            self.result = finish(raw, output=self.output, manifest=manifest, force=self.force,
+            self.result = finish(raw, output=str(self.output), manifest=manifest,
+                                 force=self.force,
                                  keep_events=self.cfg.keep_events)
         except Exception:
             if exc[0] is None:
@@ -90,8 +84,8 @@ class profile:
 
     @property
     def warnings(self) -> list[str]:
-        return list(self.observer.warnings) if self.observer is not None else []
+        return list(self.watch.warnings) if self.watch is not None else []
 
     @property
     def captures(self) -> int:
-        return len(self.observer.graphs) if self.observer is not None else 0
+        return len(self.watch.graphs) if self.watch is not None else 0

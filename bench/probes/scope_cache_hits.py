@@ -21,7 +21,6 @@ import bench_annotation as B  # noqa: E402
 import graphscope  # noqa: E402
 from graphscope import annotate as A  # noqa: E402
 from graphscope import native  # noqa: E402
-from graphscope.annotate import state  # noqa: E402
 
 
 def main():
@@ -34,7 +33,7 @@ def main():
         calls.append((a, parent, backward))
         return A._resolve(a, parent, backward)
 
-    native._ext.mark_kernels_setup(state, resolve, A._check, A.push, A.pop)
+    native._ext.mark_kernels_setup(A.ATTRIBUTION, resolve, A._check, A.push, A.pop)
     pool = torch.cuda.graph_pool_handle()
     for i in range(3):
         calls.clear()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -15,21 +14,26 @@ from ..options import force_option, output_option
 @click.option("-m", "as_module", is_flag=True,
               help="Run TARGET as a module (python -m TARGET), not a file.")
 @output_option("Bundle directory to write.  [default: graphscope-out/<script>.run]")
-@click.option("--replays", type=click.IntRange(min=0), default=20, show_default=True,
-              help="Replays of each graph traced by CUPTI; the others run at plain speed.")
-@click.option("--skip-replays", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Replays of each graph to let pass before tracing.")
+@click.option("--replays", type=click.IntRange(min=0), default=None,
+              help="Replays of each graph traced by CUPTI; the others run at plain speed."
+              "  [default: 20]")
+@click.option("--skip-replays", type=click.IntRange(min=0), default=None,
+              help="Replays of each graph to let pass before tracing.  [default: 0]")
 @click.option("--graphs", "graphs_regex", default=None, metavar="REGEX",
               help="Trace only graphs whose name matches.")
 @click.option("--depth", type=click.IntRange(min=0), default=None,
               help="Annotate modules at most this deep below the outermost module called.")
-@click.option("--no-ops", is_flag=True, help="Do not record aten ops, shapes and source lines.")
+@click.option("--no-ops", is_flag=True, default=None,
+              help="Do not record aten ops, shapes and source lines.")
+@click.option("--config", "config_path", type=click.Path(), default=None,
+              help="YAML file of options; the command line wins.")
 @force_option
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(as_module: bool, output: Optional[str], replays: int, skip_replays: int,
-        graphs_regex: Optional[str], depth: Optional[int], no_ops: bool,
-        force: Optional[bool], target: str, args: tuple[str, ...]) -> int:
+def run(as_module: bool, output: Optional[str], replays: Optional[int],
+        skip_replays: Optional[int], graphs_regex: Optional[str], depth: Optional[int],
+        no_ops: Optional[bool], config_path: Optional[str], force: Optional[bool], target: str,
+        args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a module with -m) with ARGS in this process, as python would,
     and write a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
     tagged with its module, phase, aten op, shapes and source line, and replays timed.
@@ -40,26 +44,27 @@ def run(as_module: bool, output: Optional[str], replays: int, skip_replays: int,
 
     from rich.console import Console
 
-    from graphscope.capture.program import check_target, run_program
-    from graphscope.profile import profile
+    from graphscope.capture import ProgramJob, run_program_capture
+    from graphscope.capture.program import check_target
     from graphscope.render.table import print_graphs
 
+    from ._run import build_config
+
     check_target(target, as_module)
-    stem = target.rsplit(".", 1)[-1] if as_module else os.path.splitext(
-        os.path.basename(target))[0]
-    out = output or os.path.join("graphscope-out", f"{stem}.run")
-    err = Console(stderr=True)
-    prof = profile(out, replays=replays, skip_replays=skip_replays, graphs=graphs_regex,
-                   depth=depth, record_ops=not no_ops, force=bool(force),
-                   command=["graphscope", *sys.argv[1:]])
-    with prof:
-        code = run_program(target, list(args), as_module)
-    for w in prof.warnings:
+    opts: dict[str, Any] = dict(mode="run", model=target, output=output, replays=replays,
+                                skip_replays=skip_replays, graphs=graphs_regex, depth=depth,
+                                record_ops=False if no_ops else None, force=force)
+    cfg = build_config(opts, config_path)
+    job = ProgramJob(target, list(args), cfg, module=as_module)
+    raw, res = run_program_capture(cfg, job, argv=["graphscope", *sys.argv[1:]])
+    code = job.exit_code if job.exit_code is not None else 0
+    for w in raw.meta.get("warnings", ()):
         click.echo(f"graphscope: warning: {w}", err=True)
-    if prof.bundle_path is None:
-        click.echo(f"graphscope: {target} captured no CUDA graph ({prof.captures} capture(s) "
-                   "seen, none recorded); no bundle written", err=True)
+    if res is None:
+        click.echo(f"graphscope: {target} captured no CUDA graph "
+                   f"({raw.meta.get('observed_captures', 0)} capture(s) seen, none recorded); "
+                   "no bundle written", err=True)
         return code
-    print_graphs(prof.result.summary, err)
-    click.echo(f"Wrote {prof.bundle_path}", err=True)
+    print_graphs(res.summary, Console(stderr=True))
+    click.echo(f"Wrote {res.bundle_path}", err=True)
     return code

@@ -3,7 +3,8 @@
 The implementation is split by concern: :mod:`.scopes` (scope ids -> merged dicts),
 :mod:`.ops` (aten op, shapes, source line; ``mark_stream``), :mod:`.backward` (ownership by
 autograd sequence numbers, slot hooks), :mod:`.modules` (module-FQN scopes), :mod:`.session`
-(one annotated capture window) and :mod:`.store` (the exec-id annotation map).
+(one annotated capture window) and :mod:`.store` (the exec-id annotation map); their
+state is one object, :data:`ATTRIBUTION` (:mod:`.state`).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from typing import Any
 
 from .. import native
 from . import state
-from .backward import pop, push
-from .modules import ModuleAnnotations, module_fqn, register_module_annotations
-from .ops import mark_stream
-from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, Annotation, normalize
+from .backward import Ownership, pop, push
+from .modules import ModuleAnnotations, ModuleHooks, module_fqn, register_module_annotations
+from .ops import OpTable, mark_stream
+from .scopes import MODULE_KEY, PHASE_KEY, Annotation, ScopeTable, normalize
 from .session import Session, annotations_active, session
+from .state import Attribution
 from .store import (
-    STORE,
+    AnnotationStore,
     clear_kernel_annotations,
     get_kernel_annotations,
     publish,
@@ -27,21 +29,25 @@ from .store import (
     save_kernel_annotations,
 )
 
+ATTRIBUTION = state.ATTRIBUTION = Attribution(ScopeTable(), OpTable(), AnnotationStore(),
+                                              Ownership(), ModuleHooks())
+
 
 def _resolve(a: Annotation, parent: int, backward: bool) -> int:
-    """The scope id for ``a`` opened inside scope ``parent`` (interned in :data:`SCOPES`).
+    """The scope id for ``a`` opened inside scope ``parent`` (interned in ``ATTRIBUTION.scopes``).
 
     A scope entered before costs a pickle and a lookup (the pickle is the interning key
     normalize() would make); a new one is normalised and validated first."""
+    scopes = ATTRIBUTION.scopes
     sid = None
     if type(a) is dict:
         try:
-            sid = SCOPES.lookup(parent, _dumps(a, protocol=4), backward)
+            sid = scopes.lookup(parent, _dumps(a, protocol=4), backward)
         except Exception:
             sid = None  # not picklable: normalize() names the culprit below
     if sid is None:
         ann, frozen = normalize(a)
-        sid = SCOPES.child(parent, ann, backward, frozen)
+        sid = scopes.child(parent, ann, backward, frozen)
     return sid
 
 
@@ -57,7 +63,7 @@ class _PyMarkKernels:
         self._pushed = 0
 
     def __enter__(self) -> _PyMarkKernels:
-        if state.ACTIVE is None:
+        if ATTRIBUTION.active is None:
             normalize(self._ann)  # MK3: nothing to tag, but MK12 still checks the annotation
             return self
         push(_resolve(self._ann, native.current_scope(), self._backward))
@@ -79,7 +85,7 @@ def _check(a: Annotation) -> None:
 if native._ext is not None and hasattr(native._ext, "mark_kernels"):
     mark_kernels: Any = native._ext.mark_kernels
     mark_kernels.__module__ = "graphscope"
-    native._ext.mark_kernels_setup(state, _resolve, _check, push, pop)
+    native._ext.mark_kernels_setup(ATTRIBUTION, _resolve, _check, push, pop)
 else:
     mark_kernels = _PyMarkKernels
 
@@ -96,9 +102,9 @@ def is_available() -> bool:
 __all__ = [
     "MODULE_KEY",
     "PHASE_KEY",
-    "SCOPES",
-    "STORE",
+    "ATTRIBUTION",
     "Annotation",
+    "Attribution",
     "ModuleAnnotations",
     "Session",
     "annotations_active",

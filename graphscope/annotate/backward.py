@@ -15,10 +15,9 @@ from typing import Any, Optional
 
 from .. import native
 from . import state
-from .scopes import SCOPES
 
 
-class _Ownership:
+class Ownership:
     """Which scope created each autograd node, without a per-op mode.
 
     Autograd numbers nodes with a per-thread sequence counter. Every scope push/pop on the
@@ -43,15 +42,16 @@ class _Ownership:
         ext = native.extension()
         if hasattr(ext, "mark_kernels_use_native"):  # mark_kernels pushes through obs too
             ext.mark_kernels_use_native(obs.own_note_address() if obs is not None else 0)
+        scopes = state.ATTRIBUTION.scopes
         if obs is None:
-            SCOPES.listener = None
+            scopes.listener = None
             return
         obs.set_scope_fns(native.extension().scope_fn_addresses())
         have = obs.backward_scopes_size()
-        if have < len(SCOPES):
-            obs.set_backward_scopes(have, [SCOPES[i].backward_scope
-                                           for i in range(have, len(SCOPES))])
-        SCOPES.listener = lambda sid, bsid: obs.set_backward_scopes(sid, [bsid])
+        if have < len(scopes):
+            obs.set_backward_scopes(have, [scopes[i].backward_scope
+                                           for i in range(have, len(scopes))])
+        scopes.listener = lambda sid, bsid: obs.set_backward_scopes(sid, [bsid])
 
     def start(self, thread: int) -> None:
         self.thread = thread
@@ -103,12 +103,10 @@ def _current_scope() -> int:
     return int(_current_scope())
 
 
-OWNERSHIP = _Ownership()
-
 
 def push(scope_id: int) -> None:
     """Open a scope on this thread (and note it for backward ownership)."""
-    own = OWNERSHIP
+    own = state.ATTRIBUTION.ownership
     if own.native is not None:
         own.native.own_push(scope_id)
         return
@@ -120,7 +118,7 @@ def push(scope_id: int) -> None:
 
 
 def pop() -> None:
-    own = OWNERSHIP
+    own = state.ATTRIBUTION.ownership
     if own.native is not None:
         own.native.own_pop()
         return
@@ -153,9 +151,10 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> Any:
             return obs
         obs.suspend_backward(True)  # this call: the Python hooks below
 
+    ownership, scopes = state.ATTRIBUTION.ownership, state.ATTRIBUTION.scopes
     stack = _roots(t_outputs)
     hooked = session.hooked
-    explicit = OWNERSHIP.explicit
+    explicit = ownership.explicit
     on_main = threading.get_ident() == session.main_thread
     # One walk: the nodes about to run, and how many gradients flow into each input slot
     # (node, input_nr). A slot fed by several nodes is where the engine accumulates.
@@ -181,8 +180,8 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> Any:
         elif node in explicit:
             bsid = explicit[node]
         elif on_main:
-            sid = OWNERSHIP.owner_scope(node)
-            bsid = SCOPES[sid].backward_scope if sid >= 0 else -1
+            sid = ownership.owner_scope(node)
+            bsid = scopes[sid].backward_scope if sid >= 0 else -1
         else:
             continue  # nested backward on autograd's thread: inherit the running node's slot
         node.register_prehook(_slot_hook(bsid))
@@ -199,7 +198,7 @@ def prepare_backward(session: Any, t_outputs: Any, create_graph: bool) -> Any:
 def _reaches_explicit(t_outputs: Any) -> bool:
     """Whether a node claimed by a create_graph=True backward (MK8) is about to run: those keep
     their claim through the Python hooks. A walk only in processes that made such claims."""
-    explicit = OWNERSHIP.explicit
+    explicit = state.ATTRIBUTION.ownership.explicit
     if not explicit:
         return False
     stack, seen = _roots(t_outputs), set()
@@ -245,57 +244,57 @@ def _hook_leaves(session: Any, t_outputs: Any, leaf: Any) -> None:
         stack.extend(n for n, _ in node.next_functions if n is not None)
 
 
-_SLOT_HOOKS: dict[int, Any] = {}
-
-
 def _slot_hook(scope_id: int) -> Any:
     """One shared pre-hook per backward scope."""
-    hook = _SLOT_HOOKS.get(scope_id)
+    attribution = state.ATTRIBUTION
+    hook = attribution.slot_hooks.get(scope_id)
     if hook is None:
         set_slot = native.extension().set_slot
 
         def hook(grad_outputs: Any) -> None:
-            if state.ACTIVE is not None:  # MK7: outside an annotated capture, do nothing
+            if attribution.active is not None:  # MK7: outside an annotated capture, do nothing
                 set_slot(scope_id)
 
-        _SLOT_HOOKS[scope_id] = hook
+        attribution.slot_hooks[scope_id] = hook
     return hook
 
 
-_ACC_HOOKS: dict[int, Any] = {}
 ACCUMULATION_KEY = "grad_accumulation"
 
 
 def accumulation_scope(scope_id: int) -> int:
     """The backward scope ``scope_id`` with ``grad_accumulation: True``."""
-    return SCOPES.backward({**SCOPES.annotation(scope_id), ACCUMULATION_KEY: True})
+    scopes = state.ATTRIBUTION.scopes
+    return scopes.backward({**scopes.annotation(scope_id), ACCUMULATION_KEY: True})
 
 
 def _accumulation_hook(scope_id: int) -> Any:
     """One shared post-hook per backward scope: the slot becomes its accumulation variant
     until the next node's pre-hook (the engine's InputBuffer adds run in between)."""
-    hook = _ACC_HOOKS.get(scope_id)
+    attribution = state.ATTRIBUTION
+    hook = attribution.acc_hooks.get(scope_id)
     if hook is None:
         set_slot = native.extension().set_slot
         acc = accumulation_scope(scope_id)
 
         def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            if state.ACTIVE is not None:
+            if attribution.active is not None:
                 set_slot(acc)
 
-        _ACC_HOOKS[scope_id] = hook
+        attribution.acc_hooks[scope_id] = hook
     return hook
 
 
 def _claim_hook(scope_id: int) -> Any:
     def post(grad_inputs: Any, grad_outputs: Any) -> None:
-        if state.ACTIVE is None or not _grad_enabled():
+        active = state.ATTRIBUTION.active
+        if active is None or not _grad_enabled():
             return
         # MK8: nodes made while this node ran (create_graph=True) inherit its scope.
         import torch
 
-        hooked = state.ACTIVE.hooked
-        explicit = OWNERSHIP.explicit
+        hooked = active.hooked
+        explicit = state.ATTRIBUTION.ownership.explicit
         stack = [g.grad_fn for g in grad_inputs if isinstance(g, torch.Tensor) and g.grad_fn]
         while stack:
             node = stack.pop()

@@ -1,4 +1,15 @@
-"""Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
+"""Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5), and the
+one rule every capture source names modules by.
+
+The rule (PyTorch's ``register_fqn_annotation_hooks`` convention): the model's root module is
+``L`` and a module below it ``L.<path>``, its path in ``named_modules()`` (``L.blocks.0.attn``).
+The model is the module registered here (``graphscope capture``, ``make_graphed_callables``)
+or, in ``graphscope run``, the first outermost module the program calls in a capture; a further
+outermost module called in the same capture (a loss module beside the model) is
+``(<class>)`` and its submodules ``(<class>).<path>``, like graphscope's other scopes outside
+the model (``(loss)``, ``(optimizer)``). Compiled kernels placed by inductor's provenance get
+the same names. So the same model gives the same module paths under ``capture`` and ``run``.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +21,10 @@ from typing import Any, Optional
 from .. import native
 from . import state
 from .backward import pop, push
-from .scopes import MODULE_KEY, SCOPES
+from .scopes import MODULE_KEY
 
 
-class _ModuleHooks:
+class ModuleHooks:
     """Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
 
     def __init__(self) -> None:
@@ -43,8 +54,9 @@ class _ModuleHooks:
     def pre(self, module: Any, args: Any) -> None:
         entry = self.names.get(module)
         stack = self.local.__dict__.setdefault("pushed", [])
-        if entry is not None and state.ACTIVE is not None:
-            push(SCOPES.child(native.current_scope(), entry[0], entry[2], entry[1]))
+        if entry is not None and state.ATTRIBUTION.active is not None:
+            scopes = state.ATTRIBUTION.scopes
+            push(scopes.child(native.current_scope(), entry[0], entry[2], entry[1]))
             stack.append(True)
         else:
             stack.append(False)
@@ -55,8 +67,6 @@ class _ModuleHooks:
             pop()
 
 
-_MODULES = _ModuleHooks()
-
 
 class ModuleAnnotations:
     """Handle returned by :func:`register_module_annotations`; ``remove()`` undoes it."""
@@ -65,9 +75,10 @@ class ModuleAnnotations:
         self._modules = modules
 
     def remove(self) -> None:
+        hooks = state.ATTRIBUTION.modules
         for mod in self._modules:
-            _MODULES.names.pop(mod, None)
-        _MODULES.uninstall_if_idle()
+            hooks.names.pop(mod, None)
+        hooks.uninstall_if_idle()
 
     def __enter__(self) -> ModuleAnnotations:
         return self
@@ -76,8 +87,17 @@ class ModuleAnnotations:
         self.remove()
 
 
-def module_fqn(path: str, prefix: str = "L") -> str:
+ROOT = "L"  # the model's root module (PyTorch's helper's prefix)
+
+
+def module_fqn(path: str, prefix: str = ROOT) -> str:
+    """The name of the module at ``path`` (``named_modules()``) below a root named ``prefix``."""
     return f"{prefix}.{path}" if path else prefix
+
+
+def other_root(module: Any) -> str:
+    """The name of an outermost module called beside the model in one capture: ``(<class>)``."""
+    return f"({type(module).__name__})"
 
 
 def register_module_annotations(
@@ -91,13 +111,14 @@ def register_module_annotations(
         prefix: the FQN prefix PyTorch's helper uses (``"L"``).
         backward: also attribute each module's backward kernels to it (MK5).
     """
+    hooks = state.ATTRIBUTION.modules
     mods = []
     for path, mod in model.named_modules():
         level = 0 if not path else path.count(".") + 1
         if depth is not None and level > depth:
             continue
         ann = {MODULE_KEY: module_fqn(path, prefix)}
-        _MODULES.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
+        hooks.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
         mods.append(mod)
-    _MODULES.install()
+    hooks.install()
     return ModuleAnnotations(mods)

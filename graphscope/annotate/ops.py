@@ -1,7 +1,7 @@
 """Per-node context: the aten op that launched a node, its input shapes and the user's source
 line, and ``mark_stream``. Recorded once per op call by the native RecordFunction observer
 (csrc/opwatch.cpp) where graphscope was built against the running torch, else by the
-TorchDispatchMode below; both intern into :data:`OPS`."""
+TorchDispatchMode below; both intern into the :class:`OpTable` (``state.ATTRIBUTION.ops``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .. import native
-from .scopes import SCOPES, Annotation, normalize
+from . import state
+from .scopes import Annotation, normalize
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -177,7 +178,6 @@ def note_call_memory(func: Any, args: Any, kwargs: Any, reads: list[int],
         if v is not None:
             alias = a.alias_info
             _value_ranges(v, writes if alias is not None and alias.is_write else reads)
-OPS = OpTable()
 
 
 def _describe(args: Any) -> str:
@@ -217,9 +217,6 @@ def default_skip_dirs() -> tuple[str, ...]:
     return (_torch_dir(), _PKG_DIR, os.path.dirname(contextlib.__file__))
 
 
-STREAMS: dict[int, dict[str, Any]] = {}  # cuda stream handle -> mark_stream annotation
-
-
 def mark_stream(stream: Any, annotation: Annotation) -> None:
     """Tag all work captured on ``stream`` (a str ``s`` means ``{"stream": s}``).
 
@@ -228,16 +225,16 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
     """
     handle = int(getattr(stream, "cuda_stream", stream))
     if annotation is None:
-        STREAMS.pop(handle, None)
+        state.ATTRIBUTION.streams.pop(handle, None)
         return
     ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)[0]
-    STREAMS[handle] = ann
+    state.ATTRIBUTION.streams[handle] = ann
 
 
 def native_ops_possible(session: Any) -> bool:
     """Whether the native observer can record this session's ops (it always can attribute
     backward). mark_stream and DDP scoping need the dispatch mode's per-op Python hooks."""
-    return bool(session.record_ops) and not STREAMS and session.ddp is None
+    return bool(session.record_ops) and not state.ATTRIBUTION.streams and session.ddp is None
 
 
 _MODE_CLASSES: dict[str, type] = {}
@@ -252,6 +249,9 @@ def _op_mode_cls() -> type:
             def __init__(self, session: Any) -> None:
                 super().__init__()
                 self.session = session
+                self.streams = state.ATTRIBUTION.streams  # one dict, changed in place
+                self.scopes = state.ATTRIBUTION.scopes
+                self.ops = state.ATTRIBUTION.ops
                 self.names: dict[Any, str] = {}  # op overload -> "aten::addmm"
                 self.set_op = native.set_current_op
                 try:
@@ -264,10 +264,10 @@ def _op_mode_cls() -> type:
             ) -> Any:
                 s = self.session
                 pushed = False
-                if STREAMS:
-                    base = STREAMS.get(torch.cuda.current_stream().cuda_stream)
+                if self.streams:
+                    base = self.streams.get(torch.cuda.current_stream().cuda_stream)
                     if base is not None:
-                        native.push_scope(SCOPES.with_base(native.current_scope(), base))
+                        native.push_scope(self.scopes.with_base(native.current_scope(), base))
                         pushed = True
                 if s.ddp is not None and not pushed:
                     sid = s.ddp.scope_for(func, args, kwargs)
@@ -284,10 +284,10 @@ def _op_mode_cls() -> type:
                     if name is None:
                         name = self.names[func] = str(func.name())
                     rec = OpRecord(name, _describe(args), src)
-                    oid = OPS.intern(rec)
+                    oid = self.ops.intern(rec)
                     call = None
                     if s.record_memory:
-                        oid, reads, writes = OPS.new_call(oid)
+                        oid, reads, writes = self.ops.new_call(oid)
                         note_call_memory(func, args, kwargs, reads, writes)
                         call = writes
                     prev = self.set_op(oid)

@@ -11,9 +11,8 @@ from typing import Any
 from .. import native
 from .._errors import AnnotationError
 from . import state
-from .backward import OWNERSHIP, accumulation_scope, prepare_backward
-from .ops import STREAMS, _op_mode_cls, default_skip_dirs, native_ops_possible, record_memory
-from .scopes import SCOPES
+from .backward import accumulation_scope, prepare_backward
+from .ops import _op_mode_cls, default_skip_dirs, native_ops_possible, record_memory
 
 
 class Session:
@@ -30,7 +29,7 @@ class Session:
         self._real_make_grads: Any = None
         # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
         self.leaf_scope: Any = None
-        self.ddp: Any = None  # a DDPWatch (state.DDP when the session starts)
+        self.ddp: Any = None  # a DDPWatch (the attribution's ddp when the session starts)
         # graphscope._opwatch while it attributes backward (no per-node Python hooks)
         self.native_backward: Any = None
         self._observer: Any = None
@@ -38,9 +37,11 @@ class Session:
     def enter(self) -> None:
         import torch.autograd
 
+        attribution = state.ATTRIBUTION
+        ownership, scopes = attribution.ownership, attribution.scopes
         obs = native.op_observer()
-        OWNERSHIP.use(obs)
-        OWNERSHIP.start(self.main_thread)
+        ownership.use(obs)
+        ownership.start(self.main_thread)
         self._real_run_backward = torch.autograd._engine_run_backward
         real = self._real_run_backward
 
@@ -70,8 +71,8 @@ class Session:
             for t in outputs:
                 node = getattr(t, "grad_fn", None)
                 if node is not None:
-                    sid = OWNERSHIP.owner_scope(node)
-                    scope = SCOPES[sid].backward_scope if sid >= 0 else -1
+                    sid = ownership.owner_scope(node)
+                    scope = scopes[sid].backward_scope if sid >= 0 else -1
                     break
             if scope < 0:
                 return real_make(outputs, *args, **kwargs)
@@ -82,7 +83,7 @@ class Session:
                 native.pop_scope()
 
         torch.autograd._make_grads = make_grads
-        self.ddp = state.DDP
+        self.ddp = attribution.ddp
         if self.ddp is not None:
             self.ddp.arm()
         native_ops = obs is not None and native_ops_possible(self)
@@ -93,7 +94,7 @@ class Session:
                        backward=True)
             self._observer = obs
             self.native_backward = obs
-        if (self.record_ops or STREAMS or self.ddp is not None) and not native_ops:
+        if (self.record_ops or attribution.streams or self.ddp is not None) and not native_ops:
             dm = _op_mode_cls()(self)
             dm.__enter__()
             self._modes.append(dm)
@@ -114,7 +115,7 @@ class Session:
             if self._observer is not None:
                 self._observer.disable()
                 self._observer = self.native_backward = None
-            OWNERSHIP.stop()
+            state.ATTRIBUTION.ownership.stop()
             native.retire_slots()
             self.hooked.clear()
 
@@ -124,17 +125,18 @@ def annotations_active() -> bool:
 
     A session exists only while the recorder holds its subscription (see :func:`session`).
     """
-    return state.ACTIVE is not None
+    return state.ATTRIBUTION.active is not None
 
 
 @contextlib.contextmanager
 def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
     """Subscribe the recorder and start backward attribution; yields the records list."""
-    if state.ACTIVE is not None:
+    attribution = state.ATTRIBUTION
+    if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")
     with native.recording() as records:
         s = Session(record_ops)
-        state.ACTIVE = s
+        attribution.active = s
         try:
             s.enter()
             yield records
@@ -142,7 +144,7 @@ def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
             try:
                 s.exit()
             finally:
-                state.ACTIVE = None
+                attribution.active = None
     for i, rec in enumerate(records):
         records[i] = resolve_accumulation(rec)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from .. import native
-from .scopes import SCOPES
+from . import state
 
 
 @dataclass
@@ -71,7 +71,7 @@ class LiveAnnotations(Mapping[int, list[dict[str, Any]]]):
         return f"LiveAnnotations({len(self._shared)} exec nodes)"
 
 
-class _AnnotationStore:
+class AnnotationStore:
     """Template-graph annotations and their current exec-graph keys."""
 
     def __init__(self) -> None:
@@ -150,8 +150,6 @@ def clone_pairs(clone_id: Any, clone_origin: Any, exec_id: int, gid: int) -> tup
     return cid[m], corg[m] & np.uint64(0xFFFFFFFF)
 
 
-STORE = _AnnotationStore()
-
 
 def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[int, Template]:
     """Per template graph id, its annotated nodes (MK2, MK14)."""
@@ -165,7 +163,8 @@ def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[i
     work = scoped & np.isin(rec.node_type, list(native.ANNOTATED_TYPES))
     # one plain dict per scope with a non-empty annotation (the scope's own: shared, read-only)
     uniq, inv = np.unique(sid[work], return_inverse=True)
-    dicts = [SCOPES.plain(s) for s in uniq.tolist()]
+    scopes = state.ATTRIBUTION.scopes
+    dicts = [scopes.plain(s) for s in uniq.tolist()]
     keep = np.fromiter(map(bool, dicts), dtype=bool, count=len(dicts))
     renum = np.cumsum(keep, dtype=np.int32) - 1  # index among the kept dicts
     anns = [d for d in dicts if d]
@@ -189,17 +188,18 @@ def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[i
 
 def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
     """Store a finished capture's annotations; rekey instantiated graphs. Returns template ids."""
+    store = state.ATTRIBUTION.store
     exec_ids = set(rec.exec_id.tolist())
     per_graph = template_annotations(rec, exec_ids)
     for gid, local in per_graph.items():
-        STORE.add_template(gid, local)
+        store.add_template(gid, local)
     for eid, gid in zip(rec.exec_id.tolist(), rec.exec_graph.tolist()):
         if gid in per_graph:  # exec node ids are the clones CUPTI reported, where it did
-            STORE.rekey(gid, eid, clone_pairs(rec.clone_id, rec.clone_origin, eid, gid)
+            store.rekey(gid, eid, clone_pairs(rec.clone_id, rec.clone_origin, eid, gid)
                         if len(rec.clone_id) else None)
     gids = sorted(per_graph)
     if cuda_graph is not None and len(gids) >= 1:
-        STORE.graph_ids[cuda_graph] = gids[0]
+        store.graph_ids[cuda_graph] = gids[0]
     return gids
 
 
@@ -207,7 +207,7 @@ def get_kernel_annotations() -> Mapping[int, list[dict[str, Any]]]:
     """Live read-only ``{exec node id: [annotation dict]}``; ``dict(...)`` it to pickle.
 
     Each node's list and dict are its own (made when the node is first read)."""
-    return STORE.view
+    return state.ATTRIBUTION.store.view
 
 
 def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
@@ -215,8 +215,9 @@ def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
     path = os.fspath(path)
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
-        own = STORE.own  # nodes read so far as they are now; the rest copied for the file only
-        pickle.dump({k: own.get(k) or [dict(d)] for k, d in STORE.live.items()}, f, protocol=4)
+        store = state.ATTRIBUTION.store
+        own = store.own  # nodes read so far as they are now; the rest copied for the file only
+        pickle.dump({k: own.get(k) or [dict(d)] for k, d in store.live.items()}, f, protocol=4)
     os.replace(tmp, path)
     return path
 
@@ -224,20 +225,22 @@ def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
 def remap_to_exec_graph(cuda_graph: Any) -> int:
     """Rekey ``cuda_graph``'s annotations to its current exec graph (each instantiate mints a
     new exec id). Returns the number of exec node ids keyed."""
-    gid = STORE.graph_ids.get(cuda_graph)
+    store = state.ATTRIBUTION.store
+    gid = store.graph_ids.get(cuda_graph)
     if gid is None:
         try:
             gid = native.graph_id(cuda_graph.raw_cuda_graph())
         except Exception:
             return 0
     eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
-    return STORE.rekey(gid, eid)
+    return store.rekey(gid, eid)
 
 
 def clear_kernel_annotations() -> None:
     """Forget every recorded annotation."""
-    STORE.by_template.clear()
-    STORE.exec_of.clear()
-    STORE.keyed.clear()
-    STORE.live.clear()
-    STORE.own.clear()
+    store = state.ATTRIBUTION.store
+    store.by_template.clear()
+    store.exec_of.clear()
+    store.keyed.clear()
+    store.live.clear()
+    store.own.clear()

@@ -11,7 +11,7 @@ from ..model.graph import DDP_SCOPE
 from . import state
 from .backward import pop, push
 from .modules import module_fqn
-from .scopes import MODULE_KEY, PHASE_KEY, SCOPES, normalize
+from .scopes import MODULE_KEY, PHASE_KEY, normalize
 
 OPTIMIZER_SCOPE = "(optimizer)"
 
@@ -26,13 +26,13 @@ def optimizer_hooks() -> list[Any]:
     @torch._dynamo.disable
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         stack = local.__dict__.setdefault("stack", [])
-        if state.ACTIVE is None:
+        if state.ATTRIBUTION.active is None:
             stack.append(False)
             return
         a = {MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
              "optimizer": type(opt).__name__}
         d, frozen = normalize(a)
-        push(SCOPES.child(native.current_scope(), d, False, frozen))
+        push(state.ATTRIBUTION.scopes.child(native.current_scope(), d, False, frozen))
         stack.append(True)
 
     @torch._dynamo.disable
@@ -44,11 +44,11 @@ def optimizer_hooks() -> list[Any]:
     real_zero = o.Optimizer.zero_grad
 
     def zero_grad(self: Any, *a: Any, **k: Any) -> Any:  # its fills are optimizer work too
-        if state.ACTIVE is None:
+        if state.ATTRIBUTION.active is None:
             return real_zero(self, *a, **k)
         d, frozen = normalize({MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
                                "optimizer": type(self).__name__, "optimizer_call": "zero_grad"})
-        push(SCOPES.child(native.current_scope(), d, False, frozen))
+        push(state.ATTRIBUTION.scopes.child(native.current_scope(), d, False, frozen))
         try:
             return real_zero(self, *a, **k)
         finally:
@@ -77,7 +77,7 @@ def leaf_scopes(owner: Callable[[Any], Optional[str]], source: str = "hooks"
         key = id(var)
         if key not in cache:
             fqn = owner(var)
-            cache[key] = -1 if fqn is None else SCOPES.backward(
+            cache[key] = -1 if fqn is None else state.ATTRIBUTION.scopes.backward(
                 {MODULE_KEY: fqn, PHASE_KEY: "backward", "module_source": source,
                  "accumulate_grad": True})
         return cache[key]
@@ -123,7 +123,7 @@ class DDPWatch:
                    "bucket_bytes": nbytes}
             while len(self.scopes) <= i:
                 self.scopes.append(-1)
-            self.scopes[i] = SCOPES.backward(ann)
+            self.scopes[i] = state.ATTRIBUTION.scopes.backward(ann)
             for p in params:
                 self.bucket_of[id(p)] = i
         self.params = [p for p in module.parameters() if id(p) in self.bucket_of]
@@ -132,11 +132,12 @@ class DDPWatch:
 
     def arm(self) -> None:
         set_slot = native.extension().set_slot
+        attribution = state.ATTRIBUTION
         for p in self.params:
             sid = self.scopes[self.bucket_of[id(p)]]
 
             def hook(param: Any, sid: int = sid) -> None:
-                if state.ACTIVE is not None:
+                if attribution.active is not None:
                     set_slot(sid)
 
             self._handles.append(p.register_post_accumulate_grad_hook(hook))
@@ -153,7 +154,7 @@ class DDPWatch:
         are bucket views (gradient_as_bucket_view=True) stays the optimizer's.
         """
         cur = native.current_scope()
-        if cur >= 0 and not SCOPES[cur].is_backward:
+        if cur >= 0 and not state.ATTRIBUTION.scopes[cur].is_backward:
             return -1
         bucket = self._by_scope.get(cur)
         if bucket is not None:  # the reducer's copy into the bucket: learn the buffer

@@ -1,56 +1,46 @@
 """Obtain graphs (a capture source), build the Graph model, time replays, write the bundle.
 
-Sources (one per file, behind :class:`~graphscope.capture.source.CaptureSource`):
-``step`` and ``callables`` capture a model file (``graphscope capture``); ``observe`` watches
-the graphs an unmodified program captures itself (``graphscope run``). :func:`finish` is the
-shared tail: raw capture -> Graph model -> joined timings -> bundle.
+Sources (behind :class:`~graphscope.capture.source.CaptureSource`, registered in ``SOURCES``):
+``step``, ``forward`` and ``callables`` capture a model file (``graphscope capture``); ``run``
+(the :mod:`.program` package) watches the graphs an unmodified program captures itself
+(``graphscope run``, :func:`graphscope.profile`). :func:`~.finish.finish` is the shared tail:
+raw capture -> Graph model -> joined timings -> bundle.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import platform
-import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .. import annotate as ann
 from .. import native
-from .._errors import CaptureError, GraphscopeError, NoGPUError
-from .._version import __version__
-from ..analysis.summary import summarize
-from ..bundle import write_bundle
+from .._errors import CaptureError, ConfigError, GraphscopeError, NoGPUError
 from ..loader import ModelSpec, default_model_path, load_model_file
-from ..model.build import build_graph
-from ..model.graph import Bundle, CapturedGraph, Node
-from ..model.join import JoinResult
 from ..render.fmt import fmt_bytes
 from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
+from . import program as _program  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
+from .finish import (
+    CaptureResult,
+    Phases,
+    Progress,
+    build_graphs,
+    bundle_output,
+    finish,
+    manifest_for,
+    versions,
+)
 from .replay import trace_replays
-from .source import SOURCES, ModelJob, RawCapture, RawGraph
+from .source import SOURCES, ModelJob, ProgramJob, RawCapture, RawGraph, default_output
 
-if TYPE_CHECKING:  # config validates --mode against SOURCES: it imports capture, not back
+if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ..config import CaptureConfig
-
-Progress = Callable[[str], None]
 
 GPU_NEEDED = (
     "graphscope {cmd} needs an NVIDIA GPU with its driver ({why}); on this machine use the "
     "commands that read bundles: graphscope dump, graphscope report"
 )
-
-
-@dataclass
-class CaptureResult:
-    bundle_path: Optional[str]
-    bundle: Bundle
-    join: Optional[JoinResult]
-    phases_s: dict[str, float] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def require_gpu(command: str) -> None:
@@ -114,123 +104,6 @@ def default_loss(out: Any) -> Any:
     return total
 
 
-def versions() -> dict[str, Any]:
-    import torch
-
-    caps = native.extension().probe(False)
-    return {
-        "graphscope": __version__,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_cuda": torch.version.cuda,
-        "driver_cuda": caps.get("driver_cuda_version"),
-        "cupti_api": caps.get("cupti_api_version"),
-        "gpu": torch.cuda.get_device_name(),
-    }
-
-
-class Phases:
-    """Wall time per named phase; reports each new phase to ``progress``."""
-
-    def __init__(self, progress: Optional[Progress]) -> None:
-        self.progress = progress
-        self.times: dict[str, float] = {}
-        self._name: Optional[str] = None
-        self._t = 0.0
-
-    @property
-    def current(self) -> Optional[str]:
-        return self._name
-
-    def __call__(self, name: str) -> None:
-        now = time.perf_counter()
-        if self._name is not None:
-            self.times[self._name] = self.times.get(self._name, 0.0) + now - self._t
-        self._name, self._t = name, now
-        if self.progress is not None and name != "done":
-            self.progress(name)
-
-
-def build_graphs(raw: RawCapture) -> list[CapturedGraph]:
-    """Raw graphs -> the Graph model, scope and op ids resolved through the annotate tables."""
-    ops = ann.ops.OPS
-
-    def op_of(i: int) -> Any:
-        return ops.get(i)
-
-    return [
-        build_graph(r.name, r.inspection, r.records, r.exec_id, ann.SCOPES.annotation, op_of,
-                    r.info, r.place)
-        for r in raw.graphs
-    ]
-
-
-def work_ids(graphs: list[CapturedGraph]) -> dict[int, str]:
-    return {n.exec_node_id: g.name for g in graphs for n in g.nodes if n.is_work}
-
-
-def with_timings(graphs: list[CapturedGraph], jr: Optional[JoinResult]) -> Bundle:
-    if jr is None:
-        return Bundle("", {}, tuple(graphs), 0)
-    out = []
-    for g in graphs:
-        nodes = tuple(
-            Node(**{**n.__dict__, "durations_ns": tuple(jr.durations_ns.get(n.exec_node_id, ()))})
-            for n in g.nodes
-        )
-        out.append(dataclasses.replace(g, nodes=nodes))
-    return Bundle("", {}, tuple(out), jr.replays, tuple(jr.replay_kernel_ns),
-                  tuple(jr.replay_span_ns), tuple(jr.events), jr.unjoined_records)
-
-
-def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
-    if jr is None:
-        return None
-    return {
-        "replays": jr.replays,
-        "durations_ns": {str(k): v for k, v in sorted(jr.durations_ns.items())},
-        "replay_kernel_ns": jr.replay_kernel_ns,
-        "replay_span_ns": jr.replay_span_ns,
-        "events": jr.events,
-        "joined_records": jr.joined_records,
-        "unjoined_records": jr.unjoined_records,
-        "outside_graph_records": jr.outside_graph_records,
-        **({"launches": jr.launches} if jr.launches else {}),
-    }
-
-
-def finish(
-    raw: RawCapture,
-    *,
-    output: str,
-    manifest: Mapping[str, Any],
-    force: bool,
-    replays: int = 0,
-    keep_events: int = 3,
-    phase: Optional[Phases] = None,
-) -> CaptureResult:
-    """The shared tail of every source: Graph model, timings, summary, bundle (atomic)."""
-    phase = phase or Phases(None)
-    graphs = build_graphs(raw)
-    jr: Optional[JoinResult] = raw.join
-    if jr is None and raw.replay is not None and replays:
-        phase("replay")
-        jr = trace_replays(raw.replay, work_ids(graphs), replays, keep_events)
-    phase("write")
-    bundle = with_timings(graphs, jr)
-    summary = summarize(bundle)
-    full = {**manifest, **raw.meta, "replays": jr.replays if jr else 0,
-            "versions": versions(), "graphs": [g.name for g in graphs],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    written = write_bundle(
-        output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
-        summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
-    )
-    phase("done")
-    final = dataclasses.replace(bundle, path=written, manifest=full)
-    return CaptureResult(written, final, jr, phase.times, summary)
-
-
 def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
     import torch
 
@@ -273,15 +146,20 @@ def run_capture(
     """Load a model file, capture it with the source ``cfg.mode`` names, replay, write."""
     import torch
 
+    if SOURCES[cfg.mode].takes != "model":
+        models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
+        raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
+                          f"takes one of {', '.join(models)}")
     phase = Phases(progress)
     require_gpu(command)
-    from ..ranks import rank_from_env, rank_output
+    from ..ranks import rank_from_env
 
     rank = rank_from_env()
     if rank is not None:  # under torchrun: one GPU and one bundle per rank
         torch.cuda.set_device(rank.local_rank)
-    phase("load")
     path = cfg.model or default_model_path()
+    out = bundle_output(cfg.output, path, command, rank=rank, force=cfg.force)
+    phase("load")
     spec = load_model_file(path, cfg.entry)
     job = _load_job(cfg, spec, rank)
     source = SOURCES[cfg.mode]()
@@ -296,23 +174,35 @@ def run_capture(
             f"{str(exc).splitlines()[0]}") from exc
     except Exception as exc:
         raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
-    manifest: dict[str, Any] = {
-        "tool": "graphscope",
-        "command": argv if argv is not None else [command],
-        "mode": cfg.mode,
-        "warmup": job.warmup,
-        "depth": cfg.depth,
-        "backward": cfg.backward,
-        "model": {"path": spec.path, "sha256": spec.sha256, "entry": spec.entry},
-    }
-    out = cfg.output or default_output(spec.path, command)
-    if rank is not None:
-        out = rank_output(out, rank)
-        manifest["rank"] = {"rank": rank.rank, "world_size": rank.world_size,
-                            "local_rank": rank.local_rank}
+    manifest = manifest_for(argv if argv is not None else [command], cfg.mode, cfg.depth, rank,
+                            warmup=job.warmup, backward=cfg.backward,
+                            model={"path": spec.path, "sha256": spec.sha256,
+                                   "entry": spec.entry})
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
                   phase=phase)
+
+
+def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
+                        argv: Optional[list[str]] = None
+                        ) -> tuple[RawCapture, Optional[CaptureResult]]:
+    """``graphscope run``: run ``job``'s program with the ``run`` source watching, and write a
+    bundle of the graphs it captured (None when it captured none). The program's exit code is
+    left in ``job.exit_code``; its failures do not stop the bundle."""
+    from ..ranks import rank_from_env
+
+    require_gpu("run")
+    rank = rank_from_env()
+    out = bundle_output(cfg.output, job.target, "run", module=job.module, rank=rank,
+                        force=cfg.force)
+    raw = SOURCES["run"]().capture(job, Phases(None))
+    if not raw.graphs:
+        return raw, None
+    manifest = manifest_for(argv or ["graphscope", "run"], "run", cfg.depth, rank,
+                            skip_replays=cfg.skip_replays,
+                            traced_replays_per_graph=cfg.replays)
+    return raw, finish(raw, output=out, manifest=manifest, force=cfg.force,
+                       keep_events=cfg.keep_events)
 
 
 def _eager_once(job: ModelJob, mode: str) -> Callable[[], Any]:
@@ -351,19 +241,20 @@ def _capture_failure(path: str, job: ModelJob, mode: str, phase: Optional[str],
     return CaptureError(f"{path}: capture failed: {msg}")
 
 
-def default_output(path: str, command: str) -> str:
-    stem = os.path.splitext(os.path.basename(path))[0]
-    return os.path.join("graphscope-out", f"{stem}.{command}")
-
-
 __all__ = [
     "SOURCES",
     "CaptureResult",
+    "ProgramJob",
     "RawCapture",
     "RawGraph",
+    "build_graphs",
     "default_loss",
+    "default_output",
     "finish",
     "require_gpu",
     "run_capture",
+    "run_program_capture",
+    "to_cuda",
     "trace_replays",
+    "versions",
 ]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from .._errors import CaptureError
-from ..cuda_graphs import make_graphed_callables
+from ..cuda_graphs import graph_callables
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import zero_grad
 
@@ -14,6 +14,7 @@ from .step import zero_grad
 class CallablesSource:
     name: ClassVar[str] = "callables"
     help: ClassVar[str] = "forward and backward graphs as make_graphed_callables makes them"
+    takes: ClassVar[str] = "model"
 
     def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
         if job.kwargs:
@@ -21,18 +22,16 @@ class CallablesSource:
                                "(make_graphed_callables refuses keyword arguments): use "
                                "--mode step")
         phase("capture")
-        made: list[Any] = []
-        rec_holder: list[Any] = []
-        graphed = make_graphed_callables(
-            job.model, job.args, num_warmup_iters=max(job.warmup, 1), module_depth=job.depth,
-            record_ops=job.record_ops, graphs_out=made, records_out=rec_holder,
-        )
+        made = graph_callables(job.model, job.args, num_warmup_iters=max(job.warmup, 1),
+                               module_depth=job.depth, record_ops=job.record_ops)
+        graphed = made.callables
         phase("inspect")
-        if len(made) != 2:
-            raise CaptureError(f"expected a forward and a backward graph, torch made {len(made)}")
+        if len(made.graphs) != 2:
+            raise CaptureError("expected a forward and a backward graph, torch made "
+                               f"{len(made.graphs)}")
         raws = []
-        for name, g in zip(("forward", "backward"), made):
-            raw = inspect_template(g, name, rec_holder[0])
+        for name, g in zip(("forward", "backward"), made.graphs):
+            raw = inspect_template(g, name, made.records)
             set_exec_id(raw, g)
             raws.append(raw)
         model, args, loss_fn = job.model, job.args, job.loss_fn

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from .. import annotate as ann
 from ..cuda_graphs import graph as annotated_graph
-from .observe import describe_shapes
+from .program.names import describe_shapes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import warmup
 
@@ -29,6 +29,7 @@ class ForwardSource:
     name: ClassVar[str] = "forward"
     help: ClassVar[str] = ("inference: one graph per input set (\"buckets\"), forward only "
                            "under torch.inference_mode()")
+    takes: ClassVar[str] = "model"
 
     def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
         import torch

@@ -1,12 +1,51 @@
-"""Replays under the CUPTI activity tracer, joined onto nodes by exec node id."""
+"""Replays under the CUPTI activity tracer, joined onto nodes by exec node id: the one join and
+exec-id rekey of every source (a model file's replays traced here, a program's traced as it
+runs them: capture/program/traced.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Callable
+from collections.abc import Mapping, Sequence
+from typing import Callable, Optional
+
+import numpy as np
 
 from .. import native
 from ..model.join import JoinResult, join
+
+_COLUMNS = ("graph_node_id", "correlation", "start_ns", "end_ns", "stream", "kind",
+            "launch_correlation", "launch_start_ns", "launch_end_ns")
+_LOCAL = np.uint64(0xFFFFFFFF)
+
+
+def join_traced(
+    cols: Sequence[native.ActivityRecords],
+    exec_node_ids: Mapping[int, str],
+    keep_events: int,
+    rekey: Optional[Mapping[int, int]] = None,
+) -> JoinResult:
+    """Join traced activity records onto nodes.
+
+    Key: a replayed top-level node's record carries ``exec id << 32 | local id``, the node's
+    ``exec_node_id`` (DESIGN.md, invariants); ``exec_node_ids`` is {exec node id: graph name}.
+    Each instantiate mints a new exec id: ``rekey`` maps the exec ids of a graph's earlier
+    instantiates to its last one, so replays before and after land on the same nodes. Durations
+    are one record's end - start, so no clock alignment is needed.
+    """
+    if len(cols) == 1:
+        cat = {k: getattr(cols[0], k) for k in _COLUMNS}
+    else:
+        cat = {k: np.concatenate([getattr(c, k) for c in cols]) if cols else np.zeros(0)
+               for k in _COLUMNS}
+    gnid = cat["graph_node_id"]
+    if rekey:
+        gnid = gnid.astype(np.uint64)  # a copy: the records themselves stay as traced
+        for old, new in rekey.items():
+            hit = (gnid >> np.uint64(32)) == np.uint64(old)
+            gnid[hit] = (np.uint64(new) << np.uint64(32)) | (gnid[hit] & _LOCAL)
+    return join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
+                cat["kind"], exec_node_ids, keep_events,
+                launches=(cat["launch_correlation"], cat["launch_start_ns"],
+                          cat["launch_end_ns"]))
 
 
 def trace_replays(
@@ -24,9 +63,4 @@ def trace_replays(
         for _ in range(n):
             replay()
         torch.cuda.synchronize()
-    recs = out[0]
-    return join(
-        recs.graph_node_id, recs.correlation, recs.start_ns, recs.end_ns, recs.stream,
-        recs.kind, exec_node_ids, keep_events,
-        launches=(recs.launch_correlation, recs.launch_start_ns, recs.launch_end_ns),
-    )
+    return join_traced(out, exec_node_ids, keep_events)

@@ -4,9 +4,11 @@ A source turns a job into a :class:`RawCapture`: per graph, the template inspect
 recorder rows of its capture window, its exec id and driver DOT, plus either a ``replay``
 callable (graphscope traces it afterwards) or the replays it already traced itself (a program
 observed by ``graphscope run``). Everything after that — building the Graph model, joining
-timings, writing the bundle — is shared (:func:`graphscope.capture.finish`).
+timings, writing the bundle — is shared (:func:`graphscope.capture.finish.finish`).
 
-Model-file sources register in :data:`SOURCES`; ``--mode`` and config validation read it.
+Every source registers in :data:`SOURCES`: the model-file ones (``takes = "model"``: step,
+forward, callables) are ``--mode``'s choices; ``run`` (``takes = "program"``) watches a program
+(``graphscope run``, :func:`graphscope.profile`).
 """
 
 from __future__ import annotations
@@ -63,22 +65,41 @@ class ModelJob:
     step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
 
 
+@dataclass
+class ProgramJob:
+    """An unmodified program to run in this process (``graphscope run``)."""
+
+    target: str  # a script, or a module with ``module=True``
+    args: list[str]
+    config: Any  # a graphscope.config.CaptureConfig (replays, skip_replays, graphs, depth, ...)
+    module: bool = False
+    exit_code: Optional[int] = None  # the program's, once it ran
+
+
 class CaptureSource(Protocol):
-    """Turns a model-file job into graphs."""
+    """Turns a job (a loaded model file, or a program) into graphs."""
 
     name: ClassVar[str]
     help: ClassVar[str]
+    takes: ClassVar[str]  # "model" (a ModelJob: --mode NAME) or "program" (a ProgramJob)
 
-    def capture(self, job: ModelJob, phase: Phase) -> RawCapture: ...
+    def capture(self, job: Any, phase: Phase) -> RawCapture: ...
 
 
 SOURCES: dict[str, type[CaptureSource]] = {}
 
 
 def register(cls: type[CaptureSource]) -> type[CaptureSource]:
-    """Class decorator: make a source selectable as ``--mode NAME``."""
+    """Class decorator: make a source selectable by name (``--mode NAME`` for model files)."""
     SOURCES[cls.name] = cls
     return cls
+
+
+def default_output(target: str, command: str, module: bool = False) -> str:
+    """Where a bundle goes without ``-o``: ``graphscope-out/<stem>.<command>``, the stem being
+    the model file's or program's name (a module's last part with ``module=True``)."""
+    stem = target.rsplit(".", 1)[-1] if module else os.path.splitext(os.path.basename(target))[0]
+    return os.path.join("graphscope-out", f"{stem}.{command}")
 
 
 def unplaced_reason(node: Any) -> Optional[dict[str, Any]]:

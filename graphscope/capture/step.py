@@ -80,12 +80,12 @@ def training_scopes(job: ModelJob) -> Iterator[Any]:
                                                           backward=job.backward)]
     handles += optimizer_hooks()
     if isinstance(job.model, DistributedDataParallel) and job.backward:
-        state.DDP = DDPWatch(job.model, job.depth)
+        state.ATTRIBUTION.ddp = DDPWatch(job.model, job.depth)
     owners = param_owners(inner, job.depth)
     try:
         yield leaf_scopes(lambda p: owners.get(id(p)), source="model")
     finally:
-        state.DDP = None
+        state.ATTRIBUTION.ddp = None
         for h in handles:
             h.remove()
 
@@ -95,6 +95,7 @@ class StepSource:
     name: ClassVar[str] = "step"
     help: ClassVar[str] = ("one graph of forward + loss + backward, or of the model file's "
                            "whole \"step\"")
+    takes: ClassVar[str] = "model"
 
     def capture(self, job: ModelJob, phase: Phase) -> RawCapture:
         import torch
@@ -109,7 +110,7 @@ class StepSource:
         g = torch.cuda.CUDAGraph(keep_graph=True)
         with training_scopes(job) as leaf:
             with annotated_graph(g, enable_annotations=True, record_ops=job.record_ops) as cap:
-                state.ACTIVE.leaf_scope = leaf
+                state.ATTRIBUTION.active.leaf_scope = leaf
                 if user:
                     with ann.mark_kernels(STEP_SCOPE, backward=job.backward):
                         step()

@@ -303,15 +303,13 @@ def test_cg4_make_graphed_callables_annotated_by_module():  # CG4
     m2 = torch.nn.Linear(64, 4).cuda()
     x = torch.randn(8, 32, device="cuda", requires_grad=True)
     h = torch.randn(8, 64, device="cuda", requires_grad=True)
-    graphs = []
-    g1, g2 = graphscope.make_graphed_callables((m1, m2), ((x,), (h,)), graphs_out=graphs)
-    assert len(graphs) == 4  # fwd1, fwd2, bwd2, bwd1
-    anns = graphscope.get_kernel_annotations()
+    graphscope.clear_kernel_annotations()
+    g1, g2 = graphscope.make_graphed_callables((m1, m2), ((x,), (h,)))  # upstream's signature
+    anns = dict(graphscope.get_kernel_annotations())
     mods = {(v[0]["module_name"], v[0].get("autograd_phase")) for v in anns.values()}
     assert ("L.0", None) in mods and ("L.0", "backward") in mods
     assert any(mn == "L" for mn, _ in mods)
-    execs = {native.exec_id(g.raw_cuda_graph_exec()) for g in graphs}
-    assert {k >> 32 for k in anns} <= execs
+    assert len({k >> 32 for k in anns}) == 4  # fwd1, fwd2, bwd2, bwd1: four exec graphs
     # numerics match eager
     xr = torch.randn(8, 32, device="cuda", requires_grad=True)
     out = g2(g1(xr))
@@ -319,6 +317,20 @@ def test_cg4_make_graphed_callables_annotated_by_module():  # CG4
     ref_x = xr.detach().clone().requires_grad_(True)
     ref = m2(m1(ref_x))
     assert torch.allclose(out, ref, atol=1e-4)
+
+
+def test_cg4_graph_callables_hands_back_the_graphs():  # CG4, the callables source's door
+    from graphscope.cuda_graphs import graph_callables
+
+    m1 = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU()).cuda()
+    x = torch.randn(8, 32, device="cuda", requires_grad=True)
+    graphscope.clear_kernel_annotations()
+    made = graph_callables(m1, (x,), module_depth=0)
+    assert len(made.graphs) == 2 and made.records is not None  # forward, backward
+    anns = graphscope.get_kernel_annotations()
+    execs = {native.exec_id(g.raw_cuda_graph_exec()) for g in made.graphs}
+    assert {k >> 32 for k in anns} <= execs
+    assert {v[0]["module_name"] for v in anns.values()} == {"L"}  # depth 0: the root only
 
 
 def test_cg5_restrictions_raise():  # CG5

@@ -54,7 +54,7 @@ def test_decode_loop_two_buckets_named_by_site_and_shape(tmp_path):
         tagged = [n for n in w if "module_name" in n.get("annotation", {})]
         assert len(tagged) == len(w), [n.get("op") for n in w if n not in tagged]
         mods = {n["annotation"]["module_name"] for n in w}
-        assert "Decoder.blocks.0.attn.qkv" in mods and "Decoder.head" in mods
+        assert "L.blocks.0.attn.qkv" in mods and "L.head" in mods
         assert all(n.get("source", "").startswith(os.path.join(PROGRAMS, "decode.py"))
                    for n in w if n.get("source"))
     assert manifest["mode"] == "run"
@@ -80,7 +80,7 @@ def test_amp_adamw_step(tmp_path):
     (g,) = load(out)[0]
     w = work(g)
     mods = {n["annotation"].get("module_name") for n in w if n.get("annotation")}
-    assert "(optimizer)" in mods and "CrossEntropyLoss" in mods and "Sequential.0" in mods
+    assert "(optimizer)" in mods and "(CrossEntropyLoss)" in mods and "L.0" in mods
     untagged = [(n.get("op"), n.get("source")) for n in w
                 if "module_name" not in n.get("annotation", {})]
     assert not untagged, untagged  # zero_grad fills: (optimizer); .grad accumulation: owner
@@ -108,7 +108,7 @@ def test_torch_compile_reduce_overhead_inductor_provenance(tmp_path):
     placed = [n for n in w if n.get("annotation", {}).get("module_source") == "inductor"]
     assert placed, [(n.get("op"), n.get("source")) for n in w]
     mods = {n["annotation"]["module_name"] for n in placed}
-    assert any(m.startswith("Net.fc") for m in mods), mods
+    assert any(m.startswith("L.fc") for m in mods), mods
     for n in w:  # nothing unplaced without saying why
         a = n.get("annotation", {})
         assert "module_name" in a or "unplaced_reason" in a, n
@@ -172,7 +172,7 @@ print('GPU_EVENTS', sum(1 for e in p.events() if e.device_type.name == 'CUDA'))
     assert gpu > 0
     (g,) = load(tmp_path / "p")[0]
     assert g["info"]["replays"] == 7 and g["info"]["traced_replays"] == 5
-    assert {n["annotation"]["module_name"] for n in work(g)} == {"Linear"}
+    assert {n["annotation"]["module_name"] for n in work(g)} == {"L"}
 
 
 def test_report_lists_graphs_and_takes_graph(tmp_path):
@@ -210,7 +210,7 @@ def test_a_program_that_profiles_itself_gets_its_trace_annotated(tmp_path):
     graph_kernels = [n for n in work(g) if n["type"] == "kernel"]
     with_module = [n for n in graph_kernels if "module_name" in n.get("annotation", {})]
     assert {n["annotation"]["module_name"] for n in with_module} >= {
-        "Sequential.0", "Sequential.2", "(optimizer)"}
+        "L.0", "L.2", "(optimizer)"}
     kernels = [e for e in json.loads(trace.read_text())["traceEvents"]
                if e.get("cat") == "kernel"]
     assert len(kernels) == 5 * len(graph_kernels)  # the profiler saw every replayed kernel

@@ -9,13 +9,12 @@ import contextlib
 
 from graphscope import annotate as A
 from graphscope import native
-from graphscope.annotate import state
 
 
 @contextlib.contextmanager
 def fake_session(record_ops=False):
     s = A.Session(record_ops)
-    state.ACTIVE = s
+    A.ATTRIBUTION.active = s
     try:
         s.enter()
         yield s
@@ -23,9 +22,9 @@ def fake_session(record_ops=False):
         try:
             s.exit()
         finally:
-            state.ACTIVE = None
+            A.ATTRIBUTION.active = None
 
 
 def current():
     """The merged annotation a node created right now would get."""
-    return dict(A.SCOPES.annotation(native.current_scope()))
+    return dict(A.ATTRIBUTION.scopes.annotation(native.current_scope()))

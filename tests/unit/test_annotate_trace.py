@@ -246,7 +246,7 @@ def test_a_real_torch_profiler_trace_is_joined_to_its_run_bundle(tmp_path, capsy
     assert all(e["args"]["graphscope match"] == "sequence" and e["args"]["op"].startswith(
         "aten::") for e in kernels)
     mods = Counter(e["args"].get("module_name") for e in kernels)
-    assert mods["Sequential.0"] == 5 * 4 and mods["(optimizer)"] == 5 and mods[None] == 5 * 5
+    assert mods["L.0"] == 5 * 4 and mods["(optimizer)"] == 5 and mods[None] == 5 * 5
     assert all("unplaced_reason" in e["args"] for e in kernels if "module_name" not in e["args"])
     spans = [e for e in _load(str(out))["traceEvents"] if e.get("cat") == "graphscope_module"]
     assert len({e["args"]["correlation"] for e in spans}) == 5  # a module track per replay
@@ -301,10 +301,10 @@ def test_saved_kernel_annotations_work_in_pytorchs_annotator(tmp_path):
 
     script = _torch_script(tmp_path)
     graphscope.clear_kernel_annotations()
-    A.STORE.add_template(6, {0: {"module_name": "m.a"}, 1: {"module_name": "m.a"},
+    A.ATTRIBUTION.store.add_template(6, {0: {"module_name": "m.a"}, 1: {"module_name": "m.a"},
                              2: {"module_name": "m.b", "name": "blk"}})
     try:
-        A.STORE.rekey(6, 4)
+        A.ATTRIBUTION.store.rekey(6, 4)
         graphscope.get_kernel_annotations()[4 << 32][0]["module_name"] = "m.read"  # read, changed
         pkl = graphscope.save_kernel_annotations(tmp_path / "a.pkl")
     finally:

@@ -15,6 +15,8 @@ from graphscope._errors import AnnotationError
 
 from ._fake import current, fake_session
 
+ATT = A.ATTRIBUTION  # the attribution state these tests read
+
 
 class Spy(torch.autograd.Function):
     """Identity whose backward records the annotation a kernel launched there would get."""
@@ -80,11 +82,11 @@ def test_scope_ids_are_interned_and_depth_does_not_grow_the_table():
     with fake_session():
         with graphscope.mark_kernels("x"):
             a = native.current_scope()
-        n = len(A.SCOPES)
+        n = len(ATT.scopes)
         for _ in range(100):
             with graphscope.mark_kernels("x"):
                 assert native.current_scope() == a
-        assert len(A.SCOPES) == n
+        assert len(ATT.scopes) == n
 
 
 def test_mk5_mk6_backward_bracketed_with_phase():  # MK5, MK6
@@ -125,8 +127,8 @@ def test_mk8_higher_order_gradients_inherit():  # MK8
         with graphscope.mark_kernels("f"):
             y = torch.tanh(x).sum()
         (gx,) = torch.autograd.grad(y, x, create_graph=True)
-        owners = {type(n).__name__: dict(A.SCOPES.annotation(s))
-                  for n, s in A.backward.OWNERSHIP.explicit.items()}
+        owners = {type(n).__name__: dict(ATT.scopes.annotation(s))
+                  for n, s in ATT.ownership.explicit.items()}
         assert owners["TanhBackwardBackward0"] == {"name": "f", "autograd_phase": "backward"}
         gx.grad_fn.register_prehook(lambda g: None)
         node = gx.grad_fn  # made by the first backward while the hooked node ran
@@ -179,7 +181,7 @@ def _slot_annotation():
     from graphscope.annotate.backward import accumulation_scope
 
     s = native.current_scope()
-    return dict(A.SCOPES.annotation(accumulation_scope(-s - 2) if s <= -2 else s))
+    return dict(ATT.scopes.annotation(accumulation_scope(-s - 2) if s <= -2 else s))
 
 
 def test_engine_accumulation_adds_get_the_producers_scope():
@@ -236,13 +238,13 @@ def test_module_annotations_fqn_depth_and_removal():
         m(x)
     h.remove()
     assert got == [{"module_name": "L.1.0"}, {"module_name": "L.1"}, {}]
-    assert not A.modules._MODULES.handles  # global hooks removed when no module is registered
+    assert not ATT.modules.handles  # global hooks removed when no module is registered
 
 
 def test_stream_annotation_is_the_outermost_layer():
-    sid = A.SCOPES.child(-1, {"name": "x", "stream": "inner"})
-    merged = A.SCOPES.with_base(sid, {"stream": "side", "other": 1})
-    assert dict(A.SCOPES.annotation(merged)) == {"stream": "inner", "other": 1, "name": "x"}
+    sid = ATT.scopes.child(-1, {"name": "x", "stream": "inner"})
+    merged = ATT.scopes.with_base(sid, {"stream": "side", "other": 1})
+    assert dict(ATT.scopes.annotation(merged)) == {"stream": "inner", "other": 1, "name": "x"}
 
 
 def test_op_recording_notes_aten_op_shapes_and_user_line():
@@ -251,7 +253,7 @@ def test_op_recording_notes_aten_op_shapes_and_user_line():
         prev = native.set_current_op(-1)
         torch.mm(x, x.t())
         native.set_current_op(prev)
-    recs = A.ops.OPS.records()
+    recs = ATT.ops.records()
     mm = [r for r in recs if r.op == "aten::mm" and r.source and r.source.endswith(
         "(test_op_recording_notes_aten_op_shapes_and_user_line)")]
     assert mm and mm[-1].shapes == "float32[4,3], float32[3,4]"
@@ -264,9 +266,9 @@ def test_each_exec_node_gets_its_own_dict(monkeypatch, native_loop):
         monkeypatch.setattr(native, "_ext", None)
     graphscope.clear_kernel_annotations()
     shared = {"name": "a", "k": [1]}
-    A.STORE.add_template(6, {0: shared, 1: shared, 3: {}, 4: {"name": "b"}})
+    ATT.store.add_template(6, {0: shared, 1: shared, 3: {}, 4: {"name": "b"}})
     try:
-        assert A.STORE.rekey(6, 2) == 3
+        assert ATT.store.rekey(6, 2) == 3
         live = graphscope.get_kernel_annotations()
         assert dict(live) == {2 << 32: [shared], (2 << 32) | 1: [shared],
                               (2 << 32) | 4: [{"name": "b"}]}
@@ -283,9 +285,9 @@ def test_live_map_makes_each_nodes_dict_once_and_keeps_it(tmp_path):
     keyed again."""
     graphscope.clear_kernel_annotations()
     shared = {"name": "a"}
-    A.STORE.add_template(6, {0: shared, 1: shared, 2: shared})
+    ATT.store.add_template(6, {0: shared, 1: shared, 2: shared})
     try:
-        A.STORE.rekey(6, 2)
+        ATT.store.rekey(6, 2)
         live = graphscope.get_kernel_annotations()
         k0, k1, k2 = 2 << 32, (2 << 32) | 1, (2 << 32) | 2
         assert len(live) == 3 and k0 in live and 5 not in live and set(live) == {k0, k1, k2}
@@ -302,13 +304,13 @@ def test_live_map_makes_each_nodes_dict_once_and_keeps_it(tmp_path):
         with open(saved, "rb") as f:  # as read: k0's change kept; k2, never read, copied
             assert pickle.load(f) == {k0: [{"name": "a", "mine": True}], k1: [{"name": "a"}],
                                       k2: [{"name": "a"}]}
-        assert set(A.STORE.own) == {k0, k1}  # saving made no node's own copy
-        A.STORE.rekey(6, 3)  # graph 6 instantiated again: its old keys go, new ones are fresh
+        assert set(ATT.store.own) == {k0, k1}  # saving made no node's own copy
+        ATT.store.rekey(6, 3)  # graph 6 instantiated again: its old keys go, new ones are fresh
         assert set(live) == {3 << 32, (3 << 32) | 1, (3 << 32) | 2}
         assert live[3 << 32] == [{"name": "a"}]
         live[3 << 32][0]["mine"] = True
-        A.STORE.add_template(11, {0: {"name": "z"}})
-        A.STORE.rekey(11, 3)  # another graph's node keyed as 3 << 32: its dict, not the copy
+        ATT.store.add_template(11, {0: {"name": "z"}})
+        ATT.store.rekey(11, 3)  # another graph's node keyed as 3 << 32: its dict, not the copy
         assert live[3 << 32] == [{"name": "z"}]
     finally:
         graphscope.clear_kernel_annotations()
@@ -316,13 +318,13 @@ def test_live_map_makes_each_nodes_dict_once_and_keeps_it(tmp_path):
 
 def test_saved_map_is_pytorch_shape(tmp_path):
     graphscope.clear_kernel_annotations()  # earlier captures in this process (GPU tests)
-    A.STORE.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
-    A.STORE.rekey(7, 9)
+    ATT.store.add_template(7, {0: {"name": "a"}, 2: {"name": "b"}})
+    ATT.store.rekey(7, 9)
     try:
         p = graphscope.save_kernel_annotations(tmp_path / "a.pkl")
         with open(p, "rb") as f:
             assert pickle.load(f) == {9 << 32: [{"name": "a"}], (9 << 32) | 2: [{"name": "b"}]}
-        A.STORE.rekey(7, 10)  # a new instantiate: old keys go
+        ATT.store.rekey(7, 10)  # a new instantiate: old keys go
         assert set(graphscope.get_kernel_annotations()) == {10 << 32, (10 << 32) | 2}
     finally:
         graphscope.clear_kernel_annotations()
@@ -330,16 +332,16 @@ def test_saved_map_is_pytorch_shape(tmp_path):
 
 def test_clone_map_keys_only_exec_nodes():
     graphscope.clear_kernel_annotations()
-    A.STORE.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
+    ATT.store.add_template(3, {1: {"name": "a"}, 5: {"name": "b"}})
     try:
         clones = {(4 << 32) | 1: (3 << 32) | 1, (8 << 32) | 5: (3 << 32) | 5, (4 << 32) | 7: 7}
         cid, lid = A.store.clone_pairs(list(clones), list(clones.values()), 4, 3)
         # another exec's clone, another graph's node: out
         assert (cid.tolist(), lid.tolist()) == ([(4 << 32) | 1], [1])
-        n = A.STORE.rekey(3, 4, (cid, lid))
+        n = ATT.store.rekey(3, 4, (cid, lid))
         assert n == 1 and dict(graphscope.get_kernel_annotations()) == {
             (4 << 32) | 1: [{"name": "a"}]}
-        assert A.STORE.rekey(3, 5, ([(5 << 32) | 9, (5 << 32) | 8], [5, 6])) == 1  # 6: untagged
+        assert ATT.store.rekey(3, 5, ([(5 << 32) | 9, (5 << 32) | 8], [5, 6])) == 1  # 6: untagged
         assert dict(graphscope.get_kernel_annotations()) == {(5 << 32) | 9: [{"name": "b"}]}
     finally:
         graphscope.clear_kernel_annotations()

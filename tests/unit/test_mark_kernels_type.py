@@ -12,7 +12,6 @@ import graphscope
 from graphscope import annotate as A
 from graphscope import native
 from graphscope._errors import AnnotationError
-from graphscope.annotate import state
 
 from ._fake import current, fake_session
 
@@ -38,11 +37,11 @@ def counting_resolver():
         calls.append(a)
         return A._resolve(a, parent, backward)
 
-    native._ext.mark_kernels_setup(state, resolve, A._check, A.push, A.pop)
+    native._ext.mark_kernels_setup(A.ATTRIBUTION, resolve, A._check, A.push, A.pop)
     try:
         yield calls
     finally:
-        native._ext.mark_kernels_setup(state, A._resolve, A._check, A.push, A.pop)
+        native._ext.mark_kernels_setup(A.ATTRIBUTION, A._resolve, A._check, A.push, A.pop)
 
 
 def seen_inside(ann, **kw):

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from graphscope import annotate as A
 from graphscope import native
 from graphscope.annotate import ops as O
 
@@ -37,13 +38,13 @@ MODE_ONLY = {"aten::detach", "aten::detach_", "aten::lift_fresh", "aten::alias",
 def _no_streams_or_ddp(monkeypatch):
     """mark_stream tags left by earlier tests in this process (a sample model's side stream)
     or a DDP watch would send ops to the dispatch mode: not what these tests look at."""
-    from graphscope.annotate import state
+    from graphscope.annotate import ATTRIBUTION
 
-    saved = dict(O.STREAMS)
-    O.STREAMS.clear()
-    monkeypatch.setattr(state, "DDP", None)
+    saved = dict(ATTRIBUTION.streams)
+    ATTRIBUTION.streams.clear()
+    monkeypatch.setattr(ATTRIBUTION, "ddp", None)
     yield
-    O.STREAMS.update(saved)
+    ATTRIBUTION.streams.update(saved)
 
 
 def _filtered(recs):
@@ -66,7 +67,7 @@ def _with_mode(fn):
 
     def set_op(i):
         if i != -1:
-            r = O.OPS[i]
+            r = A.ATTRIBUTION.ops[i]
             log.append(O.OpRecord(r.op, r.shapes, r.source))
         return -1
 
@@ -86,7 +87,7 @@ def _with_observer(fn):
         OBS.disable()
     ids = OBS.log()
     OBS.set_logging(False)
-    return [O.OPS[i] for i in ids]
+    return [A.ATTRIBUTION.ops[i] for i in ids]
 
 
 def _compare(fn, params=()):
@@ -165,7 +166,7 @@ def test_session_uses_the_observer_and_restores_the_thread_op(monkeypatch):
         torch.mm(x, x.t())
         assert native.extension().current_op() == -1  # restored after the op
     assert not OBS.enabled() and not OBS.backward_enabled()
-    mm = [r for r in O.OPS.records() if r.op == "aten::mm"]
+    mm = [r for r in A.ATTRIBUTION.ops.records() if r.op == "aten::mm"]
     assert mm[-1].shapes == "float32[4,3], float32[3,4]"
 
 
@@ -258,7 +259,7 @@ def test_add_in_a_leaf_post_hook_keeps_the_leaf_scope(monkeypatch):
 
     acc.register_hook(post)
     with fake_session() as s:
-        leaf = A.SCOPES.backward({"module_name": "L.w", "autograd_phase": "backward"})
+        leaf = A.ATTRIBUTION.scopes.backward({"module_name": "L.w", "autograd_phase": "backward"})
         s.leaf_scope = lambda node: leaf
         (p * 2).sum().backward()
     assert seen == [{"module_name": "L.w", "autograd_phase": "backward"}]

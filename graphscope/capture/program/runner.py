@@ -8,7 +8,7 @@ import runpy
 import sys
 import traceback
 
-from .._errors import ConfigError
+from ..._errors import ConfigError
 
 
 def check_target(target: str, module: bool) -> None:

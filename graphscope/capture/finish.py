@@ -1,0 +1,179 @@
+"""The shared tail of every capture source: raw capture -> Graph model -> joined timings ->
+bundle, with the one manifest writer and the one default-output rule."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .. import annotate as ann
+from .. import native
+from .._errors import BundleError
+from .._version import __version__
+from ..analysis.summary import summarize
+from ..bundle import write_bundle
+from ..model.build import build_graph
+from ..model.graph import Bundle, CapturedGraph, Node
+from ..model.join import JoinResult
+from .replay import trace_replays
+from .source import RawCapture, default_output
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CaptureResult:
+    bundle_path: Optional[str]
+    bundle: Bundle
+    join: Optional[JoinResult]
+    phases_s: dict[str, float] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def versions() -> dict[str, Any]:
+    import torch
+
+    caps = native.extension().probe(False)
+    return {
+        "graphscope": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "driver_cuda": caps.get("driver_cuda_version"),
+        "cupti_api": caps.get("cupti_api_version"),
+        "gpu": torch.cuda.get_device_name(),
+    }
+
+
+class Phases:
+    """Wall time per named phase; reports each new phase to ``progress``."""
+
+    def __init__(self, progress: Optional[Progress]) -> None:
+        self.progress = progress
+        self.times: dict[str, float] = {}
+        self._name: Optional[str] = None
+        self._t = 0.0
+
+    @property
+    def current(self) -> Optional[str]:
+        return self._name
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        if self._name is not None:
+            self.times[self._name] = self.times.get(self._name, 0.0) + now - self._t
+        self._name, self._t = name, now
+        if self.progress is not None and name != "done":
+            self.progress(name)
+
+
+def build_graphs(raw: RawCapture) -> list[CapturedGraph]:
+    """Raw graphs -> the Graph model, scope and op ids resolved through the annotate tables."""
+    ops, scopes = ann.ATTRIBUTION.ops, ann.ATTRIBUTION.scopes
+
+    def op_of(i: int) -> Any:
+        return ops.get(i)
+
+    return [
+        build_graph(r.name, r.inspection, r.records, r.exec_id, scopes.annotation, op_of,
+                    r.info, r.place)
+        for r in raw.graphs
+    ]
+
+
+def work_ids(graphs: list[CapturedGraph]) -> dict[int, str]:
+    return {n.exec_node_id: g.name for g in graphs for n in g.nodes if n.is_work}
+
+
+def with_timings(graphs: list[CapturedGraph], jr: Optional[JoinResult]) -> Bundle:
+    if jr is None:
+        return Bundle("", {}, tuple(graphs), 0)
+    out = []
+    for g in graphs:
+        nodes = tuple(
+            Node(**{**n.__dict__, "durations_ns": tuple(jr.durations_ns.get(n.exec_node_id, ()))})
+            for n in g.nodes
+        )
+        out.append(dataclasses.replace(g, nodes=nodes))
+    return Bundle("", {}, tuple(out), jr.replays, tuple(jr.replay_kernel_ns),
+                  tuple(jr.replay_span_ns), tuple(jr.events), jr.unjoined_records)
+
+
+def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
+    if jr is None:
+        return None
+    return {
+        "replays": jr.replays,
+        "durations_ns": {str(k): v for k, v in sorted(jr.durations_ns.items())},
+        "replay_kernel_ns": jr.replay_kernel_ns,
+        "replay_span_ns": jr.replay_span_ns,
+        "events": jr.events,
+        "joined_records": jr.joined_records,
+        "unjoined_records": jr.unjoined_records,
+        "outside_graph_records": jr.outside_graph_records,
+        **({"launches": jr.launches} if jr.launches else {}),
+    }
+
+
+def finish(
+    raw: RawCapture,
+    *,
+    output: str,
+    manifest: Mapping[str, Any],
+    force: bool,
+    replays: int = 0,
+    keep_events: int = 3,
+    phase: Optional[Phases] = None,
+) -> CaptureResult:
+    """The shared tail of every source: Graph model, timings, summary, bundle (atomic)."""
+    phase = phase or Phases(None)
+    graphs = build_graphs(raw)
+    jr: Optional[JoinResult] = raw.join
+    if jr is None and raw.replay is not None and replays:
+        phase("replay")
+        jr = trace_replays(raw.replay, work_ids(graphs), replays, keep_events)
+    phase("write")
+    bundle = with_timings(graphs, jr)
+    summary = summarize(bundle)
+    full = {**manifest, **raw.meta, "replays": jr.replays if jr else 0,
+            "versions": versions(), "graphs": [g.name for g in graphs],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    written = write_bundle(
+        output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
+        summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
+    )
+    phase("done")
+    final = dataclasses.replace(bundle, path=written, manifest=full)
+    return CaptureResult(written, final, jr, phase.times, summary)
+
+
+def bundle_output(output: Optional[str], target: str, command: str, *, module: bool = False,
+                  rank: Any = None, force: bool = False) -> str:
+    """The bundle directory to write: ``output`` or the default for ``target``
+    (:func:`~graphscope.capture.source.default_output`), under ``rank<r>/`` for a torchrun
+    rank; refused before any work when it exists and ``force`` is not given."""
+    from ..ranks import rank_output
+
+    out = output or default_output(target, command, module)
+    if rank is not None:
+        out = rank_output(out, rank)
+    if os.path.exists(out) and not force:
+        raise BundleError(f"{os.path.abspath(out)} already exists: pass --force to replace it "
+                          "or choose -o PATH")
+    return out
+
+
+def manifest_for(command: list[str], mode: str, depth: Optional[int], rank: Any = None,
+                 **fields: Any) -> dict[str, Any]:
+    """The manifest every source writes (``finish`` adds replays, versions, graphs, time)."""
+    manifest: dict[str, Any] = {"tool": "graphscope", "command": command, "mode": mode,
+                                "depth": depth, **fields}
+    if rank is not None:
+        manifest["rank"] = {"rank": rank.rank, "world_size": rank.world_size,
+                            "local_rank": rank.local_rank}
+    return manifest

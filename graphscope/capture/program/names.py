@@ -1,0 +1,159 @@
+"""Names in a program's captures: the capture site and input shapes that name a graph, and the
+module scopes its forward hooks push (named by the one rule of :mod:`graphscope.annotate.modules`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Optional
+
+from ... import native
+from ...annotate import state
+from ...annotate.backward import pop, push
+from ...annotate.modules import ROOT, module_fqn, other_root
+from ...annotate.scopes import MODULE_KEY, normalize
+from ...annotate.training import leaf_scopes
+
+_HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _skip_frame(fn: str, torch_dir: str) -> bool:
+    return (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
+            or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
+
+
+def capture_site(torch_dir: str) -> tuple[str, str]:
+    """(``file:line`` of the program's frame that started the capture, kind)."""
+    f: Any = sys._getframe(2)
+    compiled = False
+    while f is not None:
+        fn = f.f_code.co_filename
+        if "cudagraph_trees" in fn:
+            compiled = True
+        if not _skip_frame(fn, torch_dir):
+            if compiled:
+                site = f"{os.path.basename(fn)}:{f.f_lineno} ({f.f_code.co_name})"
+            else:
+                site = f"{os.path.basename(fn)}:{f.f_lineno}"
+            return site, ("compiled" if compiled else "eager")
+        f = f.f_back
+    return "?", ("compiled" if compiled else "eager")
+
+
+def describe_shapes(values: Any, limit: int = 3) -> str:
+    """``[1,1]`` / ``[8,64] [8]``: the shapes of the tensors among ``values``."""
+    import torch
+
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append("[" + ",".join(str(int(s)) for s in v.shape) + "]")
+            if len(out) == limit:
+                break
+    return " ".join(out)
+
+
+def compiled_inputs() -> str:
+    """Shapes of a cudagraph-tree recording's non-static inputs, from its ``_record`` frame."""
+    f: Any = sys._getframe(2)
+    while f is not None:
+        if "cudagraph_trees" in f.f_code.co_filename and "inputs" in f.f_locals:
+            inputs = f.f_locals["inputs"]
+            node = f.f_locals.get("self")
+            static = set()
+            for owner in (node, getattr(node, "wrapped_function", None)):
+                idx = getattr(owner, "static_input_idxs", None)
+                if idx:
+                    static = set(idx)
+                    break
+            vals = [v for i, v in enumerate(inputs) if i not in static]
+            return describe_shapes(vals)
+        f = f.f_back
+    return ""
+
+
+class ModuleNames:
+    """Module FQNs of the outermost modules a program calls in its captures.
+
+    The one rule (:mod:`graphscope.annotate.modules`): the first outermost module called in a
+    capture is the root ``L`` and its submodules ``L.<path>``; a further outermost module called
+    in the same capture (a loss module beside the model) is ``(<class>)``. A root keeps the name
+    it got when first seen.
+    """
+
+    def __init__(self) -> None:
+        self.roots: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
+        self.local = threading.local()
+        self._in_window: set[int] = set()  # id() of the roots called in the current capture
+
+    def new_window(self) -> None:
+        self._in_window.clear()
+
+    def names_of(self, root: Any) -> dict[Any, str]:
+        names = self.roots.get(root)
+        if names is None:
+            prefix = other_root(root) if self._in_window else ROOT
+            names = {m: module_fqn(p, prefix) for p, m in root.named_modules()}
+            self.roots[root] = names
+        self._in_window.add(id(root))
+        return names
+
+    def leaf_scopes(self) -> Callable[[Any], int]:
+        """AccumulateGrad: the parameter's owner module among the modules seen so far."""
+
+        def owner(var: Any) -> Optional[str]:
+            for table in list(self.roots.values()):
+                for mod, fqn in table.items():
+                    if any(p is var for p in mod.parameters(recurse=False)):
+                        return fqn
+            return None
+
+        return leaf_scopes(owner)
+
+
+def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None]
+                 ) -> list[Any]:
+    """Global forward pre/post hooks that push module scopes; installed per capture window,
+    inert on other threads' eager work, and never traced by dynamo. ``first_call(module,
+    args)`` sees the first outermost module called in the window."""
+    import torch
+    from torch.nn.modules import module as m
+
+    local = names.local
+    attribution = state.ATTRIBUTION
+
+    @torch._dynamo.disable
+    def pre(module: Any, args: Any) -> None:
+        stack = local.__dict__.setdefault("stack", [])
+        if attribution.active is None:
+            stack.append((None, False))
+            return
+        parent_root = stack[-1][0] if stack else None
+        table = names.names_of(parent_root) if parent_root is not None else None
+        if table is None or module not in table:
+            root, table = module, names.names_of(module)
+            if not stack:
+                first_call(module, args)
+        else:
+            root = parent_root
+        fqn = table[module]
+        if depth is not None and fqn.count(".") > depth:
+            stack.append((root, False))
+            return
+        ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
+        push(attribution.scopes.child(native.current_scope(), ann_dict, True, frozen))
+        stack.append((root, True))
+
+    @torch._dynamo.disable
+    def post(module: Any, args: Any, output: Any) -> None:
+        stack = local.__dict__.get("stack")
+        if stack:
+            _, pushed = stack.pop()
+            if pushed:
+                pop()
+
+    return [m.register_module_forward_pre_hook(pre),
+            m.register_module_forward_hook(post, always_call=True)]

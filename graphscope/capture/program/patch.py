@@ -1,0 +1,108 @@
+"""The patches that let graphscope watch an unmodified program: ``torch.cuda.CUDAGraph``'s
+methods and ``torch.compile``.
+
+torch 2.11 has no official capture/instantiate/replay hooks (pytorch PR 192162 adds them later),
+so the methods of ``torch.cuda.CUDAGraph`` are wrapped; measured on the H200, that sees every
+capture of a decode loop, a whole training step, ``make_graphed_callables`` and torch.compile's
+cudagraph trees (``shared/probes/probe_run_hooks.txt``). Every graph is created with
+``keep_graph=True`` so its template can be inspected; the program's own choice is remembered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Callable
+
+_METHODS = ("__init__", "capture_begin", "capture_end", "instantiate", "replay")
+
+
+def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:
+    """The method as torch defines it (on the class itself or on its C++ base)."""
+    fn = real.get(name)
+    if fn is not None:
+        return fn
+    return getattr(super(cls, cls), name)
+
+
+def patch_cuda_graph(watch: Any) -> Callable[[], None]:
+    """Route ``torch.cuda.CUDAGraph``'s capture, instantiate and replay through ``watch`` (a
+    :class:`~graphscope.capture.program.watch.GraphWatch`); returns the undo."""
+    import torch
+
+    cls = torch.cuda.CUDAGraph
+    real = {k: cls.__dict__[k] for k in _METHODS if k in cls.__dict__}
+    base_init = real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
+    keep_of: dict[int, bool] = {}
+
+    # keep_graph is read by the C++ constructor (__init__, not __new__): every graph keeps
+    # its template so it can be inspected; the program's own choice is remembered.
+    def __init__(self: Any, keep_graph: bool = False, *a: Any, **k: Any) -> None:
+        keep_of[id(self)] = bool(keep_graph)
+        base_init(self, True, *a, **k)
+
+    def capture_begin(self: Any, *a: Any, **k: Any) -> None:
+        watch.begin(self, keep_of.get(id(self), False))
+        try:
+            _parent(cls, "capture_begin", real)(self, *a, **k)
+        except BaseException:
+            watch.abort(self, "capture_begin raised")
+            raise
+
+    def capture_end(self: Any) -> None:
+        try:
+            _parent(cls, "capture_end", real)(self)
+        except BaseException as exc:
+            watch.abort(self, f"capture failed: {str(exc).splitlines()[0] if str(exc) else exc}")
+            raise
+        watch.end(self)
+
+    def instantiate(self: Any) -> None:
+        _parent(cls, "instantiate", real)(self)
+        watch.instantiated(self)
+
+    def replay(self: Any) -> None:
+        plain = _parent(cls, "replay", real)
+        rec = watch.by_id.get(id(self))
+        if rec is None or rec.failed:
+            return plain(self)
+        if rec.exec_id < 0:  # a kept graph replayed without instantiate (torch's AG2)
+            instantiate(self)
+        rec.replays += 1
+        if watch.traced.wanted(rec):
+            watch.traced.run(rec, lambda: plain(self))
+        else:
+            plain(self)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.capture_begin = capture_begin  # type: ignore[method-assign]
+    cls.capture_end = capture_end  # type: ignore[method-assign]
+    cls.instantiate = instantiate  # type: ignore[method-assign]
+    cls.replay = replay  # type: ignore[method-assign]
+
+    def undo() -> None:
+        for name in _METHODS:
+            if name in real:
+                setattr(cls, name, real[name])
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(cls, name)
+
+    return undo
+
+
+def patch_compile(provenance: Any) -> Callable[[], None]:
+    """Install inductor provenance now if inductor is loaded, else at the first
+    ``torch.compile`` call; returns the undo."""
+    import torch
+
+    if "torch._inductor" in sys.modules:
+        provenance.install()
+    real_compile = torch.compile
+
+    def compile(*a: Any, **k: Any) -> Any:  # noqa: A001 - wraps torch.compile
+        provenance.install()
+        return real_compile(*a, **k)
+
+    torch.compile = compile
+    return lambda: setattr(torch, "compile", real_compile)

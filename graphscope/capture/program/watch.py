@@ -1,0 +1,239 @@
+"""Watching a program's captures: per capture, the CUPTI recorder is subscribed from
+``capture_begin`` to the end of the instantiate that follows ``capture_end`` (and never longer);
+module, optimizer and inductor hooks are installed for that window only, so the program's eager
+work outside captures runs untouched. Where the program asked for ``keep_graph=False``
+graphscope instantiates right after ``capture_end``, as torch would have."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ... import annotate as ann
+from ... import native
+from ..._errors import GraphscopeError
+from ...annotate import state
+from ...annotate.training import optimizer_hooks
+from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
+from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
+from .patch import patch_compile, patch_cuda_graph
+from .provenance import Provenance
+from .traced import TracedReplays
+
+if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
+    from ...config import CaptureConfig
+
+
+@dataclass
+class ProgramGraph:
+    """One capture the program made."""
+
+    site: str
+    kind: str  # "eager" or "compiled"
+    ordinal: int = 0
+    shapes: str = ""
+    name: str = ""
+    raw: Optional[RawGraph] = None
+    exec_ids: list[int] = field(default_factory=list)
+    replays: int = 0
+    traced: int = 0
+    pool_bytes: Optional[int] = None
+    pool: Any = None
+    user_keep: bool = False
+    failed: Optional[str] = None
+    untraced_why: Optional[str] = None  # why a replay ran untraced (the first reason)
+
+    @property
+    def exec_id(self) -> int:
+        return self.exec_ids[-1] if self.exec_ids else -1
+
+    def info(self) -> dict[str, Any]:
+        """The graph-level facts a bundle keeps (graph.json ``info``)."""
+        return {"site": self.site, "ordinal": self.ordinal, "kind": self.kind,
+                "shapes": self.shapes, "replays": self.replays, "traced_replays": self.traced,
+                "pool_bytes": self.pool_bytes, "keep_graph": self.user_keep}
+
+
+class GraphWatch:
+    """Records every capture made while installed (``torch.cuda.CUDAGraph`` patched)."""
+
+    def __init__(self, cfg: CaptureConfig) -> None:
+        self.cfg = cfg.validate()
+        self.graphs: list[ProgramGraph] = []
+        self.by_id: dict[int, ProgramGraph] = {}
+        self.sites: dict[str, int] = {}
+        self.current: Optional[ProgramGraph] = None
+        self.module_names = ModuleNames()
+        self.provenance = Provenance()
+        self.warnings: list[str] = []
+        self.traced = TracedReplays(self.cfg, self.warnings)
+        self._undo: list[Callable[[], None]] = []
+        self._window: Optional[contextlib.ExitStack] = None
+        self._records: list[Any] = []
+        self._torch_dir = ""
+
+    # -- install / uninstall
+    def install(self) -> None:
+        import torch
+
+        native.ensure_loaded()
+        native.watch_profiler()  # the program's own torch.profiler sessions keep CUPTI
+        self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+        self._undo.append(patch_cuda_graph(self))
+        self._undo.append(patch_compile(self.provenance))
+
+    def uninstall(self) -> None:
+        self._close_window()
+        while self._undo:
+            self._undo.pop()()
+        self.provenance.uninstall()
+
+    # -- capture window
+    def begin(self, cuda_graph: Any, user_keep: bool) -> None:
+        site, kind = capture_site(self._torch_dir)
+        rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
+        self.graphs.append(rec)
+        self.by_id[id(cuda_graph)] = rec
+        if self._window is not None or state.ATTRIBUTION.active is not None:
+            rec.failed = "captured while another annotated capture was running: not recorded"
+            self.warnings.append(f"{site}: {rec.failed}")
+            return
+        if kind == "compiled":
+            rec.shapes = compiled_inputs()
+        self.module_names.new_window()
+        stack = contextlib.ExitStack()
+        try:
+            self._records = stack.enter_context(ann.session(self.cfg.record_ops))
+            hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call)
+            hooks += optimizer_hooks()
+            stack.callback(lambda: [h.remove() for h in hooks])
+            active = state.ATTRIBUTION.active
+            if active is not None:
+                active.leaf_scope = self.module_names.leaf_scopes()
+        except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
+            stack.close()
+            rec.failed = str(exc)
+            self.warnings.append(f"{site}: not recorded: {exc}")
+            return
+        except BaseException:
+            stack.close()
+            raise
+        self._window = stack
+        self.current = rec
+
+    def _first_call(self, module: Any, args: Any) -> None:
+        """The first outermost module of the window: its inputs name an eager graph."""
+        cur = self.current
+        if cur is not None and not cur.shapes:
+            cur.shapes = describe_shapes(args)
+
+    def _close_window(self) -> Optional[Any]:
+        stack, self._window = self._window, None
+        self.current = None
+        if stack is None:
+            return None
+        stack.close()  # removes hooks, exits modes, releases CUPTI
+        return self._records[0] if self._records else None
+
+    def abort(self, cuda_graph: Any, why: str) -> None:
+        rec = self.by_id.get(id(cuda_graph))
+        if rec is not None and rec is self.current:
+            rec.failed = why
+            self._close_window()
+
+    def end(self, cuda_graph: Any) -> None:
+        rec = self.by_id.get(id(cuda_graph))
+        if rec is None or rec is not self.current:
+            return
+        inspection = None
+        dot = ""
+        try:
+            ptr = cuda_graph.raw_cuda_graph()
+            inspection = native.inspect_graph(ptr)
+            dot = read_dot(ptr) if self.cfg.dot else ""
+        except GraphscopeError as exc:
+            rec.failed = f"could not inspect the graph: {exc}"
+        finally:
+            try:
+                if not rec.user_keep:  # what torch's capture_end would have done
+                    cuda_graph.instantiate()
+            finally:
+                records = self._close_window()
+        if records is None or inspection is None:
+            rec.failed = rec.failed or "no records"
+            self.warnings.append(f"{rec.site}: {rec.failed}")
+            return
+        ordinal = self.sites.get(rec.site, 0)
+        self.sites[rec.site] = ordinal + 1
+        rec.ordinal = ordinal
+        label = rec.site + (" compiled" if rec.kind == "compiled" else "")
+        rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
+        rec.raw = RawGraph(rec.name, inspection, records, rec.exec_id, dot)
+        rec.pool = _pool_id(cuda_graph)
+        rec.pool_bytes = _pool_bytes(rec.pool)
+        ann.publish(records, cuda_graph)
+
+    def instantiated(self, cuda_graph: Any) -> None:
+        rec = self.by_id.get(id(cuda_graph))
+        if rec is None or rec.failed:
+            return
+        with contextlib.suppress(Exception):
+            eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
+            if not rec.exec_ids or rec.exec_ids[-1] != eid:
+                rec.exec_ids.append(eid)
+            if rec.raw is not None:
+                rec.raw.exec_id = eid
+                ann.remap_to_exec_graph(cuda_graph)
+
+    # -- results
+    def result(self) -> RawCapture:
+        """Everything observed so far, as a raw capture with its traced replays joined."""
+        done = [g for g in self.graphs if g.raw is not None and not g.failed
+                and len(g.raw.inspection.node_id)]
+        raws = []
+        for g in done:
+            raw = g.raw
+            assert raw is not None
+            raw.exec_id = g.exec_id
+            raw.info = g.info()
+            if g.kind == "compiled":
+                raw.place = lambda node: self.provenance.place(node.source)
+            else:
+                raw.place = unplaced_reason
+            raws.append(raw)
+        meta: dict[str, Any] = {
+            "observed_captures": len(self.graphs),
+            "empty_captures": sum(1 for g in self.graphs if g.raw is not None
+                                  and not len(g.raw.inspection.node_id)),
+            "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
+                                if g.failed],
+        }
+        if self.warnings:
+            meta["warnings"] = list(self.warnings)
+        return RawCapture(raws, join=self.traced.join(done), meta=meta)
+
+
+def _pool_id(cuda_graph: Any) -> Any:
+    with contextlib.suppress(Exception):
+        return tuple(cuda_graph.pool())
+    return None
+
+
+def _pool_bytes(pool: Any) -> Optional[int]:
+    """Bytes of the segments the caching allocator holds in ``pool`` (shared pools count once
+    per graph that uses them)."""
+    if pool is None:
+        return None
+    import torch
+
+    try:
+        segs = torch.cuda.memory_snapshot()
+    except Exception:
+        return None
+    total = 0
+    for s in segs:
+        if tuple(s.get("segment_pool_id", ())) == pool:
+            total += int(s.get("total_size", 0))
+    return total

@@ -1,0 +1,211 @@
+"""The capture pipeline's shape, on a CPU: one public API as upstream spells it, one naming rule
+for modules, one registry of sources."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def test_make_graphed_callables_has_upstreams_signature_only():
+    # GIVEN torch's make_graphed_callables and graphscope's
+    import graphscope
+
+    ours = inspect.signature(graphscope.make_graphed_callables).parameters
+    theirs = inspect.signature(torch.cuda.make_graphed_callables).parameters
+    # THEN the same parameters, in order, with the same kinds and defaults (no out-parameters)
+    assert [(p.name, p.kind, p.default) for p in ours.values()] == [
+        (p.name, p.kind, p.default) for p in theirs.values()]
+
+
+def _module_names(path):
+    from graphscope.bundle import read_bundle
+
+    b = read_bundle(path)
+    return {n.module for g in b.graphs for n in g.nodes if n.is_work and n.module}
+
+
+def test_capture_and_run_bundles_of_one_model_name_the_same_modules():
+    # GIVEN the decode model captured from its model file (graphscope capture --mode forward)
+    # and the same model in an unmodified program (graphscope run), both recorded on the H200
+    from tests.conftest import DATA
+
+    captured = _module_names(os.path.join(DATA, "decode_kv_forward"))
+    ran = _module_names(os.path.join(DATA, "run_decode"))
+    # THEN both name the same modules, by the one rule (L, L.<path>)
+    assert captured == ran
+    assert "L.blocks.0.attn.qkv" in ran and all(m.startswith("L.") for m in ran)
+
+
+def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
+    # GIVEN the module names of graphscope run, in one capture: a model, then a loss module
+    from graphscope.annotate.modules import register_module_annotations
+    from graphscope.capture.program.names import ModuleNames
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU()))
+    loss = torch.nn.MSELoss()
+    names = ModuleNames()
+    names.new_window()
+    fqns = names.names_of(model)
+    # WHEN the model is named as graphscope capture names it
+    h = register_module_annotations(model)
+    try:
+        from graphscope.annotate import ATTRIBUTION
+
+        registered = {m: a[0]["module_name"] for m, a in ATTRIBUTION.modules.names.items()}
+    finally:
+        h.remove()
+    # THEN the same names, L first; the loss module is a root of its own, by its class
+    assert fqns == registered
+    assert sorted(fqns.values()) == ["L", "L.0", "L.1", "L.1.0"]
+    assert names.names_of(loss) == {loss: "(MSELoss)"}
+    # AND a root keeps its name in a later capture, where a new model is L again
+    names.new_window()
+    assert names.names_of(loss) == {loss: "(MSELoss)"}
+    other = torch.nn.Linear(1, 1)
+    names.new_window()
+    assert names.names_of(other) == {other: "L"}
+
+
+def test_one_default_output_rule():
+    from graphscope.capture.source import default_output
+
+    assert default_output("models/mlp.py", "capture") == os.path.join(
+        "graphscope-out", "mlp.capture")
+    assert default_output("pkg.serve", "run", module=True) == os.path.join(
+        "graphscope-out", "serve.run")
+    assert default_output("profile", "run") == os.path.join("graphscope-out", "profile.run")
+
+
+def test_bundle_output_refuses_an_existing_path_before_any_work(tmp_path):
+    from graphscope._errors import BundleError
+    from graphscope.capture.finish import bundle_output
+    from graphscope.ranks import RankInfo
+
+    (tmp_path / "b").mkdir()
+    with pytest.raises(BundleError, match="already exists.*--force"):
+        bundle_output(str(tmp_path / "b"), "x.py", "run")
+    assert bundle_output(str(tmp_path / "b"), "x.py", "run", force=True) == str(tmp_path / "b")
+    assert bundle_output(str(tmp_path / "b"), "x.py", "run", rank=RankInfo(1, 2, 1)) == str(
+        tmp_path / "b" / "rank1")
+
+
+def test_run_is_a_registered_source_but_not_a_model_file_mode():
+    from graphscope.capture import SOURCES
+    from graphscope.config import mode_names
+
+    assert SOURCES["run"].takes == "program"
+    assert "run" not in mode_names() and {"step", "forward", "callables"} <= set(mode_names())
+
+
+def test_run_options_come_through_the_one_config_path(tmp_path):
+    # GIVEN a YAML file, the environment and the command line all setting run options
+    from graphscope.cli.commands._run import build_config
+
+    y = tmp_path / "g.yaml"
+    y.write_text("replays: 5\nskip_replays: 2\ngraphs: decode\n")
+    os.environ["GRAPHSCOPE_SKIP_REPLAYS"] = "3"
+    try:
+        cfg = build_config({"mode": "run", "model": "p.py", "replays": 7}, str(y))
+    finally:
+        del os.environ["GRAPHSCOPE_SKIP_REPLAYS"]
+    # THEN command line > environment > YAML
+    assert (cfg.mode, cfg.replays, cfg.skip_replays, cfg.graphs) == ("run", 7, 3, "decode")
+
+
+def test_join_traced_rekeys_earlier_instantiates_to_the_last_exec_id():
+    # GIVEN records of one node replayed under exec id 3, then (re-instantiated) under exec id 5
+    import numpy as np
+
+    from graphscope.capture.replay import join_traced
+    from graphscope.native import ActivityRecords
+
+    n = 2
+    z = np.zeros(n, dtype=np.uint32)
+    recs = ActivityRecords(
+        kind=np.zeros(n, dtype=np.int32), start_ns=np.array([100, 300], dtype=np.uint64),
+        end_ns=np.array([150, 370], dtype=np.uint64), device=z, stream=z + 7,
+        correlation=np.array([1, 2], dtype=np.uint32), graph_id=z,
+        graph_node_id=np.array([(3 << 32) | 4, (5 << 32) | 4], dtype=np.uint64),
+        grid=np.zeros((n, 3), dtype=np.int32), block=np.zeros((n, 3), dtype=np.int32),
+        name_idx=np.zeros(n, dtype=np.int32), bytes=np.zeros(n, dtype=np.uint64), names=[],
+        dropped=0)
+    # WHEN joined with the rekey {3: 5}
+    jr = join_traced([recs], {(5 << 32) | 4: "g"}, keep_events=0, rekey={3: 5})
+    # THEN both replays land on the node, and the records themselves are untouched
+    assert jr.joined_records == 2 and sorted(jr.durations_ns[(5 << 32) | 4]) == [50, 70]
+    assert int(recs.graph_node_id[0]) == (3 << 32) | 4
+
+
+def test_run_module_hooks_push_scopes_named_by_the_rule():
+    # GIVEN graphscope run's module hooks in a (GPU-less) annotated window, and modules that
+    # note the module scope their work would get
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import current, fake_session
+
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(current().get("module_name"))
+            return x
+
+    model = torch.nn.Sequential(Probe(), torch.nn.Sequential(Probe()))
+    loss = Probe()
+    names = ModuleNames()
+    names.new_window()
+    first = []
+    hooks = module_hooks(names, None, lambda m, a: first.append(m))
+    try:
+        # WHEN the program calls the model, then a loss module beside it
+        with fake_session():
+            loss(model(torch.ones(1)))
+    finally:
+        for h in hooks:
+            h.remove()
+    # THEN the model is L, its submodules L.<path>, the loss module (Probe) by its class
+    assert seen == ["L.0", "L.1.0", "(Probe)"]
+    assert first == [model, loss]
+
+
+def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, capsys):
+    # GIVEN graphscope run with options, and the library call it makes replaced (no GPU here)
+    import graphscope.capture as C
+    from graphscope.capture.source import RawCapture
+    from graphscope.cli.main import main
+
+    prog = tmp_path / "serve.py"
+    prog.write_text("pass\n")
+    seen = {}
+
+    def fake(cfg, job, argv=None):
+        seen.update(cfg=cfg, job=job)
+        job.exit_code = 3
+        return RawCapture([], meta={"observed_captures": 2, "warnings": ["w1"]}), None
+
+    monkeypatch.setattr(C, "run_program_capture", fake)
+    # WHEN it runs a program that captures no graph and exits 3
+    rc = main(["run", "--no-ops", "--replays", "4", "--graphs", "dec", str(prog), "a", "-b"])
+    # THEN one config reaches the run source, and the program's exit code comes back
+    cfg, job = seen["cfg"], seen["job"]
+    assert (cfg.mode, cfg.replays, cfg.graphs, cfg.record_ops, cfg.output) == (
+        "run", 4, "dec", False, None)
+    assert (job.target, job.args, job.module) == (str(prog), ["a", "-b"], False)
+    assert rc == 3
+    err = capsys.readouterr().err
+    assert "graphscope: warning: w1" in err and "2 capture(s) seen" in err
+
+
+def test_capture_refuses_the_run_mode_in_one_line():
+    # GIVEN a config (say from YAML) asking a model-file capture for the program source
+    from graphscope._errors import ConfigError
+    from graphscope.capture import run_capture
+    from graphscope.config import CaptureConfig
+
+    # THEN it says which modes a model file takes, before looking for a GPU
+    with pytest.raises(ConfigError, match="runs a program.*callables, forward, step"):
+        run_capture(CaptureConfig(mode="run", model="m.py"))
