@@ -179,7 +179,7 @@ class Capabilities:
 
 def _gzip_engine() -> str:
     """What annotate-trace inflates and deflates .gz traces with here."""
-    from .exporters.annotate_trace import _igzip
+    from .trace_annotate import _igzip
 
     if _igzip() is None:
         return "zlib" + (" (GRAPHSCOPE_ZLIB=1)" if os.environ.get("GRAPHSCOPE_ZLIB") == "1" else

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from graphscope.cli.main import main
-from graphscope.exporters.annotate_trace import TraceError, annotate_trace_file, load_annotations
+from graphscope.trace_annotate import TraceError, annotate_trace_file, load_annotations
 from tests.conftest import DATA
 
 EXEC = 7
@@ -175,7 +175,7 @@ def test_gzip_through_isal_or_zlib_same_events_and_same_errors(tmp_path, capsys,
     """.gz traces go through ISA-L (python-isal) where it is installed, else zlib: the same
     output events either way, a level-1 output any gzip reader reads, and a damaged stream
     (bytes flipped inside the compressed data, or cut) is one clear error, not a traceback."""
-    from graphscope.exporters import annotate_trace as A
+    import graphscope.trace_annotate as A
 
     if inflate == "isal" and A._igzip() is None:
         pytest.skip("python-isal is not installed")
@@ -428,7 +428,7 @@ def test_pickle_length_bomb_is_refused_without_allocating(tmp_path):
     import resource
     import struct
 
-    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+    from graphscope.trace_annotate import TraceError, load_annotations
 
     p = tmp_path / "bomb.pkl"
     # PROTO 4, BINBYTES8 claiming 2 GiB, then nothing: a reader that trusts the length
@@ -441,7 +441,7 @@ def test_pickle_length_bomb_is_refused_without_allocating(tmp_path):
 
 
 def test_pickle_of_shared_references_is_bounded(tmp_path):
-    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+    from graphscope.trace_annotate import TraceError, load_annotations
 
     big = {f"k{i}": list(range(200)) for i in range(50)}
     data = {i: [big] for i in range(20000)}  # one dict, referenced 20,000 times
@@ -482,7 +482,7 @@ def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch
     one the same error."""
     import random
 
-    from graphscope.exporters import annotate_trace as A
+    import graphscope.trace_annotate as A
 
     rng = random.Random(99)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
@@ -515,7 +515,7 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
     bytes changed, text after the array)."""
     import random
 
-    from graphscope.exporters import annotate_trace as A
+    import graphscope.trace_annotate as A
 
     rng = random.Random(7)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
@@ -606,7 +606,7 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
     from concurrent.futures import ThreadPoolExecutor
 
     from graphscope import native
-    from graphscope.exporters import annotate_trace as A
+    import graphscope.trace_annotate as A
 
     monkeypatch.setattr(A, "_SPLIT_MIN", 64)
     small = [json.dumps({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
@@ -632,7 +632,7 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
 
 
 def _write_pieces(path, pieces, **kw):
-    from graphscope.exporters.annotate_trace import _Writer
+    from graphscope.trace_annotate import _Writer
 
     with open(path, "wb") as f, _Writer(f, **kw) as w:
         w.reserve(sum(map(len, pieces)) + 12345)
@@ -645,7 +645,7 @@ def _write_pieces(path, pieces, **kw):
 def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
     import random
 
-    from graphscope.exporters import annotate_trace as AT
+    import graphscope.trace_annotate as AT
 
     monkeypatch.setattr(AT._DirectSink, "STAGE", stage)
     rng = random.Random(stage)
@@ -663,7 +663,7 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
 def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monkeypatch):
     import errno
 
-    from graphscope.exporters import annotate_trace as AT
+    import graphscope.trace_annotate as AT
 
     def refuse(*a):
         raise OSError(errno.EINVAL, "Invalid argument")
@@ -679,7 +679,7 @@ def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monk
 def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
     import errno
 
-    from graphscope.exporters import annotate_trace as AT
+    import graphscope.trace_annotate as AT
 
     real = AT.os.pwrite
 
