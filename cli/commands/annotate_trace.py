@@ -33,8 +33,8 @@ def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: 
                    no_module_track: bool, gzip_level: int, force: bool) -> int:
     """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
     node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
-    from graphscope.trace_annotate import annotate_trace_file, tune_allocator
     from graphscope.outputs import check_output
+    from graphscope.trace_annotate import annotate_trace_file, tune_allocator
 
     tune_allocator()  # this process does nothing else
 
