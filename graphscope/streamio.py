@@ -305,6 +305,7 @@ def open_write(path: str, gzip_level: int, gz: bool) -> IO[bytes]:
 def publish(tmp: str, path: str) -> None:
     """Put the finished temp file ``tmp`` (from :func:`graphscope.outputs.temp_path_for`, made
     0600) in place at ``path`` with the mode every output gets (0666 less the umask)."""
+    os.chmod(tmp, 0o666 & ~_umask())
     if os.path.exists(path):
         # Renaming over an existing file makes ext4 (auto_da_alloc) flush the new file's data
         # synchronously: seconds for a big trace. The user asked (--force) to replace it.
