@@ -36,10 +36,10 @@ from typing import Any
 from ..outputs import check_output
 from . import rules
 from .load import AnnotationTable, load_annotations
-from .model import AnnotateResult, TraceError
+from .model import MAX_STREAM, AnnotateResult, LowMatchError, TraceError
 from .rules import TrackInputs
 from .scan import TraceScan, scan_trace, source
-from .seqmatch import add_sequence_matches
+from .seqmatch import add_sequence_matches, check_match, count_known_graphs
 from .write import Edits, write_trace
 
 
@@ -53,10 +53,14 @@ def annotate_trace_file(
     module_track: bool = True,
     gzip_level: int = 1,
     force: bool = True,
+    min_match: float = 0.0,
 ) -> AnnotateResult:
     """Write ``out_path``: ``trace_path`` with annotations joined on. Atomic: on any error no
     output file is left behind. The output rules of :mod:`graphscope.outputs` apply (never
-    onto an input; a device or FIFO is written in place; ``-`` is stdout)."""
+    onto an input; a device or FIFO is written in place; ``-`` is stdout). With ``min_match``
+    above 0, less than that share of the trace's graph work matched (``AnnotateResult.match``)
+    raises :class:`LowMatchError` before anything is written."""
+    _check_options(default_stream, overlap_stream, min_match)
     how = check_output(out_path, force=force, inputs=(trace_path, annotations_path),
                        what="annotated trace")
     amap, bundle = load_annotations(annotations_path)
@@ -67,6 +71,8 @@ def annotate_trace_file(
         scan = scan_trace(src, sequences=bundle is not None)
         res.events_in, res.graphed_events = scan.events_in, len(scan.ordinal)
         edits, track = _decide(scan, table, bundle, default_stream, overlap_stream, res)
+        count_known_graphs(scan, table, bundle, res)
+        check_match(res, min_match, trace_path, annotations_path)
         scan.drop_rule_columns()  # pass 2 and the module track need none of them
         _trim()
         write_trace(src, scan, edits, track if module_track else None, out_path, how,
@@ -74,6 +80,14 @@ def annotate_trace_file(
         return res
     finally:
         src.close()
+
+
+def _check_options(default_stream: int, overlap_stream: int, min_match: float) -> None:
+    for name, v in (("default_stream", default_stream), ("overlap_stream", overlap_stream)):
+        if not 0 <= v <= MAX_STREAM:
+            raise TraceError(f"{name} {v} is out of range: a stream id is 0..{MAX_STREAM}")
+    if not 0.0 <= min_match <= 1.0:
+        raise TraceError(f"min_match {min_match} must be between 0 and 1")
 
 
 def _decide(scan: TraceScan, table: AnnotationTable, bundle: Any, default_stream: int,
@@ -129,5 +143,5 @@ def _trim() -> None:
         pass
 
 
-__all__ = ["AnnotateResult", "TraceError", "annotate_trace_file", "load_annotations",
-           "tune_allocator"]
+__all__ = ["AnnotateResult", "LowMatchError", "TraceError", "annotate_trace_file",
+           "load_annotations", "tune_allocator"]

@@ -1,4 +1,5 @@
-"""Step 4: matching by kernel sequence, for traces without graph node ids (torch <= 2.11).
+"""Step 4: matching by kernel sequence, for traces without graph node ids (torch <= 2.11),
+and how much of the trace's graph work the annotations matched (:func:`check_match`).
 
 Per graph launch (one correlation id), the launched kernels' (name, grid, block) sequence is
 matched in order to the bundle graph whose recorded kernels it hits most; each matched kernel
@@ -14,9 +15,47 @@ from typing import Any
 import numpy as np
 
 from .load import AnnotationTable, fragment
-from .model import AnnotateResult
+from .model import AnnotateResult, LowMatchError
 from .rules import TrackInputs
 from .scan import Sequence, TraceScan
+
+
+def count_known_graphs(scan: TraceScan, table: AnnotationTable, bundle: Any,
+                       res: AnnotateResult) -> None:
+    """Graphed events of a graph (exec id) the annotations know; and, without a bundle, the
+    graph-launched kernels that no graph node id joins and nothing can match by sequence."""
+    exec_ids = set((table.keys >> np.uint64(32)).tolist())
+    if bundle is not None:
+        exec_ids.update(n.exec_node_id >> 32 for n in bundle.work_nodes())
+    known = np.array(sorted(exec_ids), dtype=np.uint64)
+    res.graphed_known = int(np.isin(scan.key >> np.uint64(32), known).sum()) \
+        if len(scan.key) else 0
+    if bundle is None and scan.launches and len(scan.ungraphed_corr):
+        launches = np.array(sorted(scan.launches), dtype=np.int64)
+        res.launched_unmatched = int(np.isin(scan.ungraphed_corr, launches).sum())
+
+
+def check_match(res: AnnotateResult, min_match: float, trace: str, annotations: str) -> None:
+    """Refuse (LowMatchError) when less than ``min_match`` of the trace's graph work matched
+    the annotations: a low match is a wrong answer (another run's bundle or pickle, or a
+    pickle on a trace without graph node ids). ``min_match`` 0 accepts anything."""
+    matched, total = res.match
+    if min_match <= 0:
+        return
+    if not total:
+        raise LowMatchError(f"{trace}: no CUDA graph work (no graph node ids, no kernels of a "
+                            "cudaGraphLaunch): nothing to annotate (--min-match 0 copies it)")
+    if matched >= min_match * total:
+        return
+    if res.launched_unmatched:
+        hint = (f"the trace has no graph node ids (torch <= 2.11) and {annotations} is not a "
+                "bundle: pass the run's bundle (-a BUNDLE) to match by kernel sequence")
+    else:
+        hint = (f"are {annotations} the annotations of this run? (--min-match 0 writes the "
+                "trace anyway)")
+    raise LowMatchError(f"{trace}: matched {matched} of {total} graph work events "
+                        f"({100.0 * matched / total:.1f}%) to {annotations}, below --min-match "
+                        f"{min_match:g}: {hint}")
 
 
 def add_sequence_matches(scan: TraceScan, bundle: Any, table: AnnotationTable,
