@@ -114,8 +114,9 @@ def drop_metadata_of_empty_lanes(scan: TraceScan, all_tids: set[int],
             named.add(t)
     gpu_pid: Any = None
     for _, _, e in scan.meta:
-        if (e.get("name") == "thread_name"
-                and str((e.get("args") or {}).get("name", "")).startswith("stream ")):
+        args = e.get("args")
+        if (e.get("name") == "thread_name" and isinstance(args, dict)
+                and str(args.get("name", "")).startswith("stream ")):
             gpu_pid = e.get("pid", 0)
             break
     return named, gpu_pid

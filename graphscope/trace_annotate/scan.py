@@ -403,7 +403,8 @@ def _rechunks(path: str, sizes: list[tuple[int, int]]) -> Iterator[bytes]:
 
 
 def _int_tids(a: np.ndarray) -> np.ndarray:
-    ok = np.isfinite(a)
+    """Lanes as int64; NO_TID for an event without one, or with one no int64 holds."""
+    ok = np.isfinite(a) & (np.abs(a) < 2.0**62)
     return np.where(ok, np.where(ok, a, 0).astype(np.int64), NO_TID)
 
 

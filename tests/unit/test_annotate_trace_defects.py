@@ -4,12 +4,15 @@ correct result."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import stat
 
 import pytest
 
 from graphscope.cli.main import main
+from graphscope.trace_annotate import TraceError, annotate_trace_file
 from tests.conftest import DATA
 from tests.unit.test_annotate_trace import _trace, _write
 
@@ -103,3 +106,148 @@ def test_min_match_out_of_range_is_refused(tmp_path, capsys, value):
     out = str(tmp_path / "o.json")
     rc, _, err = _run(capsys, tp, "-a", ap, "-o", out, "--min-match", value)
     assert rc == 2 and "--min-match" in err and not os.path.exists(out)
+
+
+# ---- hostile inputs (issue 29): one line, exit 2, nothing written; or a correct result ----
+
+E = 7 << 32  # the exec id of _trace()'s graph
+
+
+def _annotate_with(tmp_path, capsys, ann_bytes, *extra, name="a.pkl"):
+    tp, _ = _write(tmp_path, *_trace(n_nodes=8, replays=1))
+    ap = tmp_path / name
+    ap.write_bytes(ann_bytes)
+    out = str(tmp_path / "o.json")
+    rc, _, err = _run(capsys, tp, "-a", str(ap), "-o", out, *extra)
+    return rc, err, out, str(ap)
+
+
+@pytest.mark.parametrize("ann", [
+    pickle.dumps({1 << 64: [{"a": 1}], E: [{"a": 1}]}),
+    pickle.dumps({-1: [{"a": 1}], E: [{"a": 1}]}),
+    json.dumps({str(1 << 70): [{"a": 1}], str(E): [{"a": 1}]}).encode(),
+], ids=["2^64", "negative", "json-2^70"])
+def test_annotation_keys_out_of_range_are_refused(tmp_path, capsys, ann):
+    """They ended in OverflowError tracebacks (numpy's uint64 key column)."""
+    rc, err, out, ap = _annotate_with(tmp_path, capsys, ann)
+    _one_line(rc, out, err, ap, "out of range", "0..2^64-1")
+
+
+@pytest.mark.parametrize("stream", [1 << 70, (1 << 63) - 1, 1 << 53, -5, float("inf"), 1e300])
+def test_annotated_streams_out_of_range_are_refused(tmp_path, capsys, stream):
+    """A stream becomes an event's lane: 2^70, inf and 1e300 ended in OverflowError
+    tracebacks, 2^63-1 and -5 were written as lanes no JSON reader holds exactly or none
+    has."""
+    rc, err, out, ap = _annotate_with(tmp_path, capsys, pickle.dumps({E: [{"stream": stream}]}))
+    _one_line(rc, out, err, ap, "stream", "out of range")
+
+
+@pytest.mark.parametrize("stream", ["abc", None, float("nan"), [3]])
+def test_streams_that_are_no_integer_leave_the_lane_alone(tmp_path, capsys, stream):
+    rc, err, out, _ = _annotate_with(tmp_path, capsys,
+                                     pickle.dumps({E | i: [{"stream": stream, "m": i}]
+                                                   for i in range(8)}))
+    assert rc == 0, err
+    kernels = [e for e in json.loads(open(out).read())["traceEvents"]
+               if e.get("cat") in ("kernel", "gpu_memcpy")]
+    assert len(kernels) == 8 and all(e["tid"] == 7 and "m" in e["args"] for e in kernels)
+
+
+@pytest.mark.parametrize("value", [str(1 << 70), "-1", str(1 << 53)])
+def test_default_stream_out_of_range_is_refused(tmp_path, capsys, value):
+    tp, ap = _write(tmp_path, *_trace(n_nodes=4, replays=1))
+    out = str(tmp_path / "o.json")
+    rc, _, err = _run(capsys, tp, "-a", ap, "-o", out, "--default-stream", value)
+    assert rc == 2 and "--default-stream" in err and not os.path.exists(out)
+    with pytest.raises(TraceError, match="default_stream .* out of range"):
+        annotate_trace_file(tp, ap, out, default_stream=int(value))
+    assert not os.path.exists(out)
+
+
+CRAFTED = {  # opcode sequences the restricted unpickler runs without naming a class
+    "unhashable-key": b"\x80\x02}]K\x01s.",  # SETITEM with a list key: TypeError
+    "append-to-dict": b"\x80\x02}K\x01a.",  # APPEND onto a dict: AttributeError
+    "build-dict": b"\x80\x02}}b.",  # BUILD on a dict: AttributeError
+    "setitem-on-list": b"\x80\x02]K\x01K\x02s.",  # SETITEM on a list: IndexError
+    "dict-of-list-key": b"\x80\x02(]K\x01d.",  # DICT with a list key: TypeError
+    "set-of-list": b"\x80\x04\x8f(]\x90.",  # ADDITEMS of a list: TypeError
+    "memo-miss": b"\x80\x02h\x05.",
+    "extension-code": b"\x80\x02\x82\x01.",
+    "newobj-of-int": b"\x80\x02K\x01)\x81.",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_crafted_pickles_are_one_clear_error(tmp_path, capsys, name):
+    """Type confusion: each crashed the restricted unpickler (a traceback, or the catch-all
+    "unexpected error")."""
+    rc, err, out, ap = _annotate_with(tmp_path, capsys, CRAFTED[name])
+    _one_line(rc, out, err, ap, "not an annotation pickle or JSON")
+
+
+@pytest.mark.parametrize("lead", [b"\xef\xbb\xbf", b"\t", b"\r\n  ", b"\xef\xbb\xbf\n"],
+                         ids=["bom", "tab", "crlf", "bom-newline"])
+def test_json_annotations_with_a_bom_or_leading_whitespace_are_read(tmp_path, capsys, lead):
+    """Valid JSON was refused: the format was guessed from the first byte."""
+    _, ann = _trace(n_nodes=8, replays=1)
+    text = json.dumps({str(k): v for k, v in ann.items()}).encode()
+    rc, err, out, _ = _annotate_with(tmp_path, capsys, text, name="a.json")
+    assert rc == 0, err
+    plain = open(out, "rb").read()
+    rc, err, out, _ = _annotate_with(tmp_path, capsys, lead + text, "-f", name="a.json")
+    assert rc == 0, err
+    assert open(out, "rb").read() == plain
+
+
+def test_a_200000_deep_pickle_has_its_own_message(tmp_path, capsys):
+    """It ended in the catch-all "unexpected error" (RecursionError while stringifying)."""
+    n = 200_000
+    deep = (b"\x80\x02}\x8a\x05" + E.to_bytes(5, "little") + b"]" * n + b"a" * (n - 1)
+            + b"s.")
+    rc, err, out, ap = _annotate_with(tmp_path, capsys, deep)
+    _one_line(rc, out, err, ap, "nested more than 64 levels deep")
+    rc, err, out, ap = _annotate_with(tmp_path, capsys, b"[" * n + b"]" * n, "-f",
+                                      name="a.json")
+    _one_line(rc, out, err, ap, "nested too deeply")
+
+
+def test_events_without_a_stream_are_annotated(tmp_path, capsys):
+    """Graphed events without a tid or args.stream, a ``thread_name`` whose args is no
+    object, an ungraphed kernel without a tid: a correct result (the graphed events take
+    their lane; the rest stays as it was), valid JSON."""
+    trace, ann = _trace(n_nodes=8, replays=1)
+    work = [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")]
+    for e in work[:4]:
+        e.pop("tid")
+        e["args"].pop("stream")
+    meta = next(e for e in trace["traceEvents"] if e.get("name") == "thread_name")
+    meta["args"] = 5
+    trace["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "eager", "pid": 0,
+                                 "ts": 1.0, "dur": 1.0, "args": {}})
+    tp, ap = _write(tmp_path, trace, ann)
+    out = str(tmp_path / "o.json")
+    rc, _, err = _run(capsys, tp, "-a", ap, "-o", out)
+    assert rc == 0, err
+    got = json.loads(open(out).read())["traceEvents"]
+    graphed = [e for e in got if e["ph"] == "X" and "graph node id" in e.get("args", {})]
+    assert len(graphed) == 8 and all(e["tid"] == e["args"]["stream"] for e in graphed)
+    assert [e for e in got if e.get("name") == "eager"][0].get("tid") is None
+
+
+def test_bundle_events_without_a_stream_still_match_by_sequence(tmp_path, capsys):
+    """A bundle whose timeline events lack "stream" (annotate-trace does not read it): the
+    torch <= 2.11 trace is still matched whole."""
+    import shutil
+
+    from tests.unit.test_annotate_trace_golden import _sequence_trace
+
+    b = tmp_path / "b"
+    shutil.copytree(os.path.join(DATA, "mlp_step"), b)
+    tl = json.loads((b / "timeline.json").read_text())
+    for e in tl["events"]:
+        e.pop("stream", None)
+    (b / "timeline.json").write_text(json.dumps(tl))
+    tp = _sequence_trace(tmp_path, "mlp_step")
+    out = str(tmp_path / "o.json")
+    rc, printed, err = _run(capsys, tp, "-a", str(b), "-o", out)
+    assert rc == 0 and "matched 24 of 24" in printed, err
