@@ -49,7 +49,6 @@ def open_read(path: str) -> IO[bytes]:
     return open(path, "rb")
 
 
-
 class Prefetch:
     """Reads a file object block by block on a thread (file reads and gzip inflation release
     the GIL), one block ahead of the consumer."""
@@ -288,8 +287,6 @@ class DirectSink:
             self._stage.close()
 
 
-
-
 def open_write(path: str, gzip_level: int, gz: bool) -> IO[bytes]:
     """``path`` opened for the Writer: gzip-compressed at ``gzip_level`` when ``gz``."""
     if gz:
@@ -299,7 +296,6 @@ def open_write(path: str, gzip_level: int, gz: bool) -> IO[bytes]:
             return igzip.open(path, "wb", compresslevel=1)
         return gzip.open(path, "wb", compresslevel=gzip_level)  # type: ignore[return-value]
     return open(path, "wb", buffering=1 << 20)  # noqa: SIM115  (Writer makes big writes)
-
 
 
 def publish(tmp: str, path: str) -> None:

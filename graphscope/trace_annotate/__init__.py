@@ -131,7 +131,6 @@ def tune_allocator() -> bool:
     return bool(mallopt(m_mmap_threshold, 32 << 20)) and bool(mallopt(m_trim_threshold, 256 << 20))
 
 
-
 def _trim() -> None:
     """Hand freed heap memory back to the system between the passes (glibc keeps the chunk
     buffers' memory otherwise, and peak RSS is what a big trace is judged by)."""

@@ -195,7 +195,6 @@ def _clamp(ts: np.ndarray, dur: np.ndarray, res: AnnotateResult, tid: Any) -> np
     return out
 
 
-
 @dataclass
 class _ModuleTrack:
     """The modules track: its metadata events and the native slices, rendered as JSON piece

@@ -43,7 +43,6 @@ class _Layout:
     suffix: bytes = b""  # everything after the closing ']'
 
 
-
 def native_ext() -> Any:
     """The compiled extension (through graphscope.native, its one door)."""
     from .. import native
@@ -55,7 +54,6 @@ Chunk = tuple[int, bytes, dict[str, np.ndarray], dict[str, Any]]
 # the byte spans pass 2 edits, kept from pass 1 (int32: offsets within one chunk)
 _SPANS = ("begin", "end", "tid_b", "tid_e", "ts_b", "ts_e", "args_close", "stream_b",
           "stream_e")
-
 
 
 def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
@@ -70,7 +68,6 @@ def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
                          f"({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):
         raise TraceError(f"{path}: the trace's top level must be a JSON object")
-
 
 
 _BOUNDARY = re.compile(rb"\}\s*(,)\s*\{")  # an event's end, the comma, the next event's start
@@ -113,7 +110,6 @@ def _settle(fut: Any) -> None:
 
     with contextlib.suppress(BaseException):
         fut.result()
-
 
 
 class _Stream:
@@ -401,7 +397,6 @@ def _rechunks(path: str, sizes: list[tuple[int, int]]) -> Iterator[bytes]:
         drain(q, t)
 
 
-
 def _int_tids(a: np.ndarray) -> np.ndarray:
     """Lanes as int64; NO_TID for an event without one, or with one no int64 holds."""
     ok = np.isfinite(a) & (np.abs(a) < 2.0**62)
@@ -418,13 +413,11 @@ def _decode(text: Any, b: int, e: int) -> dict[str, Any]:
     return out if isinstance(out, dict) else {}
 
 
-
 def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
     """The parts joined, the list emptied (its arrays would double the columns' memory)."""
     out = np.concatenate(parts) if parts else np.zeros(0, dtype)
     parts.clear()
     return out
-
 
 
 Sequence = tuple[float, int, str, tuple, tuple]  # ts, ordinal, name, grid, block of a kernel
