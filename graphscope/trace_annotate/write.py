@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..outputs import temp_path_for
+from ..outputs import OutputError, temp_path_for
 from ..streamio import Writer, open_write, publish
 from .model import UNCHANGED, AnnotateResult
 from .rules import TrackInputs, module_track
@@ -62,9 +62,12 @@ def write_trace(src: Any, scan: TraceScan, edits: Edits, track: Optional[TrackIn
                         layout.suffix, first, res)
         if how == "atomic":
             publish(tmp, out_path)
-    except BaseException:
+    except BaseException as exc:
         if how == "atomic" and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError):  # the input's read errors are TraceErrors by now
+            raise OutputError(f"{out_path}: cannot write the annotated trace "
+                              f"({exc.strerror or exc})") from None
         raise
 
 

@@ -251,3 +251,19 @@ def test_bundle_events_without_a_stream_still_match_by_sequence(tmp_path, capsys
     out = str(tmp_path / "o.json")
     rc, printed, err = _run(capsys, tp, "-a", str(b), "-o", out)
     assert rc == 0 and "matched 24 of 24" in printed, err
+
+
+@pytest.mark.parametrize("target", ["/dev/full", "newdir/"])
+def test_an_output_that_cannot_be_written_is_one_clear_error(tmp_path, capsys, monkeypatch,
+                                                           target):
+    """A full device (ENOSPC) and a path that names a directory that is not there ended in
+    the catch-all "unexpected error" (OSError); now one line, exit 2, no temp file left."""
+    if target == "/dev/full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    tp, ap = _write(tmp_path, *_trace(n_nodes=8, replays=1))
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir(tmp_path))
+    rc, _, err = _run(capsys, tp, "-a", ap, "-o", target)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and target in lines[0] and "cannot write" in lines[0], err
+    assert sorted(os.listdir(tmp_path)) == before
