@@ -12,7 +12,7 @@ import os
 import stat
 from typing import IO, Any, Optional
 
-from .outputs import temp_path_for
+from .outputs import _umask, temp_path_for
 
 
 def isal_gzip() -> Any:
@@ -307,12 +307,6 @@ def publish(tmp: str, path: str) -> None:
         # synchronously: seconds for a big trace. The user asked (--force) to replace it.
         os.unlink(path)
     os.replace(tmp, path)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 __all__ = ["DirectSink", "Prefetch", "Writer", "drain", "isal_gzip", "open_read", "open_write",

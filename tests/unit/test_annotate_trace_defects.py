@@ -267,3 +267,21 @@ def test_an_output_that_cannot_be_written_is_one_clear_error(tmp_path, capsys, m
     lines = err.strip().splitlines()
     assert rc == 2 and len(lines) == 1 and target in lines[0] and "cannot write" in lines[0], err
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_native_and_streamio_never_import_the_annotator():
+    """Issue 24: native.py imported the annotator (for doctor's gzip engine) while the
+    annotator imports native: a cycle. The dependency goes one way: trace_annotate may import
+    native and streamio, never the reverse (function-level imports included)."""
+    import ast
+
+    import graphscope
+
+    root = os.path.dirname(graphscope.__file__)
+    for name in ("native.py", "streamio.py", "outputs.py"):
+        tree = ast.parse(open(os.path.join(root, name)).read())
+        imported = [(n.module or "") + ":" + ",".join(a.name for a in n.names)
+                    for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
+                     for a in n.names]
+        assert not [m for m in imported if "trace_annotate" in m or "exporters" in m], name
