@@ -19,11 +19,11 @@ per graph launch) and, from a bundle, the op, shapes and source of every node.
 
 The steps, one module each: :mod:`.load` (the annotations), :mod:`.scan` (pass 1), :mod:`.rules`
 (PyTorch's rules, one function each, and the modules track), :mod:`.seqmatch` (matching by
-kernel sequence), :mod:`.write` (pass 2, atomic). Two streaming passes, chunk by chunk: the
-first scans the JSON (natively, each chunk's two halves at once) and keeps compact per-event
-columns, including the byte spans the second pass edits;
-the second takes the same chunks again and splices (natively) without scanning again, while a
-thread builds the module track. A plain .json is memory-mapped, so chunks are views of the
+kernel sequence, and the match check: a low match is refused before anything is written),
+:mod:`.write` (pass 2, atomic). Two streaming passes, chunk by chunk: the first scans the JSON
+(natively, each chunk's two halves at once) and keeps compact per-event columns, including the
+byte spans the second pass edits; the second takes the same chunks again and splices
+(natively) without scanning again, while a thread builds the module track. A plain .json is memory-mapped, so chunks are views of the
 file (no read copies); a .gz is read and inflated on a thread. Writing (with compression) runs
 on its own thread; the native code releases the GIL.
 Peak memory is a few chunks plus those columns, not the whole trace.

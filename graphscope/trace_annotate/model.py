@@ -20,6 +20,8 @@ class LowMatchError(TraceError):
 
 @dataclass
 class AnnotateResult:
+    """What one run did: events in and out, what each rule changed, the match figures."""
+
     events_in: int = 0
     events_out: int = 0
     graphed_events: int = 0
