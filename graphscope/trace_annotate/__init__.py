@@ -23,9 +23,9 @@ kernel sequence, and the match check: a low match is refused before anything is 
 :mod:`.write` (pass 2, atomic). Two streaming passes, chunk by chunk: the first scans the JSON
 (natively, each chunk's two halves at once) and keeps compact per-event columns, including the
 byte spans the second pass edits; the second takes the same chunks again and splices
-(natively) without scanning again, while a thread builds the module track. A plain .json is memory-mapped, so chunks are views of the
-file (no read copies); a .gz is read and inflated on a thread. Writing (with compression) runs
-on its own thread; the native code releases the GIL.
+(natively) without scanning again, while a thread builds the module track. A plain .json is
+memory-mapped, so chunks are views of the file (no read copies); a .gz is read and inflated on
+a thread. Writing (with compression) runs on its own thread; the native code releases the GIL.
 Peak memory is a few chunks plus those columns, not the whole trace.
 """
 
