@@ -451,6 +451,7 @@ nb::bytes rewrite_events(nb::handle data_, nb::handle begin_, nb::handle end_, n
   Edit edits[4];
   char tidbuf[32], tsbuf[48], strbuf[32];
   static const char kStream[] = "\"stream\": ";
+  static const char kTid[] = "\"tid\": ";
   for (size_t i = 0; i < count; ++i) {
     if (!keep[i]) continue;
     if (!first) out.push_back(',');
@@ -459,9 +460,17 @@ nb::bytes rewrite_events(nb::handle data_, nb::handle begin_, nb::handle end_, n
                    frag[i] >= 0;
     if (!changed) { out.append(b + eb[i], ee[i] - eb[i]); continue; }
     int ne = 0;
-    if (ntid[i] != INT64_MIN && tb[i] >= 0) {
+    if (ntid[i] != INT64_MIN) {
       auto r = std::to_chars(tidbuf, tidbuf + sizeof(tidbuf), ntid[i]);
-      edits[ne++] = {tb[i], te[i], {{tidbuf, static_cast<size_t>(r.ptr - tidbuf)}}, 1};
+      Seg v{tidbuf, static_cast<size_t>(r.ptr - tidbuf)};
+      if (tb[i] >= 0) {
+        edits[ne++] = {tb[i], te[i], {v}, 1};
+      } else {  // an event without "tid": one is added as its first member
+        int64_t k = eb[i] + 1;
+        while (k < ee[i] && (b[k] == ' ' || b[k] == '\n' || b[k] == '\r' || b[k] == '\t')) ++k;
+        edits[ne++] = {eb[i] + 1, eb[i] + 1, {{kTid, sizeof(kTid) - 1}, v, {", ", 2}},
+                       b[k] == '}' ? 2 : 3};
+      }
     }
     if (!std::isnan(nts[i]) && sb[i] >= 0) {
       auto r = std::to_chars(tsbuf, tsbuf + sizeof(tsbuf) - 2, nts[i]);

@@ -179,9 +179,9 @@ class Capabilities:
 
 def _gzip_engine() -> str:
     """What annotate-trace inflates and deflates .gz traces with here."""
-    from ._gzip import igzip
+    from .streamio import isal_gzip
 
-    if igzip() is None:
+    if isal_gzip() is None:
         return "zlib" + (" (GRAPHSCOPE_ZLIB=1)" if os.environ.get("GRAPHSCOPE_ZLIB") == "1" else
                          " (python-isal not installed)")
     from importlib.metadata import version

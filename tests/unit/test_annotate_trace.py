@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from graphscope.cli.main import main
-from graphscope.exporters.annotate_trace import TraceError, annotate_trace_file, load_annotations
+from graphscope.trace_annotate import TraceError, annotate_trace_file, load_annotations
 from tests.conftest import DATA
 
 EXEC = 7
@@ -175,9 +175,9 @@ def test_gzip_through_isal_or_zlib_same_events_and_same_errors(tmp_path, capsys,
     """.gz traces go through ISA-L (python-isal) where it is installed, else zlib: the same
     output events either way, a level-1 output any gzip reader reads, and a damaged stream
     (bytes flipped inside the compressed data, or cut) is one clear error, not a traceback."""
-    from graphscope.exporters import annotate_trace as A
+    from graphscope.streamio import isal_gzip
 
-    if inflate == "isal" and A._igzip() is None:
+    if inflate == "isal" and isal_gzip() is None:
         pytest.skip("python-isal is not installed")
     monkeypatch.setenv("GRAPHSCOPE_ZLIB", "1" if inflate == "zlib" else "0")
     tp, ap = _write(tmp_path, *_trace(n_nodes=50, replays=3), gz=True)
@@ -428,7 +428,7 @@ def test_pickle_length_bomb_is_refused_without_allocating(tmp_path):
     import resource
     import struct
 
-    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+    from graphscope.trace_annotate import TraceError, load_annotations
 
     p = tmp_path / "bomb.pkl"
     # PROTO 4, BINBYTES8 claiming 2 GiB, then nothing: a reader that trusts the length
@@ -441,7 +441,7 @@ def test_pickle_length_bomb_is_refused_without_allocating(tmp_path):
 
 
 def test_pickle_of_shared_references_is_bounded(tmp_path):
-    from graphscope.exporters.annotate_trace import TraceError, load_annotations
+    from graphscope.trace_annotate import TraceError, load_annotations
 
     big = {f"k{i}": list(range(200)) for i in range(50)}
     data = {i: [big] for i in range(20000)}  # one dict, referenced 20,000 times
@@ -482,7 +482,7 @@ def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch
     one the same error."""
     import random
 
-    from graphscope.exporters import annotate_trace as A
+    from graphscope.trace_annotate import scan as A
 
     rng = random.Random(99)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
@@ -515,12 +515,12 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
     bytes changed, text after the array)."""
     import random
 
-    from graphscope.exporters import annotate_trace as A
+    from graphscope.trace_annotate import scan as A
 
     rng = random.Random(7)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
     base = open(tp, "rb").read()
-    src = A._source(tp)
+    src = A.source(tp)
     try:
         assert isinstance(src, A._Mapped)
     finally:
@@ -538,7 +538,7 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
     import mmap
 
     monkeypatch.setenv("GRAPHSCOPE_NO_MMAP", "0")
-    src = A._source(tp)  # pages behind the current chunk leave the mapping as it moves on
+    src = A.source(tp)  # pages behind the current chunk leave the mapping as it moves on
     try:
         sizes: list = []
         for _ in A._chunks(src, sizes_out=sizes):
@@ -606,7 +606,7 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
     from concurrent.futures import ThreadPoolExecutor
 
     from graphscope import native
-    from graphscope.exporters import annotate_trace as A
+    from graphscope.trace_annotate import scan as A
 
     monkeypatch.setattr(A, "_SPLIT_MIN", 64)
     small = [json.dumps({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,
@@ -632,9 +632,9 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
 
 
 def _write_pieces(path, pieces, **kw):
-    from graphscope.exporters.annotate_trace import _Writer
+    from graphscope.streamio import Writer
 
-    with open(path, "wb") as f, _Writer(f, **kw) as w:
+    with open(path, "wb") as f, Writer(f, **kw) as w:
         w.reserve(sum(map(len, pieces)) + 12345)
         for p in pieces:
             w.write(p)
@@ -645,9 +645,9 @@ def _write_pieces(path, pieces, **kw):
 def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
     import random
 
-    from graphscope.exporters import annotate_trace as AT
+    from graphscope import streamio as AT
 
-    monkeypatch.setattr(AT._DirectSink, "STAGE", stage)
+    monkeypatch.setattr(AT.DirectSink, "STAGE", stage)
     rng = random.Random(stage)
     pieces = [bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 1, 7, 4096, 9000, 20000])))
               for _ in range(60)]
@@ -663,13 +663,13 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
 def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monkeypatch):
     import errno
 
-    from graphscope.exporters import annotate_trace as AT
+    from graphscope import streamio as AT
 
     def refuse(*a):
         raise OSError(errno.EINVAL, "Invalid argument")
 
     monkeypatch.setattr(AT.os, "pwrite", refuse)
-    monkeypatch.setattr(AT._DirectSink, "STAGE", 8192)
+    monkeypatch.setattr(AT.DirectSink, "STAGE", 8192)
     pieces = [b"a" * 5000, b"b" * 7000, b"c" * 3]
     w = _write_pieces(tmp_path / "x.json", pieces)
     assert not w.direct
@@ -679,7 +679,7 @@ def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monk
 def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
     import errno
 
-    from graphscope.exporters import annotate_trace as AT
+    from graphscope import streamio as AT
 
     real = AT.os.pwrite
 
@@ -689,7 +689,7 @@ def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
         return real(fd, data, off)
 
     monkeypatch.setattr(AT.os, "pwrite", full_after_first)
-    monkeypatch.setattr(AT._DirectSink, "STAGE", 8192)
+    monkeypatch.setattr(AT.DirectSink, "STAGE", 8192)
     with pytest.raises(OSError, match="No space left"):
         _write_pieces(tmp_path / "y.json", [b"z" * 40000])
 

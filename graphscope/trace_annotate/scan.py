@@ -1,0 +1,538 @@
+"""Step 2: scanning the trace (pass 1). The native scanner (csrc, ``scan_events``) walks the
+``traceEvents`` array chunk by chunk and returns columns; this keeps, per event, only what the
+rules need, plus each chunk's byte spans so that pass 2 (:mod:`.write`) splices without
+scanning again. A plain .json is memory-mapped (chunks are views of the file, no read copies);
+a .gz is read and inflated on a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..streamio import Prefetch, drain, open_read, read_errors
+from .model import (
+    CAT_AC2G,
+    CAT_KERNEL,
+    CAT_MEMSET,
+    CAT_RUNTIME,
+    CAT_USER,
+    DTYPES,
+    NO_TID,
+    PH_F,
+    PH_M,
+    TraceError,
+)
+
+CHUNK_BYTES = 8 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_MAX_SUFFIX = 64 << 20
+_MAX_EVENT = 64 << 20  # one trace event; real ones are under a kilobyte
+
+
+@dataclass
+class _Layout:
+    prefix: bytes  # everything before the first event (includes '"traceEvents": [')
+    suffix: bytes = b""  # everything after the closing ']'
+
+
+def native_ext() -> Any:
+    """The compiled extension (through graphscope.native, its one door)."""
+    from .. import native
+
+    return native.extension()
+
+
+Chunk = tuple[int, bytes, dict[str, np.ndarray], dict[str, Any]]
+# the byte spans pass 2 edits, kept from pass 1 (int32: offsets within one chunk)
+_SPANS = ("begin", "end", "tid_b", "tid_e", "ts_b", "ts_e", "args_close", "stream_b",
+          "stream_e")
+
+
+def _check_frame(path: str, prefix: bytes, suffix: bytes) -> None:
+    """What surrounds the events must be JSON too: the top-level object up to the
+    traceEvents array, and what follows it (nothing may come after the closing '}')."""
+    import json
+
+    try:
+        data = json.loads(prefix + suffix)
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"{path}: invalid JSON around the traceEvents array "
+                         f"({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise TraceError(f"{path}: the trace's top level must be a JSON object")
+
+
+_BOUNDARY = re.compile(rb"\}\s*(,)\s*\{")  # an event's end, the comma, the next event's start
+_SPLIT_MIN = 1 << 20  # a chunk shorter than twice this is scanned in one piece
+
+
+def _scan_split(scan: Any, buf: Any, pos: int, need_comma: bool, pool: Any) -> dict[str, Any]:
+    """``scan(buf, pos, need_comma)``, its two halves scanned at once (the scanner releases the
+    GIL). The second half starts at a guessed event boundary (``}, {``) past the middle; the
+    guess holds when the first half, scanned up to that comma, ends exactly there after a
+    complete event: then the sequential scan's state at the comma is the second half's start
+    state, and the two results concatenated are its result. Otherwise the second half is
+    dropped and the scan goes on from where the first half stopped."""
+    n = len(buf)
+    m = _BOUNDARY.search(buf, pos + (n - pos) // 2) if n - pos >= 2 * _SPLIT_MIN else None
+    if m is None:
+        return scan(buf, pos, need_comma)
+    comma = m.start(1)
+    second = pool.submit(scan, buf, comma, True)
+    try:
+        first = scan(buf, pos, need_comma, comma)
+    except BaseException:
+        _settle(second)
+        raise
+    if first["closed"]:  # the array ended before the guess
+        _settle(second)
+        return first
+    if int(first["resume"]) != comma or not first["need_comma"]:
+        _settle(second)  # not a boundary (a "}, {" inside a string or an args value)
+        rest = scan(buf, int(first["resume"]), bool(first["need_comma"]))
+    else:
+        rest = second.result()  # its errors are the sequential scan's own
+    out = {k: (v + rest[k] if isinstance(v, bytes) else rest[k]) for k, v in first.items()}
+    return out
+
+
+def _settle(fut: Any) -> None:
+    """Wait for a speculative scan whose result is not used; its errors do not matter."""
+    import contextlib
+
+    with contextlib.suppress(BaseException):
+        fut.result()
+
+
+class _Stream:
+    """The trace's bytes read block by block (a file object; gzip inflated on a thread): each
+    buffer is the previous one's tail plus the next block, a new bytes object."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._f = open_read(path)
+        self._rd = Prefetch(self._f, CHUNK_BYTES)
+        self._eof = False
+        self.buf: Any = b""
+
+    def _read(self) -> bytes:
+        if self._eof:  # the reader thread has stopped
+            return b""
+        more = self._rd.read()
+        self._eof = not more
+        return more
+
+    def grow(self) -> bool:
+        """Append the next block to ``buf``; False at the end of the file."""
+        more = self._read()
+        self.buf += more
+        return bool(more)
+
+    def advance(self, resume: int) -> bool:
+        """``buf`` becomes its bytes from ``resume`` plus the next block; False if there were
+        no more bytes."""
+        more = self._read()
+        self.buf = self.buf[resume:] + more
+        return bool(more)
+
+    def close(self) -> None:
+        try:
+            self._rd.close()
+        finally:
+            self._f.close()
+        self.buf = b""
+
+    def rechunks(self, sizes: list[tuple[int, int]]) -> Iterator[Any]:
+        self.close()  # pass 2 reads the file again, on its own thread
+        return _rechunks(self.path, sizes)
+
+
+class _Mapped:
+    """A regular uncompressed trace file mapped read-only: every buffer is a memoryview of
+    the mapping, so neither pass copies the trace's bytes (no reads, no tail + block
+    concatenation). Pages behind the current buffer are dropped from this process's mapping
+    as it moves on (the page cache keeps them), so peak RSS stays a few chunks. The one risk
+    of a mapping, another process truncating the file while it is read (SIGBUS), is why
+    ``GRAPHSCOPE_NO_MMAP=1`` reads instead."""
+
+    def __init__(self, path: str, fd: int, size: int) -> None:
+        import mmap
+
+        self.path, self.size = path, size
+        self._mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        self._mv = memoryview(self._mm)
+        self._start, self._released = 0, 0
+        self.buf: Any = self._mv[: min(size, CHUNK_BYTES)]
+
+    @classmethod
+    def open(cls, path: str) -> Optional[_Mapped]:
+        """The mapped file, or None where it is not mapped (compressed, not a regular file,
+        empty, mmap refused, GRAPHSCOPE_NO_MMAP=1)."""
+        if path.endswith(".gz") or os.environ.get("GRAPHSCOPE_NO_MMAP") == "1":
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise TraceError(f"{path}: no such trace file") from None
+        except OSError:
+            return None  # the read path reports it
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+                return None
+            try:
+                return cls(path, fd, st.st_size)
+            except (OSError, ValueError):
+                return None
+        finally:
+            os.close(fd)  # the mapping holds the file
+
+    def _window(self, start: int, length: int) -> Any:
+        import mmap
+
+        page = start - start % mmap.PAGESIZE
+        if page > self._released and hasattr(mmap, "MADV_DONTNEED"):  # done with these pages
+            self._mm.madvise(mmap.MADV_DONTNEED, self._released, page - self._released)
+            self._released = page
+        self._start = start
+        return self._mv[start: start + length]
+
+    def grow(self) -> bool:
+        n = len(self.buf)
+        if self._start + n >= self.size:
+            return False
+        self.buf = self._window(self._start, n + CHUNK_BYTES)
+        return True
+
+    def advance(self, resume: int) -> bool:
+        n = len(self.buf)
+        more = self._start + n < self.size
+        start = self._start + resume
+        self.buf = self._window(start, n - resume + (CHUNK_BYTES if more else 0))
+        return more
+
+    def rechunks(self, sizes: list[tuple[int, int]]) -> Iterator[Any]:
+        """The same buffers as pass 1's, from the mapping: buffer i + 1 starts at buffer i's
+        resume offset."""
+        if self.size != _size_of(self.path):
+            raise TraceError(f"{self.path}: changed while it was being read")
+        self._start, self._released, start = 0, 0, 0
+        for size, resume in sizes:
+            view = self._window(start, size)
+            yield view
+            view.release()
+            start += resume
+
+    def close(self) -> None:
+        self.buf = b""
+        self._mv.release()
+        try:
+            self._mm.close()
+        except BufferError:  # a view is still held somewhere: the mapping goes with it
+            pass
+
+
+def _size_of(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
+
+
+def source(path: str) -> Any:
+    """The trace's bytes: mapped, or read (see :class:`_Mapped`, :class:`_Stream`). Only a
+    regular file is taken: the trace is read twice, which a pipe or device cannot give."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceError(f"{path}: not a regular file (annotate-trace reads the trace twice: "
+                         "save it to a file first)")
+    src: Any = _Mapped.open(path)
+    if src is not None:
+        return src
+    try:
+        return _Stream(path)
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _chunks(src: Any, layout_out: Optional[list[_Layout]] = None,
+            sizes_out: Optional[list[tuple[int, int]]] = None) -> Iterator[Chunk]:
+    """Yield (buffer index, buffer, columns, raw columns) for runs of complete events of the
+    trace ``src`` (a :class:`_Mapped` or :class:`_Stream`).
+
+    ``sizes_out`` gets (len(buffer), resume offset) of every buffer, also of those that end
+    before an event does (and yield nothing): ``src.rechunks`` rebuilds the same buffers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    scan = native_ext().scan_events
+    path = src.path
+    with ThreadPoolExecutor(1, thread_name_prefix="graphscope-scan2") as pool:
+        try:
+            if not len(src.buf):
+                src.grow()
+            while True:
+                m = _EVENTS_KEY.search(src.buf)
+                if m:
+                    break
+                if len(src.buf) > (64 << 20) or not src.grow():
+                    raise TraceError(f"{path}: no \"traceEvents\" array: not a Chrome/Kineto "
+                                     "trace")
+            layout = _Layout(prefix=bytes(src.buf[: m.end()]))
+            _check_frame(path, layout.prefix, b"]}")
+            pos = m.end()
+            need_comma = False
+            n_buf = 0
+            while True:
+                buf = src.buf
+                try:
+                    raw = _scan_split(scan, buf, pos, need_comma, pool)
+                except RuntimeError as exc:
+                    msg = str(exc).split(":", 2)[-1]
+                    raise TraceError(f"{path}: invalid JSON in traceEvents ({msg})") from None
+                cols = {k: np.frombuffer(v, dtype=DTYPES.get(k, "<i8"))
+                        for k, v in raw.items() if isinstance(v, bytes)}
+                resume = int(raw["resume"])
+                if sizes_out is not None:
+                    sizes_out.append((len(buf), resume))
+                if len(cols["begin"]):
+                    yield n_buf, buf, cols, raw
+                del buf
+                n_buf += 1
+                need_comma = bool(raw["need_comma"])
+                if raw["closed"]:
+                    src.advance(resume)
+                    while len(src.buf) <= _MAX_SUFFIX and src.grow():
+                        pass
+                    rest = bytes(src.buf)
+                    if len(rest) > _MAX_SUFFIX:
+                        raise TraceError(f"{path}: more than {_MAX_SUFFIX >> 20} MiB after the "
+                                         "traceEvents array: not a trace graphscope reads")
+                    if not rest.rstrip().endswith(b"}"):
+                        raise TraceError(f"{path}: truncated after the traceEvents array")
+                    _check_frame(path, layout.prefix, b"]" + rest)
+                    layout.suffix = rest
+                    break
+                if not src.advance(resume):
+                    raise TraceError(f"{path}: truncated JSON (the traceEvents array never "
+                                     "closes)")
+                if len(src.buf) > _MAX_EVENT + CHUNK_BYTES:
+                    raise TraceError(f"{path}: an event larger than {_MAX_EVENT >> 20} MiB: "
+                                     "not a trace graphscope reads")
+                pos = 0
+        except read_errors() as exc:
+            raise TraceError(f"{path}: cannot read ({exc})") from None
+    if layout_out is not None:
+        layout_out.append(layout)
+
+
+def _rechunks(path: str, sizes: list[tuple[int, int]]) -> Iterator[bytes]:
+    """The buffers of :func:`_chunks` again, in order (one per entry of ``sizes``), without
+    scanning: each is the previous one's tail from its resume offset plus the next bytes. A
+    thread makes each buffer (one read of exactly the bytes it lacks) while the caller works on
+    the previous one."""
+    import queue
+    import threading
+
+    q: Any = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            with open_read(path) as f:
+                carry = b""
+                for size, resume in sizes:
+                    more = f.read(size - len(carry))
+                    if len(more) != size - len(carry):
+                        raise TraceError(f"{path}: changed while it was being read")
+                    text = carry + more if carry else more
+                    del more
+                    while not stop.is_set():
+                        try:
+                            q.put(text, timeout=0.1)
+                            break
+                        except queue.Full:
+                            continue
+                    if stop.is_set():
+                        return
+                    carry = text[resume:]
+                    del text
+            q.put(None)
+        except FileNotFoundError:
+            q.put(TraceError(f"{path}: no such trace file"))
+        except read_errors() as exc:
+            q.put(TraceError(f"{path}: cannot read ({exc})"))
+        except BaseException as exc:
+            q.put(exc)
+
+    t = threading.Thread(target=run, name="graphscope-reread", daemon=True)
+    t.start()
+    try:
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            del item
+    finally:
+        stop.set()
+        drain(q, t)
+
+
+def _int_tids(a: np.ndarray) -> np.ndarray:
+    """Lanes as int64; NO_TID for an event without one, or with one no int64 holds."""
+    ok = np.isfinite(a) & (np.abs(a) < 2.0**62)
+    return np.where(ok, np.where(ok, a, 0).astype(np.int64), NO_TID)
+
+
+def _decode(text: Any, b: int, e: int) -> dict[str, Any]:
+    import json
+
+    try:
+        out = json.loads(bytes(text[b:e]))
+    except (ValueError, RecursionError) as exc:
+        raise TraceError(f"invalid JSON in an event at byte {b} ({exc})") from None
+    return out if isinstance(out, dict) else {}
+
+
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    """The parts joined, the list emptied (its arrays would double the columns' memory)."""
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    parts.clear()
+    return out
+
+
+Sequence = tuple[float, int, str, tuple, tuple]  # ts, ordinal, name, grid, block of a kernel
+
+
+@dataclass
+class TraceScan:
+    """Pass 1's result. Graphed work events (kernel, memcpy, memset with a graph node id) as
+    columns, each by its ordinal (its index in the trace's event array); the rest as the few
+    sets and lists the rules need; and the buffers' sizes and byte spans for pass 2."""
+
+    events_in: int = 0
+    ordinal: Any = None  # int64 ordinals of the graphed work events
+    key: Any = None  # uint64 packed exec node id (exec id << 32 | local id)
+    tid: Any = None  # int64 lane (NO_TID: none)
+    ts: Any = None  # float64
+    dur: Any = None  # float64, 0 where missing
+    is_kernel: Any = None  # bool
+    corr: Any = None  # int64 correlation id (-1: none)
+    plain_work_tids: set[int] = field(default_factory=set)  # lanes of ungraphed work
+    other_tids: set[int] = field(default_factory=set)  # lanes of every other kept event
+    noise: list[tuple[int, int, float, int]] = field(default_factory=list)  # ord, tid, ts, cat
+    meta: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # ord, tid, event
+    launches: set[int] = field(default_factory=set)  # correlation ids of graph launches
+    # kernels without graph node ids, per correlation id (only when a bundle can match them)
+    seq_events: dict[int, list[Sequence]] = field(default_factory=lambda: defaultdict(list))
+    seq_times: dict[int, tuple[float, float]] = field(default_factory=dict)  # ord: (ts, dur)
+    ungraphed_corr: Any = None  # int64 correlation ids of kernels without graph node ids
+    layout: Optional[_Layout] = None
+    sizes: list[tuple[int, int]] = field(default_factory=list)  # per buffer: size, resume
+    spans_of: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict)  # int32 spans
+
+    def drop_rule_columns(self) -> None:
+        """Free the columns only the rules read (pass 2 and the module track need none)."""
+        self.key = self.tid = self.ts = self.is_kernel = None
+
+
+def scan_trace(src: Any, sequences: bool) -> TraceScan:
+    """Pass 1 over the trace ``src`` (see :func:`source`). ``sequences``: keep the kernels
+    without graph node ids for matching by kernel sequence (a bundle is at hand)."""
+    scan = TraceScan()
+    graphed: list[list[np.ndarray]] = [[] for _ in range(7)]
+    ungraphed: list[np.ndarray] = []
+    layout: list[_Layout] = []
+    base = 0
+    for i_buf, text, c, _ in _chunks(src, layout, scan.sizes):
+        scan.spans_of[i_buf] = tuple(c[k].astype(np.int32) for k in _SPANS)
+        tid = _int_tids(c["tid"])
+        is_graphed = _graphed_columns(c, tid, base, graphed, scan)
+        _noise_and_metadata(text, c, tid, is_graphed, base, scan)
+        _launches(text, c, scan.launches)
+        ungraphed.append(c["corr"][(c["cat"] == CAT_KERNEL) & ~is_graphed])
+        if sequences:
+            _sequence_kernels(text, c, is_graphed, base, scan)
+        base += len(c["begin"])
+    scan.events_in = base
+    scan.layout = layout[0]
+    (scan.ordinal, scan.key, scan.tid, scan.ts, scan.dur, scan.is_kernel,
+     scan.corr) = (_cat(g, t) for g, t in zip(graphed, (np.int64, np.uint64, np.int64,
+                                                        np.float64, np.float64, np.bool_,
+                                                        np.int64)))
+    scan.ungraphed_corr = _cat(ungraphed, np.int64)
+    return scan
+
+
+def _graphed_columns(c: dict[str, np.ndarray], tid: np.ndarray, base: int,
+                     out: list[list[np.ndarray]], scan: TraceScan) -> np.ndarray:
+    """Append this chunk's graphed work events to the column lists ``out``; the mask of them.
+    A graph node id in the low 32 bits only (PyTorch's in-process exporter) is packed with
+    the event's separate ``graph id``."""
+    cat = c["cat"]
+    work = (cat >= CAT_KERNEL) & (cat <= CAT_MEMSET)
+    key = c["gnid"].copy()
+    low = (key >> np.uint64(32) == 0) & (c["gid"] != 0)
+    key[low] |= c["gid"][low] << np.uint64(32)
+    graphed = work & (c["has_gnid"] == 1) & (key != 0)
+    idx = np.nonzero(graphed)[0]
+    for col, part in zip(out, (idx + base, key[idx], tid[idx], c["ts"][idx],
+                               np.nan_to_num(c["dur"][idx]), cat[idx] == CAT_KERNEL,
+                               c["corr"][idx])):
+        col.append(part)
+    scan.plain_work_tids.update(tid[work & ~graphed].tolist())
+    return graphed
+
+
+def _noise_and_metadata(text: Any, c: dict[str, np.ndarray], tid: np.ndarray,
+                        graphed: np.ndarray, base: int, scan: TraceScan) -> None:
+    """Noise (gpu_user_annotation, ac2g flow ends: CUPTI copies them onto every lane during a
+    replay) and metadata events, kept for the rules; the lanes of everything else."""
+    cat, ph = c["cat"], c["ph"]
+    is_noise = (cat == CAT_USER) | ((cat == CAT_AC2G) & (ph == PH_F))
+    is_meta = ph == PH_M
+    scan.other_tids.update(tid[~graphed & ~is_noise & ~is_meta].tolist())
+    scan.noise.extend((base + j, int(tid[j]), float(c["ts"][j]), int(cat[j]))
+                      for j in np.nonzero(is_noise)[0].tolist())
+    scan.meta.extend((base + j, int(tid[j]), _decode(text, int(c["begin"][j]),
+                                                     int(c["end"][j])))
+                     for j in np.nonzero(is_meta)[0].tolist())
+
+
+def _launches(text: Any, c: dict[str, np.ndarray], launches: set[int]) -> None:
+    """The correlation ids of this chunk's graph launches (cudaGraphLaunch runtime events)."""
+    for j in np.nonzero(c["cat"] == CAT_RUNTIME)[0].tolist():
+        nb, ne = int(c["name_b"][j]), int(c["name_e"][j])
+        if nb >= 0 and b"GraphLaunch" in bytes(text[nb:ne]):
+            launches.add(int(c["corr"][j]))
+
+
+def _sequence_kernels(text: Any, c: dict[str, np.ndarray], graphed: np.ndarray, base: int,
+                      scan: TraceScan) -> None:
+    """Kernels without graph node ids, with their (name, grid, block), per correlation id."""
+    for j in np.nonzero((c["cat"] == CAT_KERNEL) & ~graphed & (c["corr"] >= 0))[0].tolist():
+        e = _decode(text, int(c["begin"][j]), int(c["end"][j]))
+        a = e.get("args") or {}
+        scan.seq_events[int(c["corr"][j])].append(
+            (float(e.get("ts", 0.0)), base + j, str(e.get("name", "")),
+             tuple(a.get("grid", ())), tuple(a.get("block", ()))))
+        scan.seq_times[base + j] = (float(c["ts"][j]), float(c["dur"][j]))
