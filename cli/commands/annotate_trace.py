@@ -7,6 +7,8 @@ from typing import Optional
 
 import click
 
+from ..options import command, force_option, output_option
+
 
 def _default_out(trace: str) -> str:
     for ext in (".json.gz", ".json"):
@@ -15,20 +17,20 @@ def _default_out(trace: str) -> str:
     return trace + ".annotated.json"
 
 
-@click.command("annotate-trace")
+@command("annotate-trace")
 @click.argument("trace", type=click.Path())
 @click.option("-a", "--annotations", "ann", required=True, type=click.Path(),
               help="A bundle, graphscope's annotations.json, or PyTorch's annotation pickle "
               "(read with a restricted unpickler: plain containers and scalars only).")
-@click.option("-o", "--output", type=click.Path(), default=None,
-              help="Output trace (.json or .json.gz). Default: TRACE.annotated.json[.gz].")
+@output_option("Output trace (.json or .json.gz; '-' for stdout). Default: "
+               "TRACE.annotated.json[.gz].")
 @click.option("--default-stream", type=int, default=7, show_default=True,
               help="Stream lane for graphed work without an annotated stream.")
 @click.option("--no-module-track", is_flag=True, help="Do not add the modules track.")
 @click.option("--gzip-level", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Compression level of a .gz output (1 is fast, by ISA-L where python-isal "
               "is installed; 2-9 use zlib: 9 is small and slow).")
-@click.option("-f", "--force", is_flag=True, help="Replace an existing output.")
+@force_option()
 def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: int,
                    no_module_track: bool, gzip_level: int, force: bool) -> int:
     """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
