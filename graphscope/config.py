@@ -26,14 +26,9 @@ class CaptureConfig:
     output: Optional[str] = None
     force: bool = False
 
-    def validate(self) -> CaptureConfig:
-        modes = mode_names()
-        if self.mode not in modes:
-            raise ConfigError(f"mode must be one of {', '.join(modes)}, not {self.mode!r}")
-        if self.warmup < 0 or self.replays < 0 or self.keep_events < 0:
-            raise ConfigError("warmup, replays and keep_events must be >= 0")
-        if self.depth is not None and self.depth < 0:
-            raise ConfigError("depth must be >= 0")
+    def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name), where)
         return self
 
 
@@ -51,7 +46,12 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth")
+
+
 def _check(key: str, value: Any, where: str) -> Any:
+    """The one validation of a config value, wherever it comes from; ``where`` (a file and
+    line, an environment variable or the command line) starts the message."""
     if key not in _KEYS:
         raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(_KEYS))})")
     t = _TYPES[key]
@@ -64,6 +64,11 @@ def _check(key: str, value: Any, where: str) -> Any:
     }.get(str(t), True)
     if not ok:
         raise ConfigError(f"{where}: key {key!r} must be {t}, not {type(value).__name__}")
+    if key in _NON_NEGATIVE and value is not None and value < 0:
+        raise ConfigError(f"{where}: {key} must be >= 0, not {value}")
+    if key == "mode" and value not in mode_names():
+        raise ConfigError(f"{where}: mode must be one of {', '.join(mode_names())}, "
+                          f"not {value!r}")
     return value
 
 
@@ -112,14 +117,17 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
             out[key] = int(raw) if "int" in t else raw
         except ValueError:
             raise ConfigError(f"${ENV_PREFIX}{key.upper()}={raw!r} is not an int") from None
+        _check(key, out[key], f"${ENV_PREFIX}{key.upper()}")
     return out
 
 
-def merge(*layers: dict[str, Any]) -> CaptureConfig:
-    """Lowest precedence first; later layers win. ``None`` values never override."""
+def merge(*layers: dict[str, Any], where: str = "option") -> CaptureConfig:
+    """Lowest precedence first; later layers win. ``None`` values never override. The YAML
+    and environment layers are checked where they are read (naming file and line, or the
+    variable); ``where`` names the rest (the command line)."""
     merged: dict[str, Any] = {}
     for layer in layers:
         for k, v in layer.items():
             if v is not None:
-                merged[k] = _check(k, v, "option")
-    return CaptureConfig(**merged).validate()
+                merged[k] = _check(k, v, where)
+    return CaptureConfig(**merged)

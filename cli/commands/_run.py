@@ -34,7 +34,8 @@ def check_capture_output(cfg: Any, command: str) -> str:
     from graphscope.outputs import check_bundle_output
     from graphscope.ranks import rank_from_env, rank_output
 
-    out: str = cfg.output or default_output(model_path(cfg.model), command)
+    model = model_path(cfg.model)  # no MODEL and no sample model: say so before the GPU
+    out: str = cfg.output or default_output(model, command)
     rank = rank_from_env()
     if rank is not None:
         out = rank_output(out, rank)
