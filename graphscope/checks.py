@@ -129,6 +129,10 @@ def load_budgets(path: str) -> Budgets:
             raise ConfigError(f"{path}:{line}: {key!r} must be a mapping")
         entries = [(k, v) for k, v in node.value]
         if spec == "patterns":
+            for pk, _ in entries:
+                if pk.tag != "tag:yaml.org,2002:str":  # 1: or null: reads as a number / None
+                    raise ConfigError(f"{where(pk)}: module pattern {pk.value!r} must be text: "
+                                      "quote it")
             for pk, pv in entries:
                 if not isinstance(pv, yaml.MappingNode):
                     raise ConfigError(f"{where(pk)}: modules.{pk.value!r} must be a mapping")
@@ -204,16 +208,25 @@ def _limits(name: str, time_ns: float, kernels: int, limits: dict[str, float], t
     return out
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    """Characters XML 1.0 cannot hold (control characters from a budget pattern), as \\xNN."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+
+
 def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
     """JUnit XML, one testcase per check."""
     fails = sum(not r.passed for r in results)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}">']
     for r in results:
-        lines.append(f'  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>')
+        name = quoteattr(_xml_text(r.name))
+        lines.append(f'  <testcase classname={quoteattr(suite)} name={name}>')
         if not r.passed:
-            lines.append(f'    <failure message={quoteattr(r.message)}>{escape(r.message)}'
-                         "</failure>")
+            msg = _xml_text(r.message)
+            lines.append(f'    <failure message={quoteattr(msg)}>{escape(msg)}</failure>')
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
