@@ -254,3 +254,16 @@ def test_junit_xml_is_well_formed_with_control_characters():
     case = root.find("testcase")
     assert case is not None and "\\x01blocks\\x1b" in case.get("name")
     assert root.get("failures") == "1"
+
+
+def test_check_outputs_refused_before_the_capture(tmp_path, capsys):
+    b = tmp_path / "budgets.yaml"
+    b.write_text("total: {max_kernels: 300}\n")
+    model = os.path.join(SAMPLES, "mlp.py")
+    assert main(["check", model, "--budget", str(b), "--json", "--junit", "-"]) == 2
+    assert capsys.readouterr().err.strip() == ("graphscope: error: --json and --junit would "
+                                               "all write to stdout; give --junit a file name")
+    out = tmp_path / "kept"
+    out.mkdir()
+    assert main(["check", model, "--budget", str(b), "-o", str(out)]) == 2
+    assert "already exists: pass --force" in capsys.readouterr().err
