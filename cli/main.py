@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 from typing import Any, Optional
 
@@ -79,17 +81,32 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         click.echo("graphscope: interrupted", err=True)
         return 130
-    except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRORS:
+            return _unexpected(exc)
+        # a full disk or quota while writing: the user's to fix, not a bug
+        where = f"{exc.filename}: cannot write" if exc.filename else "cannot write the output"
+        click.echo(f"graphscope: error: {where} ({os.strerror(exc.errno)}): free space or "
+                   "choose another -o", err=True)
+        return 2
+    except (ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
             UnicodeError, MemoryError) as exc:
-        # An input graphscope should have refused with a clear message: still one line, and
-        # the traceback with -v, so that the bug can be reported.
-        if STATE.verbose:
-            import traceback
+        return _unexpected(exc)
 
-            traceback.print_exc()
-        click.echo(f"graphscope: error: {type(exc).__name__}: {exc} (unexpected: run with -v "
-                   "for the traceback and report it)", err=True)
-        return 3
+
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _unexpected(exc: BaseException) -> int:
+    # An input graphscope should have refused with a clear message: still one line, and
+    # the traceback with -v, so that the bug can be reported.
+    if STATE.verbose:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    click.echo(f"graphscope: error: {type(exc).__name__}: {exc} (unexpected: run with -v "
+               "for the traceback and report it)", err=True)
+    return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -267,3 +267,15 @@ def test_check_outputs_refused_before_the_capture(tmp_path, capsys):
     out.mkdir()
     assert main(["check", model, "--budget", str(b), "-o", str(out)]) == 2
     assert "already exists: pass --force" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_disk_full_in_any_writer_is_one_line_not_a_bug(capsys):
+    """annotate-trace writes through its own stack: a full disk is still the user's to fix."""
+    trace = os.path.join(DATA, "run_profiled.trace.json")
+    if not os.path.exists(trace):
+        pytest.skip("fixture run_profiled.trace.json not recorded")
+    rc = main(["annotate-trace", trace, "-a", _fixture("run_profiled"), "-o", "/dev/full"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "No space left on device" in err[0], err
+    assert "unexpected" not in err[0]
