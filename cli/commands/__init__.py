@@ -23,7 +23,8 @@ COMMANDS = {
     "dump": ("graphscope.cli.commands.dump", "dump",
              "Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."),
     "lint": ("graphscope.cli.commands.lint", "lint",
-             "Run MODEL's forward and backward once on the CPU and report what breaks or "
+             "Run what capturing MODEL would run (forward and backward, its own step, or "
+             "forward of each input bucket) once on the CPU and report what breaks or "
              "silently corrupts CUDA-graph capture: host syncs, data-dependent shapes, "
              "tensor-valued control flow, CPU tensors made inside forward, and "
              "make_graphed_callables' restrictions."),

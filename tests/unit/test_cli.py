@@ -227,3 +227,23 @@ def test_bundle_output_under_a_file_refused(tmp_path, capsys):
     model = os.path.join(ROOT, "sample_models", "mlp.py")
     assert main(["capture", model, "-o", str(f / "b")]) == 2
     assert f"{f} is not a directory" in capsys.readouterr().err
+
+
+def test_command_modules_have_no_import_time_side_effects():
+    """Importing a command's module loads click and cli/options.py only: graphscope's
+    machinery is imported inside the command's body, when it runs."""
+    from graphscope.cli.commands import COMMANDS
+
+    code = ("import importlib, json, sys\n"
+            "before = set(sys.modules)\n"
+            "importlib.import_module(sys.argv[1])\n"
+            "print(json.dumps(sorted(m for m in set(sys.modules) - before "
+            "if m == 'torch' or m.startswith('graphscope'))))\n")
+    allowed = {"graphscope", "graphscope._errors", "graphscope._version", "graphscope.profile",
+               "graphscope.cli", "graphscope.cli.options", "graphscope.cli.commands"}
+    for name, (module, _, _) in sorted(COMMANDS.items()):
+        r = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
+                           text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        extra = set(json.loads(r.stdout)) - allowed - {module}
+        assert not extra, f"importing {name}'s module loads {sorted(extra)}"
