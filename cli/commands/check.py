@@ -54,6 +54,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     if output:
         check_bundle_output(output, force=force, inputs=inputs)
     budgets = load_budgets(budget_path)
+    merge(budgets.capture, where=f"{budget_path}: capture")  # its values, naming the file
     base = read_bundle(baseline) if baseline else None
     # the temporary bundle is check's own; --output is replaced only with --force
     opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}

@@ -279,3 +279,11 @@ def test_disk_full_in_any_writer_is_one_line_not_a_bug(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "No space left on device" in err[0], err
     assert "unexpected" not in err[0]
+
+
+def test_budget_capture_values_name_the_budgets_file(tmp_path, capsys):
+    b = tmp_path / "budgets.yaml"
+    b.write_text("capture: {mode: graph}\ntotal: {max_kernels: 3}\n")
+    assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
+    assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}: capture: mode must "
+                                               "be one of callables, forward, step, not 'graph'")
