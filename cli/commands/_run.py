@@ -23,7 +23,7 @@ def build_config(cli_opts: dict[str, Any], config_path: Optional[str]) -> Any:
     from graphscope.config import from_env, load_yaml, merge
 
     yaml_layer = load_yaml(config_path) if config_path else {}
-    return merge(yaml_layer, from_env(), cli_opts)
+    return merge(yaml_layer, from_env(), cli_opts, where="command line")
 
 
 def check_capture_output(cfg: Any, command: str) -> str:

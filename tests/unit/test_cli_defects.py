@@ -287,3 +287,9 @@ def test_budget_capture_values_name_the_budgets_file(tmp_path, capsys):
     assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
     assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}: capture: mode must "
                                                "be one of callables, forward, step, not 'graph'")
+
+
+def test_bad_mode_on_the_command_line_is_one_line(tmp_path, capsys):
+    assert main(["capture", "--mode", "nope", "-o", str(tmp_path / "b")]) == 2
+    assert capsys.readouterr().err.strip() == ("graphscope: error: command line: mode must be "
+                                               "one of callables, forward, step, not 'nope'")
