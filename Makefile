@@ -2,6 +2,8 @@
 PY            ?= python3
 VENV          ?= .venv
 BIN           := $(VENV)/bin
+# CPU work (tests, lint, CI) pins one torch inside the supported range (pyproject's `torch`
+# extra: >= 2.11); the GPU machines run 2.11. 2.13.0 is the CPU build this machine's index has.
 TORCH_SPEC    ?= torch==2.13.0
 # Pinned to the CUDA 13.0 line that torch 2.11+cu130 ships: headers only, never linked
 # (cuda.h from runtime, cupti.h from cupti, crt/host_defines.h that they include from crt).
@@ -19,12 +21,14 @@ $(VENV)/.installed: pyproject.toml CMakeLists.txt $(wildcard csrc/*.cpp csrc/*.h
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q "scikit-build-core>=0.10" "nanobind>=1.9" $(CUDA_HEADERS)
 	$(BIN)/python -m pip install -q --no-build-isolation -e '.[dev]'
+	$(BIN)/python .ci/editable_pth.py  # only `graphscope` importable, not the checkout root
 	touch $@
 
 install: $(VENV)/.installed ## Dev install (venv, torch, the native extension, test tools)
 
 build-ext: install ## Rebuild the native extension after editing csrc/
 	$(BIN)/python -m pip install -q --no-build-isolation --no-deps -e .
+	$(BIN)/python .ci/editable_pth.py
 
 test: install ## Run the test suite (GPU tests skip without a GPU)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import sys
 from typing import Any, Optional
 
@@ -12,10 +14,12 @@ from graphscope._errors import GraphscopeError
 from graphscope._version import __version__
 
 from .commands import COMMANDS
+from .options import STATE, verbose_param
 
 
 class LazyGroup(click.Group):
-    """Import a subcommand's module only when it runs (click's LazyGroup recipe)."""
+    """Import a subcommand's module only when it runs (click's LazyGroup recipe); the command
+    list of ``--help`` comes from the registry, so it imports none of them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -24,17 +28,24 @@ class LazyGroup(click.Group):
         target = COMMANDS.get(name)
         if target is None:
             return None
-        module, attr = target
+        module, attr, _ = target
         cmd = getattr(importlib.import_module(module), attr)
         assert isinstance(cmd, click.Command)
         return cmd
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
+        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit))
+                for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             params=[verbose_param()])
 @click.version_option(__version__, prog_name="graphscope")
-@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks on errors.")
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> None:
+def cli(ctx: click.Context) -> None:
     """graphscope: profile and inspect PyTorch CUDA graphs.
 
     Every captured kernel, memcpy and memset node is tagged with the module, the
@@ -42,19 +53,18 @@ def cli(ctx: click.Context, verbose: bool) -> None:
     came from; replays are traced and joined back onto those tags.
     """
     ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the CLI; return the exit code (GraphscopeError -> one stderr line)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    verbose = "-v" in args or "--verbose" in args
+    STATE.verbose = False
     try:
         # EOFError/KeyboardInterrupt inside a command must not read as click's "Aborted"
         rv: Any = cli.main(args=args, prog_name="graphscope", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
     except GraphscopeError as exc:
-        if verbose:
+        if STATE.verbose:
             import traceback
 
             traceback.print_exc()
@@ -71,17 +81,32 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         click.echo("graphscope: interrupted", err=True)
         return 130
-    except (OSError, ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
+    except OSError as exc:
+        if exc.errno not in _DISK_ERRORS:
+            return _unexpected(exc)
+        # a full disk or quota while writing: the user's to fix, not a bug
+        where = f"{exc.filename}: cannot write" if exc.filename else "cannot write the output"
+        click.echo(f"graphscope: error: {where} ({os.strerror(exc.errno)}): free space or "
+                   "choose another -o", err=True)
+        return 2
+    except (ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
             UnicodeError, MemoryError) as exc:
-        # An input graphscope should have refused with a clear message: still one line, and
-        # the traceback with -v, so that the bug can be reported.
-        if verbose:
-            import traceback
+        return _unexpected(exc)
 
-            traceback.print_exc()
-        click.echo(f"graphscope: error: {type(exc).__name__}: {exc} (unexpected: run with -v "
-                   "for the traceback and report it)", err=True)
-        return 3
+
+_DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def _unexpected(exc: BaseException) -> int:
+    # An input graphscope should have refused with a clear message: still one line, and
+    # the traceback with -v, so that the bug can be reported.
+    if STATE.verbose:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    click.echo(f"graphscope: error: {type(exc).__name__}: {exc} (unexpected: run with -v "
+               "for the traceback and report it)", err=True)
+    return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,53 +1,124 @@
-"""Options shared by several subcommands, defined once."""
+"""Options shared by several subcommands, each defined once with its one validation.
+
+Importing this module imports click and nothing of graphscope: `graphscope --help` and the
+commands that read bundles must not load the capture registry, torch or the extension. What
+needs them (the ``--mode`` help) is computed when it is shown.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import click
-
-from graphscope.capture.source import SOURCES
-from graphscope.config import mode_names
 
 F = Callable[..., Any]
 
 
+class _State:
+    """What ``-v`` set, before or after the subcommand (``main`` reads it on an error)."""
+
+    verbose = False
+
+
+STATE = _State()
+
+
+def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        STATE.verbose = True
+
+
+def verbose_param() -> click.Option:
+    return click.Option(["-v", "--verbose"], is_flag=True, expose_value=False,
+                        is_eager=True, callback=_set_verbose,
+                        help="Show tracebacks on errors.")
+
+
+class Command(click.Command):
+    """A subcommand: takes ``-v`` after its name too (`graphscope capture ... -v`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(verbose_param())
+
+
+def command(name: Optional[str] = None, **kwargs: Any) -> Callable[[F], click.Command]:
+    """``click.command`` for graphscope's subcommands (``-v`` included)."""
+    return click.command(name, cls=Command, **kwargs)
+
+
 def output_option(help_text: str) -> Callable[[F], F]:
-    return click.option("-o", "--output", type=click.Path(dir_okay=True), default=None,
-                        help=help_text)
+    """``-o/--output``: checked by :func:`graphscope.outputs.check_output` (a file) or
+    :func:`graphscope.outputs.check_bundle_output` (a bundle) before any work."""
+    return click.option("-o", "--output", type=click.Path(), default=None, help=help_text)
 
 
-def force_option(f: F) -> F:
-    return click.option("-f", "--force", is_flag=True, default=None,
-                        help="Replace an existing output.")(f)
+def force_option(help_text: str = "Replace an existing output.") -> Callable[[F], F]:
+    return click.option("-f", "--force", is_flag=True, default=False, help=help_text)
 
 
-def json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print a machine-readable summary instead of tables.")(f)
+def json_option(help_text: str = "Print a machine-readable summary instead of tables."
+                ) -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def depth_option(help_text: str) -> Callable[[F], F]:
+    return click.option("--depth", type=click.IntRange(min=0), default=None, help=help_text)
+
+
+def config_option(f: F) -> F:
+    return click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                        default=None, help="YAML file of options; the command line wins.")(f)
 
 
 def bundle_argument(f: F) -> F:
     return click.argument("bundle", type=click.Path(exists=False))(f)
 
 
+def model_argument(f: F) -> F:
+    return click.argument("model", required=False, type=click.Path())(f)
+
+
+def entry_option(default: Optional[str] = None) -> Callable[[F], F]:
+    return click.option("--entry", default=default, show_default=default is not None,
+                        help="Function in MODEL returning (model, args)."
+                        + ("" if default else "  [default: graphscope_model]"))
+
+
+def _mode_help() -> str:
+    from graphscope.capture.source import SOURCES
+    from graphscope.config import mode_names
+
+    names = mode_names()
+    return "; ".join(f"{n}: {SOURCES[n].help}" for n in names) + ".  [default: step]"
+
+
+class _LazyHelpOption(click.Option):
+    """An option whose help text is computed when shown (it needs the capture registry)."""
+
+    def __init__(self, *args: Any, help_fn: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help_fn = help_fn
+
+    def get_help_record(self, ctx: click.Context) -> Optional[tuple[str, str]]:
+        self.help = self.help_fn()
+        return super().get_help_record(ctx)
+
+
 def capture_options(f: F) -> F:
-    """Options of commands that load and capture a model file."""
+    """Options of commands that load and capture a model file. Values are validated once,
+    by graphscope.config, whether they come from here, the environment or ``--config``."""
     opts: list[Any] = [
-        click.argument("model", required=False, type=click.Path()),
-        click.option("--entry", default=None, help="Function in MODEL returning (model, args)."
-                     "  [default: graphscope_model]"),
-        click.option("--mode", type=click.Choice(mode_names()), default=None,
-                     help="; ".join(f"{n}: {SOURCES[n].help}" for n in mode_names())
-                     + ".  [default: step]"),
+        model_argument,
+        entry_option(),
+        click.option("--mode", cls=_LazyHelpOption, help_fn=_mode_help, default=None,
+                     metavar="MODE"),
         click.option("--warmup", type=int, default=None,
                      help="Warm-up iterations on a side stream (DDP needs 11).  [default: 3]"),
-        click.option("--depth", type=int, default=None,
-                     help="Annotate modules at most this deep below the root."),
-        click.option("--config", "config_path", type=click.Path(), default=None,
-                     help="YAML file of options; the command line wins."),
+        depth_option("Annotate modules at most this deep below the root."),
+        config_option,
         output_option("Bundle directory to write.  [default: graphscope-out/<model>.<cmd>]"),
-        force_option,
+        force_option(),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -31,22 +31,9 @@ class CaptureConfig:
     graphs: Optional[str] = None  # regex: only graphs whose name matches are traced
     dot: bool = True  # keep the driver's verbose DOT of every graph
 
-    def validate(self) -> CaptureConfig:
-        modes = mode_names() + ["run"]
-        if self.mode not in modes:
-            raise ConfigError(f"mode must be one of {', '.join(modes)}, not {self.mode!r}")
-        if min(self.warmup, self.replays, self.keep_events, self.skip_replays) < 0:
-            raise ConfigError("warmup, replays, skip_replays and keep_events must be >= 0")
-        if self.depth is not None and self.depth < 0:
-            raise ConfigError("depth must be >= 0")
-        if self.graphs is not None:
-            import re
-
-            try:
-                re.compile(self.graphs)
-            except re.error as exc:
-                raise ConfigError(f"graphs {self.graphs!r} is not a regular expression: "
-                                  f"{exc}") from None
+    def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name), where)
         return self
 
 
@@ -65,7 +52,12 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays")
+
+
 def _check(key: str, value: Any, where: str) -> Any:
+    """The one validation of a config value, wherever it comes from; ``where`` (a file and
+    line, an environment variable or the command line) starts the message."""
     if key not in _KEYS:
         raise ConfigError(f"{where}: unknown key {key!r} (known: {', '.join(sorted(_KEYS))})")
     t = _TYPES[key]
@@ -78,6 +70,19 @@ def _check(key: str, value: Any, where: str) -> Any:
     }.get(str(t), True)
     if not ok:
         raise ConfigError(f"{where}: key {key!r} must be {t}, not {type(value).__name__}")
+    if key in _NON_NEGATIVE and value is not None and value < 0:
+        raise ConfigError(f"{where}: {key} must be >= 0, not {value}")
+    if key == "mode" and value not in [*mode_names(), "run"]:  # run: graphscope run's
+        raise ConfigError(f"{where}: mode must be one of {', '.join(mode_names())}, "
+                          f"not {value!r}")
+    if key == "graphs" and value is not None:
+        import re
+
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ConfigError(f"{where}: graphs {value!r} is not a regular expression: "
+                              f"{exc}") from None
     return value
 
 
@@ -109,14 +114,17 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
             out[key] = int(raw) if "int" in t else raw
         except ValueError:
             raise ConfigError(f"${ENV_PREFIX}{key.upper()}={raw!r} is not an int") from None
+        _check(key, out[key], f"${ENV_PREFIX}{key.upper()}")
     return out
 
 
-def merge(*layers: dict[str, Any]) -> CaptureConfig:
-    """Lowest precedence first; later layers win. ``None`` values never override."""
+def merge(*layers: dict[str, Any], where: str = "option") -> CaptureConfig:
+    """Lowest precedence first; later layers win. ``None`` values never override. The YAML
+    and environment layers are checked where they are read (naming file and line, or the
+    variable); ``where`` names the rest (the command line)."""
     merged: dict[str, Any] = {}
     for layer in layers:
         for k, v in layer.items():
             if v is not None:
-                merged[k] = _check(k, v, "option")
-    return CaptureConfig(**merged).validate()
+                merged[k] = _check(k, v, where)
+    return CaptureConfig(**merged)

@@ -74,6 +74,10 @@ class _Collector:
         self.modules = threading.local()
         self.found: dict[tuple[str, Optional[str], Optional[str]], list[Any]] = {}
         self.in_forward = False
+        self.forward_is_module = False  # a user's step: forward is whatever runs in a module
+
+    def forward(self) -> bool:
+        return self.in_forward or (self.forward_is_module and self.module() is not None)
 
     def module(self) -> Optional[str]:
         stack = self.modules.__dict__.get("stack", [])
@@ -133,7 +137,7 @@ def _modes(col: _Collector) -> tuple[Any, Any]:
                         "formats a tensor (print/log/f-string): copies it to the host")
             elif name in ("cpu", "numpy"):
                 col.add("host-sync", "error", f".{name}() copies to the host")
-            elif col.in_forward and name in _FACTORIES and getattr(func, "__module__", "") in (
+            elif col.forward() and name in _FACTORIES and getattr(func, "__module__", "") in (
                     "torch", "torch._C._VariableFunctions") and name not in _LIKE:
                 if kwargs.get("device") is None:
                     col.add("cpu-tensor-in-forward", "warning",
@@ -212,34 +216,69 @@ def _graphing_restrictions(spec: ModelSpec) -> list[Finding]:
     return out
 
 
-def lint_model(spec: ModelSpec) -> LintReport:
-    """Run one forward+loss+backward of ``spec`` on the CPU and collect findings."""
+def _run_model(spec: ModelSpec, col: _Collector, report: LintReport) -> None:
+    """What the capture would run, once, on the CPU: the file's own ``step`` (its forward
+    is what runs inside a module), forward of every input bucket (``--mode forward``: no
+    backward), or forward + loss + backward with the file's ``kwargs``."""
     import torch
 
+    if spec.step is not None:
+        col.forward_is_module = True
+        params = list(spec.model.parameters()) if hasattr(spec.model, "parameters") else []
+        try:
+            spec.step(spec.model, *spec.args, **spec.kwargs)
+        except Exception as exc:
+            if not _optimizer_needs_gpu(exc):
+                raise
+            col.add("optimizer-needs-gpu", "info",
+                    "the step's optimizer (capturable=True) runs on the GPU only: linted "
+                    "everything before its step()")
+        report.ran_backward = any(p.grad is not None for p in params)
+        return
+    if spec.buckets:  # --mode forward: inference only, as the capture runs it
+        with torch.inference_mode():
+            for args, kwargs in spec.buckets:
+                col.in_forward = True
+                spec.model(*args, **kwargs)
+                col.in_forward = False
+        return
+    col.in_forward = True
+    autocast = torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()
+    out = spec.model(*spec.args, **spec.kwargs)
+    if autocast or (torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()):
+        col.add("autocast-cache", "warning",
+                "autocast with cache_enabled=True: graphing needs cache_enabled=False")
+    col.in_forward = False
+    if spec.loss is not None:
+        loss = spec.loss(out)
+    else:
+        leaves = out if isinstance(out, (tuple, list)) else (out,)
+        ts = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        loss = sum(t.float().sum() for t in ts) if ts else None
+    if loss is not None and getattr(loss, "requires_grad", False):
+        loss.backward()
+        report.ran_backward = True
+
+
+def _optimizer_needs_gpu(exc: BaseException) -> bool:
+    """A capturable torch.optim optimizer refusing CPU tensors (it is the GPU's step)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return "capturable" in str(exc) and any(
+        f"torch{os.sep}optim{os.sep}" in fr.filename for fr in frames[-3:])
+
+
+def lint_model(spec: ModelSpec) -> LintReport:
+    """Run one step of ``spec`` on the CPU (see :func:`_run_model`) and collect findings."""
     col = _Collector(default_skip_dirs())
     report = LintReport()
     dispatch, function = _modes(col)
-    loss_fn = spec.loss
     printed = io.StringIO()  # the model's own prints stay out of the report
     try:
         with _module_paths(spec.model, col), _wrapped_synchronize(col), \
                 contextlib.redirect_stdout(printed), function, dispatch:
-            col.in_forward = True
-            autocast = torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()
-            out = spec.model(*spec.args)
-            if autocast or (torch.is_autocast_enabled() and torch.is_autocast_cache_enabled()):
-                col.add("autocast-cache", "warning",
-                        "autocast with cache_enabled=True: graphing needs cache_enabled=False")
-            col.in_forward = False
-            if loss_fn is not None:
-                loss = loss_fn(out)
-            else:
-                leaves = out if isinstance(out, (tuple, list)) else (out,)
-                ts = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
-                loss = sum(t.float().sum() for t in ts) if ts else None
-            if loss is not None and getattr(loss, "requires_grad", False):
-                loss.backward()
-                report.ran_backward = True
+            _run_model(spec, col, report)
     except Exception as exc:  # the user's model failed on CPU: still report what was seen
         report.error = f"{type(exc).__name__}: {exc}"
     report.findings = col.findings() + _graphing_restrictions(spec)

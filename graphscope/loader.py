@@ -37,6 +37,17 @@ def default_model_path() -> str:
     return os.path.join(here, "sample_models", "mlp.py")
 
 
+def model_path(model: Optional[str]) -> str:
+    """The model file a command runs: MODEL, or the sample MLP of a checkout. A pip install
+    has no sample_models/: then the user must name a file, and the error says how."""
+    path = model or default_model_path()
+    if not model and not os.path.isfile(path):
+        raise ModelFileError("no MODEL given, and the default sample model (sample_models/"
+                             "mlp.py) comes with a source checkout only: pass a model file "
+                             "that defines graphscope_model() (README, \"The model file\")")
+    return path
+
+
 def file_sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()

@@ -10,6 +10,7 @@ and renamed into place, and the temp file is removed on any failure (Ctrl-C incl
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import sys
@@ -37,6 +38,8 @@ def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
     ``"stdout"``, ``"inplace"`` (device or FIFO) or ``"atomic"``."""
     if path == "-":
         return "stdout"
+    if path.endswith(("/", os.sep)) and not os.path.exists(path):
+        raise OutputError(f"{path}: names a directory; give a file name for the {what}")
     real = os.path.realpath(path)
     for src in inputs:
         if not src or src == "-":
@@ -68,6 +71,68 @@ def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
     return "atomic"
 
 
+def check_bundle_output(path: str, *, force: bool, inputs: Sequence[str] = ()) -> None:
+    """Refuse a bundle directory that cannot or must not be written, before any work: an
+    existing path without ``--force``, a file or a directory that is not a bundle (``--force``
+    replaces bundles only), an input, or a parent that cannot be made or written. Missing
+    parent directories are fine: the bundle writer makes them."""
+    real = os.path.realpath(path)
+    for src in inputs:
+        if src and os.path.lexists(src) and real == os.path.realpath(src):
+            raise OutputError(f"{path}: the bundle would overwrite the input {src}; "
+                              "choose another path")
+    if os.path.lexists(path):
+        if not force:
+            raise OutputError(f"{path} already exists: pass --force to replace it or choose "
+                              "-o PATH")
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise OutputError(f"{path}: exists and is not a bundle directory; --force replaces "
+                              "bundles only: choose another path")
+        if os.listdir(path) and not _is_bundle_dir(path):
+            raise OutputError(f"{path}: a directory that is not a graphscope bundle; --force "
+                              "replaces bundles only: choose another path")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise OutputError(f"{path}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{path}: directory {parent} is not writable")
+
+
+def _is_bundle_dir(path: str) -> bool:
+    if os.path.isfile(os.path.join(path, "manifest.json")):
+        return True
+    return any(n.startswith("rank") and os.path.isfile(os.path.join(path, n, "manifest.json"))
+               for n in os.listdir(path))
+
+
+def one_stdout_document(outputs: dict[str, str | None], *, json_on_stdout: bool = False) -> None:
+    """``-`` gives stdout exactly one document: refuse two outputs (or an output and
+    ``--json``) that would both go there. ``outputs`` maps option name -> path."""
+    on_stdout = [opt for opt, path in outputs.items() if path == "-"]
+    if json_on_stdout and on_stdout:
+        on_stdout.insert(0, "--json")
+    if len(on_stdout) > 1:
+        raise OutputError(f"{' and '.join(on_stdout)} would all write to stdout; give "
+                          f"{on_stdout[-1]} a file name")
+
+
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+@contextlib.contextmanager
+def _write_errors(path: str, what: str) -> Iterator[None]:
+    """A full disk (``-o /dev/full``), a quota or an I/O error: one line naming the path."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        raise OutputError(f"{path}: cannot write the {what} ({os.strerror(exc.errno)}); "
+                          "nothing was written") from None
+
+
 @contextlib.contextmanager
 def open_output(path: str, mode: str = "w", *, force: bool, inputs: Sequence[str] = (),
                 what: str = "output") -> Iterator[IO[Any]]:
@@ -76,18 +141,19 @@ def open_output(path: str, mode: str = "w", *, force: bool, inputs: Sequence[str
     binary = "b" in mode
     if how == "stdout":
         out = sys.stdout.buffer if binary else sys.stdout
-        yield out
-        out.flush()
+        with _write_errors("stdout", what):
+            yield out
+            out.flush()
         return
     enc = None if binary else "utf-8"
     if how == "inplace":
-        with open(path, mode, encoding=enc) as f:
+        with _write_errors(path, what), open(path, mode, encoding=enc) as f:
             yield f
         return
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, mode, encoding=enc) as f:
+        with _write_errors(path, what), os.fdopen(fd, mode, encoding=enc) as f:
             yield f
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)

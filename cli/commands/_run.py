@@ -23,12 +23,30 @@ def build_config(cli_opts: dict[str, Any], config_path: Optional[str]) -> Any:
     from graphscope.config import from_env, load_yaml, merge
 
     yaml_layer = load_yaml(config_path) if config_path else {}
-    return merge(yaml_layer, from_env(), cli_opts)
+    return merge(yaml_layer, from_env(), cli_opts, where="command line")
+
+
+def check_capture_output(cfg: Any, command: str) -> str:
+    """The bundle path the capture will write (this rank's under torchrun), refused now if it
+    cannot be written: before the warm-up, the capture and the replays."""
+    from graphscope.capture import default_output
+    from graphscope.loader import model_path
+    from graphscope.outputs import check_bundle_output
+    from graphscope.ranks import rank_from_env, rank_output
+
+    model = model_path(cfg.model)  # no MODEL and no sample model: say so before the GPU
+    out: str = cfg.output or default_output(model, command)
+    rank = rank_from_env()
+    if rank is not None:
+        out = rank_output(out, rank)
+    check_bundle_output(out, force=cfg.force, inputs=[cfg.model] if cfg.model else ())
+    return out
 
 
 def run(cfg: Any, command: str, timing: bool, quiet: bool) -> Any:
     from graphscope.capture import require_gpu, run_capture
 
+    check_capture_output(cfg, command)
     require_gpu(command)  # before loading anything: one clear line without a GPU
     console = Console(stderr=True)
     if quiet or not console.is_terminal:

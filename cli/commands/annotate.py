@@ -8,18 +8,18 @@ from typing import Any, Optional
 
 import click
 
-from ..options import capture_options, json_option
+from ..options import capture_options, command, json_option
 
 
-@click.command()
+@command()
 @capture_options
 @click.option("--backward/--no-backward", default=None,
               help="Attribute backward kernels to forward scopes (autograd_phase: backward)."
               "  [default: on]")
-@json_option
+@json_option()
 def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
              warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
-             output: Optional[str], force: Optional[bool], backward: Optional[bool],
+             output: Optional[str], force: bool, backward: Optional[bool],
              as_json: bool) -> int:
     """Capture MODEL with annotations and write the exec-node annotation map (PyTorch's pickle
     and JSON) and the annotated graph; no replays. This runs the code in MODEL."""
@@ -28,7 +28,7 @@ def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
     from ._run import build_config, run
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
-                                depth=depth, output=output, force=force, backward=backward,
+                                depth=depth, output=output, force=force or None, backward=backward,
                                 replays=0)
     cfg = build_config(opts, config_path)
     res = run(cfg, "annotate", timing=False, quiet=as_json)

@@ -8,6 +8,8 @@ from typing import Optional
 
 import click
 
+from ..options import command, force_option, output_option
+
 
 def _default_out(trace: str) -> str:
     for ext in (".json.gz", ".json"):
@@ -22,13 +24,12 @@ def _not_nan(v: float) -> float:
     return v
 
 
-@click.command("annotate-trace")
+@command("annotate-trace")
 @click.argument("trace", type=click.Path())
 @click.option("-a", "--annotations", "ann", required=True, type=click.Path(),
               help="A bundle, graphscope's annotations.json, or PyTorch's annotation pickle "
               "(read with a restricted unpickler: plain containers and scalars only).")
-@click.option("-o", "--output", type=click.Path(), default=None,
-              help="Output trace (.json or .json.gz). Default: TRACE.annotated.json[.gz].")
+@output_option("Output trace (.json or .json.gz). Default: TRACE.annotated.json[.gz].")
 @click.option("--default-stream", type=click.IntRange(0, (1 << 53) - 1), default=7,
               show_default=True,
               help="Stream lane for graphed work without an annotated stream.")
@@ -41,7 +42,7 @@ def _not_nan(v: float) -> float:
 @click.option("--gzip-level", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Compression level of a .gz output (1 is fast, by ISA-L where python-isal "
               "is installed; 2-9 use zlib: 9 is small and slow).")
-@click.option("-f", "--force", is_flag=True, help="Replace an existing output.")
+@force_option()
 def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: int,
                    min_match: float, no_module_track: bool, gzip_level: int,
                    force: bool) -> int:

@@ -7,18 +7,18 @@ from typing import Any, Optional
 
 import click
 
-from ..options import capture_options, json_option
+from ..options import capture_options, command, json_option
 
 
-@click.command()
+@command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
-@json_option
+@json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
-            output: Optional[str], force: Optional[bool], replays: Optional[int],
+            output: Optional[str], force: bool, replays: Optional[int],
             nproc: Optional[int], as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
@@ -34,14 +34,15 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     from graphscope.ranks import rank_from_env, torchrun_argv, torchrun_env
     from graphscope.render.table import print_summary
 
-    from ._run import build_config, run
-
-    if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
-        return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
+    from ._run import build_config, check_capture_output, run
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
-                                depth=depth, output=output, force=force, replays=replays)
+                                depth=depth, output=output, force=force or None,
+                                replays=replays)
     cfg = build_config(opts, config_path)
+    if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
+        check_capture_output(cfg, "capture")
+        return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
     if as_json:
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,

@@ -12,6 +12,8 @@ from typing import Any, Optional
 
 import click
 
+from ..options import command, force_option, json_option, model_argument, output_option
+
 
 def _write(path: str, text: str, force: bool) -> None:
     from graphscope.outputs import write_output
@@ -19,18 +21,17 @@ def _write(path: str, text: str, force: bool) -> None:
     write_output(path, text, force=force, what="JUnit XML")
 
 
-@click.command()
-@click.argument("model", required=False, type=click.Path())
+@command()
+@model_argument
 @click.option("--budget", "budget_path", required=True, type=click.Path(),
               help="budgets.yaml (format: README, \"In CI\"; graphscope/analysis/budgets.py).")
 @click.option("--baseline", type=click.Path(), default=None,
               help="A bundle to measure regressions against.")
-@click.option("--junit", type=click.Path(), default=None, help="Write JUnit XML here.")
-@click.option("-o", "--output", type=click.Path(), default=None,
-              help="Keep the captured bundle here (default: a temporary directory).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("-f", "--force", is_flag=True,
-              help="Replace an existing --junit file and --output bundle.")
+@click.option("--junit", type=click.Path(), default=None,
+              help="Write JUnit XML here ('-': stdout, and the table goes to stderr).")
+@output_option("Keep the captured bundle here (default: a temporary directory).")
+@json_option("Print the results as JSON.")
+@force_option("Replace an existing --junit file and --output bundle.")
 def check(model: Optional[str], budget_path: str, baseline: Optional[str],
           junit: Optional[str], output: Optional[str], as_json: bool, force: bool) -> int:
     """Capture MODEL, replay it and check the budgets. This runs the code in MODEL."""
@@ -40,19 +41,21 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
     from graphscope.bundle import read_bundle
     from graphscope.config import merge
-    from graphscope.outputs import check_output
+    from graphscope.outputs import check_bundle_output, check_output, one_stdout_document
     from graphscope.render.junit import junit_xml
     from graphscope.render.table import check_table
 
     from ._run import run
 
-    budgets = load_budgets(budget_path)
-    base = read_bundle(baseline) if baseline else None
+    inputs = [x for x in (baseline, budget_path, model) if x]
     if junit:  # refused before the capture runs, not after
-        check_output(junit, force=force, inputs=[x for x in (baseline, budget_path, model) if x],
-                     what="JUnit XML")
-    if output and os.path.lexists(output) and not force:
-        raise GraphscopeError(f"{output} already exists: pass --force to replace it")
+        one_stdout_document({"--junit": junit}, json_on_stdout=as_json)
+        check_output(junit, force=force, inputs=inputs, what="JUnit XML")
+    if output:
+        check_bundle_output(output, force=force, inputs=inputs)
+    budgets = load_budgets(budget_path)
+    merge(budgets.capture, where=f"{budget_path}: capture")  # its values, naming the file
+    base = read_bundle(baseline) if baseline else None
     # the temporary bundle is check's own; --output is replaced only with --force
     opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}
     with tempfile.TemporaryDirectory(prefix="graphscope-check-") as tmp:
@@ -67,14 +70,21 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
             raise
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
         results += evaluate(res.bundle, budgets, base)
+        if base is not None:
+            from graphscope.analysis.diff import diff_summary
+
+            from ._compare import unrelated_warnings
+
+            for w in unrelated_warnings(base, res.bundle, diff_summary(base, res.bundle)):
+                click.echo(f"warning: --baseline {baseline}: {w}", err=True)
     failed = [r for r in results if not r.passed]
     if junit:
         _write(junit, junit_xml(results), force)
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=1))
         return 1 if failed else 0
-    con = Console()
+    con = Console(stderr=junit == "-")  # stdout holds one document: the XML
     con.print(check_table(results))
-    if junit:
+    if junit and junit != "-":
         con.print(f"Wrote {junit}")
     return 1 if failed else 0

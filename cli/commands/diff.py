@@ -7,15 +7,16 @@ from typing import Optional
 
 import click
 
+from ..options import command, depth_option, json_option
 
-@click.command()
+
+@command()
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path())
-@click.option("--depth", type=click.IntRange(min=0), default=None,
-              help="Module levels to compare.")
+@depth_option("Module levels to compare.")
 @click.option("--fail-above", type=float, default=None,
               help="Exit 1 if the total or any module got slower by more than PCT percent.")
-@click.option("--json", "as_json", is_flag=True, help="Print the deltas as JSON.")
+@json_option("Print the deltas as JSON.")
 def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_json: bool) -> int:
     """Compare bundle B against bundle A (median GPU time per replay, kernel counts)."""
     import math
@@ -27,6 +28,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     from graphscope.bundle import read_bundle
     from graphscope.render.table import diff_table
 
+    from ._compare import unrelated_warnings
+
     if fail_above is not None and not math.isfinite(fail_above):
         raise click.BadParameter(f"must be a finite number, not {fail_above}",
                                  param_hint="--fail-above")
@@ -37,14 +40,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
                                   "annotate`?): diff compares timings; capture it with "
                                   "`graphscope capture`")
     d = diff_summary(ba, bb, depth)
-    ma, mb = (x.manifest.get("model") or {} for x in (ba, bb))
-    if ma.get("sha256") and mb.get("sha256") and ma["sha256"] != mb["sha256"]:
-        click.echo(f"warning: the bundles come from different model files ({ma.get('path')} "
-                   f"vs {mb.get('path')})", err=True)
-    shared = [r for r in d["modules"] if r["only_in"] is None]
-    if not shared:
-        click.echo("warning: the bundles share no module: they look like different models",
-                   err=True)
+    for w in unrelated_warnings(ba, bb, d):
+        click.echo(f"warning: {w}", err=True)
     worst = worst_regression_pct(d)
     failed = fail_above is not None and worst > fail_above
     if as_json:

@@ -3,49 +3,85 @@
 from __future__ import annotations
 
 import json
+import shutil
+from typing import Optional
 
 import click
-from rich.console import Console
-from rich.table import Table
+
+from ..options import command, json_option
+
+# Every command that reads bundles (or model files on the CPU): what works without a GPU.
+BUNDLE_COMMANDS = ("report", "dump", "diff", "annotate-trace", "lint")
 
 
-@click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the probe as JSON.")
+def _tool(*names: str) -> Optional[str]:
+    for n in names:
+        path = shutil.which(n)
+        if path:
+            return path
+    return None
+
+
+@command()
+@json_option("Print the probe as JSON.")
 @click.option("--no-subscribe", is_flag=True, help="Do not try a CUPTI subscription.")
 def doctor(as_json: bool, no_subscribe: bool) -> int:
     """Probe the GPU, driver, CUPTI and the one-subscriber slot; say what works."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
     from graphscope.native import probe
 
     caps = probe(try_subscribe=not no_subscribe)
+    # one line per problem, in order: "X" goes when "X (why)" is there too
+    problems = [p for p in dict.fromkeys(caps.problems)
+                if not any(q != p and q.startswith(p) for q in caps.problems)]
+    dot = _tool("dot")
+    chromium = _tool("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
     if as_json:
-        click.echo(json.dumps({"can_capture": caps.can_capture, "problems": list(caps.problems),
-                               **caps.details}, sort_keys=True, indent=1, default=str))
+        click.echo(json.dumps({"can_capture": caps.can_capture, "problems": problems,
+                               "graphviz_dot": dot, "chromium": chromium,
+                               "bundle_commands": list(BUNDLE_COMMANDS), **caps.details},
+                              sort_keys=True, indent=1, default=str))
         return 0 if caps.extension else 2
     t = Table(title="graphscope doctor", title_justify="left", show_header=False)
     t.add_column("check")
     t.add_column("result")
 
-    def yes(ok: bool) -> str:
+    def yes(ok: bool, checked: bool = True, why: str = "") -> str:
+        if not checked:
+            return f"[yellow]not checked[/yellow] ({why})"
         return "[green]yes[/green]" if ok else "[red]no[/red]"
 
     d = caps.details
+    no_cupti = "no GPU or CUPTI here" if not caps.cupti else ""
     t.add_row("native extension", yes(caps.extension))
-    t.add_row("torch", str(d.get("torch", "not installed")))
-    t.add_row("GPU", str(d.get("gpu", "none")))
+    t.add_row("torch", escape(str(d.get("torch", "not installed"))))
+    t.add_row("GPU", escape(str(d.get("gpu", "none"))))
     t.add_row("driver CUDA version", str(d.get("driver_cuda_version", "-")))
-    t.add_row("CUPTI", f"{d.get('cupti_path') or '-'} (API {d.get('cupti_api_version', '-')})")
-    t.add_row("CUPTI subscription free", yes(caps.can_subscribe))
-    t.add_row("driver toolsId API (>= 13.1)", yes(caps.tools_id_api))
-    t.add_row("torch node_creation_hook", yes(bool(d.get("node_creation_hook"))))
-    t.add_row("op/shape/line recorder", str(d.get("op_observer", "-")))
+    t.add_row("CUPTI", escape(f"{d.get('cupti_path') or '-'} "
+                              f"(API {d.get('cupti_api_version', '-')})"))
+    t.add_row("CUPTI subscription free",
+              yes(caps.can_subscribe, caps.cupti and not no_subscribe,
+                  no_cupti or "--no-subscribe"))
+    t.add_row("driver toolsId API (>= 13.1)", yes(caps.tools_id_api, caps.gpu, "no GPU here"))
+    t.add_row("torch node_creation_hook", yes(bool(d.get("node_creation_hook")),
+                                              "torch" in d, "PyTorch is not installed"))
+    t.add_row("op/shape/line recorder", escape(str(d.get("op_observer", "-"))))
     t.add_row("capture works here", yes(caps.can_capture))
-    t.add_row("annotate-trace .gz", str(d.get("gzip", "-")))
+    t.add_row("annotate-trace .gz", escape(str(d.get("gzip", "-"))))
+    t.add_row("Graphviz dot (dump --format svg/png/pdf, report --html graph)",
+              escape(dot) if dot else "[yellow]not found[/yellow] (apt install graphviz)")
+    t.add_row("Chromium (headless HTML checks; any browser opens report --html)",
+              escape(chromium) if chromium else "not found (optional)")
     con = Console()
     con.print(t)
     if d.get("tools_id_note"):
-        con.print(f"note: {d['tools_id_note']}")
-    for p in caps.problems:
-        con.print(f"[yellow]why not:[/yellow] {p}")
+        con.print(f"note: {escape(str(d['tools_id_note']))}")
+    for p in problems:
+        con.print(f"[yellow]why not:[/yellow] {escape(p)}")
     if not caps.can_capture:
-        con.print("Commands that work on bundles here: graphscope dump, graphscope report")
+        con.print("Commands that work here (no GPU needed): "
+                  + ", ".join(f"graphscope {c}" for c in BUNDLE_COMMANDS))
     return 0 if caps.extension else 2

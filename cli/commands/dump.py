@@ -8,18 +8,17 @@ from typing import Optional
 
 import click
 
-from ..options import bundle_argument, force_option
+from ..options import bundle_argument, command, depth_option, force_option, output_option
 
 
-@click.command()
+@command()
 @bundle_argument
 @click.option("--dot", "what", flag_value="dot", default=True, help="Annotated DOT (default).")
 @click.option("--raw", "what", flag_value="raw", help="The driver's verbose DOT (debug_dump).")
 @click.option("--trace", "what", flag_value="trace", help="Chrome/Perfetto trace JSON.")
 @click.option("--annotations", "what", flag_value="annotations",
               help="The {exec node id: [dict]} map as JSON.")
-@click.option("-o", "--output", type=click.Path(), default=None,
-              help="Output file (default: next to the bundle; '-' for stdout).")
+@output_option("Output file (default: next to the bundle; '-' for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
               show_default=True, help="Render DOT with Graphviz's `dot`.")
 @click.option("--graph", default=None,
@@ -27,22 +26,22 @@ from ..options import bundle_argument, force_option
               "unique prefix or regex).")
 @click.option("--group", type=click.Choice(["module", "phase", "stream", "none"]),
               default="module", show_default=True, help="Cluster nodes by.")
-@click.option("--depth", type=int, default=None, help="Cluster/collapse module depth.")
+@depth_option("Cluster/collapse module depth.")
 @click.option("--collapse/--no-collapse", default=None,
               help="One node per module with counts and time (default: above 2000 nodes).")
 @click.option("--filter", "regex", default=None, help="Keep nodes whose module/kernel matches.")
-@force_option
+@force_option()
 def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optional[str],
          group: str, depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
-         force: Optional[bool]) -> int:
+         force: bool) -> int:
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
     from graphscope.bundle import raw_dot, read_bundle
     from graphscope.outputs import check_output, write_output
     from graphscope.ranks import is_multirank, read_ranks
     from graphscope.render.dot import DotOptions, build_dot, render
 
-    if depth is not None and depth < 0:
-        raise click.BadParameter("must be >= 0", param_hint="--depth")
+    if output:  # refused before any work if it would destroy data
+        check_output(output, force=force, inputs=[bundle])
     if regex is not None:
         import re
 
@@ -57,9 +56,9 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         if what != "trace":
             raise click.UsageError("a multi-rank bundle: dump --trace, or dump one rank<r>/")
         out = output or bundle.rstrip("/") + ".trace.json"
-        check_output(out, force=bool(force), inputs=[bundle])
+        check_output(out, force=force, inputs=[bundle])
         text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
-        write_output(out, text, force=bool(force), inputs=[bundle])
+        write_output(out, text, force=force, inputs=[bundle])
         if out != "-":
             click.echo(f"Wrote {out}", err=True)
         return 0
@@ -92,9 +91,9 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         click.echo(f"note: {n}", err=True)
     out = output or os.path.join(os.path.dirname(b.path) or ".",
                                  f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
-    check_output(out, force=bool(force), inputs=[bundle])
+    check_output(out, force=force, inputs=[bundle])
     data = render(text, fmt) if what == "dot" and fmt != "dot" else text
-    write_output(out, data, force=bool(force), inputs=[bundle])
+    write_output(out, data, force=force, inputs=[bundle])
     if out != "-":
         click.echo(f"Wrote {out}", err=output == "-")
     return 0

@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Optional
 
 import click
 
+from ..options import command, entry_option, json_option, model_argument
 
-@click.command()
-@click.argument("model", required=False, type=click.Path())
-@click.option("--entry", default="graphscope_model", show_default=True,
-              help="Function in MODEL returning (model, args).")
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value) or value < 1:
+        raise click.BadParameter(f"must be a number of seconds >= 1, not {value}")
+    return value
+
+
+@command()
+@model_argument
+@entry_option("graphscope_model")
 @click.option("--fail-on", type=click.Choice(["info", "warning", "error"]), default="error",
               show_default=True, help="Exit 1 when a finding has this severity or higher.")
-@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120, show_default=True,
+@json_option("Print the findings as JSON.")
+@click.option("--timeout", type=float, callback=_seconds, default=120, show_default=True,
               help="Seconds the model may take (it runs in a child process).")
 def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
          timeout: float) -> int:
-    """Run MODEL's forward and backward once on the CPU and report what breaks or silently
-    corrupts CUDA-graph capture: host syncs, data-dependent shapes, tensor-valued control flow,
-    CPU tensors made inside forward, and make_graphed_callables' restrictions. Each finding
-    names the module and source line. This runs the code in MODEL.
+    """Run what capturing MODEL would run (forward and backward, its own step, or forward of
+    each input bucket) once on the CPU and report what breaks or silently corrupts CUDA-graph
+    capture: host syncs, data-dependent shapes, tensor-valued control flow, CPU tensors made
+    inside forward, and make_graphed_callables' restrictions. Each finding names the module
+    and source line. This runs the code in MODEL.
 
     Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run.
     """
@@ -32,9 +41,9 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
 
     from graphscope._errors import GraphscopeError
     from graphscope.lint import lint_in_child
-    from graphscope.loader import default_model_path
+    from graphscope.loader import model_path
 
-    path = model or default_model_path()
+    path = model_path(model)
     if not os.path.isfile(path):
         raise GraphscopeError(f"{path}: no such model file")
     report = lint_in_child(os.path.abspath(path), entry, timeout)
@@ -47,10 +56,7 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
         con = Console()
         colour = {"error": "red", "warning": "yellow", "info": "cyan"}
         for f in report.findings:
-            where = "-"
-            if f.source:
-                path, _, rest = f.source.partition(":")
-                where = f"{os.path.relpath(path)}:{rest.split()[0]}"
+            where = _where(f.source)
             times = f" (×{f.count})" if f.count > 1 else ""
             con.print(f"[{colour[f.severity]}]{f.severity:<7}[/] [bold]{escape(f.rule)}[/] "
                       f"{escape(f.module or '-')}  {escape(where)}{times}", highlight=False)
@@ -63,3 +69,17 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
         raise GraphscopeError(f"{path}: the model failed while linting on the CPU: "
                               f"{report.error}")
     return 1 if failing else 0
+
+
+def _where(source: Optional[str]) -> str:
+    """``file:line`` relative to here; a finding about the whole file (it exited, timed
+    out) has no line."""
+    if not source:
+        return "-"
+    file, _, rest = source.partition(":")
+    line = rest.split()[0] if rest.split() else ""
+    try:
+        file = os.path.relpath(file)
+    except ValueError:  # another drive
+        pass
+    return f"{file}:{line}" if line else file

@@ -7,42 +7,40 @@ from typing import Optional
 
 import click
 
-from ..options import bundle_argument, force_option, json_option
+from ..options import bundle_argument, command, depth_option, force_option, json_option
 
 MAX_ROWS = 80
 DEFAULT_TOP = 10
 
 
-@click.command()
+@command()
 @bundle_argument
-@click.option("--depth", type=click.IntRange(min=0), default=None,
-              help="Module levels to show.")
+@depth_option("Module levels to show.")
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
               help="Top kernels/ops rows.")
 @click.option("--recompute", is_flag=True,
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
-              help="Also write a self-contained HTML report (tables, timeline, graph) here.")
+              help="Also write a self-contained HTML report (tables, timeline, graph) here; "
+              "'-' writes it to stdout instead of the tables.")
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
-@force_option
-@json_option
+@force_option()
+@json_option()
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], graph_name: Optional[str], force: Optional[bool],
+           html_path: Optional[str], graph_name: Optional[str], force: bool,
            as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
-    from rich.console import Console
-
-    from graphscope.analysis.summary import summarize
     from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
-    from graphscope.render.table import print_summary
 
     if html_path:  # refused before any work if it would destroy data
-        from graphscope.outputs import check_output
+        from graphscope.outputs import check_output, one_stdout_document
 
-        check_output(html_path, force=bool(force), inputs=[bundle], what="HTML report")
+        one_stdout_document({"--html": html_path}, json_on_stdout=as_json)
+        check_output(html_path, force=force, inputs=[bundle], what="HTML report")
+    tables = html_path != "-"  # the page is stdout's one document
     if is_multirank(bundle):
         if graph_name:
             from graphscope._errors import GraphscopeError
@@ -55,10 +53,10 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             from graphscope.render.html import write_html
 
             ranks = read_ranks(bundle)
-            write_html(ranks[0][1], html_path, force=bool(force), inputs=(bundle,), ranks=ranks,
+            write_html(ranks[0][1], html_path, force=force, inputs=(bundle,), ranks=ranks,
                        graph_svg=graph_svgs(ranks[0][1]))
-            click.echo(f"Wrote {html_path}", err=as_json)
-        return _report_ranks(bundle, depth, as_json)
+            _wrote(html_path, as_json)
+        return _report_ranks(bundle, depth, as_json) if tables else 0
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.
     full = recompute or html_path or top != DEFAULT_TOP or graph_name
@@ -73,12 +71,20 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             from graphscope.render.dot import graph_svgs
             from graphscope.render.html import write_html
 
-            write_html(b, html_path, force=bool(force), graph_svg=graph_svgs(b))
-            click.echo(f"Wrote {html_path}", err=as_json)
+            write_html(b, html_path, force=force, graph_svg=graph_svgs(b))
+            _wrote(html_path, as_json)
+            if not tables:
+                return 0
+        from graphscope.analysis.summary import summarize
+
         s = summarize(b, top=top)
     if as_json:
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
+    from rich.console import Console
+
+    from graphscope.render.table import print_summary
+
     con = Console()
     if depth is None:  # a huge tree: show the levels that fit in MAX_ROWS, and say so
         levels = sorted({r["level"] for r in s["modules"]})
@@ -90,6 +96,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
     return 0
+
+
+def _wrote(path: str, as_json: bool) -> None:
+    if path != "-":
+        click.echo(f"Wrote {path}", err=as_json)
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:

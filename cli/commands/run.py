@@ -6,11 +6,10 @@ from typing import Any, Optional
 
 import click
 
-from ..options import force_option, output_option
+from ..options import command, config_option, depth_option, force_option, output_option
 
 
-@click.command(context_settings={"ignore_unknown_options": True,
-                                 "allow_interspersed_args": False})
+@command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-m", "as_module", is_flag=True,
               help="Run TARGET as a module (python -m TARGET), not a file.")
 @output_option("Bundle directory to write.  [default: graphscope-out/<script>.run]")
@@ -21,18 +20,16 @@ from ..options import force_option, output_option
               help="Replays of each graph to let pass before tracing.  [default: 0]")
 @click.option("--graphs", "graphs_regex", default=None, metavar="REGEX",
               help="Trace only graphs whose name matches.")
-@click.option("--depth", type=click.IntRange(min=0), default=None,
-              help="Annotate modules at most this deep below the outermost module called.")
+@depth_option("Annotate modules at most this deep below the outermost module called.")
 @click.option("--no-ops", is_flag=True, default=None,
               help="Do not record aten ops, shapes and source lines.")
-@click.option("--config", "config_path", type=click.Path(), default=None,
-              help="YAML file of options; the command line wins.")
-@force_option
+@config_option
+@force_option()
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(as_module: bool, output: Optional[str], replays: Optional[int],
         skip_replays: Optional[int], graphs_regex: Optional[str], depth: Optional[int],
-        no_ops: Optional[bool], config_path: Optional[str], force: Optional[bool], target: str,
+        no_ops: Optional[bool], config_path: Optional[str], force: bool, target: str,
         args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a module with -m) with ARGS in this process, as python would,
     and write a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
@@ -40,6 +37,7 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
 
     The program's argv, stdout/stderr and exit code are its own; graphscope prints to stderr.
     """
+    import os
     import sys
 
     from rich.console import Console
@@ -50,6 +48,8 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
 
     from ._run import build_config
 
+    if as_module and os.getcwd() not in sys.path:  # python -m finds modules in the cwd
+        sys.path.insert(0, os.getcwd())
     check_target(target, as_module)
     opts: dict[str, Any] = dict(mode="run", model=target, output=output, replays=replays,
                                 skip_replays=skip_replays, graphs=graphs_regex, depth=depth,

@@ -129,6 +129,10 @@ def load_budgets(path: str) -> Budgets:
             raise ConfigError(f"{path}:{line}: {key!r} must be a mapping")
         entries = [(k, v) for k, v in node.value]
         if spec == "patterns":
+            for pk, _ in entries:
+                if pk.tag != "tag:yaml.org,2002:str":  # 1: or null: reads as a number / None
+                    raise ConfigError(f"{where(pk)}: module pattern {pk.value!r} must be text: "
+                                      "quote it")
             for pk, pv in entries:
                 if not isinstance(pv, yaml.MappingNode):
                     raise ConfigError(f"{where(pk)}: modules.{pk.value!r} must be a mapping")

@@ -191,10 +191,10 @@ def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
     left in ``job.exit_code``; its failures do not stop the bundle."""
     from ..ranks import rank_from_env
 
-    require_gpu("run")
     rank = rank_from_env()
     out = bundle_output(cfg.output, job.target, "run", module=job.module, rank=rank,
-                        force=cfg.force)
+                        force=cfg.force)  # refused before any GPU work
+    require_gpu("run")
     raw = SOURCES["run"]().capture(job, Phases(None))
     if not raw.graphs:
         return raw, None

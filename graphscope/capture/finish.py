@@ -4,7 +4,6 @@ bundle, with the one manifest writer and the one default-output rule."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import platform
 import time
 from collections.abc import Mapping
@@ -13,7 +12,6 @@ from typing import Any, Callable, Optional
 
 from .. import annotate as ann
 from .. import native
-from .._errors import BundleError
 from .._version import __version__
 from ..analysis.summary import summarize
 from ..bundle import write_bundle
@@ -157,14 +155,13 @@ def bundle_output(output: Optional[str], target: str, command: str, *, module: b
     """The bundle directory to write: ``output`` or the default for ``target``
     (:func:`~graphscope.capture.source.default_output`), under ``rank<r>/`` for a torchrun
     rank; refused before any work when it exists and ``force`` is not given."""
+    from ..outputs import check_bundle_output
     from ..ranks import rank_output
 
     out = output or default_output(target, command, module)
     if rank is not None:
         out = rank_output(out, rank)
-    if os.path.exists(out) and not force:
-        raise BundleError(f"{os.path.abspath(out)} already exists: pass --force to replace it "
-                          "or choose -o PATH")
+    check_bundle_output(out, force=force, inputs=() if module else (target,))
     return out
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from xml.sax.saxutils import escape, quoteattr
 
 from ..analysis.budgets import CheckResult
+
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml_text(s: str) -> str:
+    """Characters XML 1.0 cannot hold (control characters from a budget pattern), as \\xNN."""
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
 
 
 def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
@@ -13,10 +21,11 @@ def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> st
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}">']
     for r in results:
-        lines.append(f'  <testcase classname={quoteattr(suite)} name={quoteattr(r.name)}>')
+        name = quoteattr(_xml_text(r.name))
+        lines.append(f'  <testcase classname={quoteattr(suite)} name={name}>')
         if not r.passed:
-            lines.append(f'    <failure message={quoteattr(r.message)}>{escape(r.message)}'
-                         "</failure>")
+            msg = _xml_text(r.message)
+            lines.append(f'    <failure message={quoteattr(msg)}>{escape(msg)}</failure>')
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"

@@ -82,12 +82,12 @@ def test_one_default_output_rule():
 
 
 def test_bundle_output_refuses_an_existing_path_before_any_work(tmp_path):
-    from graphscope._errors import BundleError
+    from graphscope.outputs import OutputError
     from graphscope.capture.finish import bundle_output
     from graphscope.ranks import RankInfo
 
     (tmp_path / "b").mkdir()
-    with pytest.raises(BundleError, match="already exists.*--force"):
+    with pytest.raises(OutputError, match="already exists.*--force"):
         bundle_output(str(tmp_path / "b"), "x.py", "run")
     assert bundle_output(str(tmp_path / "b"), "x.py", "run", force=True) == str(tmp_path / "b")
     assert bundle_output(str(tmp_path / "b"), "x.py", "run", rank=RankInfo(1, 2, 1)) == str(

@@ -113,3 +113,137 @@ def test_end_to_end_subprocess_dump_writes_json(tmp_path):
     assert r.stdout.strip() == f"Wrote {out}"
     tr = json.loads(out.read_text())
     assert any(e.get("args", {}).get("autograd_phase") == "backward" for e in tr["traceEvents"])
+
+
+# ---------------------------------------------------------------- a CLI without side effects
+_COUNT = """
+import json, sys
+from graphscope.cli.main import main
+rc = main(sys.argv[1:])
+print(json.dumps({"rc": rc, "mods": sorted(m for m in sys.modules if m == "torch"
+                  or m.startswith("graphscope"))}), file=sys.stderr)
+"""
+# Modules the commands that read bundles (and --help) must never load: torch, the native
+# extension, the capture pipeline and the annotation machinery.
+_NEVER = ("torch", "graphscope._native", "graphscope._opwatch", "graphscope.native",
+          "graphscope.capture", "graphscope.annotate", "graphscope.cuda_graphs")
+
+
+def _imported(*args):
+    r = subprocess.run([sys.executable, "-c", _COUNT, *args], capture_output=True, text=True,
+                       cwd=ROOT)
+    got = json.loads(r.stderr.strip().splitlines()[-1])
+    assert got["rc"] == 0, r.stderr
+    return got["mods"]
+
+
+@pytest.mark.parametrize(("args", "bound"), [
+    (["--help"], 10),
+    (["report", "@mlp_step"], 20),
+    (["report", "@mlp_step", "--json"], 20),
+])
+def test_commands_import_only_what_they_use(args, bound):
+    args = [_fixture(a[1:]) if a.startswith("@") else a for a in args]
+    mods = _imported(*args)
+    bad = [m for m in mods if m.startswith(_NEVER)]
+    assert not bad, f"graphscope {' '.join(args)} imported {bad}"
+    assert len(mods) <= bound, f"{len(mods)} graphscope modules (bound {bound}): {mods}"
+
+
+def test_help_lists_commands_from_the_registry_and_it_matches_the_docstrings():
+    import importlib
+
+    import click
+
+    from graphscope.cli.commands import COMMANDS
+
+    for name, (module, attr, short) in COMMANDS.items():
+        cmd = getattr(importlib.import_module(module), attr)
+        assert cmd.name == name
+        assert short == click.utils.make_default_short_help(cmd.help, 10**6), name
+
+
+def test_shared_options_are_defined_once():
+    """Every command's --depth, --json, -f/--force and -v come from cli/options.py."""
+    import importlib
+
+    import click
+
+    from graphscope.cli.commands import COMMANDS
+
+    for name, (module, attr, _) in COMMANDS.items():
+        cmd = getattr(importlib.import_module(module), attr)
+        params = {p.name: p for p in cmd.params}
+        assert "verbose" in params, name
+        if "depth" in params:
+            t = params["depth"].type
+            assert isinstance(t, click.IntRange) and t.min == 0, name
+        if "force" in params:
+            f = params["force"]
+            assert f.opts == ["-f", "--force"] and f.is_flag and f.default is False, name
+        if "as_json" in params:
+            assert params["as_json"].opts == ["--json"], name
+        if "output" in params:
+            assert params["output"].opts == ["-o", "--output"], name
+
+
+def test_verbose_after_the_subcommand(tmp_path, capsys):
+    missing = str(tmp_path / "missing")
+    for args in (["-v", "report", missing], ["report", missing, "-v"],
+                 ["report", "--verbose", missing]):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert "No such option" not in err and "Traceback" in err, args
+    assert main(["report", missing]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", [
+    ["capture", "@model", "-o", "@out"],
+    ["annotate", "@model", "-o", "@out"],
+    ["capture", "@model", "--nproc", "2", "-o", "@out"],
+    ["run", "-o", "@out", "@model"],
+])
+def test_existing_bundle_output_refused_before_any_gpu_work(tmp_path, capsys, cmd):
+    out = tmp_path / "b"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    model = os.path.join(ROOT, "sample_models", "mlp.py")
+    args = [model if a == "@model" else str(out) if a == "@out" else a for a in cmd]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"graphscope: error: {out} already exists: pass --force to replace it or "
+                   "choose -o PATH"], err
+    # --force replaces bundles only: a directory of the user's is refused, GPU or not
+    assert main([*args, "--force"] if cmd[0] != "run" else
+                ["run", "--force", *args[1:]]) == 2
+    assert "not a graphscope bundle" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_bundle_output_under_a_file_refused(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    model = os.path.join(ROOT, "sample_models", "mlp.py")
+    assert main(["capture", model, "-o", str(f / "b")]) == 2
+    assert f"{f} is not a directory" in capsys.readouterr().err
+
+
+def test_command_modules_have_no_import_time_side_effects():
+    """Importing a command's module loads click and cli/options.py only: graphscope's
+    machinery is imported inside the command's body, when it runs."""
+    from graphscope.cli.commands import COMMANDS
+
+    code = ("import importlib, json, sys\n"
+            "before = set(sys.modules)\n"
+            "importlib.import_module(sys.argv[1])\n"
+            "print(json.dumps(sorted(m for m in set(sys.modules) - before "
+            "if m == 'torch' or m.startswith('graphscope'))))\n")
+    allowed = {"graphscope", "graphscope._errors", "graphscope._version", "graphscope.profile",
+               "graphscope.cli", "graphscope.cli.options", "graphscope.cli.commands"}
+    for name, (module, _, _) in sorted(COMMANDS.items()):
+        r = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
+                           text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        extra = set(json.loads(r.stdout)) - allowed - {module}
+        assert not extra, f"importing {name}'s module loads {sorted(extra)}"

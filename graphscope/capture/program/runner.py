@@ -37,6 +37,25 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _run_file(path: str) -> None:
+    """``runpy.run_path(path, run_name="__main__")`` without its ``sys.argv[0] = path``."""
+    import builtins
+    import types
+
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __loader__=None, __package__=None,
+                         __spec__=None, __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
 def run_program(target: str, args: list[str], module: bool = False) -> int:
     """Run the program; its exceptions print as Python prints them (exit 1), Ctrl-C exits 130."""
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
@@ -46,9 +65,9 @@ def run_program(target: str, args: list[str], module: bool = False) -> int:
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             path = os.path.abspath(target)
-            sys.argv = [target, *args]
+            sys.argv = [target, *args]  # as typed, as python keeps it (run_path would not)
             sys.path.insert(0, os.path.dirname(path))
-            runpy.run_path(path, run_name="__main__")
+            _run_file(path)
         return 0
     except SystemExit as exc:
         return exit_code(exc)

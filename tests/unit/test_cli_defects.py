@@ -1,0 +1,296 @@
+"""Issue 29's command, install and config defects, and the hostile CLI inputs: each test fails
+without its fix."""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from graphscope.cli.main import main
+from graphscope.native import probe
+from tests.conftest import DATA, ROOT, SAMPLES
+
+NO_GPU = not probe(try_subscribe=False).gpu
+LINT_MODELS = os.path.join(ROOT, "tests", "lint_models")
+
+
+def _fixture(name):
+    p = os.path.join(DATA, name)
+    if not os.path.isdir(p):
+        pytest.skip(f"fixture {name} not recorded")
+    return p
+
+
+# ------------------------------------------------------------------ 11: lint of every sample
+@pytest.mark.parametrize("name", ["decode_kv", "train_step_bf16"])
+def test_lint_runs_kwargs_buckets_and_step_samples(name, capsys):
+    rc = main(["lint", os.path.join(SAMPLES, f"{name}.py"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["error"] is None, out
+    assert not [f for f in out["findings"] if f["severity"] == "error"], out
+
+
+def test_lint_buckets_run_as_inference():
+    """decode_kv's caches are written in forward: under inference_mode as --mode forward
+    captures, not as buffers that require grad."""
+    from graphscope.lint import lint_model
+    from graphscope.loader import load_model_file
+
+    rep = lint_model(load_model_file(os.path.join(SAMPLES, "decode_kv.py")))
+    assert rep.error is None and rep.findings == [], rep.findings
+
+
+def test_lint_user_step_runs_forward_and_backward():
+    from graphscope.lint import lint_model
+    from graphscope.loader import load_model_file
+
+    rep = lint_model(load_model_file(os.path.join(SAMPLES, "train_step_bf16.py")))
+    assert rep.error is None and rep.ran_backward
+    assert [f.rule for f in rep.findings] == ["optimizer-needs-gpu"]
+
+
+# ------------------------------------------------------------------ 12: the command typed
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
+def test_run_without_gpu_names_run(tmp_path, capsys):
+    prog = tmp_path / "hello.py"
+    prog.write_text("print('hello')\n")
+    assert main(["run", "-o", str(tmp_path / "out"), str(prog)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "graphscope run needs an NVIDIA GPU" in err[0], err
+    assert "profile" not in err[0]
+
+
+# ------------------------------------------------------------------ 14: YAML values
+@pytest.mark.parametrize(("text", "line", "want"), [
+    ("replays: 5\nmode: graph\n", 2, "mode must be one of"),
+    ("warmup: -1\n", 1, "warmup must be >= 0"),
+    ("mode: step\n\ndepth: -2\n", 3, "depth must be >= 0"),
+])
+def test_yaml_bad_values_name_file_line_and_key(tmp_path, text, line, want):
+    from graphscope._errors import ConfigError
+    from graphscope.config import load_yaml
+
+    p = tmp_path / "gs.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_yaml(str(p))
+    assert str(e.value).startswith(f"{p}:{line}: {want}"), str(e.value)
+
+
+def test_env_and_command_line_bad_values_name_their_source(tmp_path, capsys):
+    from graphscope._errors import ConfigError
+    from graphscope.config import from_env
+
+    with pytest.raises(ConfigError, match=r"^\$GRAPHSCOPE_MODE: mode must be one of"):
+        from_env({"GRAPHSCOPE_MODE": "graph"})
+    cfg = tmp_path / "gs.yaml"
+    cfg.write_text("mode: nope\n")
+    rc = main(["capture", os.path.join(SAMPLES, "mlp.py"), "--config", str(cfg),
+               "-o", str(tmp_path / "b")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == (f"graphscope: error: {cfg}:1: mode must be one of callables, "
+                               "forward, step, not 'nope'"), err
+
+
+# ------------------------------------------------------------------ 15: doctor
+def _doctor(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "graphscope", "doctor", *args],
+                          capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=120)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the no-GPU path")
+def test_doctor_without_gpu_says_what_it_could_not_check():
+    r = _doctor()
+    assert r.returncode == 0, r.stderr
+    out = " ".join(r.stdout.split())
+    row = next(ln for ln in r.stdout.splitlines() if "CUPTI subscription free" in ln)
+    assert "not checked" in row and " no " not in row, row
+    for c in ("report", "dump", "diff", "annotate-trace", "lint"):
+        assert f"graphscope {c}" in out, c
+    assert "Graphviz" in out and "Chromium" in out
+    d = json.loads(_doctor("--json").stdout)
+    assert "graphviz_dot" in d and "chromium" in d
+
+
+def test_doctor_without_torch_says_so_once(tmp_path):
+    fake = tmp_path / "torch"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('No module named torch')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    r = _doctor(env=env)
+    assert r.returncode in (0, 2), r.stderr
+    assert r.stdout.count("PyTorch is not installed") <= 1, r.stdout
+    assert "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------------ 16: no sample_models/
+@pytest.mark.parametrize("cmd", ["lint", "capture"])
+def test_no_model_without_samples_says_what_to_pass(tmp_path, monkeypatch, capsys, cmd):
+    import graphscope.loader as loader
+
+    monkeypatch.setattr(loader, "default_model_path", lambda: str(tmp_path / "mlp.py"))
+    assert main([cmd, "-o", str(tmp_path / "b")] if cmd == "capture" else [cmd]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no MODEL given" in err[0] and "pass a model file" in err[0], err
+    assert "no such model file" not in err[0]
+
+
+# ------------------------------------------------------------------ stdout: one document
+def test_report_html_to_stdout_is_one_document(tmp_path):
+    p = _fixture("mlp_step")
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report", p, "--html", "-"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.lstrip().lower().startswith("<!doctype html")
+    assert r.stdout.rstrip().endswith("</html>"), r.stdout[-200:]
+    assert "Top kernels" not in r.stdout.split("</html>")[-1]
+
+
+def test_two_documents_on_stdout_refused(capsys):
+    p = _fixture("mlp_step")
+    assert main(["report", p, "--json", "--html", "-"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err.strip() == ("graphscope: error: --json and --html would all write to "
+                               "stdout; give --html a file name")
+
+
+# ------------------------------------------------------------------ run as python does
+def test_run_module_in_current_directory_is_found(tmp_path, monkeypatch, capsys):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("print('hi')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    rc = main(["run", "-o", str(tmp_path / "out"), "-m", "pkg.mod"])
+    err = capsys.readouterr().err
+    assert "no module of that name" not in err
+    if NO_GPU:
+        assert rc == 2 and "graphscope run needs an NVIDIA GPU" in err
+
+
+def test_program_argv0_kept_as_typed(tmp_path, monkeypatch):
+    from graphscope.capture.program import run_program
+
+    (tmp_path / "prog.py").write_text(
+        "import sys, os\nopen('seen.txt', 'w').write(sys.argv[0] + '|' + __file__ + '|' "
+        "+ __name__)\n")
+    monkeypatch.chdir(tmp_path)
+    assert run_program("prog.py", ["x"]) == 0
+    argv0, file, name = (tmp_path / "seen.txt").read_text().split("|")
+    assert argv0 == "prog.py" and file == str(tmp_path / "prog.py") and name == "__main__"
+
+
+def test_unrelated_baseline_warns_as_diff_does():
+    from graphscope.bundle import read_bundle
+    from graphscope.cli.commands._compare import unrelated_warnings
+    from graphscope.analysis.diff import diff_summary
+
+    a, b = read_bundle(_fixture("mlp_step")), read_bundle(_fixture("cnn_step"))
+    warns = unrelated_warnings(a, b, diff_summary(a, b))
+    assert any("different model files" in w for w in warns), warns
+    assert unrelated_warnings(a, a, diff_summary(a, a)) == []
+
+
+# ------------------------------------------------------------------ one-line refusals
+def test_lint_table_when_the_model_exits(tmp_path, capsys):
+    p = tmp_path / "bye.py"
+    p.write_text("import sys\nsys.exit(0)\n")
+    rc = main(["lint", str(p), "--timeout", "30"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "exit" in out and "bye.py" in out, out
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0.5"])
+def test_lint_timeout_must_be_finite(value, capsys):
+    assert main(["lint", os.path.join(LINT_MODELS, "good.py"), "--timeout", value]) == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "must be a number of seconds" in err
+    assert "unexpected" not in err
+
+
+@pytest.mark.parametrize("key", ["1", "null", "true"])
+def test_budget_module_keys_must_be_text(tmp_path, capsys, key):
+    b = tmp_path / "budgets.yaml"
+    b.write_text(f"modules:\n  {key}:\n    max_kernels: 3\n")
+    assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{b}:2: module pattern" in err[0], err
+    assert "unexpected" not in err[0]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("what", ["--trace", "--annotations"])
+def test_disk_full_is_one_line(capsys, what):
+    rc = main(["dump", _fixture("mlp_step"), what, "-o", "/dev/full"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and err == ["graphscope: error: /dev/full: cannot write the output (No "
+                               "space left on device); nothing was written"], err
+
+
+def test_output_naming_a_missing_directory(tmp_path, capsys):
+    p = _fixture("mlp_step")
+    assert main(["dump", p, "--trace", "-o", str(tmp_path / "newdir") + "/"]) == 2
+    assert "names a directory; give a file name" in capsys.readouterr().err
+    assert main(["dump", p, "--trace", "-o", str(tmp_path / "newdir" / "t.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["report", p, "--html", str(tmp_path / "newdir") + "/"]) == 2
+    assert "names a directory" in capsys.readouterr().err
+    assert not (tmp_path / "newdir").exists()
+
+
+def test_junit_xml_is_well_formed_with_control_characters():
+    from graphscope.analysis.budgets import CheckResult
+    from graphscope.render.junit import junit_xml
+
+    pat = "L.\x01blocks\x1b[31m.*\x7f"
+    xml = junit_xml([CheckResult(f"modules[{pat}]", False, None, None,
+                                 f"no module matches {pat!r} \x00")])
+    root = ET.fromstring(xml)
+    case = root.find("testcase")
+    assert case is not None and "\\x01blocks\\x1b" in case.get("name")
+    assert root.get("failures") == "1"
+
+
+def test_check_outputs_refused_before_the_capture(tmp_path, capsys):
+    b = tmp_path / "budgets.yaml"
+    b.write_text("total: {max_kernels: 300}\n")
+    model = os.path.join(SAMPLES, "mlp.py")
+    assert main(["check", model, "--budget", str(b), "--json", "--junit", "-"]) == 2
+    assert capsys.readouterr().err.strip() == ("graphscope: error: --json and --junit would "
+                                               "all write to stdout; give --junit a file name")
+    out = tmp_path / "kept"
+    out.mkdir()
+    assert main(["check", model, "--budget", str(b), "-o", str(out)]) == 2
+    assert "already exists: pass --force" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_disk_full_in_any_writer_is_one_line_not_a_bug(capsys):
+    """annotate-trace writes through its own stack: a full disk is still the user's to fix."""
+    trace = os.path.join(DATA, "run_profiled.trace.json")
+    if not os.path.exists(trace):
+        pytest.skip("fixture run_profiled.trace.json not recorded")
+    rc = main(["annotate-trace", trace, "-a", _fixture("run_profiled"), "-o", "/dev/full"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "No space left on device" in err[0], err
+    assert "unexpected" not in err[0]
+
+
+def test_budget_capture_values_name_the_budgets_file(tmp_path, capsys):
+    b = tmp_path / "budgets.yaml"
+    b.write_text("capture: {mode: graph}\ntotal: {max_kernels: 3}\n")
+    assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
+    assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}: capture: mode must "
+                                               "be one of callables, forward, step, not 'graph'")
+
+
+def test_bad_mode_on_the_command_line_is_one_line(tmp_path, capsys):
+    assert main(["capture", "--mode", "nope", "-o", str(tmp_path / "b")]) == 2
+    assert capsys.readouterr().err.strip() == ("graphscope: error: command line: mode must be "
+                                               "one of callables, forward, step, not 'nope'")

@@ -1,0 +1,49 @@
+"""The install: only `graphscope` importable from an editable install; the torch that CPU
+work pins lies inside the supported range that pyproject states."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    tomllib = None
+
+
+def test_editable_install_exposes_only_graphscope(tmp_path):
+    code = ("import importlib.util, graphscope, graphscope.cli.main\n"
+            "print(*[m for m in ('tests', 'bench', 'sample_models', 'cli', 'csrc')"
+            " if importlib.util.find_spec(m) is not None])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, env={k: v for k, v in os.environ.items()
+                                          if k != "PYTHONPATH"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"importable from anywhere: {r.stdout.strip()}"
+
+
+@pytest.mark.skipif(tomllib is None, reason="tomllib needs Python 3.11")
+def test_pinned_torch_is_inside_the_supported_range():
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        extra = tomllib.load(f)["project"]["optional-dependencies"]["torch"]
+    supported = Requirement(extra[0]).specifier
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
+        pin = re.search(r"^TORCH_SPEC\s*\?=\s*torch==(\S+)", f.read(), re.M)
+    assert pin, "the Makefile pins no torch (TORCH_SPEC ?= torch==X)"
+    assert Version(pin.group(1)) in supported, (pin.group(1), str(supported))
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert f"PyTorch{supported}" in readme.replace("≥", ">=").replace(" ", ""), \
+        f"README must state the supported range (PyTorch {supported})"
+    try:
+        import torch
+    except ImportError:
+        return
+    assert Version(torch.__version__.split("+")[0]) in supported, torch.__version__
