@@ -144,7 +144,27 @@ def _read_durations(path: str) -> dict[int, tuple[int, ...]]:
         raise BundleError(f"{path}: duplicate exec node ids")
     if (ids < 0).any() or (arr[:, 1:] < 0).any():
         raise BundleError(f"{path}: negative exec node id or duration")
+    _check_duration_range(arr[:, 1:], path)
     return {k: tuple(r) for k, r in zip(ids.tolist(), arr[:, 1:].tolist())}
+
+
+MAX_DURATION_NS = 1 << 40  # 18 minutes: no graph node runs longer; sums of them cannot wrap
+_MAX_SUM_NS = 1 << 62
+
+
+def _check_duration_range(durations: Any, where: str) -> None:
+    """Per-node durations must be plausible and their per-replay sums must fit in int64 (a
+    sum that wraps reads as a negative time)."""
+    import numpy as np
+
+    if durations.size == 0:
+        return
+    top = int(durations.max())
+    if top > MAX_DURATION_NS:
+        raise BundleError(f"{where}: a duration of {top} ns is out of range (at most "
+                          f"{MAX_DURATION_NS} ns per node)")
+    if float(durations.sum(axis=0, dtype=np.float64).max()) >= _MAX_SUM_NS:
+        raise BundleError(f"{where}: the durations of one replay add up past {_MAX_SUM_NS} ns")
 
 
 def _write(root: str, rel: str, text: str) -> None:
@@ -243,8 +263,14 @@ def _read_bundle(path: str) -> Bundle:
     else:  # bundles from before durations.npy
         raw = timeline.get("durations_ns", {})
         _expect(isinstance(raw, dict), where, "durations_ns", "an object")
-        durations = {_id(k, where, "durations_ns key"): _ints(v, where, "durations_ns")
-                     for k, v in raw.items()}
+        durations = {_id(k, where, "durations_ns key"):
+                     _ints(v, where, "durations_ns", MAX_DURATION_NS) for k, v in raw.items()}
+        if durations:
+            import numpy as np
+
+            w = max(len(v) for v in durations.values())
+            _check_duration_range(np.array([list(v) + [0] * (w - len(v))
+                                            for v in durations.values()], dtype=np.int64), where)
     width = max((len(v) for v in durations.values()), default=0)
     replays = _int(timeline.get("replays", 0), where, "replays")
     if replays > width:
@@ -255,11 +281,18 @@ def _read_bundle(path: str) -> Bundle:
     try:
         glist = graph["graphs"]
         _expect(isinstance(glist, list), gwhere, "graphs", "a list")
+        if not glist:
+            raise BundleError(f"{gwhere}: the graph list is empty (no graph was recorded)")
+        names: set[str] = set()
         for g in glist:
             _expect(isinstance(g, dict), gwhere, "graphs[]", "an object")
             name = g["name"]
             _expect(isinstance(name, str) and 0 < len(name) <= 4096, gwhere, "graph name",
                     "a non-empty string")
+            if name in names:
+                raise BundleError(f"{gwhere}: graph name {name!r:.100} appears twice (graph "
+                                  "names must be unique)")
+            names.add(name)
             _expect(isinstance(g["nodes"], list), gwhere, f"{name}: nodes", "a list")
             nodes = []
             for n in g["nodes"]:
@@ -273,6 +306,7 @@ def _read_bundle(path: str) -> Bundle:
             _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
             info = g.get("info") or {}
             _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
+            _check_info(info, gwhere, name)
             graphs.append(
                 CapturedGraph(
                     name=name,
@@ -332,11 +366,11 @@ def _id(k: Any, where: str, field: str) -> int:
     return _int(v, where, field)
 
 
-def _ints(v: Any, where: str, field: str) -> tuple[int, ...]:
+def _ints(v: Any, where: str, field: str, hi: int = MAX_ID) -> tuple[int, ...]:
     if not isinstance(v, (list, tuple)):
         raise BundleError(f"{where}: {field} must be a list of integers")
     for x in v:
-        _int(x, where, field)
+        _int(x, where, field, hi)
     return tuple(v)
 
 
@@ -364,7 +398,28 @@ def _check_node(n: Any, where: str, graph: str) -> None:
             _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
 
 
+_INFO_INTS = ("ordinal", "replays", "traced_replays", "pool_bytes", "bucket")
+_INFO_STRS = ("site", "kind", "shapes")
+
+
+def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
+    """Graph-level facts the reports print and add up: counts are integers, names strings."""
+    for k in _INFO_INTS:
+        if info.get(k) is not None:
+            _int(info[k], where, f"{graph}: info.{k}")
+    for k in _INFO_STRS:
+        if info.get(k) is not None and not isinstance(info[k], str):
+            raise BundleError(f"{where}: {graph}: info.{k} must be a string, not "
+                              f"{type(info[k]).__name__}")
+    pool = info.get("pool_id")
+    if pool is not None:
+        _expect(isinstance(pool, list) and 0 < len(pool) <= 4 and all(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) <= MAX_ID for x in pool),
+            where, f"{graph}: info.pool_id", "a list of integers")
+
+
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
+SUMMARY_FORMAT = b"summary-2\0"  # 2: kernel names unique per bundle, shared pools
 _DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
 
 
@@ -373,7 +428,7 @@ def content_digest(path: str) -> str:
     parsing them)."""
     import hashlib
 
-    h = hashlib.sha256()
+    h = hashlib.sha256(SUMMARY_FORMAT)  # a summary of an older format is recomputed
     for name in _DIGESTED:
         try:
             p = member(path, name)

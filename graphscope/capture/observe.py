@@ -612,6 +612,8 @@ class Observer:
             raw.info = {"site": g.site, "ordinal": g.ordinal, "kind": g.kind,
                         "shapes": g.shapes, "replays": g.replays, "traced_replays": g.traced,
                         "pool_bytes": g.pool_bytes, "keep_graph": g.user_keep}
+            if g.pool is not None:  # graphs that share a pool are shown with it once
+                raw.info["pool_id"] = [int(x) for x in g.pool]
             if g.kind == "compiled":
                 root = g.root or "L"
                 raw.place = lambda node, root=root: self.provenance.place(node.source, root)

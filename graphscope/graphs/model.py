@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import re
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -56,7 +56,9 @@ class Node:
     def short_name(self) -> str:
         if self.type != "kernel":
             return self.type
-        return short_kernel_name(self.demangled or self.kernel or "?")
+        # unique within the bundle where it was read (assign_short_names)
+        return self.__dict__.get("_short") or short_kernel_name(
+            self.demangled or self.kernel or "?")
 
     @property
     def median_ns(self) -> Optional[float]:
@@ -173,6 +175,10 @@ class Bundle:
     replay_span_ns: tuple[int, ...] = ()  # per replay: first start to last end
     events: tuple[Mapping[str, Any], ...] = ()
     unjoined_records: int = 0
+
+    def __post_init__(self) -> None:
+        # kernel names unique over the whole bundle; a view of some graphs keeps them
+        assign_short_names(self.graphs)
 
     def nodes(self) -> Iterator[Node]:
         for g in self.graphs:
@@ -306,3 +312,101 @@ def short_kernel_name(name: str) -> str:
             if _QUALIFYING.search(ident) and ident not in _NOT_QUALIFYING:
                 return f"{base}<{ident}>"
     return base
+
+
+def _group_args(s: str, opener: str) -> list[str]:
+    """The top-level arguments of ``s``'s first ``<...>`` (or ``(...)``) group, each without
+    its namespaces: ``f<a::B<1>, float>`` -> ``['B<1>', 'float']``."""
+    closer = {"<": ">", "(": ")"}[opener]
+    s = s.replace("(anonymous namespace)::", "")
+    i = s.find(opener)
+    if i < 0:
+        return []
+    args, cur, depth = [], [], 0
+    for ch in s[i + 1:MAX_NAME]:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    args.append("".join(cur).strip())
+    out = []
+    for a in args:
+        head, sep, rest = a.partition("<")
+        out.append(head.rsplit("::", 1)[-1] + sep + rest)
+    return [a for a in out if a]
+
+
+MAX_SHOWN_NAME = 160  # a disambiguated kernel name keeps at most this many characters
+
+
+_NAMESPACE = re.compile(r"\b\w+::")
+
+
+def _with_args(short: str, args: list[str]) -> str:
+    kept = [a for i, a in enumerate(args) if a != "…" or i == 0 or args[i - 1] != "…"]
+    shown = ", ".join(_NAMESPACE.sub("", a) for a in kept)
+    name = f"{short[:-1]}, {shown}>" if short.endswith(">") else f"{short}<{shown}>"
+    if len(name) > MAX_SHOWN_NAME:
+        name = name[:MAX_SHOWN_NAME - 1] + "…"
+    return name
+
+
+def _differing(args: list[str], every: list[list[str]]) -> list[str]:
+    """The arguments of ``args`` not shared by every member (by position where all have as
+    many)."""
+    if all(len(a) == len(args) for a in every):
+        return [x if any(o[i] != x for o in every) else "…" for i, x in enumerate(args)]
+    common = set.intersection(*(set(a) for a in every))
+    return [x for x in args if x not in common]
+
+
+def unique_short_names(full_names: list[str]) -> dict[str, str]:
+    """Short names for ``full_names`` that never put two different kernels under one name:
+    where several kernels shorten alike, each keeps the template arguments (else the
+    parameters) that tell it apart, and a ``#k`` suffix where even those are the same."""
+    groups: dict[str, list[str]] = {}
+    for full in dict.fromkeys(full_names):
+        groups.setdefault(short_kernel_name(full), []).append(full)
+    out: dict[str, str] = {}
+    for short, fulls in groups.items():
+        if len(fulls) == 1:
+            out[fulls[0]] = short
+            continue
+        names: dict[str, str] = {}
+        for opener in ("<", "("):
+            argsets = {f: _group_args(f[5:] if f.startswith("void ") else f, opener)
+                       for f in fulls}
+            names = {f: _with_args(short, args) for f, args in argsets.items()}
+            if len(set(names.values())) < len(fulls) or max(map(len, names.values())) > 100:
+                # too long to read: only the arguments that differ
+                names = {f: _with_args(short, _differing(args, list(argsets.values())))
+                         for f, args in argsets.items()}
+            if len(set(names.values())) == len(fulls):
+                break
+        else:  # alike in all they say: numbered
+            names = {f: _with_args(short, _group_args(f, "<")) if "<" in f else short
+                     for f in fulls}
+        seen: dict[str, int] = {}
+        for f in sorted(fulls):
+            name = names.get(f) or short
+            k = seen[name] = seen.get(name, 0) + 1
+            out[f] = name if list(names.values()).count(name) == 1 else f"{name} #{k}"
+    return out
+
+
+def assign_short_names(graphs: Sequence[CapturedGraph]) -> None:
+    """Give every kernel node of ``graphs`` its name as the bundle shows it (unique per
+    distinct kernel, see :func:`unique_short_names`)."""
+    kernels = [n for g in graphs for n in g.nodes if n.type == "kernel"]
+    if all("_short" in n.__dict__ for n in kernels):
+        return
+    names = unique_short_names([n.demangled or n.kernel or "?" for n in kernels])
+    for n in kernels:
+        n.__dict__["_short"] = names[n.demangled or n.kernel or "?"]
