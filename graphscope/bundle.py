@@ -149,7 +149,7 @@ def _read_durations(path: str) -> dict[int, tuple[int, ...]]:
 
 
 MAX_DURATION_NS = 1 << 40  # 18 minutes: no graph node runs longer; sums of them cannot wrap
-_MAX_SUM_NS = 1 << 62
+_MAX_SUM_NS = 1 << 52  # 52 days per replay: exact in float64 and far from int64's end
 
 
 def _check_duration_range(durations: Any, where: str) -> None:

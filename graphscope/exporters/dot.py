@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -75,8 +74,11 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     notes: list[str] = []
     nodes = [n for n in g.nodes if n.is_work or not opts.work_only]
     if opts.filter:
-        rx = re.compile(opts.filter)
-        nodes = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
+        from ..userregex import compile_user_regex, time_limit
+
+        rx = compile_user_regex(opts.filter, "--filter")
+        with time_limit("--filter"):
+            nodes = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
     collapse = opts.collapse
     if collapse is None:
         collapse = len(nodes) > AUTO_COLLAPSE_NODES

@@ -209,11 +209,20 @@ class Bundle:
             out[i, :k] = d[:k]
         return out
 
+    @functools.cached_property
+    def graph_index(self) -> dict[str, CapturedGraph]:
+        """Graphs by name (names are unique: bundle.py refuses a bundle that repeats one)."""
+        return {g.name: g for g in reversed(self.graphs)}  # the first of a repeated name
+
+    @functools.cached_property
+    def graph_names(self) -> list[str]:
+        return [g.name for g in self.graphs]
+
     def graph(self, name: str) -> CapturedGraph:
-        for g in self.graphs:
-            if g.name == name:
-                return g
-        raise KeyError(name)
+        try:
+            return self.graph_index[name]
+        except KeyError:
+            raise KeyError(name) from None
 
     @property
     def has_timings(self) -> bool:
@@ -228,23 +237,50 @@ class Bundle:
         }
 
 
+_ORDINAL = re.compile(r"#\d+")
+
+
 def resolve_graph(bundle: Bundle, name: str) -> str:
-    """The one graph ``name`` means: an exact name, else a unique prefix, else a regex that
-    matches exactly one graph (``decode.py:65 #1`` or ``#1``)."""
+    """The one graph ``name`` means, whatever the number of graphs: an exact name, else an
+    ordinal ``#1`` (the graph whose name holds ``#1``, never ``#10``), else a prefix that ends
+    where a word ends (``decode.py:71 #1``, never ``... #10``), else a plain prefix, else a
+    regex (matched in bounded time). The first of these that matches anything decides: two or
+    more graphs there is an error listing them."""
     from .._errors import BundleError
 
-    names = [g.name for g in bundle.graphs]
-    hits = [n for n in names if n == name] or [n for n in names if n.startswith(name)]
-    if not hits:
-        try:
-            rx = re.compile(name)
-        except re.error:
-            rx = None
-        hits = [n for n in names if rx is not None and rx.search(n)]
+    names = bundle.graph_names
+    if name in bundle.graph_index:
+        return name
+
+    def cut(n: str) -> bool:  # ``name`` ends a word in ``n``
+        return len(n) == len(name) or not (name[-1].isalnum() and n[len(name)].isalnum())
+
+    tiers: list[Any] = []
+    if _ORDINAL.fullmatch(name):
+        token = re.compile(r"(?:^|\s)" + re.escape(name) + r"(?!\d)")
+        tiers.append(lambda: [n for n in names if token.search(n)])
+    tiers.append(lambda: [n for n in names if n.startswith(name) and cut(n)])
+    tiers.append(lambda: [n for n in names if n.startswith(name)])
+
+    def by_regex() -> list[str]:
+        from ..userregex import compile_user_regex, time_limit
+
+        rx = compile_user_regex(name, f"--graph {name!r:.80}")
+        with time_limit(f"--graph {name!r:.80}"):
+            return [n for n in names if rx.search(n)]
+    tiers.append(by_regex)
+    hits: list[str] = []
+    for tier in tiers:
+        hits = tier()
+        if hits:
+            break
     if len(hits) != 1:
+        listed = hits or names
         what = "no graph" if not hits else f"{len(hits)} graphs"
-        raise BundleError(f"{bundle.path}: --graph {name!r} matches {what}; graphs: "
-                          + "; ".join(names[:20]))
+        more = f" ... ({len(listed) - 20} more)" if len(listed) > 20 else ""
+        raise BundleError(f"{bundle.path}: --graph {name!r:.80} matches {what}; "
+                          f"{'they are' if hits else 'graphs'}: " + "; ".join(listed[:20])
+                          + more)
     return hits[0]
 
 
@@ -317,7 +353,6 @@ def short_kernel_name(name: str) -> str:
 def _group_args(s: str, opener: str) -> list[str]:
     """The top-level arguments of ``s``'s first ``<...>`` (or ``(...)``) group, each without
     its namespaces: ``f<a::B<1>, float>`` -> ``['B<1>', 'float']``."""
-    closer = {"<": ">", "(": ")"}[opener]
     s = s.replace("(anonymous namespace)::", "")
     i = s.find(opener)
     if i < 0:

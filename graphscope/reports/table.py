@@ -100,7 +100,8 @@ def pool_cell(g: dict[str, Any]) -> str:
     if not shared:
         return fmt_bytes(g.get("pool_bytes"))
     if shared["first"]:
-        return f"{fmt_bytes(shared['bytes'])} shared pool {shared['pool']} ({shared['graphs']} graphs)"
+        return (f"{fmt_bytes(shared['bytes'])} shared pool {shared['pool']} "
+                f"({shared['graphs']} graphs)")
     return f"shared pool {shared['pool']}"
 
 

@@ -361,3 +361,56 @@ def test_non_utf8_yaml_is_one_line(tmp_path, capsys):
 def test_nproc_must_be_positive(capsys):
     rc, _, err = _run(capsys, "capture", "--nproc", "-1")
     assert rc == 2 and "Invalid value" in err
+
+
+# ------------------------------------------------------------------ issue 29's families
+def test_durations_near_2_to_62_are_refused_not_wrapped(tmp_path, capsys):
+    b = _copy(tmp_path)
+    arr = np.load(b / "durations.npy")
+    arr[:, 1:] = 1 << 61  # each fits in int64; their sums per replay do not
+    np.save(b / "durations.npy", arr)
+    rc, out, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "durations.npy", "out of range")
+    from graphscope import bundle as bmod
+    from graphscope._errors import BundleError
+
+    # plausible each, but enough of them would wrap: the sums are checked too
+    with pytest.raises(BundleError, match="add up past"):
+        bmod._check_duration_range(np.full((5000, 2), 1 << 40, dtype=np.int64), "x")
+    bmod._check_duration_range(np.full((4000, 2), 1 << 40, dtype=np.int64), "x")
+
+
+def _graphs_edit(b, fn):
+    p = b / "graph.json"
+    g = json.loads(p.read_text())
+    fn(g["graphs"])
+    p.write_text(json.dumps(g))
+
+
+@pytest.mark.parametrize("cmd", [["report", "--recompute"], ["dump", "-o", "-"], ["diff"]])
+def test_duplicate_graph_names_are_refused_at_load(tmp_path, capsys, cmd):
+    b = _copy(tmp_path, "mlp_callables")
+    _graphs_edit(b, lambda gs: gs[1].__setitem__("name", "forward"))
+    args = [cmd[0], str(b)] + (["--fail-above", "1000"] if cmd[0] == "diff" else [])
+    if cmd[0] == "diff":
+        args.insert(2, str(b))
+    else:
+        args += cmd[1:]
+    rc, _, err = _run(capsys, *args)
+    _one_line_error(rc, err, "graph name 'forward' appears twice")
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda gs: gs.clear(), "the graph list is empty"),
+    (lambda gs: gs[0].__setitem__("info", {"replays": "40"}), "info.replays must be an integer"),
+    (lambda gs: gs[0].__setitem__("info", {"pool_bytes": -1}), "info.pool_bytes must be"),
+    (lambda gs: gs[0].__setitem__("info", {"traced_replays": 1.5}), "info.traced_replays"),
+    (lambda gs: gs[0].__setitem__("info", {"site": 3}), "info.site must be a string"),
+    (lambda gs: gs[0].__setitem__("info", {"pool_id": "x"}), "info.pool_id must be a list"),
+])
+def test_graph_info_is_checked_where_it_is_read(tmp_path, capsys, edit, msg):
+    b = _copy(tmp_path, "run_decode")
+    _graphs_edit(b, edit)
+    for args in (["report", str(b), "--recompute"], ["report", str(b)]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, "graph.json", msg)

@@ -127,3 +127,85 @@ def test_kernel_and_op_names_are_not_markup_or_escapes(tmp_path, capsys, monkeyp
         assert "│ [/x]" in out and "aten::[/x]" in out
     else:
         assert "\\x1b[2J" in out
+
+
+# ------------------------------------------------------------------ 4: dump of several graphs
+@pytest.mark.parametrize("flag,ext", [("--dot", "dot"), ("--raw", "raw.dot")])
+def test_dump_writes_every_graph_or_refuses(tmp_path, capsys, flag, ext):
+    b = _copy(tmp_path, "mlp_callables")
+    assert main(["dump", str(b), flag]) == 0
+    err = capsys.readouterr().err
+    for g in ("forward", "backward"):
+        out = tmp_path / f"mlp_callables.{g}.{ext}"
+        assert out.exists() and f"Wrote {out}" in err
+    fwd, bwd = ((tmp_path / f"mlp_callables.{g}.{ext}").read_text() for g in ("forward",
+                                                                             "backward"))
+    assert fwd != bwd
+    # one -o for two graphs: refused, naming them, nothing written
+    assert main(["dump", str(b), flag, "-o", str(tmp_path / "one.dot")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 graphs (forward; backward)" in err[0] and "--graph" in err[0]
+    assert not (tmp_path / "one.dot").exists()
+
+
+def test_dump_of_several_graphs_writes_none_if_one_exists(tmp_path, capsys):
+    b = _copy(tmp_path, "mlp_callables")
+    (tmp_path / "mlp_callables.backward.dot").write_text("keep")
+    assert main(["dump", str(b)]) == 2
+    assert not (tmp_path / "mlp_callables.forward.dot").exists()
+    assert (tmp_path / "mlp_callables.backward.dot").read_text() == "keep"
+
+
+# ------------------------------------------------------------------ 18: --graph selection
+def _many(n, sites=("decode.py:71",)):
+    from graphscope.graphs.model import Bundle, CapturedGraph
+
+    gs = [CapturedGraph(f"{s} #{i} [{i},1]", 0, i, (), ()) for s in sites for i in range(n)]
+    return Bundle("/b", {}, tuple(gs), 0)
+
+
+def test_an_ordinal_or_a_name_selects_one_graph_of_67():
+    from graphscope._errors import BundleError
+    from graphscope.graphs.model import resolve_graph
+
+    b = _many(67)
+    assert resolve_graph(b, "#1") == "decode.py:71 #1 [1,1]"
+    assert resolve_graph(b, "#19") == "decode.py:71 #19 [19,1]"
+    assert resolve_graph(b, "decode.py:71 #1") == "decode.py:71 #1 [1,1]"  # not #10..#19
+    assert resolve_graph(b, "decode.py:71 #6 [6,1]") == "decode.py:71 #6 [6,1]"
+    assert resolve_graph(b, r"#4 \[") == "decode.py:71 #4 [4,1]"  # a regex
+    with pytest.raises(BundleError, match="matches 10 graphs"):
+        resolve_graph(b, r"#5\d")
+    two = _many(3, ("a.py:1", "b.py:2"))
+    with pytest.raises(BundleError, match="matches 2 graphs; they are: a.py:1 #1 .*; b.py:2 #1"):
+        resolve_graph(two, "#1")
+    assert resolve_graph(two, "b.py:2 #1") == "b.py:2 #1 [1,1]"
+
+
+def test_report_graph_ordinal_on_a_run_bundle(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "run_decode"), "--graph", "#1")
+    assert "decode.py:71 #1 [8,1] [1]" in out and "#0" not in out
+
+
+# ------------------------------------------------------------------ regexes from users
+@pytest.mark.parametrize("cmd", [["report", "--graph"], ["dump", "--filter"]])
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(\w+\s?)*$", r"(x*)*y", r"(a)\1"])
+def test_regexes_that_can_explode_are_refused(capsys, cmd, pattern):
+    rc = main([cmd[0], os.path.join(DATA, "run_decode"), cmd[1], "(?!zz)" + pattern])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and cmd[1] in err[0], err
+
+
+def test_slow_matching_ends_in_an_error_not_a_hang(monkeypatch):
+    import time
+
+    from graphscope import userregex
+    from graphscope._errors import GraphscopeError
+    from graphscope.graphs.model import resolve_graph
+
+    monkeypatch.setattr(userregex, "MATCH_SECONDS", 0.5)
+    b = _many(3, ("x" * 4000,))
+    t = time.monotonic()
+    with pytest.raises(GraphscopeError, match="more than 0.5 s"):
+        resolve_graph(b, ".*.*.*.*.*.*.*z")  # polynomial, not exponential: not refused
+    assert time.monotonic() - t < 5
