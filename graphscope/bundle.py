@@ -247,6 +247,7 @@ def _read_bundle(path: str) -> Bundle:
     if not os.path.isdir(path):
         raise BundleError(f"{path}: no such bundle directory")
     manifest = _load_json(path, "manifest.json")
+    _check_manifest(manifest, f"{path}/manifest.json")
     graph = _load_json(path, "graph.json")
     timeline: dict[str, Any] = {}
     if os.path.lexists(os.path.join(path, "timeline.json")):
@@ -398,6 +399,45 @@ def _check_node(n: Any, where: str, graph: str) -> None:
             _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
 
 
+_MANIFEST_STRS = ("mode", "created", "tool", "step", "entry")
+_MANIFEST_INTS = ("replays", "warmup", "skip_replays", "buckets")
+
+
+def _check_manifest(m: Mapping[str, Any], where: str) -> None:
+    """The manifest fields commands read (diff: model; html: versions; ranks: rank)."""
+    def strs(v: Any, field: str) -> None:
+        _expect(isinstance(v, list) and all(isinstance(x, str) for x in v), where, field,
+                "a list of strings")
+
+    for k in _MANIFEST_STRS:
+        if m.get(k) is not None and not isinstance(m[k], str):
+            raise BundleError(f"{where}: {k} must be a string, not {type(m[k]).__name__}")
+    for k in _MANIFEST_INTS:
+        if m.get(k) is not None:
+            _int(m[k], where, k)
+    for k in ("command", "graphs", "files"):
+        if m.get(k) is not None:
+            strs(m[k], k)
+    model = m.get("model")
+    if model is not None:
+        _expect(isinstance(model, dict), where, "model", "an object")
+        for k in ("path", "sha256", "entry"):
+            if model.get(k) is not None and not isinstance(model[k], str):
+                raise BundleError(f"{where}: model.{k} must be a string, not "
+                                  f"{type(model[k]).__name__}")
+    versions = m.get("versions")
+    if versions is not None:
+        _expect(isinstance(versions, dict) and all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for v in versions.values()), where, "versions", "an object of version strings")
+    rank = m.get("rank")
+    if rank is not None:
+        _expect(isinstance(rank, dict), where, "rank", "an object")
+        for k in ("rank", "world_size", "local_rank"):
+            if k in rank:
+                _int(rank[k], where, f"rank.{k}", 1 << 20)
+
+
 _INFO_INTS = ("ordinal", "replays", "traced_replays", "pool_bytes", "bucket")
 _INFO_STRS = ("site", "kind", "shapes")
 
@@ -448,7 +488,8 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise BundleError(f"{path}: no such bundle directory")
-    _load_json(path, "manifest.json")  # validates that this is a bundle of our schema
+    # validates that this is a bundle of our schema
+    _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
     missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
     if missing:
         raise BundleError(f"{path}: not a graphscope bundle ({missing[0]} is missing)")
@@ -458,7 +499,60 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     data.pop("schema_version", None)
     if data.pop(SUMMARY_KEY, None) != content_digest(path):
         return None
-    return data
+    # a digest anyone can compute: the fields are checked too, else it is recomputed
+    return data if _fits(data, _SUMMARY_SPEC) else None
+
+
+_NUM, _INT, _STR, _ANY = "num", "int", "str", "any"
+_ROW = {"module": _STR, "level": _INT, "kernels": _INT, "fwd_kernels": _INT,
+        "bwd_kernels": _INT, "median_ns": _NUM, "fwd_ns": _NUM, "bwd_ns": _NUM, "pct": _NUM,
+        "?acc_kernels": _INT, "?acc_ns": _NUM}
+_TOP = {"count": _INT, "median_ns": _NUM, "pct": _NUM}
+_SUMMARY_SPEC: dict[str, Any] = {
+    "graphs": [{"name": _STR, "nodes": _INT, "work_nodes": _INT, "?attributed": _INT,
+                "?median_ns": _NUM, "?replays": _INT, "?traced_replays": _INT,
+                "?pool_bytes": _INT, "?site": _STR,
+                "?pool_shared": {"pool": _INT, "graphs": _INT, "bytes": _INT, "first": _ANY}}],
+    "replays": _INT, "replay_kernel_median_ns": _NUM, "replay_span_median_ns": _NUM,
+    "work_nodes": _INT, "annotated_nodes": _INT,
+    "coverage": {"*": {"nodes": _INT, "attributed": _INT, "pct": _NUM}},
+    "modules": [_ROW],
+    "top_kernels": [{"kernel": _STR, **_TOP}], "top_ops": [{"op": _STR, **_TOP}],
+    "?unjoined_records": _INT,
+    "?by_graph": {"graphs": [_STR], "rows": [{"module": _STR, "level": _INT,
+                                              "per_graph_ns": [_NUM]}]},
+    "?ddp": [{"bucket": _ANY, "modules": [_ANY], "?bucket_bytes": _INT, "nodes": _INT,
+              "median_ns": _NUM, "comm_ns": _NUM, "?overlap_pct": _NUM}],
+}
+
+
+def _fits(v: Any, spec: Any) -> bool:
+    """``v`` has the shape ``spec`` describes (keys with ``?`` optional, ``*`` any key)."""
+    import math
+
+    if spec == _ANY:
+        return True
+    if spec == _STR:
+        return isinstance(v, str)
+    if spec in (_INT, _NUM):
+        if isinstance(v, bool) or not isinstance(v, (int, float) if spec == _NUM else int):
+            return False
+        return math.isfinite(v) and 0 <= v <= MAX_ID if spec == _INT else math.isfinite(v)
+    if isinstance(spec, list):
+        return isinstance(v, list) and all(_fits(x, spec[0]) for x in v)
+    if not isinstance(v, dict):
+        return False
+    if "*" in spec:
+        return all(isinstance(k, str) and _fits(x, spec["*"]) for k, x in v.items())
+    for key, sub in spec.items():
+        k = key.lstrip("?")
+        if k not in v or v[k] is None:
+            if key.startswith("?"):
+                continue
+            return False
+        if not _fits(v[k], sub):
+            return False
+    return True
 
 
 def raw_dot(bundle: Bundle, graph: str) -> str:

@@ -414,3 +414,85 @@ def test_graph_info_is_checked_where_it_is_read(tmp_path, capsys, edit, msg):
     for args in (["report", str(b), "--recompute"], ["report", str(b)]):
         rc, _, err = _run(capsys, *args)
         _one_line_error(rc, err, "graph.json", msg)
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("model", "sample_models/mlp.py", "model must be an object"),
+    ("model", {"sha256": 5}, "model.sha256 must be a string"),
+    ("command", "graphscope capture", "command must be a list of strings"),
+    ("versions", ["torch"], "versions must be an object"),
+    ("replays", "4", "replays must be an integer"),
+    ("rank", {"rank": "0"}, "rank.rank must be an integer"),
+])
+def test_manifest_fields_of_the_wrong_type_are_one_line_errors(tmp_path, capsys, field, value,
+                                                                msg):
+    b = _copy(tmp_path)
+    p = b / "manifest.json"
+    m = json.loads(p.read_text())
+    m[field] = value
+    p.write_text(json.dumps(m))
+    for args in (["diff", str(b), os.path.join(DATA, "mlp_step")], ["report", str(b)]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, "manifest.json", msg)
+
+
+def _ranks(tmp_path):
+    dst = tmp_path / "ddp"
+    shutil.copytree(os.path.join(DATA, "ddp_mlp_step"), dst)
+    return dst
+
+
+def test_a_rank_that_is_a_file_is_refused(tmp_path, capsys):
+    d = _ranks(tmp_path)
+    (d / "rank2").write_text("not a bundle")
+    rc, _, err = _run(capsys, "report", str(d))
+    _one_line_error(rc, err, "rank2", "not a directory")
+
+
+@pytest.mark.parametrize("world,msg", [(4, "world_size is 4 but 2 rank(s) are present "
+                                           "(rank2, rank3 missing)"),
+                                       (1, "world_size is 1 but 2 rank(s)")])
+def test_a_short_tail_of_ranks_is_refused(tmp_path, capsys, world, msg):
+    d = _ranks(tmp_path)
+    for r in (0, 1):
+        p = d / f"rank{r}" / "manifest.json"
+        m = json.loads(p.read_text())
+        m["rank"]["world_size"] = world
+        p.write_text(json.dumps(m))
+    for args in (["report", str(d)], ["dump", str(d), "--trace", "-o", "-"]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, msg)
+
+
+def test_a_rank_directory_holding_another_rank_is_refused(tmp_path, capsys):
+    d = _ranks(tmp_path)
+    p = d / "rank1" / "manifest.json"
+    m = json.loads(p.read_text())
+    m["rank"]["rank"] = 0
+    p.write_text(json.dumps(m))
+    rc, _, err = _run(capsys, "report", str(d))
+    _one_line_error(rc, err, "says rank 0, not 1")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s["modules"][0].__setitem__("median_ns", "12 ms"),
+    lambda s: s["top_kernels"][0].__setitem__("kernel", ["x"]),
+    lambda s: s.__setitem__("coverage", {"forward": {"pct": None}}),
+    lambda s: s["graphs"][0].__setitem__("nodes", -3),
+    lambda s: s.pop("modules"),
+])
+def test_a_summary_whose_digest_matches_is_still_field_checked(tmp_path, capsys, edit):
+    from graphscope.bundle import SUMMARY_KEY, content_digest, read_summary
+
+    b = _copy(tmp_path, "ddp_mlp_step/rank0")
+    rc, want, _ = _run(capsys, "report", str(b), "--recompute")
+    p = b / "summary.json"
+    s = json.loads(p.read_text())
+    s[SUMMARY_KEY] = content_digest(str(b))
+    p.write_text(json.dumps(s))
+    assert read_summary(str(b)) is not None  # a summary of the right shape is used
+    edit(s)
+    p.write_text(json.dumps(s))
+    assert read_summary(str(b)) is None  # ... a wrong one recomputed
+    rc, out, err = _run(capsys, "report", str(b))
+    assert rc == 0 and out == want, err
