@@ -13,6 +13,7 @@ Python's ``re`` backtracks: ``(a+)+$`` against a long name takes exponential tim
 from __future__ import annotations
 
 import contextlib
+import importlib
 import re
 import signal
 import threading
@@ -24,12 +25,12 @@ from ._errors import GraphscopeError
 MATCH_SECONDS = 5.0  # all the matching of one pattern, e.g. against 100,000 graph names
 MAX_PATTERN = 1000
 
-try:  # Python 3.11+
-    from re import _constants as _c  # type: ignore[attr-defined]
-    from re import _parser as _p  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _p  # type: ignore[no-redef]
+try:  # Python 3.11+ (sre_parse warns there); 3.9 and 3.10 have only sre_parse
+    _c: Any = importlib.import_module("re._constants")
+    _p: Any = importlib.import_module("re._parser")
+except ImportError:  # pragma: no cover - Python < 3.11
+    _c = importlib.import_module("sre_constants")
+    _p = importlib.import_module("sre_parse")
 
 
 class RegexError(GraphscopeError):

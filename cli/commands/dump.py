@@ -81,10 +81,10 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
         for out in outs:  # every output refused before any is written
             check_output(out, force=bool(force), inputs=[bundle])
         for gname, out in zip(names, outs):
-            data, notes = _graph_text(b, what, gname, fmt, group, depth, collapse, regex)
-            for n in notes:
+            one, said = _graph_text(b, what, gname, fmt, group, depth, collapse, regex)
+            for n in said:
                 click.echo(f"note: {gname}: {n}", err=True)
-            write_output(out, data, force=bool(force), inputs=[bundle])
+            write_output(out, one, force=bool(force), inputs=[bundle])
             click.echo(f"Wrote {out}", err=True)
         return 0
     gname = resolve_graph(b, graph) if graph else b.graphs[0].name

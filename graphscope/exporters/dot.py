@@ -196,7 +196,8 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
     colours: dict[str, str] = {}
     for k in sorted(stats):
         s = stats[k]
-        label = f"{k}\\n{s['n']} nodes" + (f"\\n{fmt_ns(s['t'])}" if s["t"] else "")
+        label = (f"{k}\\n{s['n']} node{'' if s['n'] == 1 else 's'}"
+                 + (f"\\n{fmt_ns(s['t'])}" if s["t"] else ""))
         attrs = {"label": _q(label), "fillcolor": _q(_top_colour([k], colours))}
         if s["bwd"]:
             attrs["style"] = _q("filled,rounded,dashed")

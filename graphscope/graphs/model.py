@@ -215,6 +215,14 @@ class Bundle:
         return {g.name: g for g in reversed(self.graphs)}  # the first of a repeated name
 
     @functools.cached_property
+    def events_by_graph(self) -> dict[Any, tuple[Mapping[str, Any], ...]]:
+        """The kept events of each graph (one pass: views of 100,000 graphs stay linear)."""
+        out: dict[Any, list[Mapping[str, Any]]] = {}
+        for e in self.events:
+            out.setdefault(e.get("graph"), []).append(e)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @functools.cached_property
     def graph_names(self) -> list[str]:
         return [g.name for g in self.graphs]
 
@@ -302,7 +310,7 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
     return dataclasses.replace(
         bundle, graphs=(g,), replay_kernel_ns=tuple(int(x) for x in per_replay),
         replay_span_ns=(),
-        events=tuple(e for e in bundle.events if e.get("graph") == g.name))
+        events=bundle.events_by_graph.get(g.name, ()))
 
 
 # Names that say little alone: qualify them with what their template arguments instantiate.
@@ -357,7 +365,9 @@ def _group_args(s: str, opener: str) -> list[str]:
     i = s.find(opener)
     if i < 0:
         return []
-    args, cur, depth = [], [], 0
+    args: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in s[i + 1:MAX_NAME]:
         if ch in "<(":
             depth += 1
@@ -445,3 +455,35 @@ def assign_short_names(graphs: Sequence[CapturedGraph]) -> None:
     names = unique_short_names([n.demangled or n.kernel or "?" for n in kernels])
     for n in kernels:
         n.__dict__["_short"] = names[n.demangled or n.kernel or "?"]
+
+
+def source_base(bundle: Bundle) -> Optional[str]:
+    """The directory a bundle's source locations are shown relative to: the model file's
+    (``capture``), else the program's (``run``: the directory of the recorded source path
+    that ends with the program named on the command line)."""
+    import os
+
+    model = bundle.manifest.get("model")
+    if isinstance(model, Mapping) and isinstance(model.get("path"), str) and os.path.isabs(
+            model["path"]):
+        return os.path.dirname(model["path"])
+    cmd = bundle.manifest.get("command")
+    progs = [a for a in cmd if isinstance(a, str) and a.endswith(".py")] if isinstance(
+        cmd, list) else []
+    if not progs:
+        return None
+    tail = "/" + os.path.basename(progs[-1]) + ":"
+    for n in bundle.nodes():
+        src = n.source
+        if src and src.startswith("/") and tail in src:
+            return src[:src.index(tail)]
+    return None
+
+
+def display_source(source: Optional[str], base: Optional[str]) -> Optional[str]:
+    """``source`` (``/abs/dir/prog.py:12 (fn)``) relative to ``base`` where it lies under it
+    (``prog.py:12 (fn)``); other locations stay as recorded. Bundles keep absolute paths."""
+    if not source or not base:
+        return source
+    prefix = base.rstrip("/") + "/"
+    return source[len(prefix):] if source.startswith(prefix) else source

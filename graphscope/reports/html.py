@@ -21,11 +21,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..graphs.model import UNATTRIBUTED, Bundle, only_graph
+from ..graphs.model import UNATTRIBUTED, Bundle, display_source, only_graph, source_base
 from .summary import graph_rows, summarize
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
 MAX_GRAPH_SVG_NODES = 1500  # the expanded (clustered) graph view is embedded up to this size
+MAX_GRAPH_VIEWS = 100  # bundles of more graphs: views of the slowest, the overview lists all
 _PHASES = {"forward": 0, "backward": 1, "optimizer": 2}
 
 
@@ -70,9 +71,10 @@ def _top_kernels(bundle: Bundle, top: int = 3) -> dict[str, list[list[Any]]]:
             for p, ks in per_prefix.items()}
 
 
-def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[int]]:
+def _events(bundle: Bundle, strings: _Strings, replay: int,
+            base: Optional[str] = None) -> dict[str, list[int]]:
     """One replay's kernel boxes as columns, sorted by start (first replay kept if ``replay``
-    was not)."""
+    was not); source locations relative to ``base`` (the program's directory)."""
     nodes = {n.exec_node_id: n for n in bundle.nodes()}
     kept = sorted({int(e["replay"]) for e in bundle.events})
     if kept and replay not in kept:
@@ -80,7 +82,7 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
     evs = [e for e in bundle.events if int(e["replay"]) == replay][:MAX_EVENTS]
     evs.sort(key=lambda e: (int(e["start_ns"]), int(e.get("stream") or 0)))
     cols: dict[str, list[int]] = {k: [] for k in ("t", "d", "s", "name", "module", "phase",
-                                                  "op", "shapes", "source", "acc")}
+                                                  "op", "shapes", "source", "acc", "g")}
     t0 = int(evs[0]["start_ns"]) if evs else 0
     for e in evs:
         n = nodes.get(int(e["exec_node_id"]))
@@ -92,42 +94,72 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
         cols["phase"].append(_PHASES.get(n.phase, 3) if n and n.annotation else 3)
         cols["op"].append(strings(n.op if n else None))
         cols["shapes"].append(strings(n.shapes if n else None))
-        cols["source"].append(strings(n.source if n else None))
+        cols["source"].append(strings(display_source(n.source, base) if n else None))
+        cols["g"].append(strings(n.graph if n else e.get("graph")))
         cols["acc"].append(1 if n and n.annotation.get("grad_accumulation") else 0)
     return cols
 
 
-def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[str, Any]:
+def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
+          graph: Optional[str] = None, svg: Optional[str] = None,
+          base: Optional[str] = None) -> dict[str, Any]:
+    """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
+    ``svg`` the key of its drawing in ``graph_svg``."""
     s = summarize(bundle, top=10)
     return {
         "label": label,
+        "graph": graph,
+        "graphs": len(bundle.graphs),
+        "svg": svg,
         "total_ns": s["replay_kernel_median_ns"],
         "replays": bundle.replays,
         "coverage": s["coverage"],
         "modules": s["modules"],
         "top_kernels": s["top_kernels"],
         "module_kernels": _top_kernels(bundle),
-        "events": _events(bundle, strings, replay),
+        "events": _events(bundle, strings, replay, base),
         "ddp": s.get("ddp", []),
     }
 
 
-def _svgs(bundle: Bundle) -> dict[str, Optional[str]]:
-    """The first graph as SVG: modules collapsed, and as clusters when small enough."""
-    if shutil.which("dot") is None or not bundle.graphs:
-        return {"collapsed": None, "clusters": None}
+MAX_GRAPH_SVGS = 24  # graphs drawn with Graphviz per report (each is a `dot` run)
+
+
+TALL = 2.0  # height / width above which a drawing is laid out left to right
+
+
+def _aspect(svg: str) -> float:
+    """height / width of Graphviz's SVG (0 when it does not say)."""
+    import re
+
+    m = re.search(r'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"', svg)
+    return float(m.group(2)) / float(m.group(1)) if m and float(m.group(1)) else 0.0
+
+
+def _svg_key(rank: Optional[int], name: str) -> str:
+    return json.dumps([rank, name])
+
+
+def _svgs(bundle: Bundle, name: str) -> dict[str, Optional[str]]:
+    """Graph ``name`` as SVG: modules collapsed, and as clusters when small enough."""
     from ..exporters.dot import DotOptions, build_dot
     from ..exporters.dot import render as render_dot
 
     out: dict[str, Optional[str]] = {}
-    for key, opts in (("collapsed", DotOptions(collapse=True, depth=1)),
-                      ("clusters", DotOptions(collapse=False, depth=2))):
-        if key == "clusters" and len(bundle.graphs[0].nodes) > MAX_GRAPH_SVG_NODES:
+    size = len(bundle.graph(name).nodes)
+    for key, opts in (("collapsed", DotOptions(graph=name, collapse=True, depth=1)),
+                      ("clusters", DotOptions(graph=name, collapse=False, depth=2))):
+        if key == "clusters" and size > MAX_GRAPH_SVG_NODES:
             out[key] = None
             continue
         try:
             text, _ = build_dot(bundle, opts)
             svg = render_dot(text, "svg").decode("utf-8", errors="replace")
+            if _aspect(svg) > TALL and "\nrankdir=TB;" in text:
+                # a long chain is a narrow column that runs off the page: left to right
+                # it fits the page's width
+                svg = render_dot(text.replace("\nrankdir=TB;", "\nrankdir=LR;", 1),
+                                 "svg").decode("utf-8", errors="replace")
             out[key] = svg[svg.find("<svg"):]
         except Exception:  # the page says how to get it instead
             out[key] = None
@@ -144,19 +176,34 @@ def payload(bundle: Bundle, replay: int = 0,
     sources = list(ranks) if ranks else [(None, bundle)]
     for rank, b in sources:
         prefix = f"rank {rank}" if rank is not None else ""
-        overview.extend(
-            {"rank": rank, "graph": row["name"], "nodes": row["nodes"],
-             "work_nodes": row["work_nodes"], "attributed": row["attributed"],
-             "replays": row.get("replays", b.replays), "median_ns": row["median_ns"],
-             "pool_bytes": row.get("pool_bytes")} for row in graph_rows(b))
+        rows = graph_rows(b)
         label = prefix or ("all graphs" if len(b.graphs) > 1 else b.graphs[0].name
                            if b.graphs else "bundle")
         if ranks and len(b.graphs) > 1:
             label += " · all graphs"
-        views.append(_view(b, strings, replay, label))
+        first = len(views)
+        base = source_base(b)
+        one = b.graphs[0].name if len(b.graphs) == 1 else None
+        views.append(_view(b, strings, replay, label, one,
+                           _svg_key(rank, one) if one is not None else None, base))
+        # a view per graph: for the slowest MAX_GRAPH_VIEWS of them (each costs a summary)
+        own: dict[str, int] = {}
         if len(b.graphs) > 1:
-            views.extend(_view(only_graph(b, g.name), strings, replay,
-                               (prefix + " · " if prefix else "") + g.name) for g in b.graphs)
+            slowest = sorted(range(len(rows)), key=lambda i: -rows[i]["median_ns"])
+            keep = sorted(slowest[:MAX_GRAPH_VIEWS])
+            for i in keep:
+                g = b.graphs[i]
+                own[g.name] = len(views)
+                views.append(_view(only_graph(b, g.name), strings, replay,
+                                   (prefix + " · " if prefix else "") + g.name, g.name,
+                                   _svg_key(rank, g.name), base))
+        overview.extend(
+            {"rank": rank, "graph": row["name"], "nodes": row["nodes"],
+             "work_nodes": row["work_nodes"], "attributed": row["attributed"],
+             "replays": row.get("replays", b.replays), "median_ns": row["median_ns"],
+             "pool_bytes": row.get("pool_bytes"), "pool_shared": row.get("pool_shared"),
+             "view": own.get(row["name"], first if len(b.graphs) == 1 else None)}
+            for row in rows)
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
@@ -175,7 +222,13 @@ def render(bundle: Bundle, replay: int = 0,
            ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> str:
     """The page as one string."""
     data = payload(bundle, replay, ranks)
-    data["graph_svg"] = _svgs(bundle)
+    if shutil.which("dot") is not None:  # Graphviz is optional: the page says so
+        by_rank = dict(ranks) if ranks else {None: bundle}
+        keys = list(dict.fromkeys(v["svg"] for v in data["views"] if v["svg"]))
+        for key in keys[:MAX_GRAPH_SVGS]:
+            rank, name = json.loads(key)
+            data["graph_svg"][key] = _svgs(by_rank[rank], name)
+    data["graphviz"] = shutil.which("dot") is not None
     template = resources.files("graphscope.reports").joinpath("templates/report.html").read_text(
         encoding="utf-8")
     # Every "<" and ">" escaped: no name can end the script element or open a comment in it.
