@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import GraphscopeError
-from ..graphs.model import UNATTRIBUTED, Bundle, CapturedGraph, Node
+from ..graphs.model import UNATTRIBUTED, Bundle, CapturedGraph, Node, display_source, source_base
 from ..reports.table import fmt_ns
 
 PALETTE = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
@@ -94,7 +94,7 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     if collapse:
         _collapsed(pydot, dot, g, nodes, opts, bundle)
     else:
-        _full(pydot, dot, g, nodes, opts)
+        _full(pydot, dot, g, nodes, opts, source_base(bundle))
     return dot.to_string(), notes
 
 
@@ -116,7 +116,8 @@ def _group_key(n: Node, opts: DotOptions) -> list[str]:
     return []
 
 
-def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions) -> None:
+def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions,
+          base: Optional[str] = None) -> None:
     clusters: dict[str, Any] = {}
     colours: dict[str, str] = {}
     keep = {n.local_id for n in nodes}
@@ -140,7 +141,7 @@ def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOp
         attrs = {
             "label": _q(_label(n)),
             "fillcolor": _q(_top_colour(path, colours) if path else "#eeeeee"),
-            "tooltip": _q(_tooltip(n)),
+            "tooltip": _q(_tooltip(n, base)),
         }
         if bwd:
             attrs["style"] = _q("filled,rounded,dashed")
@@ -154,10 +155,10 @@ def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOp
             dot.add_edge(pydot.Edge(f"n{a}", f"n{b}"))
 
 
-def _tooltip(n: Node) -> str:
+def _tooltip(n: Node, base: Optional[str] = None) -> str:
     bits = [n.demangled or n.type]
     for k in ("op", "shapes", "source"):
-        v = getattr(n, k)
+        v = display_source(n.source, base) if k == "source" else getattr(n, k)
         if v:
             bits.append(f"{k}: {v}")
     if n.annotation:

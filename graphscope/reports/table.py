@@ -42,8 +42,11 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
                   for r in summary["modules"]), default=6)
     t.add_column("module", no_wrap=True, overflow="ellipsis", min_width=min(widest, 24))
     # "acc": of bwd, the gradient-accumulation adds (time when timed, else kernels)
-    cols = (["time", "%", "fwd", "bwd"] + (["acc"] if acc else [])) if timed else []
-    cols += ["kernels", "fwd/bwd"] + (["acc"] if acc and not timed else [])
+    # a forward-only bundle (inference, --mode forward): no fwd/bwd split to show
+    split = any(r.get("bwd_kernels") for r in summary["modules"])
+    cols = (["time", "%"] + (["fwd", "bwd"] if split else []) + (["acc"] if acc else [])
+            ) if timed else []
+    cols += ["kernels"] + (["fwd/bwd"] if split else []) + (["acc"] if acc and not timed else [])
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
@@ -53,11 +56,14 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
         label = ("  " * row["level"]) + (name.rsplit(".", 1)[-1] if row["level"] else name)
         cells = [label]
         if timed:
-            cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}", fmt_ns(row["fwd_ns"]),
-                      fmt_ns(row["bwd_ns"])]
+            cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}"]
+            if split:
+                cells += [fmt_ns(row["fwd_ns"]), fmt_ns(row["bwd_ns"])]
             if acc:
                 cells.append(fmt_ns(row.get("acc_ns")) if row.get("acc_kernels") else "")
-        cells += [str(row["kernels"]), f"{row['fwd_kernels']}/{row['bwd_kernels']}"]
+        cells += [str(row["kernels"])]
+        if split:
+            cells.append(f"{row['fwd_kernels']}/{row['bwd_kernels']}")
         if acc and not timed:
             cells.append(str(row.get("acc_kernels") or ""))
         t.add_row(Text(cells[0]), *cells[1:])

@@ -51,6 +51,20 @@ def test_forward_only_bundle_claims_no_backward_coverage(capsys, monkeypatch):
     for row in rows:  # replays and traced replays: the header's 4, not "-"
         cells = [c.strip() for c in row.strip("│").split("│")]
         assert cells[3] == "4" and cells[4] == "4", row
+    head = next(line for line in out.splitlines() if "┃ module" in line)
+    assert "bwd" not in head and "fwd" not in head  # no split of what has one phase
+    head = next(line for line in _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step"))
+                .splitlines() if "┃ module" in line)
+    assert "fwd/bwd" in head and "bwd" in head
+
+
+# ------------------------------------------------------------------ 7: source locations
+def test_dot_tooltips_show_sources_relative_to_the_model(capsys):
+    assert main(["dump", os.path.join(DATA, "gpt_step"), "--no-collapse", "-o", "-"]) == 0
+    dot = capsys.readouterr().out
+    assert "source: gpt.py:61 (forward)" in dot and "sample_models/gpt.py" not in dot
+    b = read_bundle(os.path.join(DATA, "gpt_step"))  # the bundle keeps them absolute
+    assert any(n.source and n.source.startswith("/") for n in b.nodes())
 
 
 # ------------------------------------------------------------------ 3: shared memory pools
