@@ -144,7 +144,27 @@ def _read_durations(path: str) -> dict[int, tuple[int, ...]]:
         raise BundleError(f"{path}: duplicate exec node ids")
     if (ids < 0).any() or (arr[:, 1:] < 0).any():
         raise BundleError(f"{path}: negative exec node id or duration")
+    _check_duration_range(arr[:, 1:], path)
     return {k: tuple(r) for k, r in zip(ids.tolist(), arr[:, 1:].tolist())}
+
+
+MAX_DURATION_NS = 1 << 40  # 18 minutes: no graph node runs longer; sums of them cannot wrap
+_MAX_SUM_NS = 1 << 52  # 52 days per replay: exact in float64 and far from int64's end
+
+
+def _check_duration_range(durations: Any, where: str) -> None:
+    """Per-node durations must be plausible and their per-replay sums must fit in int64 (a
+    sum that wraps reads as a negative time)."""
+    import numpy as np
+
+    if durations.size == 0:
+        return
+    top = int(durations.max())
+    if top > MAX_DURATION_NS:
+        raise BundleError(f"{where}: a duration of {top} ns is out of range (at most "
+                          f"{MAX_DURATION_NS} ns per node)")
+    if float(durations.sum(axis=0, dtype=np.float64).max()) >= _MAX_SUM_NS:
+        raise BundleError(f"{where}: the durations of one replay add up past {_MAX_SUM_NS} ns")
 
 
 def _write(root: str, rel: str, text: str) -> None:
@@ -227,6 +247,7 @@ def _read_bundle(path: str) -> Bundle:
     if not os.path.isdir(path):
         raise BundleError(f"{path}: no such bundle directory")
     manifest = _load_json(path, "manifest.json")
+    _check_manifest(manifest, f"{path}/manifest.json")
     graph = _load_json(path, "graph.json")
     timeline: dict[str, Any] = {}
     if os.path.lexists(os.path.join(path, "timeline.json")):
@@ -243,8 +264,14 @@ def _read_bundle(path: str) -> Bundle:
     else:  # bundles from before durations.npy
         raw = timeline.get("durations_ns", {})
         _expect(isinstance(raw, dict), where, "durations_ns", "an object")
-        durations = {_id(k, where, "durations_ns key"): _ints(v, where, "durations_ns")
-                     for k, v in raw.items()}
+        durations = {_id(k, where, "durations_ns key"):
+                     _ints(v, where, "durations_ns", MAX_DURATION_NS) for k, v in raw.items()}
+        if durations:
+            import numpy as np
+
+            w = max(len(v) for v in durations.values())
+            _check_duration_range(np.array([list(v) + [0] * (w - len(v))
+                                            for v in durations.values()], dtype=np.int64), where)
     width = max((len(v) for v in durations.values()), default=0)
     replays = _int(timeline.get("replays", 0), where, "replays")
     if replays > width:
@@ -255,11 +282,18 @@ def _read_bundle(path: str) -> Bundle:
     try:
         glist = graph["graphs"]
         _expect(isinstance(glist, list), gwhere, "graphs", "a list")
+        if not glist:
+            raise BundleError(f"{gwhere}: the graph list is empty (no graph was recorded)")
+        names: set[str] = set()
         for g in glist:
             _expect(isinstance(g, dict), gwhere, "graphs[]", "an object")
             name = g["name"]
             _expect(isinstance(name, str) and 0 < len(name) <= 4096, gwhere, "graph name",
                     "a non-empty string")
+            if name in names:
+                raise BundleError(f"{gwhere}: graph name {name!r:.100} appears twice (graph "
+                                  "names must be unique)")
+            names.add(name)
             _expect(isinstance(g["nodes"], list), gwhere, f"{name}: nodes", "a list")
             nodes = []
             for n in g["nodes"]:
@@ -273,6 +307,7 @@ def _read_bundle(path: str) -> Bundle:
             _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
             info = g.get("info") or {}
             _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
+            _check_info(info, gwhere, name)
             graphs.append(
                 CapturedGraph(
                     name=name,
@@ -332,11 +367,11 @@ def _id(k: Any, where: str, field: str) -> int:
     return _int(v, where, field)
 
 
-def _ints(v: Any, where: str, field: str) -> tuple[int, ...]:
+def _ints(v: Any, where: str, field: str, hi: int = MAX_ID) -> tuple[int, ...]:
     if not isinstance(v, (list, tuple)):
         raise BundleError(f"{where}: {field} must be a list of integers")
     for x in v:
-        _int(x, where, field)
+        _int(x, where, field, hi)
     return tuple(v)
 
 
@@ -364,7 +399,67 @@ def _check_node(n: Any, where: str, graph: str) -> None:
             _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
 
 
+_MANIFEST_STRS = ("mode", "created", "tool", "step", "entry")
+_MANIFEST_INTS = ("replays", "warmup", "skip_replays", "buckets")
+
+
+def _check_manifest(m: Mapping[str, Any], where: str) -> None:
+    """The manifest fields commands read (diff: model; html: versions; ranks: rank)."""
+    def strs(v: Any, field: str) -> None:
+        _expect(isinstance(v, list) and all(isinstance(x, str) for x in v), where, field,
+                "a list of strings")
+
+    for k in _MANIFEST_STRS:
+        if m.get(k) is not None and not isinstance(m[k], str):
+            raise BundleError(f"{where}: {k} must be a string, not {type(m[k]).__name__}")
+    for k in _MANIFEST_INTS:
+        if m.get(k) is not None:
+            _int(m[k], where, k)
+    for k in ("command", "graphs", "files"):
+        if m.get(k) is not None:
+            strs(m[k], k)
+    model = m.get("model")
+    if model is not None:
+        _expect(isinstance(model, dict), where, "model", "an object")
+        for k in ("path", "sha256", "entry"):
+            if model.get(k) is not None and not isinstance(model[k], str):
+                raise BundleError(f"{where}: model.{k} must be a string, not "
+                                  f"{type(model[k]).__name__}")
+    versions = m.get("versions")
+    if versions is not None:
+        _expect(isinstance(versions, dict) and all(
+            isinstance(v, (str, int, float)) and not isinstance(v, bool)
+            for v in versions.values()), where, "versions", "an object of version strings")
+    rank = m.get("rank")
+    if rank is not None:
+        _expect(isinstance(rank, dict), where, "rank", "an object")
+        for k in ("rank", "world_size", "local_rank"):
+            if k in rank:
+                _int(rank[k], where, f"rank.{k}", 1 << 20)
+
+
+_INFO_INTS = ("ordinal", "replays", "traced_replays", "pool_bytes", "bucket")
+_INFO_STRS = ("site", "kind", "shapes")
+
+
+def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
+    """Graph-level facts the reports print and add up: counts are integers, names strings."""
+    for k in _INFO_INTS:
+        if info.get(k) is not None:
+            _int(info[k], where, f"{graph}: info.{k}")
+    for k in _INFO_STRS:
+        if info.get(k) is not None and not isinstance(info[k], str):
+            raise BundleError(f"{where}: {graph}: info.{k} must be a string, not "
+                              f"{type(info[k]).__name__}")
+    pool = info.get("pool_id")
+    if pool is not None:
+        _expect(isinstance(pool, list) and 0 < len(pool) <= 4 and all(
+            isinstance(x, int) and not isinstance(x, bool) and abs(x) <= MAX_ID for x in pool),
+            where, f"{graph}: info.pool_id", "a list of integers")
+
+
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
+SUMMARY_FORMAT = b"summary-2\0"  # 2: kernel names unique per bundle, shared pools
 _DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
 
 
@@ -373,7 +468,7 @@ def content_digest(path: str) -> str:
     parsing them)."""
     import hashlib
 
-    h = hashlib.sha256()
+    h = hashlib.sha256(SUMMARY_FORMAT)  # a summary of an older format is recomputed
     for name in _DIGESTED:
         try:
             p = member(path, name)
@@ -393,7 +488,8 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     path = os.path.abspath(path)
     if not os.path.isdir(path):
         raise BundleError(f"{path}: no such bundle directory")
-    _load_json(path, "manifest.json")  # validates that this is a bundle of our schema
+    # validates that this is a bundle of our schema
+    _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
     missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
     if missing:
         raise BundleError(f"{path}: not a graphscope bundle ({missing[0]} is missing)")
@@ -403,7 +499,60 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     data.pop("schema_version", None)
     if data.pop(SUMMARY_KEY, None) != content_digest(path):
         return None
-    return data
+    # a digest anyone can compute: the fields are checked too, else it is recomputed
+    return data if _fits(data, _SUMMARY_SPEC) else None
+
+
+_NUM, _INT, _STR, _ANY = "num", "int", "str", "any"
+_ROW = {"module": _STR, "level": _INT, "kernels": _INT, "fwd_kernels": _INT,
+        "bwd_kernels": _INT, "median_ns": _NUM, "fwd_ns": _NUM, "bwd_ns": _NUM, "pct": _NUM,
+        "?acc_kernels": _INT, "?acc_ns": _NUM}
+_TOP = {"count": _INT, "median_ns": _NUM, "pct": _NUM}
+_SUMMARY_SPEC: dict[str, Any] = {
+    "graphs": [{"name": _STR, "nodes": _INT, "work_nodes": _INT, "?attributed": _INT,
+                "?median_ns": _NUM, "?replays": _INT, "?traced_replays": _INT,
+                "?pool_bytes": _INT, "?site": _STR,
+                "?pool_shared": {"pool": _INT, "graphs": _INT, "bytes": _INT, "first": _ANY}}],
+    "replays": _INT, "replay_kernel_median_ns": _NUM, "replay_span_median_ns": _NUM,
+    "work_nodes": _INT, "annotated_nodes": _INT,
+    "coverage": {"*": {"nodes": _INT, "attributed": _INT, "pct": _NUM}},
+    "modules": [_ROW],
+    "top_kernels": [{"kernel": _STR, **_TOP}], "top_ops": [{"op": _STR, **_TOP}],
+    "?unjoined_records": _INT,
+    "?by_graph": {"graphs": [_STR], "rows": [{"module": _STR, "level": _INT,
+                                              "per_graph_ns": [_NUM]}]},
+    "?ddp": [{"bucket": _ANY, "modules": [_ANY], "?bucket_bytes": _INT, "nodes": _INT,
+              "median_ns": _NUM, "comm_ns": _NUM, "?overlap_pct": _NUM}],
+}
+
+
+def _fits(v: Any, spec: Any) -> bool:
+    """``v`` has the shape ``spec`` describes (keys with ``?`` optional, ``*`` any key)."""
+    import math
+
+    if spec == _ANY:
+        return True
+    if spec == _STR:
+        return isinstance(v, str)
+    if spec in (_INT, _NUM):
+        if isinstance(v, bool) or not isinstance(v, (int, float) if spec == _NUM else int):
+            return False
+        return math.isfinite(v) and 0 <= v <= MAX_ID if spec == _INT else math.isfinite(v)
+    if isinstance(spec, list):
+        return isinstance(v, list) and all(_fits(x, spec[0]) for x in v)
+    if not isinstance(v, dict):
+        return False
+    if "*" in spec:
+        return all(isinstance(k, str) and _fits(x, spec["*"]) for k, x in v.items())
+    for key, sub in spec.items():
+        k = key.lstrip("?")
+        if k not in v or v[k] is None:
+            if key.startswith("?"):
+                continue
+            return False
+        if not _fits(v[k], sub):
+            return False
+    return True
 
 
 def raw_dot(bundle: Bundle, graph: str) -> str:

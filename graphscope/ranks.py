@@ -66,12 +66,13 @@ def torchrun_env(base: Optional[dict[str, str]] = None) -> dict[str, str]:
 
 
 def rank_dirs(path: str) -> list[tuple[int, str]]:
+    """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file)."""
     if not os.path.isdir(path):
         return []
     out = []
     for name in os.listdir(path):
         m = _RANK_DIR.match(name)
-        if m and os.path.isdir(os.path.join(path, name)):
+        if m:
             out.append((int(m.group(1)), os.path.join(path, name)))
     return sorted(out)
 
@@ -84,9 +85,24 @@ def read_ranks(path: str) -> list[tuple[int, Bundle]]:
     ranks = rank_dirs(path)
     if not ranks:
         raise BundleError(f"{path}: no rank<r>/ bundles (not a multi-rank bundle)")
+    for _, p in ranks:
+        if not os.path.isdir(p):
+            raise BundleError(f"{p}: not a directory (a rank's bundle is a directory)")
     expected = list(range(len(ranks)))
     got = [r for r, _ in ranks]
     if got != expected:
         raise BundleError(f"{path}: ranks {got} are not 0..{len(ranks) - 1}: a rank's capture "
                           "is missing")
-    return [(r, read_bundle(p)) for r, p in ranks]
+    out = [(r, read_bundle(p)) for r, p in ranks]
+    for r, b in out:  # each rank says which it is and how many there were
+        info = b.manifest.get("rank") or {}
+        if info.get("rank", r) != r:
+            raise BundleError(f"{b.path}: its manifest says rank {info['rank']}, not {r}")
+        world = info.get("world_size", len(out))
+        if world != len(out):
+            missing = ", ".join(f"rank{x}" for x in range(len(out), min(world, len(out) + 4)))
+            missing += ", ..." if world > len(out) + 4 else ""
+            raise BundleError(f"{path}: world_size is {world} but {len(out)} rank(s) are "
+                              "present" + (f" ({missing} missing)" if missing else ""))
+    return out
+

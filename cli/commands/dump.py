@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -35,20 +35,16 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
          group: str, depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
          force: bool) -> int:
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
-    from graphscope.bundle import raw_dot, read_bundle
+    from graphscope.bundle import read_bundle
     from graphscope.outputs import check_output, write_output
     from graphscope.ranks import is_multirank, read_ranks
-    from graphscope.render.dot import DotOptions, build_dot, render
 
     if output:  # refused before any work if it would destroy data
         check_output(output, force=force, inputs=[bundle])
     if regex is not None:
-        import re
+        from graphscope.userregex import compile_user_regex
 
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            raise click.BadParameter(f"not a valid regex: {exc}", param_hint="--filter") from None
+        compile_user_regex(regex, "--filter")  # refused before the bundle is read
 
     if is_multirank(bundle):
         from graphscope.render.perfetto import build_multirank_trace
@@ -65,10 +61,37 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
     b = read_bundle(bundle)
     from graphscope.model.graph import resolve_graph, safe_file_stem
 
+    def default_out(gname: str, ext: str) -> str:
+        return os.path.join(os.path.dirname(b.path) or ".",
+                            f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
+
+    if what in ("dot", "raw") and graph is None and len(b.graphs) > 1:
+        # one file per graph, named by it; never the first graph alone
+        names = [g.name for g in b.graphs]
+        if output is not None:
+            from graphscope._errors import GraphscopeError
+
+            listed = "; ".join(names[:10]) + (f" ... ({len(names) - 10} more)"
+                                              if len(names) > 10 else "")
+            raise GraphscopeError(f"{b.path} has {len(names)} graphs ({listed}): pass --graph "
+                                  "NAME with -o, or leave -o out for one file per graph")
+        ext = "raw.dot" if what == "raw" else ("dot" if fmt == "dot" else fmt)
+        outs = [default_out(n, ext) for n in names]
+        for out in outs:  # every output refused before any is written
+            check_output(out, force=bool(force), inputs=[bundle])
+        for gname, out in zip(names, outs):
+            one, said = _graph_text(b, what, gname, fmt, group, depth, collapse, regex)
+            for n in said:
+                click.echo(f"note: {gname}: {n}", err=True)
+            write_output(out, one, force=bool(force), inputs=[bundle])
+            click.echo(f"Wrote {out}", err=True)
+        return 0
     gname = resolve_graph(b, graph) if graph else b.graphs[0].name
     notes: list[str] = []
-    if what == "raw":
-        text, ext = raw_dot(b, gname), "raw.dot"
+    data: str | bytes
+    if what in ("raw", "dot"):
+        data, notes = _graph_text(b, what, gname, fmt, group, depth, collapse, regex)
+        ext = "raw.dot" if what == "raw" else ("dot" if fmt == "dot" else fmt)
     elif what == "trace":
         from graphscope.render.perfetto import build_trace
 
@@ -77,23 +100,29 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
 
             raise BundleError(f"{b.path}: no replay events (recorded by `graphscope annotate`?);"
                               " capture with `graphscope capture` for a timeline")
-        text, ext = json.dumps(build_trace(b), sort_keys=True) + "\n", "trace.json"
-    elif what == "annotations":
+        data, ext = json.dumps(build_trace(b), sort_keys=True) + "\n", "trace.json"
+    else:
         amap = b.annotation_map()
         text = json.dumps({str(k): v for k, v in sorted(amap.items())}, sort_keys=True, indent=1)
-        text, ext = text + "\n", "annotations.json"
-    else:
-        opts = DotOptions(graph=gname if graph else None, group=group, depth=depth,
-                          collapse=collapse, filter=regex)
-        text, notes = build_dot(b, opts)
-        ext = "dot" if fmt == "dot" else fmt
+        data, ext = text + "\n", "annotations.json"
     for n in notes:
         click.echo(f"note: {n}", err=True)
-    out = output or os.path.join(os.path.dirname(b.path) or ".",
-                                 f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
-    check_output(out, force=force, inputs=[bundle])
-    data = render(text, fmt) if what == "dot" and fmt != "dot" else text
-    write_output(out, data, force=force, inputs=[bundle])
+    out = output or default_out(gname, ext)
+    check_output(out, force=bool(force), inputs=[bundle])
+    write_output(out, data, force=bool(force), inputs=[bundle])
     if out != "-":
         click.echo(f"Wrote {out}", err=output == "-")
     return 0
+
+
+def _graph_text(b: Any, what: str, gname: str, fmt: str, group: str, depth: Optional[int],
+                collapse: Optional[bool], regex: Optional[str]) -> tuple[Any, list[str]]:
+    """One graph's raw DOT, or its annotated DOT rendered as ``fmt``; and notes for the user."""
+    from graphscope.bundle import raw_dot
+    from graphscope.render.dot import DotOptions, build_dot, render
+
+    if what == "raw":
+        return raw_dot(b, gname), []
+    opts = DotOptions(graph=gname, group=group, depth=depth, collapse=collapse, filter=regex)
+    text, notes = build_dot(b, opts)
+    return (render(text, fmt) if fmt != "dot" else text), notes

@@ -54,7 +54,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 
             ranks = read_ranks(bundle)
             write_html(ranks[0][1], html_path, force=force, inputs=(bundle,), ranks=ranks,
-                       graph_svg=graph_svgs(ranks[0][1]))
+                       graph_svg=graph_svgs(ranks[0][1], ranks))
             _wrote(html_path, as_json)
         return _report_ranks(bundle, depth, as_json) if tables else 0
     # summary.json holds exactly what summarize() gives with the default --top: no need to

@@ -170,10 +170,20 @@ def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
             "attributed": sum(1 for n in g.nodes if n.is_work and n.module != UNATTRIBUTED),
         }
         for k in ("site", "ordinal", "kind", "shapes", "replays", "traced_replays",
-                  "pool_bytes"):
+                  "pool_bytes", "pool_id"):
             if k in g.info:
                 row[k] = g.info[k]
         rows.append(row)
+    # graphs that share one memory pool: the pool once (its largest reading), not per graph
+    pools: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row.get("pool_id") is not None:
+            pools.setdefault(str(row["pool_id"]), []).append(row)
+    for i, members in enumerate(m for m in pools.values() if len(m) > 1):
+        size = max(r.get("pool_bytes") or 0 for r in members)
+        for j, r in enumerate(members):
+            r["pool_shared"] = {"pool": i + 1, "graphs": len(members), "bytes": size,
+                                "first": j == 0}
     return rows
 
 

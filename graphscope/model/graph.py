@@ -7,7 +7,7 @@ import enum
 import functools
 import re
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -101,7 +101,9 @@ class Node:
     def short_name(self) -> str:
         if self.type != NodeKind.KERNEL:
             return self.type
-        return short_kernel_name(self.demangled or self.kernel or "?")
+        # unique within the bundle where it was read (assign_short_names)
+        return self.__dict__.get("_short") or short_kernel_name(
+            self.demangled or self.kernel or "?")
 
     @property
     def median_ns(self) -> Optional[float]:
@@ -226,6 +228,10 @@ class Bundle:
     events: tuple[Mapping[str, Any], ...] = ()
     unjoined_records: int = 0
 
+    def __post_init__(self) -> None:
+        # kernel names unique over the whole bundle; a view of some graphs keeps them
+        assign_short_names(self.graphs)
+
     def nodes(self) -> Iterator[Node]:
         for g in self.graphs:
             yield from g.nodes
@@ -255,11 +261,28 @@ class Bundle:
             out[i, :k] = d[:k]
         return out
 
+    @functools.cached_property
+    def graph_index(self) -> dict[str, CapturedGraph]:
+        """Graphs by name (names are unique: bundle.py refuses a bundle that repeats one)."""
+        return {g.name: g for g in reversed(self.graphs)}  # the first of a repeated name
+
+    @functools.cached_property
+    def events_by_graph(self) -> dict[Any, tuple[Mapping[str, Any], ...]]:
+        """The kept events of each graph (one pass: views of 100,000 graphs stay linear)."""
+        out: dict[Any, list[Mapping[str, Any]]] = {}
+        for e in self.events:
+            out.setdefault(e.get("graph"), []).append(e)
+        return {k: tuple(v) for k, v in out.items()}
+
+    @functools.cached_property
+    def graph_names(self) -> list[str]:
+        return [g.name for g in self.graphs]
+
     def graph(self, name: str) -> CapturedGraph:
-        for g in self.graphs:
-            if g.name == name:
-                return g
-        raise KeyError(name)
+        try:
+            return self.graph_index[name]
+        except KeyError:
+            raise KeyError(name) from None
 
     @property
     def has_timings(self) -> bool:
@@ -274,23 +297,50 @@ class Bundle:
         }
 
 
+_ORDINAL = re.compile(r"#\d+")
+
+
 def resolve_graph(bundle: Bundle, name: str) -> str:
-    """The one graph ``name`` means: an exact name, else a unique prefix, else a regex that
-    matches exactly one graph (``decode.py:65 #1`` or ``#1``)."""
+    """The one graph ``name`` means, whatever the number of graphs: an exact name, else an
+    ordinal ``#1`` (the graph whose name holds ``#1``, never ``#10``), else a prefix that ends
+    where a word ends (``decode.py:71 #1``, never ``... #10``), else a plain prefix, else a
+    regex (matched in bounded time). The first of these that matches anything decides: two or
+    more graphs there is an error listing them."""
     from .._errors import BundleError
 
-    names = [g.name for g in bundle.graphs]
-    hits = [n for n in names if n == name] or [n for n in names if n.startswith(name)]
-    if not hits:
-        try:
-            rx = re.compile(name)
-        except re.error:
-            rx = None
-        hits = [n for n in names if rx is not None and rx.search(n)]
+    names = bundle.graph_names
+    if name in bundle.graph_index:
+        return name
+
+    def cut(n: str) -> bool:  # ``name`` ends a word in ``n``
+        return len(n) == len(name) or not (name[-1].isalnum() and n[len(name)].isalnum())
+
+    tiers: list[Any] = []
+    if _ORDINAL.fullmatch(name):
+        token = re.compile(r"(?:^|\s)" + re.escape(name) + r"(?!\d)")
+        tiers.append(lambda: [n for n in names if token.search(n)])
+    tiers.append(lambda: [n for n in names if n.startswith(name) and cut(n)])
+    tiers.append(lambda: [n for n in names if n.startswith(name)])
+
+    def by_regex() -> list[str]:
+        from ..userregex import compile_user_regex, time_limit
+
+        rx = compile_user_regex(name, f"--graph {name!r:.80}")
+        with time_limit(f"--graph {name!r:.80}"):
+            return [n for n in names if rx.search(n)]
+    tiers.append(by_regex)
+    hits: list[str] = []
+    for tier in tiers:
+        hits = tier()
+        if hits:
+            break
     if len(hits) != 1:
+        listed = hits or names
         what = "no graph" if not hits else f"{len(hits)} graphs"
-        raise BundleError(f"{bundle.path}: --graph {name!r} matches {what}; graphs: "
-                          + "; ".join(names[:20]))
+        more = f" ... ({len(listed) - 20} more)" if len(listed) > 20 else ""
+        raise BundleError(f"{bundle.path}: --graph {name!r:.80} matches {what}; "
+                          f"{'they are' if hits else 'graphs'}: " + "; ".join(listed[:20])
+                          + more)
     return hits[0]
 
 
@@ -312,7 +362,7 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
     return dataclasses.replace(
         bundle, graphs=(g,), replay_kernel_ns=tuple(int(x) for x in per_replay),
         replay_span_ns=(),
-        events=tuple(e for e in bundle.events if e.get("graph") == g.name))
+        events=bundle.events_by_graph.get(g.name, ()))
 
 
 # Names that say little alone: qualify them with what their template arguments instantiate.
@@ -358,3 +408,134 @@ def short_kernel_name(name: str) -> str:
             if _QUALIFYING.search(ident) and ident not in _NOT_QUALIFYING:
                 return f"{base}<{ident}>"
     return base
+
+
+def _group_args(s: str, opener: str) -> list[str]:
+    """The top-level arguments of ``s``'s first ``<...>`` (or ``(...)``) group, each without
+    its namespaces: ``f<a::B<1>, float>`` -> ``['B<1>', 'float']``."""
+    s = s.replace("(anonymous namespace)::", "")
+    i = s.find(opener)
+    if i < 0:
+        return []
+    args: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in s[i + 1:MAX_NAME]:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    args.append("".join(cur).strip())
+    out = []
+    for a in args:
+        head, sep, rest = a.partition("<")
+        out.append(head.rsplit("::", 1)[-1] + sep + rest)
+    return [a for a in out if a]
+
+
+MAX_SHOWN_NAME = 160  # a disambiguated kernel name keeps at most this many characters
+
+
+_NAMESPACE = re.compile(r"\b\w+::")
+
+
+def _with_args(short: str, args: list[str]) -> str:
+    kept = [a for i, a in enumerate(args) if a != "…" or i == 0 or args[i - 1] != "…"]
+    shown = ", ".join(_NAMESPACE.sub("", a) for a in kept)
+    name = f"{short[:-1]}, {shown}>" if short.endswith(">") else f"{short}<{shown}>"
+    if len(name) > MAX_SHOWN_NAME:
+        name = name[:MAX_SHOWN_NAME - 1] + "…"
+    return name
+
+
+def _differing(args: list[str], every: list[list[str]]) -> list[str]:
+    """The arguments of ``args`` not shared by every member (by position where all have as
+    many)."""
+    if all(len(a) == len(args) for a in every):
+        return [x if any(o[i] != x for o in every) else "…" for i, x in enumerate(args)]
+    common = set.intersection(*(set(a) for a in every))
+    return [x for x in args if x not in common]
+
+
+def unique_short_names(full_names: list[str]) -> dict[str, str]:
+    """Short names for ``full_names`` that never put two different kernels under one name:
+    where several kernels shorten alike, each keeps the template arguments (else the
+    parameters) that tell it apart, and a ``#k`` suffix where even those are the same."""
+    groups: dict[str, list[str]] = {}
+    for full in dict.fromkeys(full_names):
+        groups.setdefault(short_kernel_name(full), []).append(full)
+    out: dict[str, str] = {}
+    for short, fulls in groups.items():
+        if len(fulls) == 1:
+            out[fulls[0]] = short
+            continue
+        names: dict[str, str] = {}
+        for opener in ("<", "("):
+            argsets = {f: _group_args(f[5:] if f.startswith("void ") else f, opener)
+                       for f in fulls}
+            names = {f: _with_args(short, args) for f, args in argsets.items()}
+            if len(set(names.values())) < len(fulls) or max(map(len, names.values())) > 100:
+                # too long to read: only the arguments that differ
+                names = {f: _with_args(short, _differing(args, list(argsets.values())))
+                         for f, args in argsets.items()}
+            if len(set(names.values())) == len(fulls):
+                break
+        else:  # alike in all they say: numbered
+            names = {f: _with_args(short, _group_args(f, "<")) if "<" in f else short
+                     for f in fulls}
+        seen: dict[str, int] = {}
+        for f in sorted(fulls):
+            name = names.get(f) or short
+            k = seen[name] = seen.get(name, 0) + 1
+            out[f] = name if list(names.values()).count(name) == 1 else f"{name} #{k}"
+    return out
+
+
+def assign_short_names(graphs: Sequence[CapturedGraph]) -> None:
+    """Give every kernel node of ``graphs`` its name as the bundle shows it (unique per
+    distinct kernel, see :func:`unique_short_names`)."""
+    kernels = [n for g in graphs for n in g.nodes if n.type == NodeKind.KERNEL]
+    if all("_short" in n.__dict__ for n in kernels):
+        return
+    names = unique_short_names([n.demangled or n.kernel or "?" for n in kernels])
+    for n in kernels:
+        n.__dict__["_short"] = names[n.demangled or n.kernel or "?"]
+
+
+def source_base(bundle: Bundle) -> Optional[str]:
+    """The directory a bundle's source locations are shown relative to: the model file's
+    (``capture``), else the program's (``run``: the directory of the recorded source path
+    that ends with the program named on the command line)."""
+    import os
+
+    model = bundle.manifest.get("model")
+    if isinstance(model, Mapping) and isinstance(model.get("path"), str) and os.path.isabs(
+            model["path"]):
+        return os.path.dirname(model["path"])
+    cmd = bundle.manifest.get("command")
+    progs = [a for a in cmd if isinstance(a, str) and a.endswith(".py")] if isinstance(
+        cmd, list) else []
+    if not progs:
+        return None
+    tail = "/" + os.path.basename(progs[-1]) + ":"
+    for n in bundle.nodes():
+        src = n.source
+        if src and src.startswith("/") and tail in src:
+            return src[:src.index(tail)]
+    return None
+
+
+def display_source(source: Optional[str], base: Optional[str]) -> Optional[str]:
+    """``source`` (``/abs/dir/prog.py:12 (fn)``) relative to ``base`` where it lies under it
+    (``prog.py:12 (fn)``); other locations stay as recorded. Bundles keep absolute paths."""
+    if not source or not base:
+        return source
+    prefix = base.rstrip("/") + "/"
+    return source[len(prefix):] if source.startswith(prefix) else source

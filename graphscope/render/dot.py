@@ -9,8 +9,16 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import GraphscopeError
-from ..model.graph import UNATTRIBUTED, Bundle, CapturedGraph, Node, NodeKind
-from .fmt import fmt_ns
+from ..model.graph import (
+    UNATTRIBUTED,
+    Bundle,
+    CapturedGraph,
+    Node,
+    NodeKind,
+    display_source,
+    source_base,
+)
+from .fmt import fmt_ns, svg_key
 
 PALETTE = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
            "#bebada", "#80b1d3", "#fccde5", "#d9d9d9", "#ccebc5"]
@@ -77,8 +85,11 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     notes: list[str] = []
     nodes = [n for n in g.nodes if n.is_work or not opts.work_only]
     if opts.filter:
-        rx = re.compile(opts.filter)
-        nodes = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
+        from ..userregex import compile_user_regex, time_limit
+
+        rx = compile_user_regex(opts.filter, "--filter")
+        with time_limit("--filter"):
+            nodes = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
     collapse = opts.collapse
     if collapse is None:
         collapse = len(nodes) > AUTO_COLLAPSE_NODES
@@ -94,7 +105,7 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     if collapse:
         _collapsed(pydot, dot, g, nodes, opts, bundle)
     else:
-        _full(pydot, dot, g, nodes, opts)
+        _full(pydot, dot, g, nodes, opts, source_base(bundle))
     return dot.to_string(), notes
 
 
@@ -116,7 +127,8 @@ def _group_key(n: Node, opts: DotOptions) -> list[str]:
     return []
 
 
-def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions) -> None:
+def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOptions,
+          base: Optional[str] = None) -> None:
     clusters: dict[str, Any] = {}
     colours: dict[str, str] = {}
     keep = {n.local_id for n in nodes}
@@ -140,7 +152,7 @@ def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOp
         attrs = {
             "label": _q(_label(n)),
             "fillcolor": _q(_top_colour(path, colours) if path else "#eeeeee"),
-            "tooltip": _q(_tooltip(n)),
+            "tooltip": _q(_tooltip(n, base)),
         }
         if bwd:
             attrs["style"] = _q("filled,rounded,dashed")
@@ -154,10 +166,10 @@ def _full(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: DotOp
             dot.add_edge(pydot.Edge(f"n{a}", f"n{b}"))
 
 
-def _tooltip(n: Node) -> str:
+def _tooltip(n: Node, base: Optional[str] = None) -> str:
     bits = [n.demangled or n.type]
     for k in ("op", "shapes", "source"):
-        v = getattr(n, k)
+        v = display_source(n.source, base) if k == "source" else getattr(n, k)
         if v:
             bits.append(f"{k}: {v}")
     if n.annotation:
@@ -196,7 +208,8 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
     colours: dict[str, str] = {}
     for k in sorted(stats):
         s = stats[k]
-        label = f"{k}\\n{s['n']} nodes" + (f"\\n{fmt_ns(s['t'])}" if s["t"] else "")
+        label = (f"{k}\\n{s['n']} node{'' if s['n'] == 1 else 's'}"
+                 + (f"\\n{fmt_ns(s['t'])}" if s["t"] else ""))
         attrs = {"label": _q(label), "fillcolor": _q(_top_colour([k], colours))}
         if s["bwd"]:
             attrs["style"] = _q("filled,rounded,dashed")
@@ -231,21 +244,51 @@ def render(dot_text: str, fmt: str) -> bytes:
         raise GraphscopeError(f"dot -T{fmt} failed: {err[0] if err else exc}") from None
 
 
-def graph_svgs(bundle: Bundle) -> dict[str, Optional[str]]:
-    """The first graph as SVG for the HTML report: modules collapsed, and as clusters when
-    small enough; None for a view Graphviz could not draw."""
-    if shutil.which("dot") is None or not bundle.graphs:
-        return {"collapsed": None, "clusters": None}
+MAX_GRAPH_SVGS = 24  # graphs drawn with Graphviz per HTML report (each is a `dot` run)
+TALL = 2.0  # height / width above which a drawing is laid out left to right
+
+
+def _aspect(svg: str) -> float:
+    """height / width of Graphviz's SVG (0 when it does not say)."""
+    m = re.search(r'<svg[^>]*?width="([\d.]+)pt"[^>]*?height="([\d.]+)pt"', svg)
+    return float(m.group(2)) / float(m.group(1)) if m and float(m.group(1)) else 0.0
+
+
+def _svgs(bundle: Bundle, name: str) -> dict[str, Optional[str]]:
+    """Graph ``name`` as SVG: modules collapsed, and as clusters when small enough."""
     out: dict[str, Optional[str]] = {}
-    for key, opts in (("collapsed", DotOptions(collapse=True, depth=1)),
-                      ("clusters", DotOptions(collapse=False, depth=2))):
-        if key == "clusters" and len(bundle.graphs[0].nodes) > MAX_GRAPH_SVG_NODES:
+    size = len(bundle.graph(name).nodes)
+    for key, opts in (("collapsed", DotOptions(graph=name, collapse=True, depth=1)),
+                      ("clusters", DotOptions(graph=name, collapse=False, depth=2))):
+        if key == "clusters" and size > MAX_GRAPH_SVG_NODES:
             out[key] = None
             continue
         try:
             text, _ = build_dot(bundle, opts)
             svg = render(text, "svg").decode("utf-8", errors="replace")
+            if _aspect(svg) > TALL and "\nrankdir=TB;" in text:
+                # a long chain is a narrow column that runs off the page: left to right it
+                # fits the page's width
+                svg = render(text.replace("\nrankdir=TB;", "\nrankdir=LR;", 1),
+                             "svg").decode("utf-8", errors="replace")
             out[key] = svg[svg.find("<svg"):]
         except Exception:  # the page says how to get it instead
             out[key] = None
     return out
+
+
+def graph_svgs(bundle: Bundle, ranks: Optional[list[tuple[int, Bundle]]] = None
+               ) -> dict[str, dict[str, Optional[str]]]:
+    """Drawings for the HTML report, keyed by ``fmt.svg_key(rank, graph)``: the slowest
+    ``MAX_GRAPH_SVGS`` graphs (the report's views refer to them), each modules-collapsed and,
+    when small enough, as clusters. Empty without Graphviz."""
+    if shutil.which("dot") is None:
+        return {}
+    from ..analysis.summary import graph_rows
+
+    cands: list[tuple[float, Optional[int], Bundle, str]] = []
+    sources: list[tuple[Optional[int], Bundle]] = list(ranks) if ranks else [(None, bundle)]
+    for rank, b in sources:
+        cands += [(-row["median_ns"], rank, b, row["name"]) for row in graph_rows(b)]
+    cands.sort(key=lambda c: (c[0], c[1] if c[1] is not None else -1))
+    return {svg_key(rank, name): _svgs(b, name) for _, rank, b, name in cands[:MAX_GRAPH_SVGS]}

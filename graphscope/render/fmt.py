@@ -32,3 +32,11 @@ def fmt_bytes(n: Optional[float]) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+def svg_key(rank: Optional[int], graph: str) -> str:
+    """The key of one graph's drawings in the HTML report (``render.dot.graph_svgs`` draws
+    them, ``render.html`` refers to them)."""
+    import json
+
+    return json.dumps([rank, graph])

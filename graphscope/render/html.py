@@ -18,9 +18,11 @@ from importlib import resources
 from typing import Any, Optional
 
 from ..analysis.summary import graph_rows, module_top_kernels, summarize
-from ..model.graph import UNATTRIBUTED, Bundle, only_graph
+from ..model.graph import UNATTRIBUTED, Bundle, display_source, only_graph, source_base
+from .fmt import svg_key
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
+MAX_GRAPH_VIEWS = 100  # bundles of more graphs: views of the slowest, the overview lists all
 _PHASES = {"forward": 0, "backward": 1, "optimizer": 2}
 
 
@@ -41,9 +43,10 @@ class _Strings:
         return i
 
 
-def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[int]]:
+def _events(bundle: Bundle, strings: _Strings, replay: int,
+            base: Optional[str] = None) -> dict[str, list[int]]:
     """One replay's kernel boxes as columns, sorted by start (first replay kept if ``replay``
-    was not)."""
+    was not); source locations relative to ``base`` (the program's directory)."""
     nodes = {n.exec_node_id: n for n in bundle.nodes()}
     kept = sorted({int(e["replay"]) for e in bundle.events})
     if kept and replay not in kept:
@@ -51,7 +54,7 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
     evs = [e for e in bundle.events if int(e["replay"]) == replay][:MAX_EVENTS]
     evs.sort(key=lambda e: (int(e["start_ns"]), int(e.get("stream") or 0)))
     cols: dict[str, list[int]] = {k: [] for k in ("t", "d", "s", "name", "module", "phase",
-                                                  "op", "shapes", "source", "acc")}
+                                                  "op", "shapes", "source", "acc", "g")}
     t0 = int(evs[0]["start_ns"]) if evs else 0
     for e in evs:
         n = nodes.get(int(e["exec_node_id"]))
@@ -63,22 +66,30 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
         cols["phase"].append(_PHASES.get(n.phase, 3) if n and n.annotation else 3)
         cols["op"].append(strings(n.op if n else None))
         cols["shapes"].append(strings(n.shapes if n else None))
-        cols["source"].append(strings(n.source if n else None))
+        cols["source"].append(strings(display_source(n.source, base) if n else None))
+        cols["g"].append(strings(n.graph if n else e.get("graph")))
         cols["acc"].append(1 if n and n.annotation.get("grad_accumulation") else 0)
     return cols
 
 
-def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[str, Any]:
+def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
+          graph: Optional[str] = None, svg: Optional[str] = None,
+          base: Optional[str] = None) -> dict[str, Any]:
+    """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
+    ``svg`` the key of its drawing in ``graph_svg``."""
     s = summarize(bundle, top=10)
     return {
         "label": label,
+        "graph": graph,
+        "graphs": len(bundle.graphs),
+        "svg": svg,
         "total_ns": s["replay_kernel_median_ns"],
         "replays": bundle.replays,
         "coverage": s["coverage"],
         "modules": s["modules"],
         "top_kernels": s["top_kernels"],
         "module_kernels": module_top_kernels(bundle),
-        "events": _events(bundle, strings, replay),
+        "events": _events(bundle, strings, replay, base),
         "ddp": s.get("ddp", []),
     }
 
@@ -93,19 +104,34 @@ def payload(bundle: Bundle, replay: int = 0,
     sources = list(ranks) if ranks else [(None, bundle)]
     for rank, b in sources:
         prefix = f"rank {rank}" if rank is not None else ""
-        overview.extend(
-            {"rank": rank, "graph": row["name"], "nodes": row["nodes"],
-             "work_nodes": row["work_nodes"], "attributed": row["attributed"],
-             "replays": row.get("replays", b.replays), "median_ns": row["median_ns"],
-             "pool_bytes": row.get("pool_bytes")} for row in graph_rows(b))
+        rows = graph_rows(b)
         label = prefix or ("all graphs" if len(b.graphs) > 1 else b.graphs[0].name
                            if b.graphs else "bundle")
         if ranks and len(b.graphs) > 1:
             label += " · all graphs"
-        views.append(_view(b, strings, replay, label))
+        first = len(views)
+        base = source_base(b)
+        one = b.graphs[0].name if len(b.graphs) == 1 else None
+        views.append(_view(b, strings, replay, label, one,
+                           svg_key(rank, one) if one is not None else None, base))
+        # a view per graph: for the slowest MAX_GRAPH_VIEWS of them (each costs a summary)
+        own: dict[str, int] = {}
         if len(b.graphs) > 1:
-            views.extend(_view(only_graph(b, g.name), strings, replay,
-                               (prefix + " · " if prefix else "") + g.name) for g in b.graphs)
+            slowest = sorted(range(len(rows)), key=lambda i: -rows[i]["median_ns"])
+            keep = sorted(slowest[:MAX_GRAPH_VIEWS])
+            for i in keep:
+                g = b.graphs[i]
+                own[g.name] = len(views)
+                views.append(_view(only_graph(b, g.name), strings, replay,
+                                   (prefix + " · " if prefix else "") + g.name, g.name,
+                                   svg_key(rank, g.name), base))
+        overview.extend(
+            {"rank": rank, "graph": row["name"], "nodes": row["nodes"],
+             "work_nodes": row["work_nodes"], "attributed": row["attributed"],
+             "replays": row.get("replays", b.replays), "median_ns": row["median_ns"],
+             "pool_bytes": row.get("pool_bytes"), "pool_shared": row.get("pool_shared"),
+             "view": own.get(row["name"], first if len(b.graphs) == 1 else None)}
+            for row in rows)
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
@@ -120,16 +146,16 @@ def payload(bundle: Bundle, replay: int = 0,
     }
 
 
-NO_SVG: Mapping[str, Optional[str]] = {"collapsed": None, "clusters": None}
-
-
 def render(bundle: Bundle, replay: int = 0,
            ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
-           graph_svg: Mapping[str, Optional[str]] = NO_SVG) -> str:
-    """The page as one string. ``graph_svg``: the graph views the caller drew
-    (``render.dot.graph_svgs``; None where Graphviz could not: the page says how to get them)."""
+           graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006 (read only)
+           ) -> str:
+    """The page as one string. ``graph_svg``: the drawings the caller made
+    (``render.dot.graph_svgs``: {svg key: {"collapsed", "clusters"}}, None where Graphviz could
+    not draw one; empty without Graphviz: then the page says how to get them)."""
     data = payload(bundle, replay, ranks)
-    data["graph_svg"] = dict(graph_svg)
+    data["graph_svg"] = {k: dict(v) for k, v in graph_svg.items()}
+    data["graphviz"] = bool(graph_svg)
     template = resources.files("graphscope.render").joinpath("templates/report.html").read_text(
         encoding="utf-8")
     # Every "<" and ">" escaped: no name can end the script element or open a comment in it.
@@ -142,7 +168,8 @@ def render(bundle: Bundle, replay: int = 0,
 def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = False,
                inputs: tuple[str, ...] = (),
                ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
-               graph_svg: Mapping[str, Optional[str]] = NO_SVG) -> str:
+               graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006
+               ) -> str:
     from ..outputs import write_output
 
     write_output(path, render(bundle, replay, ranks, graph_svg), force=force,

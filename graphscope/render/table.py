@@ -25,8 +25,11 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
                   for r in summary["modules"]), default=6)
     t.add_column("module", no_wrap=True, overflow="ellipsis", min_width=min(widest, 24))
     # "acc": of bwd, the gradient-accumulation adds (time when timed, else kernels)
-    cols = (["time", "%", "fwd", "bwd"] + (["acc"] if acc else [])) if timed else []
-    cols += ["kernels", "fwd/bwd"] + (["acc"] if acc and not timed else [])
+    # a forward-only bundle (inference, --mode forward): no fwd/bwd split to show
+    split = any(r.get("bwd_kernels") for r in summary["modules"])
+    cols = (["time", "%"] + (["fwd", "bwd"] if split else []) + (["acc"] if acc else [])
+            ) if timed else []
+    cols += ["kernels"] + (["fwd/bwd"] if split else []) + (["acc"] if acc and not timed else [])
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
@@ -36,11 +39,14 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
         label = ("  " * row["level"]) + (name.rsplit(".", 1)[-1] if row["level"] else name)
         cells = [label]
         if timed:
-            cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}", fmt_ns(row["fwd_ns"]),
-                      fmt_ns(row["bwd_ns"])]
+            cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}"]
+            if split:
+                cells += [fmt_ns(row["fwd_ns"]), fmt_ns(row["bwd_ns"])]
             if acc:
                 cells.append(fmt_ns(row.get("acc_ns")) if row.get("acc_kernels") else "")
-        cells += [str(row["kernels"]), f"{row['fwd_kernels']}/{row['bwd_kernels']}"]
+        cells += [str(row["kernels"])]
+        if split:
+            cells.append(f"{row['fwd_kernels']}/{row['bwd_kernels']}")
         if acc and not timed:
             cells.append(str(row.get("acc_kernels") or ""))
         t.add_row(Text(cells[0]), *cells[1:])
@@ -52,34 +58,66 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
     t = Table(title=title + (" by time" if timed else " by count"), title_justify="left")
-    t.add_column(key, no_wrap=True, max_width=44, overflow="ellipsis")
+    # the width there is; a name longer than that wraps rather than being cut, so that two
+    # kernels never read alike (their names are unique: model.graph.unique_short_names)
+    t.add_column(key, overflow="fold", ratio=1)
     t.add_column("count", justify="right", no_wrap=True)
     if timed:
         t.add_column("time", justify="right", no_wrap=True)
         t.add_column("%", justify="right", no_wrap=True)
     for r in rows:
-        cells = [str(r[key]), str(r["count"])]
+        cells: list[Any] = [Text(r[key]), str(r["count"])]  # names are data, never markup
         if timed:
             cells += [fmt_ns(r["median_ns"]), f"{r['pct']:.1f}"]
         t.add_row(*cells)
     return t
 
 
-def graphs_table(summary: dict[str, Any]) -> Table:
+def pool_cell(g: dict[str, Any]) -> str:
+    """A graph's pool memory; a pool several graphs share is shown once, at its first graph
+    (never the same bytes once per graph: that sum does not exist)."""
+    shared = g.get("pool_shared")
+    if not shared:
+        return fmt_bytes(g.get("pool_bytes"))
+    if shared["first"]:
+        return (f"{fmt_bytes(shared['bytes'])} shared pool {shared['pool']} "
+                f"({shared['graphs']} graphs)")
+    return f"shared pool {shared['pool']}"
+
+
+MAX_GRAPH_ROWS = 50  # the terminal's Graphs table; --json and the HTML overview have them all
+
+
+def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
     """The graphs of a bundle: capture site, size, replays over the run, pool memory."""
+    graphs = summary["graphs"]
     t = Table(title="Graphs", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
     for col in ("nodes", "tagged", "replays", "traced", "time/replay", "pool"):
         t.add_column(col, justify="right", no_wrap=True)
-    for g in summary["graphs"]:
+    # a capture bundle's graphs are each replayed (and traced) in every replay
+    every = summary.get("replays") or "-"
+    for g in graphs[:max_rows]:
         t.add_row(
             Text(str(g["name"])), str(g["nodes"]),
             f"{g.get('attributed', 0)}/{g['work_nodes']}",
-            str(g.get("replays", "-")), str(g.get("traced_replays", "-")),
+            str(g.get("replays", every)), str(g.get("traced_replays", every)),
             fmt_ns(g.get("median_ns")) if g.get("median_ns") else "-",
-            fmt_bytes(g.get("pool_bytes")),
+            Text(pool_cell(g)),
         )
+    if len(graphs) > max_rows:
+        t.caption = (f"{max_rows} of {len(graphs)} graphs shown: report --graph NAME for one, "
+                     "--json or --html for all")
+        t.caption_justify = "left"
     return t
+
+
+def coverage_text(cov: dict[str, Any]) -> str:
+    """``fwd 100.0% bwd 93.1%``: only the phases that have nodes (a forward-only bundle has no
+    backward to cover)."""
+    short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
+    parts = [f"{short.get(p, p)} {c['pct']:.1f}%" for p, c in cov.items() if c.get("nodes")]
+    return " ".join(parts) or "-"
 
 
 def header(summary: dict[str, Any]) -> _RichText:
@@ -88,20 +126,20 @@ def header(summary: dict[str, Any]) -> _RichText:
     else:
         graphs = ", ".join(f"{g['name']} ({g['work_nodes']} work nodes)"
                            for g in summary["graphs"])
-    cov = summary["coverage"]
     line = (
         f"graphs: {graphs}; annotated {summary['annotated_nodes']}/{summary['work_nodes']}; "
-        f"module coverage fwd {cov['forward']['pct']:.1f}% bwd {cov['backward']['pct']:.1f}%"
+        f"module coverage {coverage_text(summary['coverage'])}"
     )
+    lines = [line]
     if summary.get("replays"):
-        line += (
-            f"\nreplays: {summary['replays']}, graph work "
-            f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay"
-        )
+        line = (f"replays: {summary['replays']}, graph work "
+                f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay")
         # A program's graphs replay apart from each other: one span over them means nothing.
         if not any("site" in g for g in summary["graphs"]):
             line += f", span {fmt_ns(summary['replay_span_median_ns'])}"
-    return Text(line)
+        lines.append(line)
+    # each line escaped on its own: the newline between them is ours, not a name's
+    return _RichText("\n".join(safe(x) for x in lines))
 
 
 def by_graph_table(by: dict[str, Any], depth: Optional[int] = None) -> Table:

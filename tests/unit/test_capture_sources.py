@@ -82,8 +82,8 @@ def test_one_default_output_rule():
 
 
 def test_bundle_output_refuses_an_existing_path_before_any_work(tmp_path):
-    from graphscope.outputs import OutputError
     from graphscope.capture.finish import bundle_output
+    from graphscope.outputs import OutputError
     from graphscope.ranks import RankInfo
 
     (tmp_path / "b").mkdir()

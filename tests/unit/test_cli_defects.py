@@ -187,9 +187,9 @@ def test_program_argv0_kept_as_typed(tmp_path, monkeypatch):
 
 
 def test_unrelated_baseline_warns_as_diff_does():
+    from graphscope.analysis.diff import diff_summary
     from graphscope.bundle import read_bundle
     from graphscope.cli.commands._compare import unrelated_warnings
-    from graphscope.analysis.diff import diff_summary
 
     a, b = read_bundle(_fixture("mlp_step")), read_bundle(_fixture("cnn_step"))
     warns = unrelated_warnings(a, b, diff_summary(a, b))

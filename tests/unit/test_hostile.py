@@ -361,3 +361,138 @@ def test_non_utf8_yaml_is_one_line(tmp_path, capsys):
 def test_nproc_must_be_positive(capsys):
     rc, _, err = _run(capsys, "capture", "--nproc", "-1")
     assert rc == 2 and "Invalid value" in err
+
+
+# ------------------------------------------------------------------ issue 29's families
+def test_durations_near_2_to_62_are_refused_not_wrapped(tmp_path, capsys):
+    b = _copy(tmp_path)
+    arr = np.load(b / "durations.npy")
+    arr[:, 1:] = 1 << 61  # each fits in int64; their sums per replay do not
+    np.save(b / "durations.npy", arr)
+    rc, out, err = _run(capsys, "report", str(b), "--recompute")
+    _one_line_error(rc, err, "durations.npy", "out of range")
+    from graphscope import bundle as bmod
+    from graphscope._errors import BundleError
+
+    # plausible each, but enough of them would wrap: the sums are checked too
+    with pytest.raises(BundleError, match="add up past"):
+        bmod._check_duration_range(np.full((5000, 2), 1 << 40, dtype=np.int64), "x")
+    bmod._check_duration_range(np.full((4000, 2), 1 << 40, dtype=np.int64), "x")
+
+
+def _graphs_edit(b, fn):
+    p = b / "graph.json"
+    g = json.loads(p.read_text())
+    fn(g["graphs"])
+    p.write_text(json.dumps(g))
+
+
+@pytest.mark.parametrize("cmd", [["report", "--recompute"], ["dump", "-o", "-"], ["diff"]])
+def test_duplicate_graph_names_are_refused_at_load(tmp_path, capsys, cmd):
+    b = _copy(tmp_path, "mlp_callables")
+    _graphs_edit(b, lambda gs: gs[1].__setitem__("name", "forward"))
+    args = [cmd[0], str(b)] + (["--fail-above", "1000"] if cmd[0] == "diff" else [])
+    if cmd[0] == "diff":
+        args.insert(2, str(b))
+    else:
+        args += cmd[1:]
+    rc, _, err = _run(capsys, *args)
+    _one_line_error(rc, err, "graph name 'forward' appears twice")
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda gs: gs.clear(), "the graph list is empty"),
+    (lambda gs: gs[0].__setitem__("info", {"replays": "40"}), "info.replays must be an integer"),
+    (lambda gs: gs[0].__setitem__("info", {"pool_bytes": -1}), "info.pool_bytes must be"),
+    (lambda gs: gs[0].__setitem__("info", {"traced_replays": 1.5}), "info.traced_replays"),
+    (lambda gs: gs[0].__setitem__("info", {"site": 3}), "info.site must be a string"),
+    (lambda gs: gs[0].__setitem__("info", {"pool_id": "x"}), "info.pool_id must be a list"),
+])
+def test_graph_info_is_checked_where_it_is_read(tmp_path, capsys, edit, msg):
+    b = _copy(tmp_path, "run_decode")
+    _graphs_edit(b, edit)
+    for args in (["report", str(b), "--recompute"], ["report", str(b)]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, "graph.json", msg)
+
+
+@pytest.mark.parametrize("field,value,msg", [
+    ("model", "sample_models/mlp.py", "model must be an object"),
+    ("model", {"sha256": 5}, "model.sha256 must be a string"),
+    ("command", "graphscope capture", "command must be a list of strings"),
+    ("versions", ["torch"], "versions must be an object"),
+    ("replays", "4", "replays must be an integer"),
+    ("rank", {"rank": "0"}, "rank.rank must be an integer"),
+])
+def test_manifest_fields_of_the_wrong_type_are_one_line_errors(tmp_path, capsys, field, value,
+                                                                msg):
+    b = _copy(tmp_path)
+    p = b / "manifest.json"
+    m = json.loads(p.read_text())
+    m[field] = value
+    p.write_text(json.dumps(m))
+    for args in (["diff", str(b), os.path.join(DATA, "mlp_step")], ["report", str(b)]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, "manifest.json", msg)
+
+
+def _ranks(tmp_path):
+    dst = tmp_path / "ddp"
+    shutil.copytree(os.path.join(DATA, "ddp_mlp_step"), dst)
+    return dst
+
+
+def test_a_rank_that_is_a_file_is_refused(tmp_path, capsys):
+    d = _ranks(tmp_path)
+    (d / "rank2").write_text("not a bundle")
+    rc, _, err = _run(capsys, "report", str(d))
+    _one_line_error(rc, err, "rank2", "not a directory")
+
+
+@pytest.mark.parametrize("world,msg", [(4, "world_size is 4 but 2 rank(s) are present "
+                                           "(rank2, rank3 missing)"),
+                                       (1, "world_size is 1 but 2 rank(s)")])
+def test_a_short_tail_of_ranks_is_refused(tmp_path, capsys, world, msg):
+    d = _ranks(tmp_path)
+    for r in (0, 1):
+        p = d / f"rank{r}" / "manifest.json"
+        m = json.loads(p.read_text())
+        m["rank"]["world_size"] = world
+        p.write_text(json.dumps(m))
+    for args in (["report", str(d)], ["dump", str(d), "--trace", "-o", "-"]):
+        rc, _, err = _run(capsys, *args)
+        _one_line_error(rc, err, msg)
+
+
+def test_a_rank_directory_holding_another_rank_is_refused(tmp_path, capsys):
+    d = _ranks(tmp_path)
+    p = d / "rank1" / "manifest.json"
+    m = json.loads(p.read_text())
+    m["rank"]["rank"] = 0
+    p.write_text(json.dumps(m))
+    rc, _, err = _run(capsys, "report", str(d))
+    _one_line_error(rc, err, "says rank 0, not 1")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda s: s["modules"][0].__setitem__("median_ns", "12 ms"),
+    lambda s: s["top_kernels"][0].__setitem__("kernel", ["x"]),
+    lambda s: s.__setitem__("coverage", {"forward": {"pct": None}}),
+    lambda s: s["graphs"][0].__setitem__("nodes", -3),
+    lambda s: s.pop("modules"),
+])
+def test_a_summary_whose_digest_matches_is_still_field_checked(tmp_path, capsys, edit):
+    from graphscope.bundle import SUMMARY_KEY, content_digest, read_summary
+
+    b = _copy(tmp_path, "ddp_mlp_step/rank0")
+    rc, want, _ = _run(capsys, "report", str(b), "--recompute")
+    p = b / "summary.json"
+    s = json.loads(p.read_text())
+    s[SUMMARY_KEY] = content_digest(str(b))
+    p.write_text(json.dumps(s))
+    assert read_summary(str(b)) is not None  # a summary of the right shape is used
+    edit(s)
+    p.write_text(json.dumps(s))
+    assert read_summary(str(b)) is None  # ... a wrong one recomputed
+    rc, out, err = _run(capsys, "report", str(b))
+    assert rc == 0 and out == want, err

@@ -31,7 +31,7 @@ def _page(name):
         b = read_bundle(path)
         return render(b, graph_svg=graph_svgs(b))
     ranks = read_ranks(path)
-    return render(ranks[0][1], ranks=ranks, graph_svg=graph_svgs(ranks[0][1]))
+    return render(ranks[0][1], ranks=ranks, graph_svg=graph_svgs(ranks[0][1], ranks))
 
 
 def test_payload_is_columnar_with_interned_strings():
@@ -136,6 +136,16 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
             assert got["timelineHover"], (name, view["label"])
         if len(data["overview"]) > 1:
             assert got["overview"] == len(data["overview"])
+        # the Graph tab draws the selected view's graph and names it (issue 29, 8)
+        assert got["graphName"] == view["graph"], (name, view["label"])
+        if view["graph"] is None:
+            assert got["graph"] == "note"
+        elif got["graph"] == "svg":
+            assert got["graphTitle"] == "graphscope_" + view["graph"], (name, view["label"])
+        if n_events:  # a time axis; a band per graph where the view has several (issue 29, 9)
+            assert got["ticks"] >= 2
+            graphs = {data["strings"][i] for i in view["events"]["g"]}
+            assert got["graphBands"] == (len(graphs) if len(graphs) > 1 else 0)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
@@ -150,3 +160,94 @@ def test_screenshots_of_each_view(tmp_path):
         assert shot.exists() and shot.stat().st_size > 10_000
         if keep:
             shutil.copy(shot, os.path.join(keep, shot.name))
+
+
+# ------------------------------------------------------------------ issue 29: 7-10 and scale
+def test_each_graph_view_names_its_graph_and_its_drawing():
+    p = payload(_bundle("mlp_callables"))
+    assert [(v["label"], v["graph"]) for v in p["views"]] == [
+        ("all graphs", None), ("forward", "forward"), ("backward", "backward")]
+    assert [o["view"] for o in p["overview"]] == [1, 2]
+    if shutil.which("dot"):
+        b = _bundle("mlp_callables")
+        html = render(b, graph_svg=graph_svgs(b))
+        data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)'
+                                    r"</script>", html, re.S).group(1))
+        for v in data["views"][1:]:
+            svg = data["graph_svg"][v["svg"]]["collapsed"]
+            assert f"<title>graphscope_{v['graph']}</title>" in svg
+            assert ("1 nodes" not in svg) and ("nodes" in svg or "node" in svg)
+
+
+def test_a_tall_graph_is_drawn_left_to_right():
+    if not shutil.which("dot"):
+        pytest.skip("Graphviz is not installed")
+    from graphscope.render.dot import TALL, _aspect, _svgs
+
+    svg = _svgs(_bundle("gpt_step"), "step")["collapsed"]
+    assert 0 < _aspect(svg) <= TALL
+
+
+def test_timeline_events_carry_their_graph_and_relative_sources():
+    p = payload(_bundle("run_decode"))
+    all_view = p["views"][0]
+    graphs = [p["strings"][i] for i in all_view["events"]["g"]]
+    assert set(graphs) == {"decode.py:71 #0 [1,1] [1]", "decode.py:71 #1 [8,1] [1]"}
+    sources = {p["strings"][i] for i in all_view["events"]["source"] if i >= 0}
+    assert "decode.py:48 (forward)" in sources  # the program's directory is left out
+    assert not any(s.startswith("/work/") for s in sources)
+    b = _bundle("run_decode")  # the bundle keeps the absolute path
+    assert any(n.source and n.source.startswith("/") for n in b.nodes())
+
+
+def test_a_shared_pool_is_shown_once_in_the_overview(tmp_path):
+    src = os.path.join(DATA, "run_partial_network")
+    dst = tmp_path / "b"
+    shutil.copytree(src, dst)
+    g = json.loads((dst / "graph.json").read_text())
+    for gr in g["graphs"]:
+        gr["info"]["pool_id"] = [0, 1]
+    (dst / "graph.json").write_text(json.dumps(g))
+    ov = payload(read_bundle(str(dst)))["overview"]
+    shared = [o["pool_shared"] for o in ov]
+    assert [s["first"] for s in shared] == [True] + [False] * 5
+    assert shared[0]["bytes"] == max(o["pool_bytes"] for o in ov) and shared[0]["graphs"] == 6
+
+
+def _many_graphs(path, n):
+    from graphscope.bundle import write_bundle
+    from graphscope.model.graph import CapturedGraph, Node
+
+    graphs, dur, events = [], {}, []
+    for i in range(n):
+        name = f"g.py:1 #{i}"
+        node = Node(graph=name, local_id=0, exec_node_id=i, type="kernel", kernel="k",
+                    demangled="void k<1>(int)", annotation={"module_name": "L.a"})
+        graphs.append(CapturedGraph(name, 0, i, (node,), (), {"site": "g.py:1", "ordinal": i,
+                                                              "replays": 3, "pool_bytes": 1024}))
+        dur[i] = [100 + i % 7, 200]
+        events.append({"replay": 0, "exec_node_id": i, "start_ns": i * 1000, "dur_ns": 100,
+                       "graph": name, "stream": 7})
+    write_bundle(str(path), manifest={"mode": "run", "tool": "graphscope"}, graphs=graphs,
+                 timeline={"replays": 2, "durations_ns": dur, "events": events,
+                           "replay_kernel_ns": [100 * n, 200 * n]})
+
+
+def test_a_bundle_of_100000_graphs_reports_in_seconds(tmp_path, capsys):
+    import time
+
+    from graphscope.render import html
+
+    path = tmp_path / "many"
+    _many_graphs(path, 100_000)
+    t = time.monotonic()
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("│ g.py:1 #") == 50 and "50 of 100000 graphs shown" in out
+    t_report = time.monotonic() - t
+    t = time.monotonic()
+    p = html.payload(read_bundle(str(path)))
+    t_html = time.monotonic() - t
+    assert len(p["overview"]) == 100_000 and len(p["views"]) == 1 + html.MAX_GRAPH_VIEWS
+    assert sum(o["view"] is not None for o in p["overview"]) == html.MAX_GRAPH_VIEWS
+    assert t_report < 20 and t_html < 20, (t_report, t_html)

@@ -28,7 +28,7 @@ PKG = "graphscope"
 
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": ("graphscope._errors", "graphscope._version", "graphscope._yaml", "graphscope.streamio",
-             "graphscope.outputs", "graphscope.render.fmt"),
+             "graphscope.userregex", "graphscope.outputs", "graphscope.render.fmt"),
     "native": ("graphscope.native",),
     "model": ("graphscope.model", "graphscope.bundle", "graphscope.ranks"),
     "analysis": ("graphscope.analysis",),

@@ -51,9 +51,12 @@ class ProgramGraph:
 
     def info(self) -> dict[str, Any]:
         """The graph-level facts a bundle keeps (graph.json ``info``)."""
-        return {"site": self.site, "ordinal": self.ordinal, "kind": self.kind,
+        info = {"site": self.site, "ordinal": self.ordinal, "kind": self.kind,
                 "shapes": self.shapes, "replays": self.replays, "traced_replays": self.traced,
                 "pool_bytes": self.pool_bytes, "keep_graph": self.user_keep}
+        if self.pool is not None:  # graphs that share a pool are shown with it once
+            info["pool_id"] = [int(x) for x in self.pool]
+        return info
 
 
 class GraphWatch:

@@ -1,0 +1,225 @@
+"""Issue 29's report defects: what `report` and `dump` print on the recorded bundles (CPU)."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from graphscope.bundle import read_bundle
+from graphscope.cli.main import main
+from graphscope.model.graph import unique_short_names
+from tests.conftest import DATA
+
+
+def _copy(tmp_path, name):
+    dst = tmp_path / name
+    shutil.copytree(os.path.join(DATA, name), dst)
+    return dst
+
+
+def _report(capsys, monkeypatch, *args, columns=200):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rc = main(["report", *args])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    return out.out
+
+
+def _edit_graphs(b, fn):
+    p = b / "graph.json"
+    g = json.loads(p.read_text())
+    fn(g["graphs"])
+    p.write_text(json.dumps(g))
+
+
+# ------------------------------------------------------------------ 1: the header
+@pytest.mark.parametrize("name", ["mlp_step", "run_decode"])
+def test_header_newline_is_a_newline(capsys, monkeypatch, name):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, name))
+    assert "\\x0a" not in out
+    assert any(line.startswith("replays: ") for line in out.splitlines())
+
+
+# ------------------------------------------------------------------ 2: forward-only bundles
+def test_forward_only_bundle_claims_no_backward_coverage(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "decode_kv_forward"))
+    cov = next(line for line in out.splitlines() if "module coverage" in line)
+    assert "fwd 100.0%" in cov and "bwd" not in cov
+    rows = [line for line in out.splitlines() if line.startswith("│ bucket")]
+    assert len(rows) == 3
+    for row in rows:  # replays and traced replays: the header's 4, not "-"
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[3] == "4" and cells[4] == "4", row
+    head = next(line for line in out.splitlines() if "┃ module" in line)
+    assert "bwd" not in head and "fwd" not in head  # no split of what has one phase
+    head = next(line for line in _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step"))
+                .splitlines() if "┃ module" in line)
+    assert "fwd/bwd" in head and "bwd" in head
+
+
+# ------------------------------------------------------------------ 7: source locations
+def test_dot_tooltips_show_sources_relative_to_the_model(capsys):
+    assert main(["dump", os.path.join(DATA, "gpt_step"), "--no-collapse", "-o", "-"]) == 0
+    dot = capsys.readouterr().out
+    assert "source: gpt.py:61 (forward)" in dot and "sample_models/gpt.py" not in dot
+    b = read_bundle(os.path.join(DATA, "gpt_step"))  # the bundle keeps them absolute
+    assert any(n.source and n.source.startswith("/") for n in b.nodes())
+
+
+# ------------------------------------------------------------------ 3: shared memory pools
+def test_a_shared_pool_is_shown_once(tmp_path, capsys, monkeypatch):
+    b = _copy(tmp_path, "run_partial_network")
+
+    def share(gs):
+        for i, g in enumerate(gs):
+            g["info"]["pool_id"] = [0, 1] if i < 4 else [0, 2 + i]
+    _edit_graphs(b, share)
+    out = _report(capsys, monkeypatch, str(b), "--recompute")
+    rows = [line for line in out.splitlines() if "partial_network.py" in line and "│" in line]
+    assert len(rows) == 6
+    sizes = [r for r in rows if "MiB" in r]
+    # the four graphs of pool 1: its size once (the largest reading), then "shared pool 1"
+    assert "118.0 MiB shared pool 1 (4 graphs)" in rows[0]
+    assert all(r.rstrip(" │").endswith("shared pool 1") for r in rows[1:4])
+    assert len(sizes) == 3  # pool 1 once, the two private pools
+    js = json.loads(_report(capsys, monkeypatch, str(b), "--recompute", "--json"))
+    shared = [g["pool_shared"] for g in js["graphs"] if "pool_shared" in g]
+    assert [s["first"] for s in shared] == [True, False, False, False]
+
+
+# ------------------------------------------------------------------ 6: kernel names
+def test_kernel_names_use_the_width_and_never_read_alike(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "run_train_step_amp"), "--top", "60")
+    gemms = sorted({line.split("│")[1].strip() for line in out.splitlines()
+                    if "Kernel2" in line})
+    assert gemms == [
+        "Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_64x64_nt_align1>",
+        "Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_128x2_tn_align2>",
+        "Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_64x2_nn_align2>",
+    ]
+    js = json.loads(_report(capsys, monkeypatch, os.path.join(DATA, "run_train_step_amp"),
+                            "--top", "0", "--json"))
+    names = [r["kernel"] for r in js["top_kernels"]]
+    b = read_bundle(os.path.join(DATA, "run_train_step_amp"))
+    distinct = {n.demangled or n.kernel for n in b.work if n.type == "kernel"}
+    assert len(names) == len(set(names)) == len(distinct)
+
+
+def test_unique_short_names_keep_what_tells_kernels_apart():
+    a = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, F> >(R)"
+    b = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, F> >(R)"
+    c = "void k<1>(int)"
+    d = "void k<1>(float)"
+    e = "plain_c_kernel"
+    names = unique_short_names([a, b, c, d, e, a])
+    assert names[a] == "reduce_kernel<128, 4, ReduceOp<float, F>>"  # short: all of them
+    assert names[b] == "reduce_kernel<512, 1, ReduceOp<float, F>>"
+    long = [f"void reduce_kernel<{i}, 4, {'x' * 120}>(R)" for i in (1, 2)]
+    assert sorted(unique_short_names(long).values()) == ["reduce_kernel<1, …>",
+                                                         "reduce_kernel<2, …>"]
+    assert names[c] == "k<int>" and names[d] == "k<float>"
+    assert names[e] == "plain_c_kernel"
+    same = unique_short_names(["void k<1>(int)", "void k<1>(int) "])
+    assert sorted(same.values()) == ["k<1> #1", "k<1> #2"]
+
+
+@pytest.mark.parametrize("kernel", ["[/x]", "evil\x1b[2J\x1b]8;;http://x\x07k"])
+def test_kernel_and_op_names_are_not_markup_or_escapes(tmp_path, capsys, monkeypatch, kernel):
+    b = _copy(tmp_path, "mlp_step")
+
+    def edit(gs):
+        for n in gs[0]["nodes"]:
+            if n["type"] == "kernel":
+                n["demangled"] = n["kernel"] = kernel
+                n["op"] = "aten::" + kernel
+                break
+    _edit_graphs(b, edit)
+    out = _report(capsys, monkeypatch, str(b), "--recompute", "--top", "50")
+    assert "\x1b" not in out and "\x07" not in out
+    if kernel == "[/x]":
+        assert "│ [/x]" in out and "aten::[/x]" in out
+    else:
+        assert "\\x1b[2J" in out
+
+
+# ------------------------------------------------------------------ 4: dump of several graphs
+@pytest.mark.parametrize("flag,ext", [("--dot", "dot"), ("--raw", "raw.dot")])
+def test_dump_writes_every_graph_or_refuses(tmp_path, capsys, flag, ext):
+    b = _copy(tmp_path, "mlp_callables")
+    assert main(["dump", str(b), flag]) == 0
+    err = capsys.readouterr().err
+    for g in ("forward", "backward"):
+        out = tmp_path / f"mlp_callables.{g}.{ext}"
+        assert out.exists() and f"Wrote {out}" in err
+    fwd, bwd = ((tmp_path / f"mlp_callables.{g}.{ext}").read_text() for g in ("forward",
+                                                                             "backward"))
+    assert fwd != bwd
+    # one -o for two graphs: refused, naming them, nothing written
+    assert main(["dump", str(b), flag, "-o", str(tmp_path / "one.dot")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 graphs (forward; backward)" in err[0] and "--graph" in err[0]
+    assert not (tmp_path / "one.dot").exists()
+
+
+def test_dump_of_several_graphs_writes_none_if_one_exists(tmp_path, capsys):
+    b = _copy(tmp_path, "mlp_callables")
+    (tmp_path / "mlp_callables.backward.dot").write_text("keep")
+    assert main(["dump", str(b)]) == 2
+    assert not (tmp_path / "mlp_callables.forward.dot").exists()
+    assert (tmp_path / "mlp_callables.backward.dot").read_text() == "keep"
+
+
+# ------------------------------------------------------------------ 18: --graph selection
+def _many(n, sites=("decode.py:71",)):
+    from graphscope.model.graph import Bundle, CapturedGraph
+
+    gs = [CapturedGraph(f"{s} #{i} [{i},1]", 0, i, (), ()) for s in sites for i in range(n)]
+    return Bundle("/b", {}, tuple(gs), 0)
+
+
+def test_an_ordinal_or_a_name_selects_one_graph_of_67():
+    from graphscope._errors import BundleError
+    from graphscope.model.graph import resolve_graph
+
+    b = _many(67)
+    assert resolve_graph(b, "#1") == "decode.py:71 #1 [1,1]"
+    assert resolve_graph(b, "#19") == "decode.py:71 #19 [19,1]"
+    assert resolve_graph(b, "decode.py:71 #1") == "decode.py:71 #1 [1,1]"  # not #10..#19
+    assert resolve_graph(b, "decode.py:71 #6 [6,1]") == "decode.py:71 #6 [6,1]"
+    assert resolve_graph(b, r"#4 \[") == "decode.py:71 #4 [4,1]"  # a regex
+    with pytest.raises(BundleError, match="matches 10 graphs"):
+        resolve_graph(b, r"#5\d")
+    two = _many(3, ("a.py:1", "b.py:2"))
+    with pytest.raises(BundleError, match="matches 2 graphs; they are: a.py:1 #1 .*; b.py:2 #1"):
+        resolve_graph(two, "#1")
+    assert resolve_graph(two, "b.py:2 #1") == "b.py:2 #1 [1,1]"
+
+
+def test_report_graph_ordinal_on_a_run_bundle(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "run_decode"), "--graph", "#1")
+    assert "decode.py:71 #1 [8,1] [1]" in out and "#0" not in out
+
+
+# ------------------------------------------------------------------ regexes from users
+@pytest.mark.parametrize("cmd", [["report", "--graph"], ["dump", "--filter"]])
+@pytest.mark.parametrize("pattern", [r"(a+)+$", r"(\w+\s?)*$", r"(x*)*y", r"(a)\1"])
+def test_regexes_that_can_explode_are_refused(capsys, cmd, pattern):
+    rc = main([cmd[0], os.path.join(DATA, "run_decode"), cmd[1], "(?!zz)" + pattern])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and cmd[1] in err[0], err
+
+
+def test_slow_matching_ends_in_an_error_not_a_hang(monkeypatch):
+    import time
+
+    from graphscope import userregex
+    from graphscope._errors import GraphscopeError
+    from graphscope.model.graph import resolve_graph
+
+    monkeypatch.setattr(userregex, "MATCH_SECONDS", 0.5)
+    b = _many(3, ("x" * 4000,))
+    t = time.monotonic()
+    with pytest.raises(GraphscopeError, match="more than 0.5 s"):
+        resolve_graph(b, ".*.*.*.*.*.*.*z")  # polynomial, not exponential: not refused
+    assert time.monotonic() - t < 5
