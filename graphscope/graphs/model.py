@@ -38,6 +38,9 @@ class Node:
     shapes: Optional[str] = None
     source: Optional[str] = None
     durations_ns: tuple[int, ...] = ()
+    # [start, end) byte ranges the node's op read / wrote; None: no op information
+    reads: Optional[tuple[tuple[int, int], ...]] = None
+    writes: Optional[tuple[tuple[int, int], ...]] = None
 
     @property
     def is_work(self) -> bool:
@@ -79,6 +82,10 @@ class Node:
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
+        for k in ("reads", "writes"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = [list(r) for r in v]
         return d
 
     @classmethod
@@ -101,6 +108,9 @@ class Node:
             vals["block"] = tuple(d["block"])
         if "annotation" not in d:
             vals["annotation"] = {}
+        for k in ("reads", "writes"):
+            if d.get(k) is not None:
+                vals[k] = tuple((int(a), int(b)) for a, b in d[k])
         vals["durations_ns"] = durations
         return obj
 
@@ -173,6 +183,8 @@ class Bundle:
     replay_span_ns: tuple[int, ...] = ()  # per replay: first start to last end
     events: tuple[Mapping[str, Any], ...] = ()
     unjoined_records: int = 0
+    # per traced replay: the host's cudaGraphLaunch call {graph, replay, start_ns, end_ns}
+    launches: tuple[Mapping[str, Any], ...] = ()
 
     def nodes(self) -> Iterator[Node]:
         for g in self.graphs:

@@ -1,0 +1,1 @@
+"""Analyses of a loaded bundle: pure functions of the model (no torch, no rendering)."""
