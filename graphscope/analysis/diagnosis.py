@@ -66,8 +66,8 @@ False serialization
     bound on what running the independent chains on more streams could gain (latencies
     unchanged). Two conflicting nodes the captured graph leaves unordered (a race in the
     program) are ordered by the visit order, which can only lengthen the what-if path.
-    The chains reported are the parts the captured edges form once the stream-order-only
-    edges are removed.
+    The chains reported are the runs of one stream's nodes, in visit order, between
+    stream-order-only edges (stream -1: nodes without events).
 """
 
 from __future__ import annotations
@@ -76,11 +76,13 @@ import heapq
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Optional
 
 import numpy as np
 
-from ..graphs.model import UNATTRIBUTED, Bundle, CapturedGraph, Node
+from ..graphs.model import UNATTRIBUTED, WORK_TYPES, Bundle, CapturedGraph
 
 LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
 LATENCY_IDLE_PCT = 20.0  # gaps this large a share of the span make a graph latency bound
@@ -98,94 +100,115 @@ def _median(xs: Sequence[float]) -> Optional[float]:
 
 
 class _Dag:
-    """A graph's nodes by position (index in ``graph.nodes``) and its edges between them."""
+    """A graph's nodes by position (index in ``graph.nodes``), its edges between them as
+    arrays, CSR adjacency both ways and a topological order."""
 
     def __init__(self, g: CapturedGraph):
         self.n = n = len(g.nodes)
-        pos = {nd.local_id: i for i, nd in enumerate(g.nodes)}
-        src: list[int] = []
-        dst: list[int] = []
-        self.dropped = 0  # edges naming no node of the graph, or a node itself
-        for a, b in g.edges:
-            i, j = pos.get(a), pos.get(b)
-            if i is None or j is None or i == j:
-                self.dropped += 1
-                continue
-            src.append(i)
-            dst.append(j)
-        self.src = np.asarray(src, dtype=np.int64)
-        self.dst = np.asarray(dst, dtype=np.int64)
-        self.succ, self.pred = _adjacency(n, src, dst)
-        self.order = _topo_order(n, src, dst, self.succ)
+        lids = np.fromiter((x.local_id for x in g.nodes), dtype=np.int64, count=n)
+        e = np.asarray(g.edges, dtype=np.int64).reshape(-1, 2)
+        if n and np.array_equal(lids, np.arange(n)):
+            src, dst = e[:, 0], e[:, 1]
+            ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)
+        else:
+            srt = np.argsort(lids, kind="stable")
+            sl = lids[srt]
+            i = np.clip(np.searchsorted(sl, e[:, 0]), 0, max(n - 1, 0))
+            j = np.clip(np.searchsorted(sl, e[:, 1]), 0, max(n - 1, 0))
+            ok = (sl[i] == e[:, 0]) & (sl[j] == e[:, 1]) if n else np.zeros(len(e), bool)
+            src, dst = srt[i] if n else i, srt[j] if n else j
+        ok &= src != dst
+        self.dropped = int(len(e) - ok.sum())  # edges naming no node, or a node itself
+        self.src, self.dst = src[ok], dst[ok]
+        self.pred = _csr(n, self.dst, self.src)
+        self.succ = _csr(n, self.src, self.dst)
+        self.order = _topo_order(n, self.src, self.dst, self.succ)
 
 
-def _adjacency(n: int, src: Sequence[int], dst: Sequence[int]
-               ) -> tuple[list[list[int]], list[list[int]]]:
-    succ: list[list[int]] = [[] for _ in range(n)]
-    pred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src, dst):
-        succ[a].append(b)
-        pred[b].append(a)
-    return succ, pred
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based unique is 40x slower on 300,000 ints)."""
+    s = np.sort(x)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
-def _topo_order(n: int, src: Sequence[int], dst: Sequence[int], succ: list[list[int]]
+def _csr(n: int, key: np.ndarray, val: np.ndarray) -> tuple[list[int], list[int]]:
+    """(pointers, values) as lists: the values of ``key`` k are values[ptr[k]:ptr[k + 1]]."""
+    o = np.argsort(key, kind="stable")
+    ptr = np.searchsorted(key[o], np.arange(n + 1))
+    return ptr.tolist(), val[o].tolist()
+
+
+def _topo_order(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[list[int], list[int]]
                 ) -> Optional[list[int]]:
     """Positions in a topological order, the lowest position first among the ready ones
     (capture order when the positions already are one); None on a cycle."""
-    if all(a < b for a, b in zip(src, dst)):
+    if bool(np.all(src < dst)):
         return list(range(n))
-    indeg = [0] * n
-    for b in dst:
-        indeg[b] += 1
+    ptr, val = succ
+    indeg = np.bincount(dst, minlength=n).tolist()
     ready = [i for i in range(n) if indeg[i] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
         u = heapq.heappop(ready)
         order.append(u)
-        for v in succ[u]:
+        for v in val[ptr[u]:ptr[u + 1]]:
             indeg[v] -= 1
             if indeg[v] == 0:
                 heapq.heappush(ready, v)
     return order if len(order) == n else None
 
 
-def _longest(order: list[int], succ: list[list[int]], pred: list[list[int]], d: list[float]
-             ) -> tuple[float, list[int], list[float], list[float]]:
-    """(length, path positions, earliest starts, slacks) of the longest path."""
+def _longest(order: list[int], succ: tuple[list[int], list[int]],
+             pred: tuple[list[int], list[int]], d: list[float], src: np.ndarray,
+             dst: np.ndarray) -> tuple[float, list[int], np.ndarray]:
+    """(length, path positions, slack per node) of the longest path."""
     n = len(d)
-    est = [0.0] * n
-    for u in order:
-        f = est[u] + d[u]
-        for v in succ[u]:
-            if f > est[v]:
-                est[v] = f
     if not n:
-        return 0.0, [], [], []
-    eft = [e + x for e, x in zip(est, d)]
+        return 0.0, [], np.zeros(0)
+    pp, pv = pred
+    sp, sv = succ
+    eft = [0.0] * n
+    get = eft.__getitem__
+    for v in order:
+        a, b = pp[v], pp[v + 1]
+        if b - a == 1:  # most nodes: one predecessor
+            eft[v] = eft[pv[a]] + d[v]
+        else:
+            eft[v] = (max(map(get, pv[a:b])) if b > a else 0.0) + d[v]
     length = max(eft)
     lst = [0.0] * n
+    get = lst.__getitem__
     for u in reversed(order):
-        lf = length
-        for v in succ[u]:
-            if lst[v] < lf:
-                lf = lst[v]
-        lst[u] = lf - d[u]
-    slack = [max(0.0, a - b) for a, b in zip(lst, est)]
-    # the path: from the last-finishing node (the first such in topological order) back
-    rank = {u: i for i, u in enumerate(order)} if order != list(range(n)) else None
-    ends = [u for u in range(n) if eft[u] >= length - _EPS]
-    v = min(ends, key=lambda u: rank[u]) if rank else ends[0]
+        a, b = sp[u], sp[u + 1]
+        if b - a == 1:
+            lst[u] = lst[sv[a]] - d[u]
+        else:
+            lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
+    eft_a, d_a = np.asarray(eft), np.asarray(d)
+    est = eft_a - d_a
+    slack = np.maximum(np.asarray(lst) - est, 0.0)
+    # the path: from the last-finishing node (the first such in topological order) back,
+    # each node's predecessor being one that finishes at its earliest start (a timed one
+    # first, then the earliest in topological order)
+    rank = np.empty(n, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(n)
+    ends = np.flatnonzero(eft_a >= length - _EPS)
+    v = int(ends[np.argmin(rank[ends])])
+    crit = np.full(n, -1, np.int64)
+    if len(src):
+        m = np.abs(eft_a[src] - est[dst]) <= _EPS
+        u, w = src[m], dst[m]
+        k = np.lexsort((-rank[u], d_a[u] > 0, w))  # the last per node is the one chosen
+        last = np.r_[w[k][1:] != w[k][:-1], True]
+        crit[w[k][last]] = u[k][last]
+    crit_l = crit.tolist()
     path = [v]
-    while True:
-        cands = [u for u in pred[v] if abs(eft[u] - est[v]) <= _EPS]
-        if not cands:
-            break
-        v = max(cands, key=lambda u: (d[u] > 0, -(rank[u] if rank else u)))
+    while crit_l[v] >= 0:
+        v = crit_l[v]
         path.append(v)
     path.reverse()
-    return length, path, est, slack
+    return length, path, slack
 
 
 def _node_durations(bundle: Bundle) -> dict[int, float]:
@@ -193,14 +216,15 @@ def _node_durations(bundle: Bundle) -> dict[int, float]:
     if not bundle.replays or not bundle.work:
         return {}
     med = np.median(bundle.durations, axis=1)
-    return {n.exec_node_id: float(m) for n, m in zip(bundle.work, med.tolist())
-            if n.durations_ns}
+    return {n.exec_node_id: m for n, m in zip(bundle.work, med.tolist()) if n.durations_ns}
 
 
-def _events_by_graph(bundle: Bundle) -> dict[str, dict[int, list[Mapping[str, Any]]]]:
-    out: dict[str, dict[int, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+def _events_by_graph(bundle: Bundle) -> dict[str, list[Mapping[str, Any]]]:
+    if len(bundle.graphs) == 1:  # events of other graphs find no node and are left out
+        return {bundle.graphs[0].name: list(bundle.events)}
+    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for e in bundle.events:
-        out[str(e.get("graph"))][int(e["replay"])].append(e)
+        out[str(e.get("graph"))].append(e)
     return out
 
 
@@ -253,77 +277,84 @@ def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarr
 
 # ---------------------------------------------------------------- false serialization
 
-def _ranges(n: Node, key: str) -> Optional[list[tuple[int, int]]]:
-    v = getattr(n, key, None)
-    if v is None:
-        return None
-    return [(int(a), int(b)) for a, b in v if b > a]
-
-
-def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[list[tuple[int, int]], list[bool]]:
-    """The data DAG's edges (positions) and which nodes have no op information (module
-    docstring: per-segment last writer and readers since; nodes without op info are
-    barriers)."""
+def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
+    op information (module docstring). Vectorised: every (node, elementary segment,
+    read/write) access, sorted by segment and visit rank; per access its segment's previous
+    write, and per read the segment's next write; barriers likewise over the visit order."""
     n = len(g.nodes)
-    hard = [False] * n
-    per: list[tuple[list[tuple[int, int]], list[tuple[int, int]]]] = [([], [])] * n
-    starts: list[int] = []
-    ends: list[int] = []
-    for i, nd in enumerate(g.nodes):
-        r, w = _ranges(nd, "reads"), _ranges(nd, "writes")
-        if r is None and w is None:
-            hard[i] = True
-            continue
-        per[i] = (r or [], w or [])
-        for a, b in per[i][0] + per[i][1]:
-            starts.append(a)
-            ends.append(b)
-    bounds = np.unique(np.asarray(starts + ends, dtype=np.uint64))
-    seg_of = {int(x): k for k, x in enumerate(bounds.tolist())}
-    last_writer = [-1] * len(bounds)
-    readers: list[Optional[list[int]]] = [None] * len(bounds)
-    edges: list[tuple[int, int]] = []
-    barrier = -1
-    since: list[int] = []
-    for u in order:
-        deps: set[int] = set()
-        if hard[u]:
-            deps.update(since)
-            if barrier >= 0:
-                deps.add(barrier)
-            barrier, since = u, []
-        else:
-            if barrier >= 0:
-                deps.add(barrier)
-            rs, ws = per[u]
-            for a, b in rs:
-                for s in range(seg_of[a], seg_of[b]):
-                    w = last_writer[s]
-                    if w >= 0:
-                        deps.add(w)
-                    lst = readers[s]
-                    if lst is None:
-                        readers[s] = [u]
-                    else:
-                        lst.append(u)
-            for a, b in ws:
-                for s in range(seg_of[a], seg_of[b]):
-                    w = last_writer[s]
-                    if w >= 0:
-                        deps.add(w)
-                    lst = readers[s]
-                    if lst:
-                        deps.update(lst)
-                    readers[s] = None
-                    last_writer[s] = u
-            deps.discard(u)
-            since.append(u)
-        edges.extend((x, u) for x in deps)
-    return edges, hard
+    rank = np.empty(n, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(n)
+    reads = [x.reads for x in g.nodes]
+    writes = [x.writes for x in g.nodes]
+    hard = np.fromiter((r is None and w is None for r, w in zip(reads, writes)), bool, n)
+    rc = np.fromiter((len(r) if r else 0 for r in reads), np.int64, n)
+    wc = np.fromiter((len(w) if w else 0 for w in writes), np.int64, n)
+    flat = chain.from_iterable(chain.from_iterable(x for x in reads + writes if x))
+    total = int(rc.sum() + wc.sum())
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
+    if total:
+        ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
+        keep = ranges[:, 1] > ranges[:, 0]
+        ranges = ranges[keep]
+        node = np.r_[np.repeat(np.arange(n), rc), np.repeat(np.arange(n), wc)][keep]
+        isw = np.r_[np.zeros(int(rc.sum()), bool), np.ones(int(wc.sum()), bool)][keep]
+        bounds = _sorted_unique(ranges.ravel())
+        lo = np.searchsorted(bounds, ranges[:, 0])
+        cnt = np.searchsorted(bounds, ranges[:, 1]) - lo
+        # one row per (access, elementary segment)
+        rep = np.repeat(np.arange(len(lo)), cnt)
+        seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        node, isw = node[rep], isw[rep]
+        # by segment, then visit rank, reads before writes within a node: one int64 key
+        k = np.argsort((seg * n + rank[node]) * 2 + isw, kind="stable")
+        seg, node, isw = seg[k], node[k], isw[k]
+        idx = np.arange(len(seg))
+        first = np.r_[True, seg[1:] != seg[:-1]]
+        # previous write in the segment (strictly before): RAW and WAW
+        wpos = np.where(isw, idx, -1)
+        start_of = np.maximum.accumulate(np.where(first, idx, 0))
+        last_w = np.maximum.accumulate(wpos)
+        prev_w = np.r_[-1, last_w[:-1]]
+        ok = (prev_w >= start_of) & (prev_w >= 0)
+        srcs.append(node[prev_w[ok]])
+        dsts.append(node[ok])
+        # next write in the segment (strictly after) for reads: WAR
+        big = len(seg)
+        nxt = np.where(isw, idx, big)[::-1]
+        last_in = np.r_[np.flatnonzero(first)[1:], big] - 1  # last row of each segment
+        end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
+        next_w = np.minimum.accumulate(nxt)[::-1]
+        next_w = np.r_[next_w[1:], big]
+        ok = ~isw & (next_w <= end_of)
+        srcs.append(node[ok])
+        dsts.append(node[next_w[ok]])
+    # barriers: nodes without op info, over the visit order
+    ordr = np.asarray(order, np.int64)
+    hv = hard[ordr]
+    if hv.any():
+        idx = np.arange(n)
+        last_b = np.maximum.accumulate(np.where(hv, idx, -1))
+        prev_b = np.r_[-1, last_b[:-1]]
+        ok = prev_b >= 0
+        srcs.append(ordr[prev_b[ok]])
+        dsts.append(ordr[ok])
+        nxt = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
+        next_b = np.r_[nxt[1:], n]
+        ok = ~hv & (next_b < n)
+        srcs.append(ordr[ok])
+        dsts.append(ordr[next_b[ok]])
+    if srcs:
+        s, d = np.concatenate(srcs), np.concatenate(dsts)
+        keep = s != d
+        return s[keep], d[keep], hard  # may repeat an edge
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard
 
 
-def _serialization(g: CapturedGraph, dag: _Dag, d: list[float],
-                   stream: list[Optional[int]], dag_cp: float, work: float) -> dict[str, Any]:
+def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
+                   dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
     n = dag.n
     assert dag.order is not None
     if all(getattr(nd, "reads", None) is None and getattr(nd, "writes", None) is None
@@ -331,61 +362,60 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float],
         return {"op_info": False, "nodes_without_op_info": n,
                 "note": "no memory ranges recorded (bundle from before reads/writes): "
                         "every edge kept"}
-    data, hard = _data_edges(g, dag.order)
-    kept = set()
-    cands = []
-    for a, b in zip(dag.src.tolist(), dag.dst.tolist()):
-        sa, sb = stream[a], stream[b]
-        if hard[a] or hard[b] or (sa is not None and sb is not None and sa != sb):
-            kept.add((a, b))
-        else:
-            cands.append((a, b))
-    w_edges = set(data) | kept
-    wsucc: list[list[int]] = [[] for _ in range(n)]
-    wpred: list[list[int]] = [[] for _ in range(n)]
-    for a, b in w_edges:
-        wsucc[a].append(b)
-        wpred[b].append(a)
+    ds, dd, hard = _data_edges(g, dag.order)
+    a, b = dag.src, dag.dst
+    sa, sb = stream[a], stream[b]
+    kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
+    nn = max(n, 1)
+    wkey = _sorted_unique(np.concatenate([ds * nn + dd, a[kept] * nn + b[kept]]))
+    ws, wd = wkey // nn, wkey % nn
+    ekey = a * nn + b
+    at = np.clip(np.searchsorted(wkey, ekey), 0, max(len(wkey) - 1, 0))
+    cand = ~kept & ~((wkey[at] == ekey) if len(wkey) else np.zeros(len(ekey), bool))
+    wsucc = _csr(n, ws, wd)
+    wpred = _csr(n, wd, ws)
     rank = [0] * n
     for i, u in enumerate(dag.order):
         rank[u] = i
     false_edges: list[tuple[int, int]] = []
     budget = REACH_BUDGET
     unchecked = 0
-    for a, b in cands:
-        if (a, b) in w_edges:
-            continue
+    for x, y in zip(a[cand].tolist(), b[cand].tolist()):
         if budget <= 0:
             unchecked += 1
             continue
-        found, budget = _reaches(wsucc, rank, a, b, budget)
+        found, budget = _reaches(wsucc, rank, x, y, budget)
         if not found and budget > 0:
-            false_edges.append((a, b))
+            false_edges.append((x, y))
         elif not found:
             unchecked += 1
-    length, path, _, _ = _longest(dag.order, wsucc, wpred, d)
+    if false_edges:
+        length, path, _ = _longest(dag.order, wsucc, wpred, d, ws, wd)
+    else:  # every captured ordering is kept: nothing to gain
+        length, path = dag_cp, cp_path
     out: dict[str, Any] = {
         "op_info": True,
-        "nodes_without_op_info": sum(hard),
-        "data_edges": len(data),
+        "nodes_without_op_info": int(hard.sum()),
+        "what_if_edges": len(wkey),  # data DAG plus kept edges
         "stream_order_only_edges": len(false_edges),
-        "edges": [[g.nodes[a].local_id, g.nodes[b].local_id]
-                  for a, b in false_edges[:MAX_LISTED_EDGES]],
+        "edges": [[g.nodes[x].local_id, g.nodes[y].local_id]
+                  for x, y in false_edges[:MAX_LISTED_EDGES]],
         "what_if_ns": length,
         "what_if_path": [g.nodes[i].local_id for i in path],
         "gain_ns": dag_cp - length,
         "gain_pct": 100.0 * (dag_cp - length) / dag_cp if dag_cp else 0.0,
         "what_if_parallelism": work / length if length else None,
-        "chains": _chains(g, dag, d, set(false_edges)) if false_edges else [],
+        "chains": _chains(g, dag, d, stream, false_edges) if false_edges else [],
     }
     if unchecked:
         out["unchecked_edges"] = unchecked
     return out
 
 
-def _reaches(succ: list[list[int]], rank: list[int], a: int, b: int, budget: int
+def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int, budget: int
              ) -> tuple[bool, int]:
     """Whether b is reachable from a (visiting only nodes ranked before b)."""
+    ptr, val = succ
     limit = rank[b]
     stack = [a]
     seen = {a}
@@ -394,7 +424,7 @@ def _reaches(succ: list[list[int]], rank: list[int], a: int, b: int, budget: int
         budget -= 1
         if budget <= 0:
             return False, 0
-        for v in succ[u]:
+        for v in val[ptr[u]:ptr[u + 1]]:
             if v == b:
                 return True, budget
             if v not in seen and rank[v] < limit:
@@ -403,56 +433,69 @@ def _reaches(succ: list[list[int]], rank: list[int], a: int, b: int, budget: int
     return False, budget
 
 
-def _chains(g: CapturedGraph, dag: _Dag, d: list[float], cut: set[tuple[int, int]]
-            ) -> list[dict[str, Any]]:
-    """The parts the captured edges form without the stream-order-only ones (largest work
-    first)."""
-    parent = list(range(dag.n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in zip(dag.src.tolist(), dag.dst.tolist()):
-        if (a, b) not in cut:
-            ra, rb = find(a), find(b)
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    groups: dict[int, list[int]] = defaultdict(list)
+def _chains(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
+            cut: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Runs of one stream's nodes (in visit order) between stream-order-only edges, largest
+    work first."""
     assert dag.order is not None
-    for u in dag.order:
-        groups[find(u)].append(u)
+    ordr = np.asarray(dag.order, np.int64)
+    rank = np.empty(dag.n, np.int64)
+    rank[ordr] = np.arange(dag.n)
+    k = np.lexsort((rank, stream))  # by stream, then visit order
+    heads = np.zeros(dag.n, bool)
+    heads[[b for _, b in cut]] = True
+    sk = stream[k]
+    start = np.r_[True, sk[1:] != sk[:-1]] | heads[k]
+    run = np.cumsum(start) - 1
+    work = np.bincount(run, weights=np.asarray(d)[k])
+    first = np.flatnonzero(start)
+    lastpos = np.r_[first[1:], len(k)] - 1
+    top = np.lexsort((first, -work))[:TOP]
     rows = []
-    for members in groups.values():
+    for r in top.tolist():
+        members = k[first[r]:lastpos[r] + 1].tolist()
         mods = Counter(g.nodes[i].module for i in members if g.nodes[i].is_work)
         rows.append({"first": g.nodes[members[0]].local_id,
                      "last": g.nodes[members[-1]].local_id, "nodes": len(members),
-                     "work_ns": float(sum(d[i] for i in members)),
+                     "work_ns": float(work[r]), "stream": int(sk[first[r]]),
                      "module": mods.most_common(1)[0][0] if mods else UNATTRIBUTED})
-    rows.sort(key=lambda r: (-r["work_ns"], r["first"]))
-    return rows[:TOP]
+    return rows
 
 
 # ---------------------------------------------------------------- one graph
 
+def _event_columns(evs: Sequence[Mapping[str, Any]], g: CapturedGraph
+                   ) -> tuple[np.ndarray, ...]:
+    """(replay, position, start, end, stream or -1) of the events of ``g``'s nodes."""
+    m = len(evs)
+    ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
+                      for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
+    sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64, m)
+    ids = np.fromiter((x.exec_node_id for x in g.nodes), np.int64, len(g.nodes))
+    srt = np.argsort(ids, kind="stable")
+    i = np.clip(np.searchsorted(ids[srt], ex), 0, max(len(ids) - 1, 0))
+    ok = ids[srt][i] == ex if len(ids) else np.zeros(m, bool)
+    pos = srt[i] if len(ids) else i
+    return rp[ok], pos[ok], st[ok], st[ok] + du[ok], sm[ok]
+
+
 def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    durations: Optional[Mapping[int, float]] = None,
-                   events: Optional[Mapping[int, list[Mapping[str, Any]]]] = None,
+                   events: Optional[Sequence[Mapping[str, Any]]] = None,
                    launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None
                    ) -> dict[str, Any]:
     """The diagnosis of one graph of ``bundle`` as plain data (module docstring)."""
     if durations is None:
         durations = _node_durations(bundle)
     if events is None:
-        events = _events_by_graph(bundle).get(g.name, {})
+        events = _events_by_graph(bundle).get(g.name, [])
     if launches is None:
         launches = _launches(bundle)
     dag = _Dag(g)
     n = dag.n
+    is_work = np.fromiter((x.type in WORK_TYPES for x in g.nodes), bool, n)
     out: dict[str, Any] = {"graph": g.name, "nodes": n, "edges": len(dag.src),
-                           "work_nodes": sum(1 for x in g.nodes if x.is_work),
+                           "work_nodes": int(is_work.sum()),
                            "assumptions": [], "verdicts": []}
     if dag.dropped:
         out["assumptions"].append(f"{dag.dropped} edge(s) naming no node of the graph (or a "
@@ -460,37 +503,31 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     if dag.order is None:
         out["error"] = "the edges form a cycle: no critical path"
         return out
-    pos_of = {nd.exec_node_id: i for i, nd in enumerate(g.nodes)}
-    # per-replay event columns (positions, starts, ends) and per-node event durations/streams
-    cols: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    ev_dur: dict[int, list[int]] = defaultdict(list)
-    stream: list[Optional[int]] = [None] * n
-    for r, evs in sorted(events.items()):
-        p, s, e = [], [], []
-        for ev in evs:
-            i = pos_of.get(int(ev["exec_node_id"]))
-            if i is None:
-                continue
-            a, dur = int(ev["start_ns"]), int(ev["dur_ns"])
-            p.append(i)
-            s.append(a)
-            e.append(a + dur)
-            ev_dur[i].append(dur)
-            if stream[i] is None and ev.get("stream") is not None:
-                stream[i] = int(ev["stream"])
-        if p:
-            cols[r] = (np.asarray(p, np.int64), np.asarray(s, np.int64), np.asarray(e, np.int64))
-    timed = bool(durations) or bool(cols)
-    d = [0.0] * n
+    rp, pos, st, en, sm = _event_columns(events, g)
+    stream = np.full(n, -1, np.int64)
+    o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
+    stream[pos[o]] = sm[o]
+    timed = bool(durations) or bool(len(rp))
+    d = [durations.get(x.exec_node_id, -1.0) for x in g.nodes]
     untimed: Counter[str] = Counter()
-    for i, nd in enumerate(g.nodes):
-        x = durations.get(nd.exec_node_id)
-        if x is None and ev_dur.get(i):
-            x = float(statistics.median(ev_dur[i]))
-        if x is None:
-            untimed["work" if nd.is_work else nd.type] += 1
-            x = 0.0 if timed else (1.0 if nd.is_work else 0.0)
-        d[i] = x
+    missing = [i for i, x in enumerate(d) if x < 0]
+    if missing:
+        ev_med: dict[int, float] = {}
+        if len(pos):
+            miss = np.zeros(n, bool)
+            miss[missing] = True
+            need = miss[pos]
+            by: dict[int, list[int]] = defaultdict(list)
+            for i, x in zip(pos[need].tolist(), (en - st)[need].tolist()):
+                by[i].append(x)
+            ev_med = {i: float(statistics.median(v)) for i, v in by.items()}
+        for i in missing:
+            x = ev_med.get(i)
+            if x is None:
+                nd = g.nodes[i]
+                untimed["work" if nd.is_work else nd.type] += 1
+                x = 0.0 if timed else (1.0 if nd.is_work else 0.0)
+            d[i] = x
     if not timed:
         out["assumptions"].append("no timed replays: each work node counted as 1 (lengths "
                                   "are node counts)")
@@ -498,39 +535,45 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         what = ", ".join(f"{k} {v}" for k, v in sorted(untimed.items()))
         out["assumptions"].append(f"nodes without timing taken as 0 ns ({what})")
     out["timed"] = timed
-    length, path, est, slack = _longest(dag.order, dag.succ, dag.pred, d)
+    length, path, slack = _longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst)
     work = float(sum(d))
-    on = set(path)
     mods: dict[str, float] = defaultdict(float)
     for i in path:
         mods[g.nodes[i].module] += d[i]
-    zero_off = sum(1 for i in range(n) if i not in on and slack[i] <= _EPS)
-    near = sorted((i for i in range(n) if i not in on and g.nodes[i].is_work),
-                  key=lambda i: (slack[i], i))[:TOP]
+    on = np.zeros(n, bool)
+    on[path] = True
+    zero_off = int(((slack <= _EPS) & ~on).sum())
+    off = np.flatnonzero(~on & is_work)
+    near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
     out["critical_path"] = {
         "length_ns": length, "nodes": [g.nodes[i].local_id for i in path],
         "exec_node_ids": [g.nodes[i].exec_node_id for i in path],
-        "work_nodes": sum(1 for i in path if g.nodes[i].is_work),
+        "work_nodes": int(is_work[path].sum()) if path else 0,
         "modules": [{"module": m, "ns": t, "pct": 100.0 * t / length if length else 0.0}
                     for m, t in sorted(mods.items(), key=lambda kv: (-kv[1], kv[0]))],
     }
     out["slack"] = {
         "on_path": len(path), "zero_slack_off_path": zero_off,
         "off_path": n - len(path),
-        "near_critical": [{"local_id": g.nodes[i].local_id, "slack_ns": slack[i],
+        "near_critical": [{"local_id": g.nodes[i].local_id, "slack_ns": float(slack[i]),
                            "name": g.nodes[i].short_name, "module": g.nodes[i].module}
                           for i in near],
     }
-    out["slack_ns"] = {g.nodes[i].local_id: slack[i] for i in range(n)}
+    out["slack_ns"] = dict(zip((x.local_id for x in g.nodes), slack.tolist()))
     out["work_ns"] = work
     out["dag_parallelism"] = work / length if length else None
-    out["streams"] = len({x for x in stream if x is not None})
+    out["streams"] = len(set(sm.tolist()) - {-1})
     # where the span goes
     reps = []
-    for r, (p, s, e) in sorted(cols.items()):
-        m = _replay_metrics(dag, p, s, e, launches.get((g.name, r)))
-        m["replay"] = r
-        reps.append(m)
+    if len(rp):
+        srt = np.argsort(rp, kind="stable")
+        rs = rp[srt]
+        cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+        rps = rs[cut]
+        for r, part in zip(rps.tolist(), np.split(srt, cut[1:])):
+            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)))
+            m["replay"] = r
+            reps.append(m)
     out["replays"] = reps
     med = {k: _median([x[k] for x in reps if x[k] is not None])
            for k in ("span_ns", "idle_ns", "dep_gap_ns", "concurrent_ns", "launch_ns",
@@ -542,23 +585,23 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     out["span_ns"] = _median(whole) if whole else span
     out["span_replays"] = len(whole) if whole else len(reps)
     out["parallelism"] = work / out["span_ns"] if out["span_ns"] and timed else None
-    out["idle_pct"] = 100.0 * med["idle_ns"] / span if span else None
-    out["concurrency_pct"] = 100.0 * med["concurrent_ns"] / span if span else None
+    idle, conc = med["idle_ns"] or 0.0, med["concurrent_ns"] or 0.0
+    out["idle_pct"] = 100.0 * idle / span if span else None
+    out["concurrency_pct"] = 100.0 * conc / span if span else None
     out["launch_latency_ns"] = med["launch_ns"]
     out["launch_recorded"] = any(x["launch_ns"] is not None for x in reps)
     if timed:
-        out["serialization"] = _serialization(g, dag, d, stream, length, work)
-    out["verdicts"] = _verdicts(g, out, d)
+        out["serialization"] = _serialization(g, dag, d, stream, length, path, work)
+    out["verdicts"] = _verdicts(out, np.asarray(d)[is_work])
     return out
 
 
-def _verdicts(g: CapturedGraph, o: dict[str, Any], d: list[float]) -> list[str]:
+def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
     v: list[str] = []
     span = o.get("span_ns")
     if not span or not o.get("timed"):
         return v
-    work_d = [x for x, nd in zip(d, g.nodes) if nd.is_work]
-    med_node = _median(work_d) or 0.0
+    med_node = float(np.median(work_d)) if len(work_d) else 0.0
     launch = o["launch_latency_ns"]
     launch_share = 100.0 * launch / (launch + span) if launch and launch > 0 else 0.0
     if (len(work_d) >= LATENCY_MIN_NODES and med_node < LATENCY_NODE_NS
@@ -589,10 +632,9 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
              launches: Mapping[tuple[str, int], tuple[int, int]]) -> Optional[dict[str, Any]]:
     """Gaps between consecutive replays on the GPU (module docstring: which pairs count);
     fills each replay's ``tail_ns``."""
-    iv = []  # (first, last, graph, replay, metrics)
-    for o in per_graph:
-        for m in o.get("replays", []):
-            iv.append((m["first_ns"], m["last_ns"], o["graph"], m["replay"], m))
+    iv: list[tuple[int, int, str, int, dict[str, Any]]] = []  # first, last, graph, replay
+    iv.extend((m["first_ns"], m["last_ns"], o["graph"], m["replay"], m)
+              for o in per_graph for m in o.get("replays", []))
     if len(iv) < 2:
         return None
     iv.sort(key=lambda x: (x[0], x[1]))
@@ -622,9 +664,10 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
     if not gaps:
         return None
     spans = [m["span_ns"] for o in per_graph for m in o.get("replays", [])]
-    out = {"pairs": len(gaps), "median_gap_ns": _median(gaps), "max_gap_ns": max(gaps),
-           "total_gap_ns": sum(gaps), "median_span_ns": _median(spans),
-           "host_wait_median_ns": _median(host)}
+    out: dict[str, Any] = {
+        "pairs": len(gaps), "median_gap_ns": _median(gaps), "max_gap_ns": max(gaps),
+        "total_gap_ns": sum(gaps), "median_span_ns": _median(spans),
+        "host_wait_median_ns": _median(host)}
     med_gap, med_span = out["median_gap_ns"], out["median_span_ns"]
     if med_gap is not None and med_span is not None and med_gap > med_span:
         out["verdict"] = (f"host bound between replays: the GPU runs no graph for "
@@ -638,7 +681,7 @@ def diagnose(bundle: Bundle) -> dict[str, Any]:
     durations = _node_durations(bundle)
     events = _events_by_graph(bundle)
     launches = _launches(bundle)
-    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, {}), launches)
+    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches)
               for g in bundle.graphs]
     between = _between(bundle, graphs, launches)
     for o in graphs:
