@@ -332,3 +332,49 @@ def test_diagnose_graph_alone_matches(data_dir):
     b = read_bundle(os.path.join(data_dir, "gpt_step"))
     o = diagnose_graph(b, b.graphs[0])
     assert o["critical_path"] == diagnose(b)["graphs"][0]["critical_path"]
+
+
+def _brute_what_if(nodes):
+    """Longest path over every conflicting ordered pair (O(n^2)): a node without op info
+    conflicts with every node; two nodes conflict where a write of one overlaps the other."""
+    def acc(nd):
+        return [(a, b, False) for a, b in nd.reads or ()] + [(a, b, True)
+                                                             for a, b in nd.writes or ()]
+
+    def conflict(x, y):
+        if (x.reads is None and x.writes is None) or (y.reads is None and y.writes is None):
+            return True
+        return any((wa or wb) and a < d and c < b
+                   for a, b, wa in acc(x) for c, d, wb in acc(y))
+
+    fin = []
+    for j, y in enumerate(nodes):
+        start = max((fin[i] for i in range(j) if conflict(nodes[i], y)), default=0)
+        fin.append(start + y.durations_ns[0])
+    return max(fin)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_what_if_matches_brute_force_on_random_chains(seed):
+    import random
+
+    rnd = random.Random(seed)
+    n = rnd.randint(2, 30)
+
+    def rng():
+        a = rnd.randrange(0, 60)
+        return (a, a + rnd.randint(1, 8))
+
+    nodes = []
+    for i in range(n):
+        if rnd.random() < 0.1:
+            nodes.append(node(i, rnd.randint(1, 50)))  # no op info
+        else:
+            nodes.append(node(i, rnd.randint(1, 50),
+                              reads=[rng() for _ in range(rnd.randint(0, 3))],
+                              writes=[rng() for _ in range(rnd.randint(0, 2))]))
+    o = one(bundle(nodes, [(i, i + 1) for i in range(n - 1)]))
+    s = o["serialization"]
+    assert s["what_if_ns"] == _brute_what_if(nodes)
+    if s["stream_order_only_edges"] == 0:
+        assert s["what_if_ns"] == o["critical_path"]["length_ns"]
