@@ -23,14 +23,17 @@ DEFAULT_TOP = 10
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here.")
+@click.option("--diagnosis/--no-diagnosis", default=True, show_default=True,
+              help="The Diagnosis section: critical path, gaps, false serialization, "
+              "concurrency (reads every node of the bundle).")
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
 @force_option
 @json_option
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], graph_name: Optional[str], force: Optional[bool],
-           as_json: bool) -> int:
+           html_path: Optional[str], diagnosis: bool, graph_name: Optional[str],
+           force: Optional[bool], as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
 
@@ -61,6 +64,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     # load every node for it.
     full = recompute or html_path or top != DEFAULT_TOP or graph_name
     s = read_summary(bundle) if not full else None
+    b = None
     if s is None:
         b = read_bundle(bundle)
         if graph_name:
@@ -73,7 +77,12 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             write_html(b, html_path, force=bool(force))
             click.echo(f"Wrote {html_path}", err=as_json)
         s = summarize(b, top=top)
+    diag = _diagnosis(bundle, b, graph_name) if diagnosis else None
     if as_json:
+        if diag is not None:
+            from graphscope.analysis.diagnosis import to_json
+
+            s = {**s, "diagnosis": to_json(diag)}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
     con = Console()
@@ -86,7 +95,24 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
+    if diag is not None:
+        from graphscope.reports.table import print_diagnosis
+
+        print_diagnosis(diag, con)
     return 0
+
+
+def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
+    """The diagnosis of the bundle at ``path`` (``b`` when it is loaded already)."""
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.bundle import read_bundle
+    from graphscope.graphs.model import Bundle, only_graph
+
+    if not isinstance(b, Bundle):
+        b = read_bundle(path)
+        if graph_name:
+            b = only_graph(b, graph_name)
+    return diagnose(b)
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:

@@ -95,6 +95,10 @@ REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 _EPS = 1e-6
 
 
+def _t(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 1e6 else f"{ns / 1e3:.1f} µs"
+
+
 def _median(xs: Sequence[float]) -> Optional[float]:
     return float(statistics.median(xs)) if xs else None
 
@@ -607,7 +611,7 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
     if (len(work_d) >= LATENCY_MIN_NODES and med_node < LATENCY_NODE_NS
             and (o["idle_pct"] >= LATENCY_IDLE_PCT or launch_share >= LATENCY_IDLE_PCT)):
         v.append(f"launch/dependency-latency bound: {len(work_d)} work nodes of median "
-                 f"{med_node / 1e3:.1f} µs; {o['idle_pct']:.0f}% of the span is idle"
+                 f"{_t(med_node)}; {o['idle_pct']:.0f}% of the span is idle"
                  + (f", launch takes {launch_share:.0f}% of launch + span" if launch_share
                     else ""))
     par = o.get("parallelism")
@@ -621,8 +625,8 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
         elif wi_par >= SERIAL_DAG_PARALLELISM:
             v.append(f"serialized on one stream: {ser['stream_order_only_edges']} "
                      f"stream-order-only edge(s); independent chains on more streams could "
-                     f"take the critical path from {o['critical_path']['length_ns'] / 1e3:.1f}"
-                     f" to {ser['what_if_ns'] / 1e3:.1f} µs (-{ser['gain_pct']:.0f}%)")
+                     f"take the critical path from {_t(o['critical_path']['length_ns'])}"
+                     f" to {_t(ser['what_if_ns'])} (-{ser['gain_pct']:.0f}%)")
     return v
 
 
@@ -671,8 +675,8 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
     med_gap, med_span = out["median_gap_ns"], out["median_span_ns"]
     if med_gap is not None and med_span is not None and med_gap > med_span:
         out["verdict"] = (f"host bound between replays: the GPU runs no graph for "
-                          f"{med_gap / 1e3:.1f} µs between replays (median) against "
-                          f"{med_span / 1e3:.1f} µs of replay span")
+                          f"{_t(med_gap)} between replays (median) against {_t(med_span)} of "
+                          "replay span")
     return out
 
 
