@@ -48,9 +48,12 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
                    err=True)
     worst = worst_regression_pct(d)
     failed = fail_above is not None and worst > fail_above
+    from graphscope.reports.diff import diagnosis_deltas
+
+    diag = diagnosis_deltas(ba, bb)
     if as_json:
-        click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed},
-                              sort_keys=True, indent=1))
+        click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
+                               "diagnosis": diag}, sort_keys=True, indent=1))
         return 1 if failed else 0
 
     def pct(v: float) -> str:
@@ -75,6 +78,9 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
                   f"{r['a_kernels']}→{r['b_kernels']}")
     con = Console()
     con.print(t)
+    from graphscope.reports.table import diagnosis_diff_table
+
+    con.print(diagnosis_diff_table(diag))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")

@@ -278,3 +278,29 @@ def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> 
     con = console or Console()
     con.print(diagnosis_table(diag))
     con.print(diagnosis_lines(diag))
+
+
+def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
+    """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
+    t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
+    t.add_column("graph", overflow="fold", ratio=1)
+    for col in ("critical path", "span", "idle", "launch"):
+        t.add_column(col, justify="right")
+
+    def cell(p: dict[str, Any], pct: bool = False) -> str:
+        f = (lambda v: f"{v:.0f}%") if pct else fmt_ns
+        if p["a"] is None and p["b"] is None:
+            return "-"
+        s = f"{f(p['a'])} → {f(p['b'])}"
+        if p["delta"] is not None:
+            dv = p["delta"]
+            s += f" ({'+' if dv >= 0 else '-'}{f(abs(dv))})"
+        return s
+
+    for r in diag["graphs"]:
+        t.add_row(Text(r["graph"]), cell(r["critical_path_ns"]), cell(r["span_ns"]),
+                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]))
+    g = diag.get("between_replays_gap_ns") or {}
+    if g.get("a") is not None or g.get("b") is not None:
+        t.add_row(Text("between replays (gap)"), "", cell(g), "", "")
+    return t
