@@ -70,9 +70,10 @@ def _top_kernels(bundle: Bundle, top: int = 3) -> dict[str, list[list[Any]]]:
             for p, ks in per_prefix.items()}
 
 
-def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[int]]:
+def _events(bundle: Bundle, strings: _Strings, replay: int,
+            crit: frozenset[int] = frozenset()) -> dict[str, list[int]]:
     """One replay's kernel boxes as columns, sorted by start (first replay kept if ``replay``
-    was not)."""
+    was not); ``cp`` is 1 for the nodes (exec ids) in ``crit``, the critical paths."""
     nodes = {n.exec_node_id: n for n in bundle.nodes()}
     kept = sorted({int(e["replay"]) for e in bundle.events})
     if kept and replay not in kept:
@@ -80,7 +81,7 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
     evs = [e for e in bundle.events if int(e["replay"]) == replay][:MAX_EVENTS]
     evs.sort(key=lambda e: (int(e["start_ns"]), int(e.get("stream") or 0)))
     cols: dict[str, list[int]] = {k: [] for k in ("t", "d", "s", "name", "module", "phase",
-                                                  "op", "shapes", "source", "acc")}
+                                                  "op", "shapes", "source", "acc", "cp")}
     t0 = int(evs[0]["start_ns"]) if evs else 0
     for e in evs:
         n = nodes.get(int(e["exec_node_id"]))
@@ -94,12 +95,15 @@ def _events(bundle: Bundle, strings: _Strings, replay: int) -> dict[str, list[in
         cols["shapes"].append(strings(n.shapes if n else None))
         cols["source"].append(strings(n.source if n else None))
         cols["acc"].append(1 if n and n.annotation.get("grad_accumulation") else 0)
+        cols["cp"].append(1 if int(e["exec_node_id"]) in crit else 0)
     return cols
 
 
 def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[str, Any]:
     s = summarize(bundle, top=10)
+    diag, crit = _diagnosis(bundle)
     return {
+        "diagnosis": diag,
         "label": label,
         "total_ns": s["replay_kernel_median_ns"],
         "replays": bundle.replays,
@@ -107,9 +111,32 @@ def _view(bundle: Bundle, strings: _Strings, replay: int, label: str) -> dict[st
         "modules": s["modules"],
         "top_kernels": s["top_kernels"],
         "module_kernels": _top_kernels(bundle),
-        "events": _events(bundle, strings, replay),
+        "events": _events(bundle, strings, replay, crit),
         "ddp": s.get("ddp", []),
     }
+
+
+MAX_PATH_IDS = 20_000  # critical-path node ids embedded for the graph view
+
+
+def _diagnosis(bundle: Bundle) -> tuple[dict[str, Any], frozenset[int]]:
+    """The view's diagnosis for the page (analysis/diagnosis.py; per-node slack left out)
+    and the exec ids on the critical paths (for the timeline's outlines)."""
+    from ..analysis.diagnosis import diagnose, to_json
+
+    d = to_json(diagnose(bundle))
+    crit: set[int] = set()
+    for o in d["graphs"]:
+        cp = o.get("critical_path")
+        if cp:
+            crit.update(cp.pop("exec_node_ids"))
+            if len(cp["nodes"]) > MAX_PATH_IDS:
+                cp["nodes"] = cp["nodes"][:MAX_PATH_IDS]
+                cp["truncated"] = True
+        o.pop("replays", None)
+        ser = o.get("serialization") or {}
+        ser.pop("what_if_path", None)
+    return d, frozenset(crit)
 
 
 def _svgs(bundle: Bundle) -> dict[str, Optional[str]]:
