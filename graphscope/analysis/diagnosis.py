@@ -85,7 +85,7 @@ import numpy as np
 from ..graphs.model import UNATTRIBUTED, WORK_TYPES, Bundle, CapturedGraph
 
 LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
-LATENCY_IDLE_PCT = 20.0  # gaps this large a share of the span make a graph latency bound
+LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
 LATENCY_MIN_NODES = 10
 SERIAL_PARALLELISM = 1.05  # achieved parallelism below this: one node at a time
 SERIAL_DAG_PARALLELISM = 1.1  # ... while the DAG would allow at least this
