@@ -11,6 +11,7 @@ from ..options import bundle_argument, force_option, json_option
 
 MAX_ROWS = 80
 DEFAULT_TOP = 10
+DIAGNOSIS_AUTO_BYTES = 8 << 20  # larger graph.json: the summary.json fast path skips diagnosis
 
 
 @click.command()
@@ -23,16 +24,18 @@ DEFAULT_TOP = 10
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here.")
-@click.option("--diagnosis/--no-diagnosis", default=True, show_default=True,
+@click.option("--diagnosis/--no-diagnosis", default=None,
               help="The Diagnosis section: critical path, gaps, false serialization, "
-              "concurrency (reads every node of the bundle).")
+              "concurrency. It reads every node: by default it is left out (and said so) only "
+              "where the tables come from summary.json of a bundle over "
+              f"{DIAGNOSIS_AUTO_BYTES >> 20} MB of graph.json.")
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
 @force_option
 @json_option
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], diagnosis: bool, graph_name: Optional[str],
+           html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
            force: Optional[bool], as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from rich.console import Console
@@ -77,7 +80,8 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             write_html(b, html_path, force=bool(force))
             click.echo(f"Wrote {html_path}", err=as_json)
         s = summarize(b, top=top)
-    diag = _diagnosis(bundle, b, graph_name) if diagnosis else None
+    skipped = diagnosis is None and b is None and _big(bundle)
+    diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
     if as_json:
         if diag is not None:
             from graphscope.analysis.diagnosis import to_json
@@ -99,7 +103,19 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         from graphscope.reports.table import print_diagnosis
 
         print_diagnosis(diag, con)
+    elif skipped:
+        con.print("Diagnosis left out for a bundle this large (it reads every node): pass "
+                  "--diagnosis")
     return 0
+
+
+def _big(path: str) -> bool:
+    import os
+
+    try:
+        return os.path.getsize(os.path.join(path, "graph.json")) > DIAGNOSIS_AUTO_BYTES
+    except OSError:
+        return False
 
 
 def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:

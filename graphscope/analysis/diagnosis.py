@@ -378,9 +378,9 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarr
     cand = ~kept & ~((wkey[at] == ekey) if len(wkey) else np.zeros(len(ekey), bool))
     wsucc = _csr(n, ws, wd)
     wpred = _csr(n, wd, ws)
-    rank = [0] * n
-    for i, u in enumerate(dag.order):
-        rank[u] = i
+    rank_a = np.empty(n, np.int64)
+    rank_a[np.asarray(dag.order, np.int64)] = np.arange(n)
+    rank = rank_a.tolist()
     false_edges: list[tuple[int, int]] = []
     budget = REACH_BUDGET
     unchecked = 0
@@ -393,7 +393,7 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarr
             false_edges.append((x, y))
         elif not found:
             unchecked += 1
-    if false_edges:
+    if false_edges or unchecked:
         length, path, _ = _longest(dag.order, wsucc, wpred, d, ws, wd)
     else:  # every captured ordering is kept: nothing to gain
         length, path = dag_cp, cp_path

@@ -378,3 +378,13 @@ def test_what_if_matches_brute_force_on_random_chains(seed):
     assert s["what_if_ns"] == _brute_what_if(nodes)
     if s["stream_order_only_edges"] == 0:
         assert s["what_if_ns"] == o["critical_path"]["length_ns"]
+
+
+def test_reachability_budget_spent_still_gives_the_what_if(monkeypatch):
+    import graphscope.analysis.diagnosis as D
+
+    monkeypatch.setattr(D, "REACH_BUDGET", 1)
+    nodes, edges = chain_with_false_edge()
+    s = one(bundle(nodes, edges))["serialization"]
+    assert s["stream_order_only_edges"] == 0 and s["unchecked_edges"] == 1
+    assert s["what_if_ns"] == 35

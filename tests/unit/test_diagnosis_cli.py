@@ -94,3 +94,18 @@ def test_diff_diagnosis_deltas():
     r = CliRunner().invoke(cli, ["diff", os.path.join(DATA, "gpt_step"),
                                  os.path.join(DATA, "cnn_step")], terminal_width=120)
     assert "Diagnosis A → B" in r.output
+
+
+def test_report_leaves_the_diagnosis_out_of_a_large_bundle_fast_path(monkeypatch):
+    import graphscope.cli.commands.report as R
+
+    monkeypatch.setattr(R, "DIAGNOSIS_AUTO_BYTES", 0)
+    p = os.path.join(DATA, "gpt_step")
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], terminal_width=120)
+    assert r.exit_code == 0 and "left out" in r.output and "Diagnosis (median" not in r.output
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0", "--diagnosis"],
+                           terminal_width=120)
+    assert "Diagnosis (median" in r.output
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0", "--recompute"],
+                           terminal_width=120)  # the bundle is read anyway
+    assert "Diagnosis (median" in r.output
