@@ -308,12 +308,16 @@ def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndar
         bounds = _sorted_unique(ranges.ravel())
         lo = np.searchsorted(bounds, ranges[:, 0])
         cnt = np.searchsorted(bounds, ranges[:, 1]) - lo
-        # one row per (access, elementary segment)
-        rep = np.repeat(np.arange(len(lo)), cnt)
-        seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-        node, isw = node[rep], isw[rep]
+        # one row per (access, elementary segment); most ranges are one segment
+        if bool((cnt == 1).all()):
+            seg = lo
+        else:
+            rep = np.repeat(np.arange(len(lo)), cnt)
+            seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+            node, isw = node[rep], isw[rep]
         # by segment, then visit rank, reads before writes within a node: one int64 key
-        k = np.argsort((seg * n + rank[node]) * 2 + isw, kind="stable")
+        # (rows with equal keys are interchangeable)
+        k = np.argsort((seg * n + rank[node]) * 2 + isw)
         seg, node, isw = seg[k], node[k], isw[k]
         idx = np.arange(len(seg))
         first = np.r_[True, seg[1:] != seg[:-1]]
