@@ -67,7 +67,12 @@ False serialization
     unchanged). Two conflicting nodes the captured graph leaves unordered (a race in the
     program) are ordered by the visit order, which can only lengthen the what-if path.
     The chains reported are the runs of one stream's nodes, in visit order, between
-    stream-order-only edges (stream -1: nodes without events).
+    stream-order-only edges (stream -1: nodes without events). Where no captured edge is
+    stream-order-only the what-if path is the critical path itself.
+    Cost: one sort of every (node, elementary segment, read/write) access, O(A log A), and
+    running max/min sweeps over it (no pairwise interval tests); the reachability checks
+    visit at most REACH_BUDGET nodes per graph, and edges left unchecked are counted
+    (``unchecked_edges``), not listed (the what-if path does not depend on them).
 """
 
 from __future__ import annotations
