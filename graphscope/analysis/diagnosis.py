@@ -32,10 +32,12 @@ Per traced replay with events (then the median over those replays)
 
 Between replays
     Replays with events are ordered on their one clock. The gap between two consecutive ones
-    counts only where no replay without events can lie in it: a graph with more replays than
-    it kept events for runs its unkept replays after its last kept one (and its skipped
-    ones, manifest ``skip_replays``, before its first). Eager kernels outside graphs are not
-    recorded: a gap is time in which the GPU runs no graph node.
+    counts only where no replay without events can lie in it: not where a launch record of a
+    replay without events falls between them, and not where some graph has more replays than
+    are known (kept events or launch records) and its last known one is not after the gap
+    (its other replays run after it; its skipped ones, manifest ``skip_replays``, before its
+    first). Eager kernels outside graphs are not recorded: a gap is time in which the GPU
+    runs no graph node.
 
 Verdicts (only where the numbers support them; thresholds below)
     "launch/dependency-latency bound"  >= LATENCY_MIN_NODES work nodes, median work node
@@ -79,6 +81,7 @@ from __future__ import annotations
 
 import heapq
 import statistics
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import chain
@@ -651,23 +654,32 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
     if len(iv) < 2:
         return None
     iv.sort(key=lambda x: (x[0], x[1]))
-    kept: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    for a, b, gname, _, _ in iv:
-        kept[gname].append((a, b))
+    # each known replay's place on the clock: its launch where recorded, else its first node
+    ref = {k: v[0] for k, v in launches.items()}
+    for a, _, gname, r, _ in iv:
+        ref.setdefault((gname, r), a)
+    kept_keys = {(gname, r) for _, _, gname, r, _ in iv}
+    hidden = sorted(v for k, v in ref.items() if k not in kept_keys)  # launched, no events
+    known: dict[str, list[int]] = defaultdict(list)
+    for (gname, _), v in ref.items():
+        known[gname].append(v)
     skip = bundle.manifest.get("skip_replays") or 0
     more = {}
     for g in bundle.graphs:
         total = g.info.get("replays") if isinstance(g.info.get("replays"), int) else None
-        more[g.name] = (total if total is not None else bundle.replays) > len(kept.get(g.name,
-                                                                                 []))
-    first = {k: v[0][0] for k, v in kept.items()}
-    last = {k: v[-1][0] for k, v in kept.items()}
+        more[g.name] = (total if total is not None else bundle.replays) > len(known[g.name])
+    first = {k: min(v) for k, v in known.items() if v}
+    last = {k: max(v) for k, v in known.items() if v}
     gaps, host = [], []
     for x, y in zip(iv, iv[1:]):
-        if any(more.get(k) and last[k] <= x[0] for k in kept):
-            continue  # an unkept replay of k may run in between
-        if skip and any(first[k] >= y[0] for k in kept):
+        rx, ry = ref[(x[2], x[3])], ref[(y[2], y[3])]
+        if any(more.get(k) and last[k] <= rx for k in last):
+            continue  # a replay of k without events or launch record may run in between
+        if skip and any(first[k] >= ry for k in first):
             continue  # a skipped replay of k may run in between
+        i = bisect_right(hidden, rx)
+        if i < len(hidden) and hidden[i] < y[0]:
+            continue  # a replay launched in between (without events)
         gap = y[0] - x[1]
         lau = launches.get((y[2], y[3]))
         x[4]["tail_ns"] = (lau[0] if lau else y[0]) - x[1]

@@ -388,3 +388,22 @@ def test_reachability_budget_spent_still_gives_the_what_if(monkeypatch):
     s = one(bundle(nodes, edges))["serialization"]
     assert s["stream_order_only_edges"] == 0 and s["unchecked_edges"] == 1
     assert s["what_if_ns"] == 35
+
+
+def test_between_replays_with_launch_records_of_replays_without_events():
+    # a0 a1 [a2: launched, no events] b0 b1 [b2]; every traced replay has a launch record
+    ga = CapturedGraph("a", 1, 1, (node(0, 10, graph="a"),), ())
+    gb = CapturedGraph("b", 2, 2, (Node("b", 0, 2 * GID, "kernel", durations_ns=(10, 10, 10)),),
+                       ())
+    evs = [ev(0, 0, 0, 10, graph="a"), ev(0, 1, 100, 10, graph="a"),
+           {"graph": "b", "replay": 0, "exec_node_id": 2 * GID, "start_ns": 1000, "dur_ns": 10},
+           {"graph": "b", "replay": 1, "exec_node_id": 2 * GID, "start_ns": 1100, "dur_ns": 10}]
+    starts = {("a", 0): -5, ("a", 1): 95, ("a", 2): 500, ("b", 0): 995, ("b", 1): 1095,
+              ("b", 2): 1300}
+    launches = [{"graph": g, "replay": r, "start_ns": t, "end_ns": t + 2}
+                for (g, r), t in starts.items()]
+    d = diagnose(Bundle("/x", {}, (ga, gb), 3, events=tuple(evs), launches=tuple(launches)))
+    # a0->a1 and b0->b1 count (every replay is known); a1 -> b0 holds a2: left out
+    btw = d["between_replays"]
+    assert btw["pairs"] == 2 and btw["max_gap_ns"] == 90
+    assert btw["host_wait_median_ns"] == 85 and btw["median_gap_ns"] == 90  # launch - end
