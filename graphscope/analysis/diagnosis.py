@@ -44,7 +44,12 @@ Verdicts (only where the numbers support them; thresholds below)
         < LATENCY_NODE_NS, and idle inside the span >= LATENCY_IDLE_PCT % of the span or the
         launch latency >= LATENCY_IDLE_PCT % of launch + span.
     "host bound between replays"  the median gap between consecutive replays is longer than
-        the median replay span: the GPU waits for the host longer than it runs graphs.
+        the median replay span: the GPU waits for the host longer than it runs graphs. Only
+        for ``graphscope run`` bundles whose manifest says ``traced_back_to_back`` (replays
+        traced in one window, no synchronize between them): otherwise the gaps hold the
+        tracer's own per-replay start, synchronize and flush (``run`` until then) or come
+        from graphscope's own replay loop (``capture``), and ``between_replays`` says so in
+        its ``note``.
     "serialized on one stream"  achieved parallelism < SERIAL_PARALLELISM while the DAG or
         the data DAG (below) allows work / critical path >= SERIAL_DAG_PARALLELISM.
 
@@ -694,7 +699,14 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
         "total_gap_ns": sum(gaps), "median_span_ns": _median(spans),
         "host_wait_median_ns": _median(host)}
     med_gap, med_span = out["median_gap_ns"], out["median_span_ns"]
-    if med_gap is not None and med_span is not None and med_gap > med_span:
+    mode = bundle.manifest.get("mode")
+    if mode != "run":
+        out["note"] = ("the replays were driven by graphscope's own replay loop, not by the "
+                       "program")
+    elif not bundle.manifest.get("traced_back_to_back"):
+        out["note"] = ("each traced replay was started, synchronized and flushed by graphscope's "
+                       "tracer: the gaps hold that overhead besides the program's own time")
+    elif med_gap is not None and med_span is not None and med_gap > med_span:
         out["verdict"] = (f"host bound between replays: the GPU runs no graph for "
                           f"{_t(med_gap)} between replays (median) against {_t(med_span)} of "
                           "replay span")

@@ -267,7 +267,8 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
     if btw:
         out.append(f"between replays: {btw['pairs']} gap(s), median {fmt_ns(btw['median_gap_ns'])}"
                    f" (max {fmt_ns(btw['max_gap_ns'])}) with no graph node running, against a "
-                   f"median replay span of {fmt_ns(btw['median_span_ns'])}")
+                   f"median replay span of {fmt_ns(btw['median_span_ns'])}"
+                   + (f" ({btw['note']})" if btw.get("note") else ""))
     if not diag.get("launch_recorded") and any(o.get("replays") for o in diag["graphs"]):
         out.append("launch latency not recorded (a bundle from before launch records)")
     out.extend("verdict: " + v for v in diag.get("verdicts", []))

@@ -42,11 +42,12 @@ def test_report_prints_the_diagnosis_and_json_has_it():
     assert "diagnosis" not in json.loads(r.output)
 
 
-def test_report_run_bundle_says_host_bound():
+def test_report_run_bundle_gaps_between_replays():
     p = os.path.join(DATA, "run_decode")
-    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], terminal_width=120)
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], terminal_width=200)
     assert r.exit_code == 0, r.output
-    assert "verdict: host bound between replays" in r.output
+    assert "between replays: 2 gap(s), median 6.38 ms" in r.output
+    assert "synchronized and flushed by graphscope's tracer" in r.output
     r = CliRunner().invoke(cli, ["report", p, "--graph", "#1", "--json"])
     d = json.loads(r.output)["diagnosis"]
     assert [o["graph"] for o in d["graphs"]] == ["decode.py:71 #1 [8,1] [1]"]

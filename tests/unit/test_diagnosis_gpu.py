@@ -134,8 +134,10 @@ def test_run_bundles_every_node_accounted_for(tmp_path, program):
     b = read_bundle(str(out))
     d = diagnose(b)
     _accounted(b, d)
-    if program == "decode.py":
-        assert any(v.startswith("host bound between replays") for v in d["verdicts"])
+    if program == "decode.py":  # a Python loop with eager work between replays
+        assert d["between_replays"]["pairs"] >= 2
+        if b.manifest.get("traced_back_to_back"):
+            assert any(v.startswith("host bound between replays") for v in d["verdicts"])
 
 
 @pytest.mark.parametrize("name", ["resnet18", "vit_tiny", "gpt2"])
