@@ -414,3 +414,13 @@ def test_between_replays_with_launch_records_of_replays_without_events():
     btw = d["between_replays"]
     assert btw["pairs"] == 2 and btw["max_gap_ns"] == 90
     assert btw["host_wait_median_ns"] == 85 and btw["median_gap_ns"] == 90  # launch - end
+
+
+def test_empty_graph_and_edges_naming_no_node():
+    o = one(bundle([], []))
+    assert o["critical_path"]["nodes"] == [] and o["slack"]["on_path"] == 0
+    nodes = [Node("g", 5, GID + 5, "kernel", durations_ns=(4, 4, 4)),
+             Node("g", 9, GID + 9, "kernel", durations_ns=(6, 6, 6))]
+    o = one(bundle(nodes, [(5, 9), (9, 9), (5, 77)]))  # local ids not 0..n-1; a self edge
+    assert o["critical_path"]["nodes"] == [5, 9] and o["critical_path"]["length_ns"] == 10
+    assert any("2 edge(s) naming no node" in a for a in o["assumptions"])
