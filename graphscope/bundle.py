@@ -327,6 +327,7 @@ def _read_bundle(path: str) -> Bundle:
         _expect(isinstance(e, dict), where, "events[]", "an object")
         for k in ("replay", "exec_node_id", "start_ns", "dur_ns"):
             _int(e.get(k), where, f"events[].{k}")
+    launches = _launches(timeline.get("launches", []), where)
     totals = {}
     for k in ("replay_kernel_ns", "replay_span_ns"):
         totals[k] = _ints(timeline.get(k, ()), where, k)
@@ -341,7 +342,27 @@ def _read_bundle(path: str) -> Bundle:
         replay_span_ns=totals["replay_span_ns"],
         events=tuple(events),
         unjoined_records=_int(timeline.get("unjoined_records", 0), where, "unjoined_records"),
+        launches=launches,
     )
+
+
+def _launches(v: Any, where: str) -> tuple[dict[str, Any], ...]:
+    """timeline.json ``launches``: the host's cudaGraphLaunch call per traced replay (on the
+    events' clock, so a launch before the first record is negative)."""
+    _expect(isinstance(v, list), where, "launches", "a list")
+    for x in v:
+        _expect(isinstance(x, dict) and isinstance(x.get("graph"), str), where,
+                "launches[]", "an object with a graph name")
+        _int(x.get("replay"), where, "launches[].replay")
+        for k in ("start_ns", "end_ns"):
+            if isinstance(x.get(k), bool) or not isinstance(x.get(k), int) or not (
+                    -MAX_ID <= x[k] <= MAX_ID):
+                raise BundleError(f"{where}: launches[].{k} must be an integer, not "
+                                  f"{x.get(k)!r:.60}")
+        if x["end_ns"] < x["start_ns"]:
+            raise BundleError(f"{where}: launches[]: end_ns {x['end_ns']} is before start_ns "
+                              f"{x['start_ns']}")
+    return tuple(v)
 
 
 MAX_ID = (1 << 63) - 1
@@ -397,6 +418,19 @@ def _check_node(n: Any, where: str, graph: str) -> None:
     for k in ("smem", "bytes"):
         if k in n:
             _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
+    for k in ("reads", "writes"):  # [[start, end), ...] byte ranges; absent: no op info
+        if n.get(k) is not None:
+            _ranges(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
+
+
+def _ranges(v: Any, where: str, field: str) -> None:
+    _expect(isinstance(v, list), where, field, "a list of [start, end] byte ranges")
+    for r in v:
+        _expect(isinstance(r, list) and len(r) == 2, where, field,
+                "a list of [start, end] byte ranges")
+        s, e = _int(r[0], where, field), _int(r[1], where, field)
+        if e < s:
+            raise BundleError(f"{where}: {field}: range [{s}, {e}] ends before it starts")
 
 
 _MANIFEST_STRS = ("mode", "created", "tool", "step", "entry")

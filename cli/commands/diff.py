@@ -44,12 +44,18 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         click.echo(f"warning: {w}", err=True)
     worst = worst_regression_pct(d)
     failed = fail_above is not None and worst > fail_above
+    from graphscope.analysis.diff import diagnosis_deltas
+
+    diag = diagnosis_deltas(ba, bb)
     if as_json:
-        click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed},
-                              sort_keys=True, indent=1))
+        click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
+                               "diagnosis": diag}, sort_keys=True, indent=1))
         return 1 if failed else 0
     con = Console()
     con.print(diff_table(d, a, b))
+    from graphscope.render.table import diagnosis_diff_table
+
+    con.print(diagnosis_diff_table(diag))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")

@@ -11,6 +11,8 @@ from ..options import bundle_argument, command, depth_option, force_option, json
 
 MAX_ROWS = 80
 DEFAULT_TOP = 10
+DIAGNOSIS_AUTO_BYTES = 8 << 20  # larger graph.json: the summary.json fast path skips diagnosis
+DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) only on request
 
 
 @command()
@@ -23,14 +25,19 @@ DEFAULT_TOP = 10
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here; "
               "'-' writes it to stdout instead of the tables.")
+@click.option("--diagnosis/--no-diagnosis", default=None,
+              help="The Diagnosis section: critical path, gaps, false serialization, "
+              "concurrency. It reads every node: by default it is left out (and said so) only "
+              "where the tables come from summary.json of a bundle over "
+              f"{DIAGNOSIS_AUTO_BYTES >> 20} MB of graph.json.")
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
 @force_option()
 @json_option()
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
-           html_path: Optional[str], graph_name: Optional[str], force: bool,
-           as_json: bool) -> int:
+           html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
+           force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
@@ -61,6 +68,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     # load every node for it.
     full = recompute or html_path or top != DEFAULT_TOP or graph_name
     s = read_summary(bundle) if not full else None
+    b = None
     if s is None:
         b = read_bundle(bundle)
         if graph_name:
@@ -78,7 +86,14 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         from graphscope.analysis.summary import summarize
 
         s = summarize(b, top=top)
+    skipped = diagnosis is None and (
+        _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
+    diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
     if as_json:
+        if diag is not None:
+            from graphscope.analysis.diagnosis import to_json
+
+            s = {**s, "diagnosis": to_json(diag)}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
     from rich.console import Console
@@ -95,12 +110,41 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
+    if diag is not None:
+        from graphscope.render.table import print_diagnosis
+
+        print_diagnosis(diag, con)
+    elif skipped:
+        con.print("Diagnosis left out for a bundle this large (it reads every node of every "
+                  "graph): pass --diagnosis")
     return 0
 
 
 def _wrote(path: str, as_json: bool) -> None:
     if path != "-":
         click.echo(f"Wrote {path}", err=as_json)
+
+
+def _big(path: str) -> bool:
+    import os
+
+    try:
+        return os.path.getsize(os.path.join(path, "graph.json")) > DIAGNOSIS_AUTO_BYTES
+    except OSError:
+        return False
+
+
+def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
+    """The diagnosis of the bundle at ``path`` (``b`` when it is loaded already)."""
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.bundle import read_bundle
+    from graphscope.model.graph import Bundle, only_graph
+
+    if not isinstance(b, Bundle):
+        b = read_bundle(path)
+        if graph_name:
+            b = only_graph(b, graph_name)
+    return diagnose(b)
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:

@@ -18,6 +18,11 @@ budgets.yaml::
         max_kernels: 60
     regression:                   # against --baseline BUNDLE
       max_pct: 10                 # total and every module present in both
+    graphs:                       # glob patterns on graph names; every match must pass
+      "*":                        # (the diagnosis: graphscope/analysis/diagnosis.py)
+        max_critical_path_us: 500   # critical path through the DAG (median durations)
+        max_idle_pct: 20            # time inside the replay span with no node running
+        max_launch_latency_us: 40   # cudaGraphLaunch call -> first node (when recorded)
 """
 
 from __future__ import annotations
@@ -34,13 +39,17 @@ from ..model.graph import Bundle
 from .diff import diff_summary
 from .summary import coverage, module_rows, summarize
 
-_LIMITS = {"max_time_us": float, "max_kernels": int}
+_LIMITS: dict[str, type] = {"max_time_us": float, "max_kernels": int}
+_GRAPH_LIMITS: dict[str, type] = {"max_critical_path_us": float, "max_idle_pct": float,
+                 "max_launch_latency_us": float}
+_PATTERN_LIMITS: dict[str, dict[str, type]] = {"modules": _LIMITS, "graphs": _GRAPH_LIMITS}
 _SCHEMA: dict[str, Any] = {
     "capture": {"mode": str, "replays": int, "warmup": int, "depth": int, "entry": str},
     "min_coverage": {"forward": float, "backward": float},
     "total": _LIMITS,
     "modules": "patterns",
     "regression": {"max_pct": float},
+    "graphs": "patterns",
 }
 
 
@@ -52,6 +61,7 @@ class Budgets:
     total: dict[str, float] = field(default_factory=dict)
     modules: dict[str, dict[str, float]] = field(default_factory=dict)
     regression: dict[str, float] = field(default_factory=dict)
+    graphs: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,19 +141,20 @@ def load_budgets(path: str) -> Budgets:
         if spec == "patterns":
             for pk, _ in entries:
                 if pk.tag != "tag:yaml.org,2002:str":  # 1: or null: reads as a number / None
-                    raise ConfigError(f"{where(pk)}: module pattern {pk.value!r} must be text: "
-                                      "quote it")
+                    raise ConfigError(f"{where(pk)}: {key.rstrip('s')} pattern {pk.value!r} "
+                                      "must be text: quote it")
+            allowed = _PATTERN_LIMITS[key]
             for pk, pv in entries:
                 if not isinstance(pv, yaml.MappingNode):
-                    raise ConfigError(f"{where(pk)}: modules.{pk.value!r} must be a mapping")
+                    raise ConfigError(f"{where(pk)}: {key}.{pk.value!r} must be a mapping")
                 for lk, _ in pv.value:
-                    if lk.value not in _LIMITS:
+                    if lk.value not in allowed:
                         raise ConfigError(f"{where(lk)}: unknown key "
-                                          f"'modules.{pk.value}.{lk.value}' (known: "
-                                          f"{', '.join(sorted(_LIMITS))})")
+                                          f"'{key}.{pk.value}.{lk.value}' (known: "
+                                          f"{', '.join(sorted(allowed))})")
                 limits = data[key][pk.value]
                 for lk, lv in limits.items():
-                    limits[lk] = _coerce(lv, _LIMITS[lk], where(pk), f"modules.{pk.value}.{lk}")
+                    limits[lk] = _coerce(lv, allowed[lk], where(pk), f"{key}.{pk.value}.{lk}")
             continue
         for k, _ in entries:
             if k.value not in spec:
@@ -176,6 +187,8 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
         for r in matched:
             out += _limits(f"modules[{r['module']}]", r["median_ns"], r["kernels"], limits,
                            bundle.has_timings)
+    if budgets.graphs:
+        out += graph_budgets(bundle, budgets.graphs)
     if baseline is not None and "max_pct" in budgets.regression:
         limit = budgets.regression["max_pct"]
         d = diff_summary(baseline, bundle)
@@ -187,6 +200,40 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
                 out.append(CheckResult(
                     f"regression[{r['module']}]", r["delta_pct"] <= limit, r["delta_pct"], limit,
                     f"{r['module']} {r['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
+    return out
+
+
+def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list[CheckResult]:
+    """The ``graphs`` budgets: each graph whose name matches a pattern against its diagnosis
+    (critical path, idle share of the span, launch latency)."""
+    from .diagnosis import diagnose
+
+    diag = {o["graph"]: o for o in diagnose(bundle)["graphs"]}
+    out: list[CheckResult] = []
+    for pattern, limits in patterns.items():
+        matched = [g for g in diag if fnmatch.fnmatchcase(g, pattern)]
+        if not matched:
+            out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
+                                   f"no graph matches {pattern!r}"))
+        for g in matched:
+            o = diag[g]
+            cp = o.get("critical_path", {}).get("length_ns") if o.get("timed") else None
+            values = {"max_critical_path_us": (cp, 1e3, "critical path", "µs",
+                                               "no critical path (no timed replays)"),
+                      "max_idle_pct": (o.get("idle_pct"), 1.0, "idle", "% of the span",
+                                       "no replay with events"),
+                      "max_launch_latency_us": (o.get("launch_latency_ns"), 1e3,
+                                                "launch latency", "µs",
+                                                "launch latency not recorded")}
+            for key, lim in sorted(limits.items()):
+                v, scale, what, unit, missing = values[key]
+                name = f"graphs[{g}].{key.removeprefix('max_').removesuffix('_us')}"
+                if v is None:
+                    out.append(CheckResult(name, False, None, lim, f"{g}: {missing}"))
+                    continue
+                x = v / scale
+                out.append(CheckResult(name, x <= lim, x, lim,
+                                       f"{g}: {what} {x:.1f} {unit} (max {lim} {unit})"))
     return out
 
 

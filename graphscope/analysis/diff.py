@@ -50,3 +50,36 @@ def worst_regression_pct(d: dict[str, Any]) -> float:
     pcts = [d["total"]["delta_pct"]]
     pcts += [r["delta_pct"] for r in d["modules"] if r["only_in"] is None]
     return max(pcts)
+
+
+def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:
+    """Critical path, span, idle and launch latency per graph present in both bundles (by
+    name), and the median gap between replays, as A / B / delta."""
+    from ..analysis.diagnosis import diagnose
+
+    da, db = diagnose(a), diagnose(b)
+    ga = {o["graph"]: o for o in da["graphs"] if "error" not in o}
+    gb = {o["graph"]: o for o in db["graphs"] if "error" not in o}
+
+    def pair(x: Optional[float], y: Optional[float]) -> dict[str, Optional[float]]:
+        return {"a": x, "b": y, "delta": None if x is None or y is None else y - x}
+
+    rows = []
+    for name in [g for g in ga if g in gb]:
+        x, y = ga[name], gb[name]
+        rows.append({
+            "graph": name,
+            "critical_path_ns": pair(x["critical_path"]["length_ns"] if x["timed"] else None,
+                                     y["critical_path"]["length_ns"] if y["timed"] else None),
+            "span_ns": pair(x.get("span_ns"), y.get("span_ns")),
+            "idle_ns": pair(x.get("median", {}).get("idle_ns"),
+                            y.get("median", {}).get("idle_ns")),
+            "idle_pct": pair(x.get("idle_pct"), y.get("idle_pct")),
+            "launch_latency_ns": pair(x.get("launch_latency_ns"), y.get("launch_latency_ns")),
+        })
+    btw = [d.get("between_replays") or {} for d in (da, db)]
+    return {"graphs": rows,
+            "only_in_a": [g for g in ga if g not in gb],
+            "only_in_b": [g for g in gb if g not in ga],
+            "between_replays_gap_ns": pair(btw[0].get("median_gap_ns"),
+                                           btw[1].get("median_gap_ns"))}

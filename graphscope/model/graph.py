@@ -227,6 +227,8 @@ class Bundle:
     replay_span_ns: tuple[int, ...] = ()  # per replay: first start to last end
     events: tuple[Mapping[str, Any], ...] = ()
     unjoined_records: int = 0
+    # per traced replay: the host's cudaGraphLaunch call {graph, replay, start_ns, end_ns}
+    launches: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         # kernel names unique over the whole bundle; a view of some graphs keeps them

@@ -43,10 +43,11 @@ class _Strings:
         return i
 
 
-def _events(bundle: Bundle, strings: _Strings, replay: int,
-            base: Optional[str] = None) -> dict[str, list[int]]:
+def _events(bundle: Bundle, strings: _Strings, replay: int, base: Optional[str] = None,
+            crit: frozenset[int] = frozenset()) -> dict[str, list[int]]:
     """One replay's kernel boxes as columns, sorted by start (first replay kept if ``replay``
-    was not); source locations relative to ``base`` (the program's directory)."""
+    was not); source locations relative to ``base`` (the program's directory); ``cp`` is 1 for
+    the nodes (exec ids) in ``crit``, the critical paths."""
     nodes = {n.exec_node_id: n for n in bundle.nodes()}
     kept = sorted({int(e["replay"]) for e in bundle.events})
     if kept and replay not in kept:
@@ -54,7 +55,7 @@ def _events(bundle: Bundle, strings: _Strings, replay: int,
     evs = [e for e in bundle.events if int(e["replay"]) == replay][:MAX_EVENTS]
     evs.sort(key=lambda e: (int(e["start_ns"]), int(e.get("stream") or 0)))
     cols: dict[str, list[int]] = {k: [] for k in ("t", "d", "s", "name", "module", "phase",
-                                                  "op", "shapes", "source", "acc", "g")}
+                                                  "op", "shapes", "source", "acc", "g", "cp")}
     t0 = int(evs[0]["start_ns"]) if evs else 0
     for e in evs:
         n = nodes.get(int(e["exec_node_id"]))
@@ -69,6 +70,7 @@ def _events(bundle: Bundle, strings: _Strings, replay: int,
         cols["source"].append(strings(display_source(n.source, base) if n else None))
         cols["g"].append(strings(n.graph if n else e.get("graph")))
         cols["acc"].append(1 if n and n.annotation.get("grad_accumulation") else 0)
+        cols["cp"].append(1 if int(e["exec_node_id"]) in crit else 0)
     return cols
 
 
@@ -78,7 +80,9 @@ def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
     """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
     ``svg`` the key of its drawing in ``graph_svg``."""
     s = summarize(bundle, top=10)
+    diag, crit = _diagnosis(bundle)
     return {
+        "diagnosis": diag,
         "label": label,
         "graph": graph,
         "graphs": len(bundle.graphs),
@@ -89,9 +93,35 @@ def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
         "modules": s["modules"],
         "top_kernels": s["top_kernels"],
         "module_kernels": module_top_kernels(bundle),
-        "events": _events(bundle, strings, replay, base),
+        "events": _events(bundle, strings, replay, base, crit),
         "ddp": s.get("ddp", []),
     }
+
+
+MAX_PATH_IDS = 20_000  # critical-path node ids embedded for the graph view
+MAX_DIAGNOSED_GRAPHS = 1000  # a view of more graphs has no diagnosis (each graph's view has)
+
+
+def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
+    """The view's diagnosis for the page (analysis/diagnosis.py; per-node slack left out)
+    and the exec ids on the critical paths (for the timeline's outlines)."""
+    from ..analysis.diagnosis import diagnose, to_json
+
+    if len(bundle.graphs) > MAX_DIAGNOSED_GRAPHS:
+        return None, frozenset()
+    d = to_json(diagnose(bundle))
+    crit: set[int] = set()
+    for o in d["graphs"]:
+        cp = o.get("critical_path")
+        if cp:
+            crit.update(cp.pop("exec_node_ids"))
+            if len(cp["nodes"]) > MAX_PATH_IDS:
+                cp["nodes"] = cp["nodes"][:MAX_PATH_IDS]
+                cp["truncated"] = True
+        o.pop("replays", None)
+        ser = o.get("serialization") or {}
+        ser.pop("what_if_path", None)
+    return d, frozenset(crit)
 
 
 def payload(bundle: Bundle, replay: int = 0,

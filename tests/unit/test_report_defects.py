@@ -43,7 +43,7 @@ def test_header_newline_is_a_newline(capsys, monkeypatch, name):
 
 # ------------------------------------------------------------------ 2: forward-only bundles
 def test_forward_only_bundle_claims_no_backward_coverage(capsys, monkeypatch):
-    out = _report(capsys, monkeypatch, os.path.join(DATA, "decode_kv_forward"))
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "decode_kv_forward"), "--no-diagnosis")
     cov = next(line for line in out.splitlines() if "module coverage" in line)
     assert "fwd 100.0%" in cov and "bwd" not in cov
     rows = [line for line in out.splitlines() if line.startswith("│ bucket")]
@@ -75,7 +75,7 @@ def test_a_shared_pool_is_shown_once(tmp_path, capsys, monkeypatch):
         for i, g in enumerate(gs):
             g["info"]["pool_id"] = [0, 1] if i < 4 else [0, 2 + i]
     _edit_graphs(b, share)
-    out = _report(capsys, monkeypatch, str(b), "--recompute")
+    out = _report(capsys, monkeypatch, str(b), "--recompute", "--no-diagnosis")
     rows = [line for line in out.splitlines() if "partial_network.py" in line and "│" in line]
     assert len(rows) == 6
     sizes = [r for r in rows if "MiB" in r]

@@ -1,0 +1,748 @@
+"""Why a graph takes the time it takes: critical path, where the span goes, false
+serialization and concurrency. Pure functions of a loaded :class:`Bundle` (numpy, no torch).
+
+Durations
+    A node's duration is the median over the timed replays of its ``durations_ns`` (work
+    nodes), else the median ``dur_ns`` of its events where the tracer kept any. A node with
+    neither (empty, event record/wait, host nodes, ...) is taken as 0 ns; each graph's
+    ``assumptions`` say how many were. Without timed replays nothing is measured: the
+    critical path is the longest chain counted in nodes.
+
+Critical path
+    The longest path through the captured DAG (its edges) weighted by those durations:
+    earliest starts forward in topological order, latest starts (that keep the length)
+    backward; slack = latest - earliest start. The path is followed back from the
+    last-finishing node through the predecessor whose finish is the node's earliest start.
+    It is a model: it leaves out launch and dependency-resolution latency, which the
+    measured span holds.
+
+Per traced replay with events (then the median over those replays)
+    span        first node start -> last node end (for a bundle of one graph: the median over
+                every traced replay, ``replay_span_ns``; else over those with events)
+    work        sum of the node durations (the DAG's weights)
+    parallelism work / span (1.0: one node at a time)
+    launch      host ``cudaGraphLaunch`` call start -> first node start, from timeline.json's
+                ``launches`` (absent in older bundles: "launch latency not recorded")
+    dep_gap     per node with timed predecessors: its start - its last predecessor's end
+                (dependency-resolution latency), summed
+    idle        span - time with at least one node running
+    concurrent  time with two or more nodes running
+    tail        this replay's last node end -> the next replay's launch (its first node
+                when launches are not recorded), where that next replay is known (below)
+
+Between replays
+    Replays with events are ordered on their one clock. The gap between two consecutive ones
+    counts only where no replay without events can lie in it: not where a launch record of a
+    replay without events falls between them, and not where some graph has more replays than
+    are known (kept events or launch records) and its last known one is not after the gap
+    (its other replays run after it; its skipped ones, manifest ``skip_replays``, before its
+    first). Eager kernels outside graphs are not recorded: a gap is time in which the GPU
+    runs no graph node.
+
+Verdicts (only where the numbers support them; thresholds below)
+    "launch/dependency-latency bound"  >= LATENCY_MIN_NODES work nodes, median work node
+        < LATENCY_NODE_NS, and idle inside the span >= LATENCY_IDLE_PCT % of the span or the
+        launch latency >= LATENCY_IDLE_PCT % of launch + span.
+    "host bound between replays"  the median gap between consecutive replays is longer than
+        the median replay span: the GPU waits for the host longer than it runs graphs. Only
+        for ``graphscope run`` bundles whose manifest says ``traced_back_to_back`` (replays
+        traced in one window, no synchronize between them): otherwise the gaps hold the
+        tracer's own per-replay start, synchronize and flush (``run`` until then) or come
+        from graphscope's own replay loop (``capture``), and ``between_replays`` says so in
+        its ``note``.
+    "serialized on one stream"  achieved parallelism < SERIAL_PARALLELISM while the DAG or
+        the data DAG (below) allows work / critical path >= SERIAL_DAG_PARALLELISM.
+
+False serialization
+    Nodes may carry ``reads``/``writes``: [start, end) byte ranges of the memory their op read
+    and wrote (graph.json; absent in older bundles). The *data DAG* holds the orderings a
+    sequential run needs. Nodes are visited in a topological order of the captured DAG
+    (capture order where that is one); all range ends, sorted once, cut memory into
+    elementary segments, and per segment a node depends on the segment's last writer
+    (read-after-write, write-after-write) and, when it writes, on the segment's readers since
+    that write (write-after-read). Every conflicting ordered pair is then ordered through a
+    chain of such edges: a transitive dependency a -> u -> v (a writes what v reads, u
+    touches neither) is kept although neither captured edge is a conflict. A node without op
+    information (``reads`` and ``writes`` absent) may touch any memory: it is a barrier that
+    depends on every node since the previous barrier and that every later node depends on,
+    so all its captured edges are kept; such nodes are counted. Captured edges between nodes
+    the events put on different streams (an explicit event wait) are kept. A captured edge
+    u -> v inside one stream (nodes without events count as that stream) is
+    *stream-order-only* when v is not reachable from u in the data DAG plus the kept edges.
+    The what-if critical path is that DAG's longest path with the same durations: an upper
+    bound on what running the independent chains on more streams could gain (latencies
+    unchanged). Two conflicting nodes the captured graph leaves unordered (a race in the
+    program) are ordered by the visit order, which can only lengthen the what-if path.
+    The chains reported are the runs of one stream's nodes, in visit order, between
+    stream-order-only edges (stream -1: nodes without events). Where no captured edge is
+    stream-order-only the what-if path is the critical path itself.
+    Cost: one sort of every (node, elementary segment, read/write) access, O(A log A), and
+    running max/min sweeps over it (no pairwise interval tests); the reachability checks
+    visit at most REACH_BUDGET nodes per graph, and edges left unchecked are counted
+    (``unchecked_edges``), not listed (the what-if path does not depend on them).
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from itertools import chain
+from operator import itemgetter
+from typing import Any, Optional
+
+import numpy as np
+
+from ..model.graph import UNATTRIBUTED, WORK_KINDS, Bundle, CapturedGraph
+
+LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
+LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
+LATENCY_MIN_NODES = 10
+SERIAL_PARALLELISM = 1.05  # achieved parallelism below this: one node at a time
+SERIAL_DAG_PARALLELISM = 1.1  # ... while the DAG would allow at least this
+TOP = 10  # near-critical nodes and chains listed
+MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
+REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
+_EPS = 1e-6
+
+
+def _t(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms" if abs(ns) >= 1e6 else f"{ns / 1e3:.1f} µs"
+
+
+def _median(xs: Sequence[float]) -> Optional[float]:
+    return float(statistics.median(xs)) if xs else None
+
+
+class _Dag:
+    """A graph's nodes by position (index in ``graph.nodes``), its edges between them as
+    arrays, CSR adjacency both ways and a topological order."""
+
+    def __init__(self, g: CapturedGraph):
+        self.n = n = len(g.nodes)
+        lids = np.fromiter((x.local_id for x in g.nodes), dtype=np.int64, count=n)
+        e = np.asarray(g.edges, dtype=np.int64).reshape(-1, 2)
+        if n and np.array_equal(lids, np.arange(n)):
+            src, dst = e[:, 0], e[:, 1]
+            ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)
+        else:
+            srt = np.argsort(lids, kind="stable")
+            sl = lids[srt]
+            i = np.clip(np.searchsorted(sl, e[:, 0]), 0, max(n - 1, 0))
+            j = np.clip(np.searchsorted(sl, e[:, 1]), 0, max(n - 1, 0))
+            ok = (sl[i] == e[:, 0]) & (sl[j] == e[:, 1]) if n else np.zeros(len(e), bool)
+            src, dst = srt[i] if n else i, srt[j] if n else j
+        ok &= src != dst
+        self.dropped = int(len(e) - ok.sum())  # edges naming no node, or a node itself
+        self.src, self.dst = src[ok], dst[ok]
+        self.pred = _csr(n, self.dst, self.src)
+        self.succ = _csr(n, self.src, self.dst)
+        self.order = _topo_order(n, self.src, self.dst, self.succ)
+
+
+def _sorted_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (numpy 2's hash-based unique is 40x slower on 300,000 ints)."""
+    s = np.sort(x)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
+def _csr(n: int, key: np.ndarray, val: np.ndarray) -> tuple[list[int], list[int]]:
+    """(pointers, values) as lists: the values of ``key`` k are values[ptr[k]:ptr[k + 1]]."""
+    o = np.argsort(key, kind="stable")
+    ptr = np.searchsorted(key[o], np.arange(n + 1))
+    return ptr.tolist(), val[o].tolist()
+
+
+def _topo_order(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[list[int], list[int]]
+                ) -> Optional[list[int]]:
+    """Positions in a topological order, the lowest position first among the ready ones
+    (capture order when the positions already are one); None on a cycle."""
+    if bool(np.all(src < dst)):
+        return list(range(n))
+    ptr, val = succ
+    indeg = np.bincount(dst, minlength=n).tolist()
+    ready = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        u = heapq.heappop(ready)
+        order.append(u)
+        for v in val[ptr[u]:ptr[u + 1]]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(ready, v)
+    return order if len(order) == n else None
+
+
+def _longest(order: list[int], succ: tuple[list[int], list[int]],
+             pred: tuple[list[int], list[int]], d: list[float], src: np.ndarray,
+             dst: np.ndarray) -> tuple[float, list[int], np.ndarray]:
+    """(length, path positions, slack per node) of the longest path."""
+    n = len(d)
+    if not n:
+        return 0.0, [], np.zeros(0)
+    pp, pv = pred
+    sp, sv = succ
+    eft = [0.0] * n
+    get = eft.__getitem__
+    for v in order:
+        a, b = pp[v], pp[v + 1]
+        if b - a == 1:  # most nodes: one predecessor
+            eft[v] = eft[pv[a]] + d[v]
+        else:
+            eft[v] = (max(map(get, pv[a:b])) if b > a else 0.0) + d[v]
+    length = max(eft)
+    lst = [0.0] * n
+    get = lst.__getitem__
+    for u in reversed(order):
+        a, b = sp[u], sp[u + 1]
+        if b - a == 1:
+            lst[u] = lst[sv[a]] - d[u]
+        else:
+            lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
+    eft_a, d_a = np.asarray(eft), np.asarray(d)
+    est = eft_a - d_a
+    slack = np.maximum(np.asarray(lst) - est, 0.0)
+    # the path: from the last-finishing node (the first such in topological order) back,
+    # each node's predecessor being one that finishes at its earliest start (a timed one
+    # first, then the earliest in topological order)
+    rank = np.empty(n, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(n)
+    ends = np.flatnonzero(eft_a >= length - _EPS)
+    v = int(ends[np.argmin(rank[ends])])
+    crit = np.full(n, -1, np.int64)
+    if len(src):
+        m = np.abs(eft_a[src] - est[dst]) <= _EPS
+        u, w = src[m], dst[m]
+        k = np.lexsort((-rank[u], d_a[u] > 0, w))  # the last per node is the one chosen
+        last = np.r_[w[k][1:] != w[k][:-1], True]
+        crit[w[k][last]] = u[k][last]
+    crit_l = crit.tolist()
+    path = [v]
+    while crit_l[v] >= 0:
+        v = crit_l[v]
+        path.append(v)
+    path.reverse()
+    return length, path, slack
+
+
+def _node_durations(bundle: Bundle) -> dict[int, float]:
+    """exec node id -> median duration over the timed replays, for work nodes."""
+    if not bundle.replays or not bundle.work:
+        return {}
+    med = np.median(bundle.durations, axis=1)
+    return {n.exec_node_id: m for n, m in zip(bundle.work, med.tolist()) if n.durations_ns}
+
+
+def _events_by_graph(bundle: Bundle) -> dict[str, list[Mapping[str, Any]]]:
+    if len(bundle.graphs) == 1:  # events of other graphs find no node and are left out
+        return {bundle.graphs[0].name: list(bundle.events)}
+    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for e in bundle.events:
+        out[str(e.get("graph"))].append(e)
+    return out
+
+
+def _launches(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
+    return {(str(x["graph"]), int(x["replay"])): (int(x["start_ns"]), int(x["end_ns"]))
+            for x in getattr(bundle, "launches", ())}
+
+
+# ---------------------------------------------------------------- per replay, from events
+
+def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarray,
+                    launch: Optional[tuple[int, int]]) -> dict[str, Any]:
+    t0, t1 = int(start.min()), int(end.max())
+    span = t1 - t0
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    reach = np.maximum.accumulate(e)
+    idle = int(np.clip(s[1:] - reach[:-1], 0, None).sum()) if len(s) > 1 else 0
+    # concurrency: +1 at starts, -1 at ends (ends first where they meet a start)
+    t = np.concatenate([start, end])
+    delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    k = np.lexsort((delta, t))
+    t, delta = t[k], delta[k]
+    running = np.cumsum(delta)
+    concurrent = int(np.diff(t)[running[:-1] >= 2].sum()) if len(t) > 1 else 0
+    # dependency-resolution gaps: a node's start - its last timed predecessor's end
+    n = dag.n
+    st = np.full(n, np.nan)
+    en = np.full(n, np.nan)
+    st[pos] = start
+    en[pos] = end
+    dep = 0
+    if len(dag.src):
+        pe = en[dag.src]
+        ok = ~np.isnan(pe)
+        last = np.full(n, -np.inf)
+        np.maximum.at(last, dag.dst[ok], pe[ok])
+        g = st - last
+        g = g[np.isfinite(g)]
+        dep = int(np.clip(g, 0, None).sum())
+    out: dict[str, Any] = {"span_ns": span, "first_ns": t0, "last_ns": t1, "idle_ns": idle,
+                           "busy_ns": span - idle, "dep_gap_ns": dep,
+                           "concurrent_ns": concurrent, "launch_ns": None,
+                           "launch_call_ns": None, "tail_ns": None}
+    if launch is not None:
+        out["launch_ns"] = t0 - launch[0]
+        out["launch_call_ns"] = launch[1] - launch[0]
+    return out
+
+
+# ---------------------------------------------------------------- false serialization
+
+def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
+    op information (module docstring). Vectorised: every (node, elementary segment,
+    read/write) access, sorted by segment and visit rank; per access its segment's previous
+    write, and per read the segment's next write; barriers likewise over the visit order."""
+    n = len(g.nodes)
+    rank = np.empty(n, np.int64)
+    rank[np.asarray(order, np.int64)] = np.arange(n)
+    reads = [x.reads for x in g.nodes]
+    writes = [x.writes for x in g.nodes]
+    hard = np.fromiter((r is None and w is None for r, w in zip(reads, writes)), bool, n)
+    rc = np.fromiter((len(r) if r else 0 for r in reads), np.int64, n)
+    wc = np.fromiter((len(w) if w else 0 for w in writes), np.int64, n)
+    flat = chain.from_iterable(chain.from_iterable(x for x in reads + writes if x))
+    total = int(rc.sum() + wc.sum())
+    srcs: list[np.ndarray] = []
+    dsts: list[np.ndarray] = []
+    if total:
+        ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
+        keep = ranges[:, 1] > ranges[:, 0]
+        ranges = ranges[keep]
+        node = np.r_[np.repeat(np.arange(n), rc), np.repeat(np.arange(n), wc)][keep]
+        isw = np.r_[np.zeros(int(rc.sum()), bool), np.ones(int(wc.sum()), bool)][keep]
+        bounds = _sorted_unique(ranges.ravel())
+        lo = np.searchsorted(bounds, ranges[:, 0])
+        cnt = np.searchsorted(bounds, ranges[:, 1]) - lo
+        # one row per (access, elementary segment); most ranges are one segment
+        if bool((cnt == 1).all()):
+            seg = lo
+        else:
+            rep = np.repeat(np.arange(len(lo)), cnt)
+            seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+            node, isw = node[rep], isw[rep]
+        # by segment, then visit rank, reads before writes within a node: one int64 key
+        # (rows with equal keys are interchangeable)
+        k = np.argsort((seg * n + rank[node]) * 2 + isw)
+        seg, node, isw = seg[k], node[k], isw[k]
+        idx = np.arange(len(seg))
+        first = np.r_[True, seg[1:] != seg[:-1]]
+        # previous write in the segment (strictly before): RAW and WAW
+        wpos = np.where(isw, idx, -1)
+        start_of = np.maximum.accumulate(np.where(first, idx, 0))
+        last_w = np.maximum.accumulate(wpos)
+        prev_w = np.r_[-1, last_w[:-1]]
+        ok = (prev_w >= start_of) & (prev_w >= 0)
+        srcs.append(node[prev_w[ok]])
+        dsts.append(node[ok])
+        # next write in the segment (strictly after) for reads: WAR
+        big = len(seg)
+        nxt = np.where(isw, idx, big)[::-1]
+        last_in = np.r_[np.flatnonzero(first)[1:], big] - 1  # last row of each segment
+        end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
+        next_w = np.minimum.accumulate(nxt)[::-1]
+        next_w = np.r_[next_w[1:], big]
+        ok = ~isw & (next_w <= end_of)
+        srcs.append(node[ok])
+        dsts.append(node[next_w[ok]])
+    # barriers: nodes without op info, over the visit order
+    ordr = np.asarray(order, np.int64)
+    hv = hard[ordr]
+    if hv.any():
+        idx = np.arange(n)
+        last_b = np.maximum.accumulate(np.where(hv, idx, -1))
+        prev_b = np.r_[-1, last_b[:-1]]
+        ok = prev_b >= 0
+        srcs.append(ordr[prev_b[ok]])
+        dsts.append(ordr[ok])
+        nxt = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
+        next_b = np.r_[nxt[1:], n]
+        ok = ~hv & (next_b < n)
+        srcs.append(ordr[ok])
+        dsts.append(ordr[next_b[ok]])
+    if srcs:
+        s, d = np.concatenate(srcs), np.concatenate(dsts)
+        keep = s != d
+        return s[keep], d[keep], hard  # may repeat an edge
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard
+
+
+def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
+                   dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
+    n = dag.n
+    assert dag.order is not None
+    if all(getattr(nd, "reads", None) is None and getattr(nd, "writes", None) is None
+           for nd in g.nodes):
+        return {"op_info": False, "nodes_without_op_info": n,
+                "note": "no memory ranges recorded (bundle from before reads/writes): "
+                        "every edge kept"}
+    ds, dd, hard = _data_edges(g, dag.order)
+    a, b = dag.src, dag.dst
+    sa, sb = stream[a], stream[b]
+    kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
+    nn = max(n, 1)
+    wkey = _sorted_unique(np.concatenate([ds * nn + dd, a[kept] * nn + b[kept]]))
+    ws, wd = wkey // nn, wkey % nn
+    ekey = a * nn + b
+    at = np.clip(np.searchsorted(wkey, ekey), 0, max(len(wkey) - 1, 0))
+    cand = ~kept & ~((wkey[at] == ekey) if len(wkey) else np.zeros(len(ekey), bool))
+    wsucc = _csr(n, ws, wd)
+    wpred = _csr(n, wd, ws)
+    rank_a = np.empty(n, np.int64)
+    rank_a[np.asarray(dag.order, np.int64)] = np.arange(n)
+    rank = rank_a.tolist()
+    false_edges: list[tuple[int, int]] = []
+    budget = REACH_BUDGET
+    unchecked = 0
+    for x, y in zip(a[cand].tolist(), b[cand].tolist()):
+        if budget <= 0:
+            unchecked += 1
+            continue
+        found, budget = _reaches(wsucc, rank, x, y, budget)
+        if not found and budget > 0:
+            false_edges.append((x, y))
+        elif not found:
+            unchecked += 1
+    if false_edges or unchecked:
+        length, path, _ = _longest(dag.order, wsucc, wpred, d, ws, wd)
+    else:  # every captured ordering is kept: nothing to gain
+        length, path = dag_cp, cp_path
+    out: dict[str, Any] = {
+        "op_info": True,
+        "nodes_without_op_info": int(hard.sum()),
+        "what_if_edges": len(wkey),  # data DAG plus kept edges
+        "stream_order_only_edges": len(false_edges),
+        "edges": [[g.nodes[x].local_id, g.nodes[y].local_id]
+                  for x, y in false_edges[:MAX_LISTED_EDGES]],
+        "what_if_ns": length,
+        "what_if_path": [g.nodes[i].local_id for i in path],
+        "gain_ns": dag_cp - length,
+        "gain_pct": 100.0 * (dag_cp - length) / dag_cp if dag_cp else 0.0,
+        "what_if_parallelism": work / length if length else None,
+        "chains": _chains(g, dag, d, stream, false_edges) if false_edges else [],
+    }
+    if unchecked:
+        out["unchecked_edges"] = unchecked
+    return out
+
+
+def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int, budget: int
+             ) -> tuple[bool, int]:
+    """Whether b is reachable from a (visiting only nodes ranked before b)."""
+    ptr, val = succ
+    limit = rank[b]
+    stack = [a]
+    seen = {a}
+    while stack:
+        u = stack.pop()
+        budget -= 1
+        if budget <= 0:
+            return False, 0
+        for v in val[ptr[u]:ptr[u + 1]]:
+            if v == b:
+                return True, budget
+            if v not in seen and rank[v] < limit:
+                seen.add(v)
+                stack.append(v)
+    return False, budget
+
+
+def _chains(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
+            cut: list[tuple[int, int]]) -> list[dict[str, Any]]:
+    """Runs of one stream's nodes (in visit order) between stream-order-only edges, largest
+    work first."""
+    assert dag.order is not None
+    ordr = np.asarray(dag.order, np.int64)
+    rank = np.empty(dag.n, np.int64)
+    rank[ordr] = np.arange(dag.n)
+    k = np.lexsort((rank, stream))  # by stream, then visit order
+    heads = np.zeros(dag.n, bool)
+    heads[[b for _, b in cut]] = True
+    sk = stream[k]
+    start = np.r_[True, sk[1:] != sk[:-1]] | heads[k]
+    run = np.cumsum(start) - 1
+    work = np.bincount(run, weights=np.asarray(d)[k])
+    first = np.flatnonzero(start)
+    lastpos = np.r_[first[1:], len(k)] - 1
+    top = np.lexsort((first, -work))[:TOP]
+    rows = []
+    for r in top.tolist():
+        members = k[first[r]:lastpos[r] + 1].tolist()
+        mods = Counter(g.nodes[i].module for i in members if g.nodes[i].is_work)
+        rows.append({"first": g.nodes[members[0]].local_id,
+                     "last": g.nodes[members[-1]].local_id, "nodes": len(members),
+                     "work_ns": float(work[r]), "stream": int(sk[first[r]]),
+                     "module": mods.most_common(1)[0][0] if mods else UNATTRIBUTED})
+    return rows
+
+
+# ---------------------------------------------------------------- one graph
+
+def _event_columns(evs: Sequence[Mapping[str, Any]], g: CapturedGraph
+                   ) -> tuple[np.ndarray, ...]:
+    """(replay, position, start, end, stream or -1) of the events of ``g``'s nodes."""
+    m = len(evs)
+    ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
+                      for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
+    sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64, m)
+    ids = np.fromiter((x.exec_node_id for x in g.nodes), np.int64, len(g.nodes))
+    srt = np.argsort(ids, kind="stable")
+    i = np.clip(np.searchsorted(ids[srt], ex), 0, max(len(ids) - 1, 0))
+    ok = ids[srt][i] == ex if len(ids) else np.zeros(m, bool)
+    pos = srt[i] if len(ids) else i
+    return rp[ok], pos[ok], st[ok], st[ok] + du[ok], sm[ok]
+
+
+def diagnose_graph(bundle: Bundle, g: CapturedGraph,
+                   durations: Optional[Mapping[int, float]] = None,
+                   events: Optional[Sequence[Mapping[str, Any]]] = None,
+                   launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None
+                   ) -> dict[str, Any]:
+    """The diagnosis of one graph of ``bundle`` as plain data (module docstring)."""
+    if durations is None:
+        durations = _node_durations(bundle)
+    if events is None:
+        events = _events_by_graph(bundle).get(g.name, [])
+    if launches is None:
+        launches = _launches(bundle)
+    dag = _Dag(g)
+    n = dag.n
+    is_work = np.fromiter((x.type in WORK_KINDS for x in g.nodes), bool, n)
+    out: dict[str, Any] = {"graph": g.name, "nodes": n, "edges": len(dag.src),
+                           "work_nodes": int(is_work.sum()),
+                           "assumptions": [], "verdicts": []}
+    if dag.dropped:
+        out["assumptions"].append(f"{dag.dropped} edge(s) naming no node of the graph (or a "
+                                  "node itself) left out")
+    if dag.order is None:
+        out["error"] = "the edges form a cycle: no critical path"
+        return out
+    rp, pos, st, en, sm = _event_columns(events, g)
+    stream = np.full(n, -1, np.int64)
+    o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
+    stream[pos[o]] = sm[o]
+    timed = bool(durations) or bool(len(rp))
+    d = [durations.get(x.exec_node_id, -1.0) for x in g.nodes]
+    untimed: Counter[str] = Counter()
+    missing = [i for i, x in enumerate(d) if x < 0]
+    if missing:
+        ev_med: dict[int, float] = {}
+        if len(pos):
+            miss = np.zeros(n, bool)
+            miss[missing] = True
+            need = miss[pos]
+            by: dict[int, list[int]] = defaultdict(list)
+            for i, x in zip(pos[need].tolist(), (en - st)[need].tolist()):
+                by[i].append(x)
+            ev_med = {i: float(statistics.median(v)) for i, v in by.items()}
+        for i in missing:
+            x = ev_med.get(i)
+            if x is None:
+                nd = g.nodes[i]
+                untimed["work" if nd.is_work else nd.type] += 1
+                x = 0.0 if timed else (1.0 if nd.is_work else 0.0)
+            d[i] = x
+    if not timed:
+        out["assumptions"].append("no timed replays: each work node counted as 1 (lengths "
+                                  "are node counts)")
+    elif untimed:
+        what = ", ".join(f"{k} {v}" for k, v in sorted(untimed.items()))
+        out["assumptions"].append(f"nodes without timing taken as 0 ns ({what})")
+    out["timed"] = timed
+    length, path, slack = _longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst)
+    work = float(sum(d))
+    mods: dict[str, float] = defaultdict(float)
+    for i in path:
+        mods[g.nodes[i].module] += d[i]
+    on = np.zeros(n, bool)
+    on[path] = True
+    zero_off = int(((slack <= _EPS) & ~on).sum())
+    off = np.flatnonzero(~on & is_work)
+    near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
+    out["critical_path"] = {
+        "length_ns": length, "nodes": [g.nodes[i].local_id for i in path],
+        "exec_node_ids": [g.nodes[i].exec_node_id for i in path],
+        "work_nodes": int(is_work[path].sum()) if path else 0,
+        "modules": [{"module": m, "ns": t, "pct": 100.0 * t / length if length else 0.0}
+                    for m, t in sorted(mods.items(), key=lambda kv: (-kv[1], kv[0]))],
+    }
+    out["slack"] = {
+        "on_path": len(path), "zero_slack_off_path": zero_off,
+        "off_path": n - len(path),
+        "near_critical": [{"local_id": g.nodes[i].local_id, "slack_ns": float(slack[i]),
+                           "name": g.nodes[i].short_name, "module": g.nodes[i].module}
+                          for i in near],
+    }
+    out["slack_ns"] = dict(zip((x.local_id for x in g.nodes), slack.tolist()))
+    out["work_ns"] = work
+    out["dag_parallelism"] = work / length if length else None
+    out["streams"] = len(set(sm.tolist()) - {-1})
+    # where the span goes
+    reps = []
+    if len(rp):
+        srt = np.argsort(rp, kind="stable")
+        rs = rp[srt]
+        cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+        rps = rs[cut]
+        for r, part in zip(rps.tolist(), np.split(srt, cut[1:])):
+            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)))
+            m["replay"] = r
+            reps.append(m)
+    out["replays"] = reps
+    med = {k: _median([x[k] for x in reps if x[k] is not None])
+           for k in ("span_ns", "idle_ns", "dep_gap_ns", "concurrent_ns", "launch_ns",
+                     "launch_call_ns", "busy_ns")}
+    out["median"] = med
+    span = med["span_ns"]
+    # a bundle of one graph has the span of every traced replay, not only of those with events
+    whole = [float(x) for x in bundle.replay_span_ns if x] if len(bundle.graphs) == 1 else []
+    out["span_ns"] = _median(whole) if whole else span
+    out["span_replays"] = len(whole) if whole else len(reps)
+    out["parallelism"] = work / out["span_ns"] if out["span_ns"] and timed else None
+    idle, conc = med["idle_ns"] or 0.0, med["concurrent_ns"] or 0.0
+    out["idle_pct"] = 100.0 * idle / span if span else None
+    out["concurrency_pct"] = 100.0 * conc / span if span else None
+    out["launch_latency_ns"] = med["launch_ns"]
+    out["launch_recorded"] = any(x["launch_ns"] is not None for x in reps)
+    if timed:
+        out["serialization"] = _serialization(g, dag, d, stream, length, path, work)
+    out["verdicts"] = _verdicts(out, np.asarray(d)[is_work])
+    return out
+
+
+def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
+    v: list[str] = []
+    span = o.get("span_ns")
+    if not span or not o.get("timed"):
+        return v
+    med_node = float(np.median(work_d)) if len(work_d) else 0.0
+    launch = o["launch_latency_ns"]
+    launch_share = 100.0 * launch / (launch + span) if launch and launch > 0 else 0.0
+    if (len(work_d) >= LATENCY_MIN_NODES and med_node < LATENCY_NODE_NS
+            and (o["idle_pct"] >= LATENCY_IDLE_PCT or launch_share >= LATENCY_IDLE_PCT)):
+        v.append(f"launch/dependency-latency bound: {len(work_d)} work nodes of median "
+                 f"{_t(med_node)}; {o['idle_pct']:.0f}% of the span is idle"
+                 + (f", launch takes {launch_share:.0f}% of launch + span" if launch_share
+                    else ""))
+    par = o.get("parallelism")
+    ser = o.get("serialization") or {}
+    dag_par = o.get("dag_parallelism") or 0.0
+    wi_par = ser.get("what_if_parallelism") or 0.0
+    if par is not None and par < SERIAL_PARALLELISM:
+        if dag_par >= SERIAL_DAG_PARALLELISM:
+            v.append(f"serialized on one stream: the DAG allows {dag_par:.2f}x parallelism, "
+                     f"the replay achieved {par:.2f}x")
+        elif wi_par >= SERIAL_DAG_PARALLELISM:
+            v.append(f"serialized on one stream: {ser['stream_order_only_edges']} "
+                     f"stream-order-only edge(s); independent chains on more streams could "
+                     f"take the critical path from {_t(o['critical_path']['length_ns'])}"
+                     f" to {_t(ser['what_if_ns'])} (-{ser['gain_pct']:.0f}%)")
+    return v
+
+
+# ---------------------------------------------------------------- the bundle
+
+def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
+             launches: Mapping[tuple[str, int], tuple[int, int]]) -> Optional[dict[str, Any]]:
+    """Gaps between consecutive replays on the GPU (module docstring: which pairs count);
+    fills each replay's ``tail_ns``."""
+    iv: list[tuple[int, int, str, int, dict[str, Any]]] = []  # first, last, graph, replay
+    iv.extend((m["first_ns"], m["last_ns"], o["graph"], m["replay"], m)
+              for o in per_graph for m in o.get("replays", []))
+    if len(iv) < 2:
+        return None
+    iv.sort(key=lambda x: (x[0], x[1]))
+    # each known replay's place on the clock: its launch where recorded, else its first node
+    ref = {k: v[0] for k, v in launches.items()}
+    for a, _, gname, r, _ in iv:
+        ref.setdefault((gname, r), a)
+    kept_keys = {(gname, r) for _, _, gname, r, _ in iv}
+    hidden = sorted(v for k, v in ref.items() if k not in kept_keys)  # launched, no events
+    known: dict[str, list[int]] = defaultdict(list)
+    for (gname, _), v in ref.items():
+        known[gname].append(v)
+    skip = bundle.manifest.get("skip_replays") or 0
+    more = {}
+    for g in bundle.graphs:
+        total = g.info.get("replays") if isinstance(g.info.get("replays"), int) else None
+        more[g.name] = (total if total is not None else bundle.replays) > len(known[g.name])
+    first = {k: min(v) for k, v in known.items() if v}
+    last = {k: max(v) for k, v in known.items() if v}
+    gaps, host = [], []
+    for x, y in zip(iv, iv[1:]):
+        rx, ry = ref[(x[2], x[3])], ref[(y[2], y[3])]
+        if any(more.get(k) and last[k] <= rx for k in last):
+            continue  # a replay of k without events or launch record may run in between
+        if skip and any(first[k] >= ry for k in first):
+            continue  # a skipped replay of k may run in between
+        i = bisect_right(hidden, rx)
+        if i < len(hidden) and hidden[i] < y[0]:
+            continue  # a replay launched in between (without events)
+        gap = y[0] - x[1]
+        lau = launches.get((y[2], y[3]))
+        x[4]["tail_ns"] = (lau[0] if lau else y[0]) - x[1]
+        gaps.append(gap)
+        if lau:
+            host.append(max(0, lau[0] - x[1]))
+    if not gaps:
+        return None
+    spans = [m["span_ns"] for o in per_graph for m in o.get("replays", [])]
+    out: dict[str, Any] = {
+        "pairs": len(gaps), "median_gap_ns": _median(gaps), "max_gap_ns": max(gaps),
+        "total_gap_ns": sum(gaps), "median_span_ns": _median(spans),
+        "host_wait_median_ns": _median(host)}
+    med_gap, med_span = out["median_gap_ns"], out["median_span_ns"]
+    mode = bundle.manifest.get("mode")
+    if mode != "run":
+        out["note"] = ("the replays were driven by graphscope's own replay loop, not by the "
+                       "program")
+    elif not bundle.manifest.get("traced_back_to_back"):
+        out["note"] = ("each traced replay was started, synchronized and flushed by graphscope's "
+                       "tracer: the gaps hold that overhead besides the program's own time")
+    elif med_gap is not None and med_span is not None and med_gap > med_span:
+        out["verdict"] = (f"host bound between replays: the GPU runs no graph for "
+                          f"{_t(med_gap)} between replays (median) against {_t(med_span)} of "
+                          "replay span")
+    return out
+
+
+def diagnose(bundle: Bundle) -> dict[str, Any]:
+    """The diagnosis of every graph of ``bundle`` and of the gaps between its replays."""
+    durations = _node_durations(bundle)
+    events = _events_by_graph(bundle)
+    launches = _launches(bundle)
+    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches)
+              for g in bundle.graphs]
+    between = _between(bundle, graphs, launches)
+    for o in graphs:
+        tails = [m["tail_ns"] for m in o.get("replays", []) if m["tail_ns"] is not None]
+        o.setdefault("median", {})["tail_ns"] = _median(tails)
+    verdicts = [v for o in graphs for v in o["verdicts"]]
+    if between and between.get("verdict"):
+        verdicts.append(between["verdict"])
+    return {
+        "graphs": graphs,
+        "between_replays": between,
+        "launch_recorded": bool(getattr(bundle, "launches", ())),
+        "verdicts": verdicts,
+    }
+
+
+def to_json(diag: Mapping[str, Any], per_node: bool = False) -> dict[str, Any]:
+    """``diag`` for JSON output: per-node slack only with ``per_node`` (it has one entry per
+    node), the rest as it is."""
+    graphs = []
+    for o in diag["graphs"]:
+        o = dict(o)
+        sl = o.pop("slack_ns", None)
+        if per_node and sl is not None:
+            o["slack_ns"] = {str(k): v for k, v in sl.items()}
+        graphs.append(o)
+    return {**diag, "graphs": graphs}

@@ -1,0 +1,59 @@
+"""The diagnosis in the HTML report: payload, and the page in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.unit.test_html import CHROMIUM, _bundle, _chromium, _page
+
+
+def _payload(text):
+    return json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
+                                text, re.S).group(1))
+
+
+def test_payload_has_the_diagnosis_and_critical_path_column():
+    data = _payload(_page("sidestream_step"))
+    (view,) = data["views"]
+    d = view["diagnosis"]
+    o = d["graphs"][0]
+    assert o["critical_path"]["length_ns"] < o["work_ns"] and "slack_ns" not in o
+    ev = view["events"]
+    assert len(ev["cp"]) == len(ev["t"])
+    # every kept replay outlines the nodes of the path
+    assert sum(ev["cp"]) == len(o["critical_path"]["nodes"])
+
+
+def test_payload_of_a_run_bundle_has_one_diagnosis_per_view():
+    data = _payload(_page("run_decode"))
+    assert len(data["views"]) == 3
+    assert [len(v["diagnosis"]["graphs"]) for v in data["views"]] == [2, 1, 1]
+    assert data["views"][0]["diagnosis"]["between_replays"]["pairs"] == 2
+    first = data["views"][1]["diagnosis"]["graphs"][0]["graph"]
+    assert first == _bundle("run_decode").graphs[0].name
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("name", ["sidestream_step", "run_decode"])
+def test_diagnosis_tab_timeline_and_graph_in_chromium(tmp_path, name):
+    page = tmp_path / "report.html"
+    page.write_text(_page(name))
+    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
+    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
+    assert m, dom.stderr[-2000:]
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
+    assert attrs.get("state") == "ok", m.group(0)
+    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    data = _payload(page.read_text())
+    for got, view in zip(res["views"], data["views"]):
+        graphs = view["diagnosis"]["graphs"]
+        assert got["diagnosis"] == len(graphs) and got["whatIf"] == len(graphs)
+        assert got["timelineCrit"] > 0  # critical-path boxes outlined
+        assert got["timelineGaps"] > 0  # idle time shaded
+    if data["graph_svg"].get("clusters"):
+        path = data["views"][0]["diagnosis"]["graphs"][0]["critical_path"]["nodes"]
+        # the path's nodes and the edges between them
+        assert res["views"][0]["graphCrit"] == 2 * len(path) - 1
