@@ -15,7 +15,7 @@ def _branch(d: int, depth: int) -> nn.Sequential:
 
 
 class TwoBranch(nn.Module):
-    def __init__(self, d: int = 512, depth: int = 8, streams: int = 1) -> None:
+    def __init__(self, d: int = 1024, depth: int = 32, streams: int = 1) -> None:
         super().__init__()
         self.left = _branch(d, depth)
         self.right = _branch(d, depth)
@@ -38,9 +38,9 @@ class TwoBranch(nn.Module):
 
 def graphscope_model():
     torch.manual_seed(0)
-    return TwoBranch(streams=1), (torch.randn(32, 512),)
+    return TwoBranch(streams=1), (torch.randn(32, 1024),)
 
 
 def two_streams():
     torch.manual_seed(0)
-    return TwoBranch(streams=2), (torch.randn(32, 512),)
+    return TwoBranch(streams=2), (torch.randn(32, 1024),)

@@ -22,7 +22,10 @@ Per traced replay with events (then the median over those replays)
     work        sum of the node durations (the DAG's weights)
     parallelism work / span (1.0: one node at a time)
     launch      host ``cudaGraphLaunch`` call start -> first node start, from timeline.json's
-                ``launches`` (absent in older bundles: "launch latency not recorded")
+                ``launches`` (absent in older bundles: "launch latency not recorded"); where
+                the GPU was still running an earlier replay (kept events, any graph) when
+                the call started, from that replay's end instead: time queued behind earlier
+                work is ``launch_queued_ns``, not launch latency
     dep_gap     per node with timed predecessors: its start - its last predecessor's end
                 (dependency-resolution latency), summed
     idle        span - time with at least one node running
@@ -250,10 +253,32 @@ def _launches(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
             for x in getattr(bundle, "launches", ())}
 
 
+def _busy_until(events: Mapping[str, Sequence[Mapping[str, Any]]]
+                ) -> dict[tuple[str, int], int]:
+    """Per replay with events: the end of the last node of every replay (any graph) that
+    started before it, on the events' clock: until then its launch queued behind them."""
+    first: dict[tuple[str, int], int] = {}
+    last: dict[tuple[str, int], int] = {}
+    for gname, evs in events.items():
+        for e in evs:
+            k = (gname, int(e["replay"]))
+            s, t = int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"])
+            first[k] = min(first.get(k, s), s)
+            last[k] = max(last.get(k, t), t)
+    out: dict[tuple[str, int], int] = {}
+    reach: Optional[int] = None
+    for k in sorted(first, key=first.__getitem__):
+        if reach is not None:
+            out[k] = reach
+        reach = last[k] if reach is None else max(reach, last[k])
+    return out
+
+
 # ---------------------------------------------------------------- per replay, from events
 
 def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarray,
-                    launch: Optional[tuple[int, int]]) -> dict[str, Any]:
+                    launch: Optional[tuple[int, int]], busy: Optional[int] = None
+                    ) -> dict[str, Any]:
     t0, t1 = int(start.min()), int(end.max())
     span = t1 - t0
     o = np.argsort(start, kind="stable")
@@ -285,21 +310,24 @@ def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarr
     out: dict[str, Any] = {"span_ns": span, "first_ns": t0, "last_ns": t1, "idle_ns": idle,
                            "busy_ns": span - idle, "dep_gap_ns": dep,
                            "concurrent_ns": concurrent, "launch_ns": None,
-                           "launch_call_ns": None, "tail_ns": None}
+                           "launch_call_ns": None, "launch_queued_ns": None, "tail_ns": None}
     if launch is not None:
-        out["launch_ns"] = t0 - launch[0]
+        ready = launch[0] if busy is None else max(launch[0], min(busy, t0))
+        out["launch_ns"] = t0 - ready
+        out["launch_queued_ns"] = ready - launch[0]
         out["launch_call_ns"] = launch[1] - launch[0]
     return out
 
 
 # ---------------------------------------------------------------- false serialization
 
-def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndarray,
-                                                               np.ndarray]:
+def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
     op information (module docstring). Vectorised: every (node, elementary segment,
     read/write) access, sorted by segment and visit rank; per access its segment's previous
-    write, and per read the segment's next write; barriers likewise over the visit order."""
+    write, and per read the segment's next write; barriers likewise over the visit order.
+    ``raw_only``: read-after-write edges alone (the memory renamed: see ``renamed``)."""
     n = len(g.nodes)
     rank = np.empty(n, np.int64)
     rank[np.asarray(order, np.int64)] = np.arange(n)
@@ -340,6 +368,8 @@ def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndar
         last_w = np.maximum.accumulate(wpos)
         prev_w = np.r_[-1, last_w[:-1]]
         ok = (prev_w >= start_of) & (prev_w >= 0)
+        if raw_only:
+            ok &= ~isw
         srcs.append(node[prev_w[ok]])
         dsts.append(node[ok])
         # next write in the segment (strictly after) for reads: WAR
@@ -349,7 +379,7 @@ def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndar
         end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
         next_w = np.minimum.accumulate(nxt)[::-1]
         next_w = np.r_[next_w[1:], big]
-        ok = ~isw & (next_w <= end_of)
+        ok = ~isw & (next_w <= end_of) & (not raw_only)
         srcs.append(node[ok])
         dsts.append(node[next_w[ok]])
     # barriers: nodes without op info, over the visit order
@@ -376,6 +406,17 @@ def _data_edges(g: CapturedGraph, order: list[int]) -> tuple[np.ndarray, np.ndar
 
 def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
                    dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
+    """Stream-order-only edges and the what-if path (module docstring), strictly and with
+    the memory renamed.
+
+    Renamed: within a capture the caching allocator hands a block freed by one chain to the
+    next op of any chain on that stream, so two independent chains meet in write-after-read
+    and write-after-write conflicts on reused blocks. Those orderings come from the
+    allocation, not the data: run on two streams the chains get blocks of their own (the
+    allocator keeps streams' blocks apart), at the cost of more pool memory. ``renamed``
+    repeats the analysis with read-after-write edges alone; an in-place update that a
+    read elsewhere must precede is a real write-after-read that renaming drops too, so it is
+    the looser bound of the two."""
     n = dag.n
     assert dag.order is not None
     if all(getattr(nd, "reads", None) is None and getattr(nd, "writes", None) is None
@@ -383,10 +424,29 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarr
         return {"op_info": False, "nodes_without_op_info": n,
                 "note": "no memory ranges recorded (bundle from before reads/writes): "
                         "every edge kept"}
-    ds, dd, hard = _data_edges(g, dag.order)
+    out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, raw_only=False)
+    renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, raw_only=True)
+    renamed.pop("nodes_without_op_info", None)
+    renamed.pop("op_info", None)
+    out["renamed"] = renamed
+    return out
+
+
+def _what_if(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
+             dag_cp: float, cp_path: list[int], work: float, raw_only: bool) -> dict[str, Any]:
+    n = dag.n
+    assert dag.order is not None
+    ds, dd, hard = _data_edges(g, dag.order, raw_only)
     a, b = dag.src, dag.dst
     sa, sb = stream[a], stream[b]
     kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
+    if raw_only and len(a):
+        # the kernels of one op call (the same ranges: a GEMM and its split-K reduction)
+        # stay in order: their write-after-write is the op's own, not the allocator's
+        nodes = g.nodes
+        kept |= np.fromiter(
+            (nodes[x].writes == nodes[y].writes and nodes[x].reads == nodes[y].reads
+             for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
     nn = max(n, 1)
     wkey = _sorted_unique(np.concatenate([ds * nn + dd, a[kept] * nn + b[kept]]))
     ws, wd = wkey // nn, wkey % nn
@@ -503,8 +563,8 @@ def _event_columns(evs: Sequence[Mapping[str, Any]], g: CapturedGraph
 def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    durations: Optional[Mapping[int, float]] = None,
                    events: Optional[Sequence[Mapping[str, Any]]] = None,
-                   launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None
-                   ) -> dict[str, Any]:
+                   launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None,
+                   busy: Optional[Mapping[tuple[str, int], int]] = None) -> dict[str, Any]:
     """The diagnosis of one graph of ``bundle`` as plain data (module docstring)."""
     if durations is None:
         durations = _node_durations(bundle)
@@ -592,13 +652,14 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
         rps = rs[cut]
         for r, part in zip(rps.tolist(), np.split(srt, cut[1:])):
-            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)))
+            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)),
+                                (busy or {}).get((g.name, r)))
             m["replay"] = r
             reps.append(m)
     out["replays"] = reps
     med = {k: _median([x[k] for x in reps if x[k] is not None])
            for k in ("span_ns", "idle_ns", "dep_gap_ns", "concurrent_ns", "launch_ns",
-                     "launch_call_ns", "busy_ns")}
+                     "launch_call_ns", "launch_queued_ns", "busy_ns")}
     out["median"] = med
     span = med["span_ns"]
     # a bundle of one graph has the span of every traced replay, not only of those with events
@@ -644,6 +705,14 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
                      f"stream-order-only edge(s); independent chains on more streams could "
                      f"take the critical path from {_t(o['critical_path']['length_ns'])}"
                      f" to {_t(ser['what_if_ns'])} (-{ser['gain_pct']:.0f}%)")
+        elif ((ren := ser.get("renamed") or {}).get("what_if_parallelism") or 0.0
+              ) >= SERIAL_DAG_PARALLELISM:
+            v.append(f"serialized on one stream: {ren['stream_order_only_edges']} "
+                     f"stream-order-only edge(s) once the caching allocator's block reuse is "
+                     f"renamed (separate memory per chain); independent chains on more "
+                     f"streams could take the critical path from "
+                     f"{_t(o['critical_path']['length_ns'])} to {_t(ren['what_if_ns'])} "
+                     f"(-{ren['gain_pct']:.0f}%)")
     return v
 
 
@@ -718,7 +787,8 @@ def diagnose(bundle: Bundle) -> dict[str, Any]:
     durations = _node_durations(bundle)
     events = _events_by_graph(bundle)
     launches = _launches(bundle)
-    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches)
+    busy = _busy_until(events)
+    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy)
               for g in bundle.graphs]
     between = _between(bundle, graphs, launches)
     for o in graphs:

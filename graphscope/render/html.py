@@ -121,6 +121,7 @@ def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]
         o.pop("replays", None)
         ser = o.get("serialization") or {}
         ser.pop("what_if_path", None)
+        (ser.get("renamed") or {}).pop("what_if_path", None)
     return d, frozenset(crit)
 
 

@@ -308,6 +308,8 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
             what_if = "-"
         elif ser.get("stream_order_only_edges"):
             what_if = f"{fmt_ns(ser['what_if_ns'])} -{ser['gain_pct']:.0f}%"
+        elif (ren := ser.get("renamed") or {}).get("stream_order_only_edges"):
+            what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% (renamed)"
         else:
             what_if = "= path"
         par, dag = o.get("parallelism"), o.get("dag_parallelism")

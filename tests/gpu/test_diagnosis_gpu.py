@@ -17,40 +17,6 @@ from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu
 
-BRANCHES = """
-import torch
-from torch import nn
-
-TWO_STREAMS = {two}
-
-
-class Branches(nn.Module):
-    def __init__(self, d=1024, depth=6):
-        super().__init__()
-        self.a = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(d, d), nn.GELU())])
-        self.b = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(d, d), nn.Tanh())])
-        self.side = None
-
-    def forward(self, x):
-        if not (TWO_STREAMS and x.is_cuda):
-            return self.a(x) + self.b(x)
-        if self.side is None:
-            self.side = torch.cuda.Stream()
-        main = torch.cuda.current_stream()
-        self.side.wait_stream(main)
-        with torch.cuda.stream(self.side):
-            r = self.b(x)
-        left = self.a(x)
-        main.wait_stream(self.side)
-        return left + r
-
-
-def graphscope_model():
-    torch.manual_seed(0)
-    return Branches(), (torch.randn(64, 1024),)
-"""
-
-
 def _capture(tmp_path, model, mode="forward", replays=10):
     from graphscope.capture import run_capture
     from graphscope.config import CaptureConfig
@@ -69,20 +35,35 @@ def _accounted(b, d):
         assert o["critical_path"]["length_ns"] <= o["work_ns"] + 1e-6
 
 
+def _capture_entry(tmp_path, model, entry, mode="forward", replays=10):
+    from graphscope.capture import run_capture
+    from graphscope.config import CaptureConfig
+
+    out = str(tmp_path / entry)
+    cfg = CaptureConfig(model=model, mode=mode, replays=replays, output=out,
+                        entry=entry).validate()
+    run_capture(cfg)
+    return read_bundle(out)
+
+
 def test_one_stream_branches_are_serialized_and_what_if_matches_two_streams(tmp_path):
-    one = tmp_path / "one.py"
-    one.write_text(textwrap.dedent(BRANCHES.format(two=False)))
-    two = tmp_path / "two.py"
-    two.write_text(textwrap.dedent(BRANCHES.format(two=True)))
-    b1, b2 = _capture(tmp_path, str(one)), _capture(tmp_path, str(two))
+    # GIVEN sample_models/branches.py: two independent branches captured on one stream, and
+    # the same model with one branch on a side stream
+    model = os.path.join(SAMPLES, "branches.py")
+    b1 = _capture_entry(tmp_path, model, "graphscope_model")
+    b2 = _capture_entry(tmp_path, model, "two_streams")
     o1, o2 = diagnose(b1)["graphs"][0], diagnose(b2)["graphs"][0]
     ser = o1["serialization"]
     assert ser["op_info"], "the capture recorded no reads/writes"
-    assert ser["stream_order_only_edges"] >= 1
+    # THEN stream order serializes them: strictly, or once the allocator's reuse of one
+    # branch's blocks by the other is renamed (forward captures free blocks as they go)
+    what_if = ser if ser["stream_order_only_edges"] else ser["renamed"]
+    assert what_if["stream_order_only_edges"] >= 1
     assert any(v.startswith("serialized on one stream") for v in o1["verdicts"]), o1["verdicts"]
     assert o2["streams"] == 2 and o2["concurrency_pct"] > 0
-    # the what-if of the one-stream graph against the measured two-stream span: within 15%
-    assert abs(ser["what_if_ns"] - o2["span_ns"]) <= 0.15 * o2["span_ns"], (ser, o2["span_ns"])
+    # AND the what-if of the one-stream graph is within 15% of the two-stream span measured
+    assert abs(what_if["what_if_ns"] - o2["span_ns"]) <= 0.15 * o2["span_ns"], (
+        what_if["what_if_ns"], o2["span_ns"], o1["span_ns"])
 
 
 def test_sidestream_sample_concurrency_and_critical_path(tmp_path):

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from graphscope._errors import ConfigError
+from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.analysis.diff import diagnosis_deltas
 from graphscope.bundle import read_bundle
-from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.cli.main import cli
 from tests.conftest import DATA
 
