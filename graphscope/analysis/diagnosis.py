@@ -31,7 +31,8 @@ Per traced replay with events (then the median over those replays)
     idle        span - time with at least one node running
     concurrent  time with two or more nodes running
     tail        this replay's last node end -> the next replay's launch (its first node
-                when launches are not recorded), where that next replay is known (below)
+                when launches are not recorded, or when the launch came before this end),
+                where that next replay is known (below)
 
 Between replays
     Replays with events are ordered on their one clock. The gap between two consecutive ones
@@ -746,16 +747,17 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
         elif wi_par >= SERIAL_DAG_PARALLELISM:
             v.append(f"serialized on one stream: {ser['stream_order_only_edges']} "
                      f"stream-order-only edge(s); independent chains on more streams could "
-                     f"take the critical path from {_t(o['critical_path']['length_ns'])}"
+                     f"take the critical path (with its measured latencies) from "
+                     f"{_t(ser.get('path_with_latency_ns', o['critical_path']['length_ns']))}"
                      f" to {_t(ser['what_if_ns'])} (-{ser['gain_pct']:.0f}%)")
         elif ((ren := ser.get("renamed") or {}).get("what_if_parallelism") or 0.0
               ) >= SERIAL_DAG_PARALLELISM:
             v.append(f"serialized on one stream: {ren['stream_order_only_edges']} "
                      f"stream-order-only edge(s) once the caching allocator's block reuse is "
                      f"renamed (separate memory per chain); independent chains on more "
-                     f"streams could take the critical path from "
-                     f"{_t(o['critical_path']['length_ns'])} to {_t(ren['what_if_ns'])} "
-                     f"(-{ren['gain_pct']:.0f}%)")
+                     f"streams could take the critical path (with its measured latencies) from "
+                     f"{_t(ser.get('path_with_latency_ns', o['critical_path']['length_ns']))} "
+                     f"to {_t(ren['what_if_ns'])} (-{ren['gain_pct']:.0f}%)")
     return v
 
 
@@ -799,7 +801,8 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
             continue  # a replay launched in between (without events)
         gap = y[0] - x[1]
         lau = launches.get((y[2], y[3]))
-        x[4]["tail_ns"] = (lau[0] if lau else y[0]) - x[1]
+        # launched while this replay still ran (queued): the GPU went on after y[0] - x[1]
+        x[4]["tail_ns"] = (lau[0] if lau and lau[0] >= x[1] else y[0]) - x[1]
         gaps.append(gap)
         if lau:
             host.append(max(0, lau[0] - x[1]))
