@@ -259,25 +259,28 @@ def _launches(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
             for x in getattr(bundle, "launches", ())}
 
 
-def _busy_until(events: Mapping[str, Sequence[Mapping[str, Any]]]
+def _busy_until(spans: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
                 ) -> dict[tuple[str, int], int]:
     """Per replay with events: the end of the last node of every replay (any graph) that
-    started before it, on the events' clock: until then its launch queued behind them."""
-    first: dict[tuple[str, int], int] = {}
-    last: dict[tuple[str, int], int] = {}
-    for gname, evs in events.items():
-        for e in evs:
-            k = (gname, int(e["replay"]))
-            s, t = int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"])
-            first[k] = min(first.get(k, s), s)
-            last[k] = max(last.get(k, t), t)
-    out: dict[tuple[str, int], int] = {}
-    reach: Optional[int] = None
-    for k in sorted(first, key=first.__getitem__):
-        if reach is not None:
-            out[k] = reach
-        reach = last[k] if reach is None else max(reach, last[k])
-    return out
+    started before it, on the events' clock: until then its launch queued behind them.
+    ``spans``: per graph, its events' (replay, start, end) columns."""
+    keys: list[tuple[str, int]] = []
+    firsts, lasts = [], []
+    for gname, (rp, st, en) in spans.items():
+        if not len(rp):
+            continue
+        o = np.argsort(rp, kind="stable")
+        r = rp[o]
+        cut = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+        firsts.append(np.minimum.reduceat(st[o], cut))
+        lasts.append(np.maximum.reduceat(en[o], cut))
+        keys += [(gname, int(x)) for x in r[cut].tolist()]
+    if not keys:
+        return {}
+    f, la = np.concatenate(firsts), np.concatenate(lasts)
+    o = np.argsort(f, kind="stable")
+    reach = np.maximum.accumulate(la[o])
+    return {keys[k]: int(reach[i - 1]) for i, k in enumerate(o.tolist()) if i}
 
 
 # ---------------------------------------------------------------- per replay, from events
@@ -354,13 +357,14 @@ def _node_gaps(dag: _Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
 
 # ---------------------------------------------------------------- false serialization
 
-def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _data_edges(g: CapturedGraph, order: list[int]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
     op information (module docstring). Vectorised: every (node, elementary segment,
     read/write) access, sorted by segment and visit rank; per access its segment's previous
     write, and per read the segment's next write; barriers likewise over the visit order.
-    ``raw_only``: read-after-write edges alone (the memory renamed: see ``renamed``)."""
+    The fourth column marks the edges that stay when the memory is renamed (``renamed``):
+    read-after-write and the barriers' edges."""
     n = len(g.nodes)
     rank = np.empty(n, np.int64)
     rank[np.asarray(order, np.int64)] = np.arange(n)
@@ -373,6 +377,7 @@ def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
     total = int(rc.sum() + wc.sum())
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
+    raws: list[np.ndarray] = []
     if total:
         ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
         keep = ranges[:, 1] > ranges[:, 0]
@@ -401,10 +406,9 @@ def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
         last_w = np.maximum.accumulate(wpos)
         prev_w = np.r_[-1, last_w[:-1]]
         ok = (prev_w >= start_of) & (prev_w >= 0)
-        if raw_only:
-            ok &= ~isw
         srcs.append(node[prev_w[ok]])
         dsts.append(node[ok])
+        raws.append(~isw[ok])
         # next write in the segment (strictly after) for reads: WAR
         big = len(seg)
         nxt = np.where(isw, idx, big)[::-1]
@@ -412,9 +416,10 @@ def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
         end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
         next_w = np.minimum.accumulate(nxt)[::-1]
         next_w = np.r_[next_w[1:], big]
-        ok = ~isw & (next_w <= end_of) & (not raw_only)
+        ok = ~isw & (next_w <= end_of)
         srcs.append(node[ok])
         dsts.append(node[next_w[ok]])
+        raws.append(np.zeros(int(ok.sum()), bool))
     # barriers: nodes without op info, over the visit order
     ordr = np.asarray(order, np.int64)
     hv = hard[ordr]
@@ -425,16 +430,18 @@ def _data_edges(g: CapturedGraph, order: list[int], raw_only: bool = False
         ok = prev_b >= 0
         srcs.append(ordr[prev_b[ok]])
         dsts.append(ordr[ok])
+        raws.append(np.ones(int(ok.sum()), bool))
         nxt = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
         next_b = np.r_[nxt[1:], n]
         ok = ~hv & (next_b < n)
         srcs.append(ordr[ok])
         dsts.append(ordr[next_b[ok]])
+        raws.append(np.ones(int(ok.sum()), bool))
     if srcs:
         s, d = np.concatenate(srcs), np.concatenate(dsts)
         keep = s != d
-        return s[keep], d[keep], hard  # may repeat an edge
-    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard
+        return s[keep], d[keep], hard, np.concatenate(raws)[keep]  # may repeat an edge
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool)
 
 
 def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
@@ -457,8 +464,9 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarr
         return {"op_info": False, "nodes_without_op_info": n,
                 "note": "no memory ranges recorded (bundle from before reads/writes): "
                         "every edge kept"}
-    out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, raw_only=False)
-    renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, raw_only=True)
+    data = _data_edges(g, dag.order)
+    out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=False)
+    renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=True)
     renamed.pop("nodes_without_op_info", None)
     renamed.pop("op_info", None)
     out["renamed"] = renamed
@@ -466,10 +474,14 @@ def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarr
 
 
 def _what_if(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
-             dag_cp: float, cp_path: list[int], work: float, raw_only: bool) -> dict[str, Any]:
+             dag_cp: float, cp_path: list[int], work: float,
+             data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+             raw_only: bool) -> dict[str, Any]:
     n = dag.n
     assert dag.order is not None
-    ds, dd, hard = _data_edges(g, dag.order, raw_only)
+    ds, dd, hard, raw = data
+    if raw_only:
+        ds, dd = ds[raw], dd[raw]
     a, b = dag.src, dag.dst
     sa, sb = stream[a], stream[b]
     kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
@@ -597,8 +609,10 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    durations: Optional[Mapping[int, float]] = None,
                    events: Optional[Sequence[Mapping[str, Any]]] = None,
                    launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None,
-                   busy: Optional[Mapping[tuple[str, int], int]] = None) -> dict[str, Any]:
-    """The diagnosis of one graph of ``bundle`` as plain data (module docstring)."""
+                   busy: Optional[Mapping[tuple[str, int], int]] = None,
+                   columns: Optional[tuple[np.ndarray, ...]] = None) -> dict[str, Any]:
+    """The diagnosis of one graph of ``bundle`` as plain data (module docstring).
+    ``columns``: :func:`_event_columns` of its events, where the caller made them."""
     if durations is None:
         durations = _node_durations(bundle)
     if events is None:
@@ -617,7 +631,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     if dag.order is None:
         out["error"] = "the edges form a cycle: no critical path"
         return out
-    rp, pos, st, en, sm = _event_columns(events, g)
+    rp, pos, st, en, sm = columns if columns is not None else _event_columns(events, g)
     stream = np.full(n, -1, np.int64)
     o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
     stream[pos[o]] = sm[o]
@@ -833,9 +847,10 @@ def diagnose(bundle: Bundle) -> dict[str, Any]:
     durations = _node_durations(bundle)
     events = _events_by_graph(bundle)
     launches = _launches(bundle)
-    busy = _busy_until(events)
-    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy)
-              for g in bundle.graphs]
+    cols = {g.name: _event_columns(events.get(g.name, []), g) for g in bundle.graphs}
+    busy = _busy_until({k: (c[0], c[2], c[3]) for k, c in cols.items()})
+    graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy,
+                             cols[g.name]) for g in bundle.graphs]
     between = _between(bundle, graphs, launches)
     for o in graphs:
         tails = [m["tail_ns"] for m in o.get("replays", []) if m["tail_ns"] is not None]
