@@ -80,8 +80,9 @@ False serialization
     streams could gain. It assumes the chains do not slow each other: kernels that share
     the GPU's SMs and memory run longer side by side (on the H200, two streams of small
     GEMMs: 4-12% longer kernels and 1.1 -> 1.9 us per-node latency), so the span measured
-    on two streams lies above it. Two conflicting nodes the captured graph leaves unordered (a race in the
-    program) are ordered by the visit order, which can only lengthen the what-if path.
+    on two streams lies above it. Two conflicting nodes the captured graph leaves unordered
+    (a race in the program) are ordered by the visit order, which can only lengthen the
+    what-if path.
     The chains reported are the runs of one stream's nodes, in visit order, between
     stream-order-only edges (stream -1: nodes without events). Where no captured edge is
     stream-order-only the what-if path is the critical path itself.
