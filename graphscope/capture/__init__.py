@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
 
 GPU_NEEDED = (
     "graphscope {cmd} needs an NVIDIA GPU with its driver ({why}); on this machine use the "
-    "commands that read bundles: graphscope dump, graphscope report"
+    "commands that need no GPU: graphscope report, dump, diff, annotate-trace, lint"
 )
 
 
