@@ -94,18 +94,18 @@ False serialization
 
 from __future__ import annotations
 
-import heapq
 import statistics
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from itertools import chain
 from operator import itemgetter
 from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import UNATTRIBUTED, WORK_KINDS, Bundle, CapturedGraph
+from ..model.graph import WORK_KINDS, Bundle, CapturedGraph
+from .dag import EPS, Dag, longest
+from .serialization import serialization
 
 LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
 LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
@@ -113,9 +113,6 @@ LATENCY_MIN_NODES = 10
 SERIAL_PARALLELISM = 1.05  # achieved parallelism below this: one node at a time
 SERIAL_DAG_PARALLELISM = 1.1  # ... while the DAG would allow at least this
 TOP = 10  # near-critical nodes and chains listed
-MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
-REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
-_EPS = 1e-6
 
 
 def _t(ns: float) -> str:
@@ -124,118 +121,6 @@ def _t(ns: float) -> str:
 
 def _median(xs: Sequence[float]) -> Optional[float]:
     return float(statistics.median(xs)) if xs else None
-
-
-class _Dag:
-    """A graph's nodes by position (index in ``graph.nodes``), its edges between them as
-    arrays, CSR adjacency both ways and a topological order."""
-
-    def __init__(self, g: CapturedGraph):
-        self.n = n = len(g.nodes)
-        lids = np.fromiter((x.local_id for x in g.nodes), dtype=np.int64, count=n)
-        e = np.asarray(g.edges, dtype=np.int64).reshape(-1, 2)
-        if n and np.array_equal(lids, np.arange(n)):
-            src, dst = e[:, 0], e[:, 1]
-            ok = (src >= 0) & (src < n) & (dst >= 0) & (dst < n)
-        else:
-            srt = np.argsort(lids, kind="stable")
-            sl = lids[srt]
-            i = np.clip(np.searchsorted(sl, e[:, 0]), 0, max(n - 1, 0))
-            j = np.clip(np.searchsorted(sl, e[:, 1]), 0, max(n - 1, 0))
-            ok = (sl[i] == e[:, 0]) & (sl[j] == e[:, 1]) if n else np.zeros(len(e), bool)
-            src, dst = srt[i] if n else i, srt[j] if n else j
-        ok &= src != dst
-        self.dropped = int(len(e) - ok.sum())  # edges naming no node, or a node itself
-        self.src, self.dst = src[ok], dst[ok]
-        self.pred = _csr(n, self.dst, self.src)
-        self.succ = _csr(n, self.src, self.dst)
-        self.order = _topo_order(n, self.src, self.dst, self.succ)
-
-
-def _sorted_unique(x: np.ndarray) -> np.ndarray:
-    """``np.unique`` by sorting (numpy 2's hash-based unique is 40x slower on 300,000 ints)."""
-    s = np.sort(x)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
-
-
-def _csr(n: int, key: np.ndarray, val: np.ndarray) -> tuple[list[int], list[int]]:
-    """(pointers, values) as lists: the values of ``key`` k are values[ptr[k]:ptr[k + 1]]."""
-    o = np.argsort(key, kind="stable")
-    ptr = np.searchsorted(key[o], np.arange(n + 1))
-    return ptr.tolist(), val[o].tolist()
-
-
-def _topo_order(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[list[int], list[int]]
-                ) -> Optional[list[int]]:
-    """Positions in a topological order, the lowest position first among the ready ones
-    (capture order when the positions already are one); None on a cycle."""
-    if bool(np.all(src < dst)):
-        return list(range(n))
-    ptr, val = succ
-    indeg = np.bincount(dst, minlength=n).tolist()
-    ready = [i for i in range(n) if indeg[i] == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        u = heapq.heappop(ready)
-        order.append(u)
-        for v in val[ptr[u]:ptr[u + 1]]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                heapq.heappush(ready, v)
-    return order if len(order) == n else None
-
-
-def _longest(order: list[int], succ: tuple[list[int], list[int]],
-             pred: tuple[list[int], list[int]], d: list[float], src: np.ndarray,
-             dst: np.ndarray) -> tuple[float, list[int], np.ndarray]:
-    """(length, path positions, slack per node) of the longest path."""
-    n = len(d)
-    if not n:
-        return 0.0, [], np.zeros(0)
-    pp, pv = pred
-    sp, sv = succ
-    eft = [0.0] * n
-    get = eft.__getitem__
-    for v in order:
-        a, b = pp[v], pp[v + 1]
-        if b - a == 1:  # most nodes: one predecessor
-            eft[v] = eft[pv[a]] + d[v]
-        else:
-            eft[v] = (max(map(get, pv[a:b])) if b > a else 0.0) + d[v]
-    length = max(eft)
-    lst = [0.0] * n
-    get = lst.__getitem__
-    for u in reversed(order):
-        a, b = sp[u], sp[u + 1]
-        if b - a == 1:
-            lst[u] = lst[sv[a]] - d[u]
-        else:
-            lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
-    eft_a, d_a = np.asarray(eft), np.asarray(d)
-    est = eft_a - d_a
-    slack = np.maximum(np.asarray(lst) - est, 0.0)
-    # the path: from the last-finishing node (the first such in topological order) back,
-    # each node's predecessor being one that finishes at its earliest start (a timed one
-    # first, then the earliest in topological order)
-    rank = np.empty(n, np.int64)
-    rank[np.asarray(order, np.int64)] = np.arange(n)
-    ends = np.flatnonzero(eft_a >= length - _EPS)
-    v = int(ends[np.argmin(rank[ends])])
-    crit = np.full(n, -1, np.int64)
-    if len(src):
-        m = np.abs(eft_a[src] - est[dst]) <= _EPS
-        u, w = src[m], dst[m]
-        k = np.lexsort((-rank[u], d_a[u] > 0, w))  # the last per node is the one chosen
-        last = np.r_[w[k][1:] != w[k][:-1], True]
-        crit[w[k][last]] = u[k][last]
-    crit_l = crit.tolist()
-    path = [v]
-    while crit_l[v] >= 0:
-        v = crit_l[v]
-        path.append(v)
-    path.reverse()
-    return length, path, slack
 
 
 def _node_durations(bundle: Bundle) -> dict[int, float]:
@@ -286,7 +171,7 @@ def _busy_until(spans: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 # ---------------------------------------------------------------- per replay, from events
 
-def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarray,
+def _replay_metrics(dag: Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarray,
                     launch: Optional[tuple[int, int]], busy: Optional[int] = None
                     ) -> dict[str, Any]:
     t0, t1 = int(start.min()), int(end.max())
@@ -329,7 +214,7 @@ def _replay_metrics(dag: _Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarr
     return out
 
 
-def _node_gaps(dag: _Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
+def _node_gaps(dag: Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
                en: np.ndarray) -> np.ndarray:
     """Per node: the median over replays of its start - its last timed predecessor's end
     (>= 0; 0 where never measured)."""
@@ -354,239 +239,6 @@ def _node_gaps(dag: _Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
     if have.any():
         out[have] = np.nanmedian(m[:, have], axis=0)
     return out
-
-
-# ---------------------------------------------------------------- false serialization
-
-def _data_edges(g: CapturedGraph, order: list[int]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
-    op information (module docstring). Vectorised: every (node, elementary segment,
-    read/write) access, sorted by segment and visit rank; per access its segment's previous
-    write, and per read the segment's next write; barriers likewise over the visit order.
-    The fourth column marks the edges that stay when the memory is renamed (``renamed``):
-    read-after-write and the barriers' edges."""
-    n = len(g.nodes)
-    rank = np.empty(n, np.int64)
-    rank[np.asarray(order, np.int64)] = np.arange(n)
-    reads = [x.reads for x in g.nodes]
-    writes = [x.writes for x in g.nodes]
-    hard = np.fromiter((r is None and w is None for r, w in zip(reads, writes)), bool, n)
-    rc = np.fromiter((len(r) if r else 0 for r in reads), np.int64, n)
-    wc = np.fromiter((len(w) if w else 0 for w in writes), np.int64, n)
-    flat = chain.from_iterable(chain.from_iterable(x for x in reads + writes if x))
-    total = int(rc.sum() + wc.sum())
-    srcs: list[np.ndarray] = []
-    dsts: list[np.ndarray] = []
-    raws: list[np.ndarray] = []
-    if total:
-        ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
-        keep = ranges[:, 1] > ranges[:, 0]
-        ranges = ranges[keep]
-        node = np.r_[np.repeat(np.arange(n), rc), np.repeat(np.arange(n), wc)][keep]
-        isw = np.r_[np.zeros(int(rc.sum()), bool), np.ones(int(wc.sum()), bool)][keep]
-        bounds = _sorted_unique(ranges.ravel())
-        lo = np.searchsorted(bounds, ranges[:, 0])
-        cnt = np.searchsorted(bounds, ranges[:, 1]) - lo
-        # one row per (access, elementary segment); most ranges are one segment
-        if bool((cnt == 1).all()):
-            seg = lo
-        else:
-            rep = np.repeat(np.arange(len(lo)), cnt)
-            seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-            node, isw = node[rep], isw[rep]
-        # by segment, then visit rank, reads before writes within a node: one int64 key
-        # (rows with equal keys are interchangeable)
-        k = np.argsort((seg * n + rank[node]) * 2 + isw)
-        seg, node, isw = seg[k], node[k], isw[k]
-        idx = np.arange(len(seg))
-        first = np.r_[True, seg[1:] != seg[:-1]]
-        # previous write in the segment (strictly before): RAW and WAW
-        wpos = np.where(isw, idx, -1)
-        start_of = np.maximum.accumulate(np.where(first, idx, 0))
-        last_w = np.maximum.accumulate(wpos)
-        prev_w = np.r_[-1, last_w[:-1]]
-        ok = (prev_w >= start_of) & (prev_w >= 0)
-        srcs.append(node[prev_w[ok]])
-        dsts.append(node[ok])
-        raws.append(~isw[ok])
-        # next write in the segment (strictly after) for reads: WAR
-        big = len(seg)
-        nxt = np.where(isw, idx, big)[::-1]
-        last_in = np.r_[np.flatnonzero(first)[1:], big] - 1  # last row of each segment
-        end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
-        next_w = np.minimum.accumulate(nxt)[::-1]
-        next_w = np.r_[next_w[1:], big]
-        ok = ~isw & (next_w <= end_of)
-        srcs.append(node[ok])
-        dsts.append(node[next_w[ok]])
-        raws.append(np.zeros(int(ok.sum()), bool))
-    # barriers: nodes without op info, over the visit order
-    ordr = np.asarray(order, np.int64)
-    hv = hard[ordr]
-    if hv.any():
-        idx = np.arange(n)
-        last_b = np.maximum.accumulate(np.where(hv, idx, -1))
-        prev_b = np.r_[-1, last_b[:-1]]
-        ok = prev_b >= 0
-        srcs.append(ordr[prev_b[ok]])
-        dsts.append(ordr[ok])
-        raws.append(np.ones(int(ok.sum()), bool))
-        nxt = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
-        next_b = np.r_[nxt[1:], n]
-        ok = ~hv & (next_b < n)
-        srcs.append(ordr[ok])
-        dsts.append(ordr[next_b[ok]])
-        raws.append(np.ones(int(ok.sum()), bool))
-    if srcs:
-        s, d = np.concatenate(srcs), np.concatenate(dsts)
-        keep = s != d
-        return s[keep], d[keep], hard, np.concatenate(raws)[keep]  # may repeat an edge
-    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool)
-
-
-def _serialization(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
-                   dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
-    """Stream-order-only edges and the what-if path (module docstring), strictly and with
-    the memory renamed.
-
-    Renamed: within a capture the caching allocator hands a block freed by one chain to the
-    next op of any chain on that stream, so two independent chains meet in write-after-read
-    and write-after-write conflicts on reused blocks. Those orderings come from the
-    allocation, not the data: run on two streams the chains get blocks of their own (the
-    allocator keeps streams' blocks apart), at the cost of more pool memory. ``renamed``
-    repeats the analysis with read-after-write edges alone; an in-place update that a
-    read elsewhere must precede is a real write-after-read that renaming drops too, so it is
-    the looser bound of the two."""
-    n = dag.n
-    assert dag.order is not None
-    if all(getattr(nd, "reads", None) is None and getattr(nd, "writes", None) is None
-           for nd in g.nodes):
-        return {"op_info": False, "nodes_without_op_info": n,
-                "note": "no memory ranges recorded (bundle from before reads/writes): "
-                        "every edge kept"}
-    data = _data_edges(g, dag.order)
-    out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=False)
-    renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=True)
-    renamed.pop("nodes_without_op_info", None)
-    renamed.pop("op_info", None)
-    out["renamed"] = renamed
-    return out
-
-
-def _what_if(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
-             dag_cp: float, cp_path: list[int], work: float,
-             data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-             raw_only: bool) -> dict[str, Any]:
-    n = dag.n
-    assert dag.order is not None
-    ds, dd, hard, raw = data
-    if raw_only:
-        ds, dd = ds[raw], dd[raw]
-    a, b = dag.src, dag.dst
-    sa, sb = stream[a], stream[b]
-    kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
-    if raw_only and len(a):
-        # the kernels of one op call (the same ranges: a GEMM and its split-K reduction)
-        # stay in order: their write-after-write is the op's own, not the allocator's
-        nodes = g.nodes
-        kept |= np.fromiter(
-            (nodes[x].writes == nodes[y].writes and nodes[x].reads == nodes[y].reads
-             for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
-    nn = max(n, 1)
-    wkey = _sorted_unique(np.concatenate([ds * nn + dd, a[kept] * nn + b[kept]]))
-    ws, wd = wkey // nn, wkey % nn
-    ekey = a * nn + b
-    at = np.clip(np.searchsorted(wkey, ekey), 0, max(len(wkey) - 1, 0))
-    cand = ~kept & ~((wkey[at] == ekey) if len(wkey) else np.zeros(len(ekey), bool))
-    wsucc = _csr(n, ws, wd)
-    wpred = _csr(n, wd, ws)
-    rank_a = np.empty(n, np.int64)
-    rank_a[np.asarray(dag.order, np.int64)] = np.arange(n)
-    rank = rank_a.tolist()
-    false_edges: list[tuple[int, int]] = []
-    budget = REACH_BUDGET
-    unchecked = 0
-    for x, y in zip(a[cand].tolist(), b[cand].tolist()):
-        if budget <= 0:
-            unchecked += 1
-            continue
-        found, budget = _reaches(wsucc, rank, x, y, budget)
-        if not found and budget > 0:
-            false_edges.append((x, y))
-        elif not found:
-            unchecked += 1
-    if false_edges or unchecked:
-        length, path, _ = _longest(dag.order, wsucc, wpred, d, ws, wd)
-    else:  # every captured ordering is kept: nothing to gain
-        length, path = dag_cp, cp_path
-    out: dict[str, Any] = {
-        "op_info": True,
-        "nodes_without_op_info": int(hard.sum()),
-        "what_if_edges": len(wkey),  # data DAG plus kept edges
-        "stream_order_only_edges": len(false_edges),
-        "edges": [[g.nodes[x].local_id, g.nodes[y].local_id]
-                  for x, y in false_edges[:MAX_LISTED_EDGES]],
-        "what_if_ns": length,
-        "what_if_path": [g.nodes[i].local_id for i in path],
-        "gain_ns": dag_cp - length,
-        "gain_pct": 100.0 * (dag_cp - length) / dag_cp if dag_cp else 0.0,
-        "what_if_parallelism": work / length if length else None,
-        "chains": _chains(g, dag, d, stream, false_edges) if false_edges else [],
-    }
-    if unchecked:
-        out["unchecked_edges"] = unchecked
-    return out
-
-
-def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int, budget: int
-             ) -> tuple[bool, int]:
-    """Whether b is reachable from a (visiting only nodes ranked before b)."""
-    ptr, val = succ
-    limit = rank[b]
-    stack = [a]
-    seen = {a}
-    while stack:
-        u = stack.pop()
-        budget -= 1
-        if budget <= 0:
-            return False, 0
-        for v in val[ptr[u]:ptr[u + 1]]:
-            if v == b:
-                return True, budget
-            if v not in seen and rank[v] < limit:
-                seen.add(v)
-                stack.append(v)
-    return False, budget
-
-
-def _chains(g: CapturedGraph, dag: _Dag, d: list[float], stream: np.ndarray,
-            cut: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    """Runs of one stream's nodes (in visit order) between stream-order-only edges, largest
-    work first."""
-    assert dag.order is not None
-    ordr = np.asarray(dag.order, np.int64)
-    rank = np.empty(dag.n, np.int64)
-    rank[ordr] = np.arange(dag.n)
-    k = np.lexsort((rank, stream))  # by stream, then visit order
-    heads = np.zeros(dag.n, bool)
-    heads[[b for _, b in cut]] = True
-    sk = stream[k]
-    start = np.r_[True, sk[1:] != sk[:-1]] | heads[k]
-    run = np.cumsum(start) - 1
-    work = np.bincount(run, weights=np.asarray(d)[k])
-    first = np.flatnonzero(start)
-    lastpos = np.r_[first[1:], len(k)] - 1
-    top = np.lexsort((first, -work))[:TOP]
-    rows = []
-    for r in top.tolist():
-        members = k[first[r]:lastpos[r] + 1].tolist()
-        mods = Counter(g.nodes[i].module for i in members if g.nodes[i].is_work)
-        rows.append({"first": g.nodes[members[0]].local_id,
-                     "last": g.nodes[members[-1]].local_id, "nodes": len(members),
-                     "work_ns": float(work[r]), "stream": int(sk[first[r]]),
-                     "module": mods.most_common(1)[0][0] if mods else UNATTRIBUTED})
-    return rows
 
 
 # ---------------------------------------------------------------- one graph
@@ -620,7 +272,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         events = _events_by_graph(bundle).get(g.name, [])
     if launches is None:
         launches = _launches(bundle)
-    dag = _Dag(g)
+    dag = Dag(g)
     n = dag.n
     is_work = np.fromiter((x.type in WORK_KINDS for x in g.nodes), bool, n)
     out: dict[str, Any] = {"graph": g.name, "nodes": n, "edges": len(dag.src),
@@ -664,14 +316,14 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         what = ", ".join(f"{k} {v}" for k, v in sorted(untimed.items()))
         out["assumptions"].append(f"nodes without timing taken as 0 ns ({what})")
     out["timed"] = timed
-    length, path, slack = _longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst)
+    length, path, slack = longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst)
     work = float(sum(d))
     mods: dict[str, float] = defaultdict(float)
     for i in path:
         mods[g.nodes[i].module] += d[i]
     on = np.zeros(n, bool)
     on[path] = True
-    zero_off = int(((slack <= _EPS) & ~on).sum())
+    zero_off = int(((slack <= EPS) & ~on).sum())
     off = np.flatnonzero(~on & is_work)
     near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
     out["critical_path"] = {
@@ -727,9 +379,9 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         d_lat, lat_len, lat_path = d, length, path
         if lat.any():
             d_lat = (np.asarray(d) + lat).tolist()
-            lat_len, lat_path, _ = _longest(dag.order, dag.succ, dag.pred, d_lat, dag.src,
+            lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src,
                                             dag.dst)
-        out["serialization"] = _serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
+        out["serialization"] = serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
         if out["serialization"].get("op_info"):
             out["serialization"]["dependency_latency_ns"] = float(lat.sum())
             out["serialization"]["path_with_latency_ns"] = lat_len

@@ -388,7 +388,7 @@ def test_what_if_matches_brute_force_on_random_chains(seed):
 
 
 def test_reachability_budget_spent_still_gives_the_what_if(monkeypatch):
-    import graphscope.analysis.diagnosis as D
+    import graphscope.analysis.serialization as D
 
     monkeypatch.setattr(D, "REACH_BUDGET", 1)
     nodes, edges = chain_with_false_edge()
