@@ -242,6 +242,7 @@ def read_bundle(path: str) -> Bundle:
             gc.enable()
 
 
+# Long on purpose (~100 lines): every file of a bundle validated where it is read, in order.
 def _read_bundle(path: str) -> Bundle:
     path = os.path.abspath(path)
     if not os.path.isdir(path):

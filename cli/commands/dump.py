@@ -11,6 +11,7 @@ import click
 from ..options import bundle_argument, command, depth_option, force_option, output_option
 
 
+# Long on purpose (~80 lines): the five outputs of dump and the one-file-per-graph rule.
 @command()
 @bundle_argument
 @click.option("--dot", "what", flag_value="dot", default=True, help="Annotated DOT (default).")

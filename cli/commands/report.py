@@ -15,6 +15,7 @@ DIAGNOSIS_AUTO_BYTES = 8 << 20  # larger graph.json: the summary.json fast path 
 DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) only on request
 
 
+# Long on purpose (~80 lines): multi-rank, summary.json fast path, HTML, JSON, tables.
 @command()
 @bundle_argument
 @depth_option("Module levels to show.")

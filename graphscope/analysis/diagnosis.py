@@ -258,6 +258,7 @@ def _event_columns(evs: Sequence[Mapping[str, Any]], g: CapturedGraph
     return rp[ok], pos[ok], st[ok], st[ok] + du[ok], sm[ok]
 
 
+# Long on purpose (~110 lines): one graph's figures in the order the docstring defines them.
 def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    durations: Optional[Mapping[int, float]] = None,
                    events: Optional[Sequence[Mapping[str, Any]]] = None,
@@ -345,17 +346,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     out["dag_parallelism"] = work / length if length else None
     out["streams"] = len(set(sm.tolist()) - {-1})
     # where the span goes
-    reps = []
-    if len(rp):
-        srt = np.argsort(rp, kind="stable")
-        rs = rp[srt]
-        cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
-        rps = rs[cut]
-        for r, part in zip(rps.tolist(), np.split(srt, cut[1:])):
-            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)),
-                                (busy or {}).get((g.name, r)))
-            m["replay"] = r
-            reps.append(m)
+    reps = _replays(g, dag, (rp, pos, st, en), launches, busy or {})
     out["replays"] = reps
     med = {k: _median([x[k] for x in reps if x[k] is not None])
            for k in ("span_ns", "idle_ns", "dep_gap_ns", "concurrent_ns", "launch_ns",
@@ -373,19 +364,46 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     out["launch_latency_ns"] = med["launch_ns"]
     out["launch_recorded"] = any(x["launch_ns"] is not None for x in reps)
     if timed:
-        # the what-if keeps each node's measured dependency latency (its start - its last
-        # predecessor's end, median over replays): chains moved to other streams still pay it
-        lat = _node_gaps(dag, rp, pos, st, en)
-        d_lat, lat_len, lat_path = d, length, path
-        if lat.any():
-            d_lat = (np.asarray(d) + lat).tolist()
-            lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src,
-                                            dag.dst)
-        out["serialization"] = serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
-        if out["serialization"].get("op_info"):
-            out["serialization"]["dependency_latency_ns"] = float(lat.sum())
-            out["serialization"]["path_with_latency_ns"] = lat_len
+        out["serialization"] = _with_latency(g, dag, d, stream, (rp, pos, st, en),
+                                             (length, path), work)
     out["verdicts"] = _verdicts(out, np.asarray(d)[is_work])
+    return out
+
+
+def _replays(g: CapturedGraph, dag: Dag, cols: tuple[np.ndarray, ...],
+             launches: Mapping[tuple[str, int], tuple[int, int]],
+             busy: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
+    """Per replay with events (``cols``: replay, position, start, end): where its span went."""
+    rp, pos, st, en = cols
+    reps: list[dict[str, Any]] = []
+    if len(rp):
+        srt = np.argsort(rp, kind="stable")
+        rs = rp[srt]
+        cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
+        for r, part in zip(rs[cut].tolist(), np.split(srt, cut[1:])):
+            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)),
+                                busy.get((g.name, r)))
+            m["replay"] = r
+            reps.append(m)
+    return reps
+
+
+def _with_latency(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
+                  cols: tuple[np.ndarray, ...], cp: tuple[float, list[int]],
+                  work: float) -> dict[str, Any]:
+    """The false-serialization analysis with each node's measured dependency latency (its
+    start - its last predecessor's end, median over replays) in its weight: chains moved to
+    other streams still pay it."""
+    assert dag.order is not None
+    lat = _node_gaps(dag, *cols)
+    d_lat, (lat_len, lat_path) = d, cp
+    if lat.any():
+        d_lat = (np.asarray(d) + lat).tolist()
+        lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src, dag.dst)
+    out = serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
+    if out.get("op_info"):
+        out["dependency_latency_ns"] = float(lat.sum())
+        out["path_with_latency_ns"] = lat_len
     return out
 
 

@@ -18,6 +18,7 @@ MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
 REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
+# Long on purpose (~85 lines): one vectorised sweep; split, it would pass ten arrays.
 def _data_edges(g: CapturedGraph, order: list[int]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no

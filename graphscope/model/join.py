@@ -124,6 +124,7 @@ def join(
     )
 
 
+# Long on purpose (~85 lines): the numpy reference of csrc/join.cpp, kept step for step.
 def join_numpy(
     graph_node_id: np.ndarray,
     correlation: np.ndarray,
