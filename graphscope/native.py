@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -274,6 +274,9 @@ def _records() -> CreatedNodes:
 # start/prepare calls are not closed yet: Kineto holds CUPTI's activity API from the warm-up of
 # a schedule on, before the profiler counts as "enabled"
 _PROFILERS_OPEN: dict[int, int] = {}
+# called before a torch.profiler session opens: graphscope's own open tracing windows close
+# first (a profiler needs CUPTI's activity API to itself)
+BEFORE_PROFILER: list[Callable[[], None]] = []
 
 
 def _profiler_active() -> bool:
@@ -312,6 +315,8 @@ def watch_profiler() -> None:
             real_open, real_close = cls.__dict__[opener], cls.__dict__[closer]
 
             def opened(self: Any, *a: Any, _real: Any = real_open, **k: Any) -> Any:
+                for before in BEFORE_PROFILER:
+                    before()
                 _PROFILERS_OPEN[id(self)] = _PROFILERS_OPEN.get(id(self), 0) + 1
                 try:
                     return _real(self, *a, **k)

@@ -200,7 +200,7 @@ def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
         return raw, None
     manifest = manifest_for(argv or ["graphscope", "run"], "run", cfg.depth, rank,
                             skip_replays=cfg.skip_replays,
-                            traced_replays_per_graph=cfg.replays)
+                            traced_replays_per_graph=cfg.replays, traced_back_to_back=True)
     return raw, finish(raw, output=out, manifest=manifest, force=cfg.force,
                        keep_events=cfg.keep_events)
 

@@ -42,6 +42,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         base_init(self, True, *a, **k)
 
     def capture_begin(self: Any, *a: Any, **k: Any) -> None:
+        watch.traced.close()  # no tracing window across a capture
         watch.begin(self, keep_of.get(id(self), False))
         try:
             _parent(cls, "capture_begin", real)(self, *a, **k)
@@ -72,6 +73,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         if watch.traced.wanted(rec):
             watch.traced.run(rec, lambda: plain(self))
         else:
+            watch.traced.close()  # the window holds consecutive traced replays only
             plain(self)
 
     cls.__init__ = __init__  # type: ignore[method-assign]
