@@ -351,8 +351,15 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
         if ser.get("op_info") and ser.get("stream_order_only_edges"):
             chains = "; ".join(f"#{c['first']}–#{c['last']} {c['module']} {fmt_ns(c['work_ns'])}"
                                for c in ser["chains"][:4])
-            out.append(head + f"{ser['stream_order_only_edges']} stream-order-only edge(s); "
-                       f"independent chains: {chains}")
+            edges = ", ".join(f"#{u}→#{v}" for u, v in ser.get("edges", [])[:4])
+            out.append(head + f"{ser['stream_order_only_edges']} stream-order-only edge(s) "
+                       f"({edges}); the runs of one stream they cut: {chains}")
+        ren = ser.get("renamed") or {}
+        if ser.get("op_info") and not ser.get("stream_order_only_edges") and ren.get(
+                "stream_order_only_edges"):
+            edges = ", ".join(f"#{u}→#{v}" for u, v in ren.get("edges", [])[:4])
+            out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
+                       f"memory ({edges}): with blocks of their own the chains could overlap")
         if ser.get("nodes_without_op_info") and ser.get("op_info"):
             out.append(head + f"{ser['nodes_without_op_info']} node(s) without op info kept as "
                        "hard dependencies")
