@@ -19,7 +19,9 @@ PID_MODULES = 2
 
 def build_trace(bundle: Bundle) -> dict[str, Any]:
     nodes = {n.exec_node_id: n for n in bundle.nodes()}
-    streams = sorted({int(e["stream"]) for e in bundle.events})
+    # an event without a stream (a bundle edited or written by another tool) gets a lane of
+    # its own, "stream ?", rather than none
+    streams = sorted({_stream(e) for e in bundle.events})
     lane = {s: i for i, s in enumerate(streams)}
     events: list[dict[str, Any]] = [
         {"ph": "M", "pid": PID_GPU, "name": "process_name",
@@ -28,7 +30,7 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
     ]
     events += [
         {"ph": "M", "pid": PID_GPU, "tid": lane[s], "name": "thread_name",
-         "args": {"name": f"stream {s}"}}
+         "args": {"name": f"stream {s}" if s >= 0 else "stream ?"}}
         for s in streams
     ]
     spans: dict[tuple[int, str], list[float]] = defaultdict(lambda: [float("inf"), 0.0])
@@ -56,7 +58,7 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
                     sp = spans[(e["replay"], ".".join(parts[: i + 1]))]
                     sp[0] = min(sp[0], ts)
                     sp[1] = max(sp[1], ts + dur)
-        events.append({"ph": "X", "pid": PID_GPU, "tid": lane[int(e["stream"])], "ts": ts,
+        events.append({"ph": "X", "pid": PID_GPU, "tid": lane[_stream(e)], "ts": ts,
                        "dur": dur, "name": name, "cat": e["kind"], "args": args})
     for (replay, module), (t0, t1) in sorted(spans.items(), key=lambda kv: (kv[0][0], kv[1][0])):
         level = module.count(".")
@@ -86,3 +88,8 @@ def build_multirank_trace(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
             events.append(e)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"ranks": [r for r, _ in ranks]}}
+
+
+def _stream(e: Any) -> int:
+    s = e.get("stream")
+    return int(s) if isinstance(s, int) and not isinstance(s, bool) and s >= 0 else -1

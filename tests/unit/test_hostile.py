@@ -496,3 +496,21 @@ def test_a_summary_whose_digest_matches_is_still_field_checked(tmp_path, capsys,
     assert read_summary(str(b)) is None  # ... a wrong one recomputed
     rc, out, err = _run(capsys, "report", str(b))
     assert rc == 0 and out == want, err
+
+
+def test_an_event_without_a_stream_gets_a_lane_of_its_own(tmp_path, capsys):
+    # GIVEN a bundle whose first timeline event lost its stream
+    b = _copy(tmp_path)
+    p = os.path.join(b, "timeline.json")
+    with open(p) as f:
+        t = json.load(f)
+    del t["events"][0]["stream"]
+    with open(p, "w") as f:
+        json.dump(t, f)
+    # WHEN its trace is dumped THEN it is written (no catch-all) with a "stream ?" lane
+    out = str(tmp_path / "t.json")
+    assert main(["dump", str(b), "--trace", "-o", out]) == 0
+    with open(out) as f:
+        names = [e["args"]["name"] for e in json.load(f)["traceEvents"]
+                 if e.get("name") == "thread_name"]
+    assert "stream ?" in names and "stream 7" in names
