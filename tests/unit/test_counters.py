@@ -1,0 +1,198 @@
+"""Hardware counters (issue 28): PM samples -> nodes by time overlap, modules, phases, verdicts;
+counters.json in the bundle; the report's Counters section and diff deltas. CPU only."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from graphscope.analysis import counters as ct
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+US = 1000
+
+
+def _samples(n, values, t0=0, dt=20 * US):
+    start = np.arange(n, dtype=np.int64) * dt + t0
+    return ct.Samples(start, start + dt, {k: np.asarray(v, dtype=float) for k, v in values.items()})
+
+
+def _one(nc, nid):
+    i = int(np.nonzero(nc.node_ids == nid)[0][0])
+    return ct.rates(nc.time_ns[i], {k: v[i] for k, v in nc.quantity.items()}), i
+
+
+def test_serialized_nodes_spanning_whole_samples_are_exact():
+    s = _samples(4, {"dram_pct": [80, 80, 10, 10], "sm_active_pct": [50, 50, 100, 100],
+                     "dram_read_bytes": [1e6, 1e6, 2e5, 2e5]})
+    nc = ct.attribute(s, [1, 2], [0, 40 * US], [40 * US, 80 * US])
+    r1, i1 = _one(nc, 1)
+    r2, _ = _one(nc, 2)
+    assert r1["dram_pct"] == 80 and r1["sm_active_pct"] == 50
+    assert r2["dram_pct"] == 10 and r2["sm_active_pct"] == 100
+    assert r1["dram_GBps"] == pytest.approx(2e6 / 40e3, rel=1e-6)
+    assert nc.shared_ns[i1] == 0 and nc.concurrent_ns[i1] == 0
+    assert ct.verdict(r1) == "memory bound" and ct.verdict(r2) == "compute bound"
+
+
+def test_sample_overlapping_two_nodes_splits_by_overlap_time():
+    # one 20 us sample: node 1 runs 5 us, node 2 15 us; 4 MB read in the sample
+    s = _samples(1, {"dram_read_bytes": [4e6], "dram_pct": [40], "warps_active_pct": [30]})
+    nc = ct.attribute(s, [1, 2], [0, 5 * US], [5 * US, 20 * US])
+    i1 = int(np.nonzero(nc.node_ids == 1)[0][0])
+    i2 = int(np.nonzero(nc.node_ids == 2)[0][0])
+    assert nc.quantity["dram_read_bytes"][i1] == pytest.approx(1e6)
+    assert nc.quantity["dram_read_bytes"][i2] == pytest.approx(3e6)
+    # the same rate for both (the sample cannot tell them apart), and flagged as shared
+    assert _one(nc, 1)[0]["dram_pct"] == _one(nc, 2)[0]["dram_pct"] == 40
+    assert nc.shared_ns[i1] == 5 * US and nc.shared_ns[i2] == 15 * US
+
+
+def test_idle_part_of_a_sample_goes_to_the_node_for_elapsed_metrics_only():
+    # the node runs 10 us of a 20 us sample: an elapsed rate of 30 % over the sample is 60 %
+    # while the node ran; an active-normalized rate is already the node's
+    s = _samples(1, {"dram_pct": [30], "warps_active_pct": [40]})
+    nc = ct.attribute(s, [7], [0], [10 * US])
+    r, _ = _one(nc, 7)
+    assert r["dram_pct"] == 60 and r["warps_active_pct"] == 40
+
+
+def test_concurrent_nodes_are_flagged_approximate():
+    s = _samples(3, {"dram_pct": [20, 20, 20]})
+    nc = ct.attribute(s, [1, 2, 3], [0, 10 * US, 45 * US], [30 * US, 40 * US, 60 * US])
+    conc = dict(zip(nc.node_ids.tolist(), nc.concurrent_ns.tolist()))
+    assert conc == {1: 20 * US, 2: 20 * US, 3: 0}
+
+
+def test_concurrency_sweep_counts_union_not_sum():
+    # node 0 overlapped by two others whose overlaps coincide: union 10 us, not 20
+    c = ct._concurrent(np.array([0, 10, 10]), np.array([30, 20, 20]))
+    assert c.tolist() == [10, 10, 10]
+
+
+def test_events_of_several_replays_accumulate_per_node():
+    s = _samples(4, {"dram_pct": [90, 0, 70, 0]})
+    nc = ct.attribute(s, [5, 5], [0, 40 * US], [20 * US, 60 * US])
+    r, i = _one(nc, 5)
+    assert nc.time_ns[i] == 40 * US and r["dram_pct"] == 80
+
+
+def test_stale_and_empty_samples_are_dropped():
+    s = ct.Samples(np.array([-10**9, 0, 20, 40]), np.array([20, 20, 40, 40]),
+                   {"dram_pct": np.array([1.0, 2.0, 3.0, 4.0])})
+    clean, dropped = s.clean()
+    assert dropped == 2 and clean.start_ns.tolist() == [0, 20]
+
+
+def _real():
+    with open(os.path.join(DATA, "pm_samples_gemm_slice.json")) as f:
+        cols = json.load(f)
+    return ct.Samples.from_columns(cols)
+
+
+def test_real_h200_gemm_samples_read_compute_bound():
+    """The probe's real samples (bf16 8192^3 GEMM on the H200): a node over the GEMM's
+    samples reads compute bound; a node in the idle lead-in reads latency bound."""
+    samples, dropped = _real().clean()
+    assert dropped == 1  # CUPTI's stale first sample, 1.3 s long
+    s0, e = samples.start_ns, samples.end_ns
+    gemm = (int(s0[27]), int(e[-1]))
+    tiny = (int(s0[5]) + 2000, int(s0[5]) + 5000)
+    nc = ct.attribute(samples, [1, 2], [gemm[0], tiny[0]], [gemm[1], tiny[1]])
+    g, _ = _one(nc, 1)
+    t, _ = _one(nc, 2)
+    assert ct.verdict(g) == "compute bound", g
+    assert g["tensor_pct"] > 90 and g["dram_pct"] < 40
+    assert ct.verdict(t) == "latency bound", t
+
+
+# ------------------------------------------------------------------ bundle, report, diff
+def _bundle_with_counters(tmp_path, name="mlp_step", dram=85.0, sm=40.0):
+    """A recorded bundle plus a counters.json made by attributing synthetic samples over its
+    work nodes laid out one after another (each node's median duration)."""
+    from graphscope.bundle import read_bundle
+
+    dst = tmp_path / name
+    shutil.copytree(os.path.join(DATA, name), dst)
+    b = read_bundle(str(dst))
+    work = [n for n in b.work_nodes() if n.durations_ns]
+    dur = np.array([max(1, int(np.median(n.durations_ns))) for n in work], dtype=np.int64)
+    st = np.concatenate([[0], np.cumsum(dur)[:-1]])
+    total = int(st[-1] + dur[-1])
+    n = -(-total // 1000)
+    s = _samples(n, {"dram_pct": [dram] * n, "sm_active_pct": [sm] * n,
+                     "warps_active_pct": [20] * n, "dram_read_bytes": [1e5] * n}, dt=1000)
+    s.end_ns[-1] = total  # the samples cover the nodes exactly: no idle time to fold in
+    nc = ct.attribute(s, [x.exec_node_id for x in work], st, st + dur)
+    data = ct.to_json(nc, meta={"method": "pm_sampling", "replays": 1, "interval_ns": 1000,
+                                "samples": n, "samples_dropped": 0, "metrics": {}})
+    (dst / "counters.json").write_text(json.dumps({"schema_version": 1, **data}))
+    return str(dst), b
+
+
+def test_counters_json_round_trip_and_module_aggregation(tmp_path):
+    from graphscope.bundle import read_counters
+
+    path, b = _bundle_with_counters(tmp_path)
+    data = read_counters(path)
+    assert data is not None
+    a = ct.analyze(b, data)
+    assert a["modules"] and a["phases"] and a["nodes"]
+    for row in a["modules"]:
+        assert row["dram_pct"] == pytest.approx(85.0, abs=0.05)
+        assert row["verdict"] == "memory bound"
+    top = [r for r in a["modules"] if r["level"] == 0]
+    assert sum(r["time_ns"] for r in top) == pytest.approx(
+        sum(r["time_ns"] for r in a["phases"]), rel=1e-6)
+
+
+def test_read_counters_absent_is_none_and_bad_is_one_line(tmp_path):
+    from graphscope._errors import GraphscopeError
+    from graphscope.bundle import read_counters
+
+    path, _ = _bundle_with_counters(tmp_path)
+    data = json.loads(open(os.path.join(path, "counters.json")).read())
+    data["nodes"]["time_ns"] = data["nodes"]["time_ns"][:-1]
+    with open(os.path.join(path, "counters.json"), "w") as f:
+        json.dump(data, f)
+    with pytest.raises(GraphscopeError, match="counters.json.*time_ns"):
+        read_counters(path)
+    assert read_counters(os.path.join(DATA, "mlp_step")) is None
+
+
+def test_report_shows_counters_section(tmp_path, capsys):
+    from graphscope.cli.main import main
+
+    path, _ = _bundle_with_counters(tmp_path)
+    assert main(["report", path, "--json"]) == 0
+    c = json.loads(capsys.readouterr().out)["counters"]
+    assert c["modules"][0]["verdict"] == "memory bound"
+    assert main(["report", path]) == 0
+    out = capsys.readouterr().out
+    assert "Counters" in out and "memory bound" in out
+    # without counters.json: no section
+    assert main(["report", os.path.join(DATA, "mlp_step"), "--json"]) == 0
+    assert "counters" not in json.loads(capsys.readouterr().out)
+
+
+def test_diff_counters_deltas(tmp_path, capsys):
+    from graphscope.cli.main import main
+
+    a, _ = _bundle_with_counters(tmp_path / "a", dram=85.0, sm=40.0)
+    b, _ = _bundle_with_counters(tmp_path / "b", dram=30.0, sm=90.0)
+    d = ct.diff(ct.analyze(*_read(a)), ct.analyze(*_read(b)))
+    assert d and all(r["d_dram_pct"] == pytest.approx(-55, abs=0.1) for r in d)
+    assert {(r["verdict_a"], r["verdict_b"]) for r in d} == {("memory bound", "compute bound")}
+    assert main(["diff", a, b, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counters"][0]["verdict_b"] == "compute bound"
+    assert main(["diff", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "Counters A → B" in out and "memory bound →" in out
+
+
+def _read(path):
+    from graphscope.bundle import read_bundle, read_counters
+
+    return read_bundle(path), read_counters(path)
