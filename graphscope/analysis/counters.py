@@ -216,11 +216,13 @@ def _prefixes(module: str) -> list[str]:
     return [".".join(parts[:i + 1]) for i in range(len(parts))]
 
 
-def _row(key: str, acc: dict[str, float], extra: Mapping[str, Any]) -> dict[str, Any]:
+def _row(key: str, acc: dict[str, float], extra: Mapping[str, Any],
+         replays: int = 1) -> dict[str, Any]:
+    """One row: figures over the row's sampled node time; ``time_ns`` per replay."""
     t = acc["time_ns"]
     r = rates(t, {k[2:]: v for k, v in acc.items() if k.startswith("q:")})
     share = acc["concurrent_ns"] / t if t > 0 else 0.0
-    return {**extra, "name": key, "time_ns": round(t), **r, "verdict": verdict(r),
+    return {**extra, "name": key, "time_ns": round(t / max(1, replays)), **r, "verdict": verdict(r),
             "concurrent_share": round(share, 3), "approximate": share > APPROX_SHARE,
             "shared_share": round(acc["shared_ns"] / t, 3) if t > 0 else 0.0}
 
@@ -237,6 +239,7 @@ def analyze(bundle: Any, data: Mapping[str, Any], top: int = 10) -> dict[str, An
     phases: dict[str, dict[str, float]] = {}
     node_rows: list[dict[str, Any]] = []
     unknown = 0
+    reps = int(data.get("replays") or 1)
 
     def add(acc: dict[str, float], i: int) -> None:
         acc["time_ns"] = acc.get("time_ns", 0.0) + nodes["time_ns"][i]
@@ -257,8 +260,8 @@ def analyze(bundle: Any, data: Mapping[str, Any], top: int = 10) -> dict[str, An
         add(one, i)
         node_rows.append(_row(n.short_name, one,
                               {"graph": n.graph, "local_id": n.local_id,
-                               "module": n.module, "phase": n.phase}))
-    module_rows = [_row(k, v, {"level": k.count(".")}) for k, v in sorted(mods.items())]
+                               "module": n.module, "phase": n.phase}, reps))
+    module_rows = [_row(k, v, {"level": k.count(".")}, reps) for k, v in sorted(mods.items())]
     node_rows.sort(key=lambda r: -r["time_ns"])
     return {
         "method": data.get("method", "pm_sampling"),
@@ -273,7 +276,7 @@ def analyze(bundle: Any, data: Mapping[str, Any], top: int = 10) -> dict[str, An
         "thresholds": {"memory_bound_dram_pct": MEMORY_BOUND_PCT,
                        "compute_bound_pct": COMPUTE_BOUND_PCT},
         "modules": module_rows,
-        "phases": [_row(k, v, {}) for k, v in sorted(phases.items())],
+        "phases": [_row(k, v, {}, reps) for k, v in sorted(phases.items())],
         "nodes": node_rows[:top],
     }
 

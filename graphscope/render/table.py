@@ -412,10 +412,10 @@ def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
     Roofline position of a row: DRAM % of peak against SM active %."""
     t = Table(title=Text("Counters (PM sampling over {} dedicated replays, {} µs samples)".format(
         c.get("replays"), (c.get("interval_ns") or 0) // 1000)), title_justify="left")
-    for col, just in (("module / phase", "left"), ("sampled", "right"), ("DRAM", "right"),
-                      ("GB/s", "right"), ("SM active", "right"), ("tensor", "right"),
+    for col, just in (("module / phase", "left"), ("time", "right"), ("DRAM", "right"),
+                      ("GB/s", "right"), ("SM", "right"), ("tensor", "right"),
                       ("warps", "right"), ("verdict", "left")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        t.add_column(col, justify=just, no_wrap=col != "module / phase")  # type: ignore[arg-type]
 
     def row(name: str, r: dict[str, Any]) -> None:
         mark = " ~" if r.get("approximate") else ""
@@ -438,7 +438,9 @@ def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
 def counters_notes(c: dict[str, Any]) -> list[str]:
     """One-line facts under the Counters table."""
     th = c.get("thresholds", {})
-    out = [f"verdict: memory bound at DRAM >= {th.get('memory_bound_dram_pct', 60):.0f}% of "
+    out = [f"DRAM and SM (active cycles) in % of peak, tensor pipe and warps (occupancy) in % "
+           "of active cycles, over each row's sampled node time",
+           f"verdict: memory bound at DRAM >= {th.get('memory_bound_dram_pct', 60):.0f}% of "
            f"peak, else compute bound at SM active or tensor pipe >= "
            f"{th.get('compute_bound_pct', 60):.0f}%, else latency bound; ~ = approximate "
            "(nodes ran concurrently)"]
