@@ -13,13 +13,20 @@ from ..options import capture_options, command, json_option
 @command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
+@click.option("--counters", is_flag=True, default=False,
+              help="Also collect hardware counters (CUPTI PM sampling: DRAM bandwidth, SM "
+              "active, tensor pipe, occupancy) over dedicated replays after the timed ones; "
+              "writes counters.json into the bundle.")
+@click.option("--counter-replays", type=click.IntRange(min=1), default=None,
+              help="Dedicated replays for --counters.  [default: 10]")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
-            nproc: Optional[int], as_json: bool) -> int:
+            counters: bool, counter_replays: Optional[int], nproc: Optional[int],
+            as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -38,7 +45,8 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force or None,
-                                replays=replays)
+                                replays=replays,
+                                counters=_counter_replays(counters, counter_replays))
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         check_capture_output(cfg, "capture")
@@ -56,5 +64,24 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     if jr is not None:
         con.print(f"joined {jr.joined_records} replayed records to nodes "
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
+    if res.bundle_path and cfg.counters:
+        from graphscope.analysis.counters import analyze
+        from graphscope.bundle import read_counters
+        from graphscope.render.table import print_counters
+
+        data = read_counters(res.bundle_path)
+        if data is not None:
+            print_counters(analyze(res.bundle, data), con, 1)
     con.print(f"Wrote {res.bundle_path}")
     return 0
+
+
+def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
+    """The config's ``counters`` (dedicated replays; None: the config file's or off)."""
+    if n is not None and not on:
+        raise click.UsageError("--counter-replays needs --counters")
+    if not on:
+        return None
+    from graphscope.capture.counters import DEFAULT_REPLAYS
+
+    return n or DEFAULT_REPLAYS
