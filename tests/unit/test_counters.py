@@ -196,3 +196,109 @@ def _read(path):
     from graphscope.bundle import read_bundle, read_counters
 
     return read_bundle(path), read_counters(path)
+
+
+# ------------------------------------------------------------------ capture side (faked CUPTI)
+def _fake_cupti(monkeypatch, fail_first=False):
+    """native.tracing / pm_sampling replaced: two nodes of one graph (plus a node of no
+    captured graph) traced, 20 us samples over them; the first PM setup may fail."""
+    import contextlib
+
+    import torch
+
+    from graphscope import native
+    from graphscope._errors import CuptiError
+
+    monkeypatch.setattr(native, "pm_sampling_why", lambda: "")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    calls = {"setup": [], "replays": 0}
+    a, b, other = (1 << 32) | 1, (1 << 32) | 2, (9 << 32) | 1
+    n = 3
+    z = np.zeros(n, dtype=np.uint32)
+    recs = native.ActivityRecords(
+        kind=np.zeros(n, dtype=np.int32), start_ns=np.array([0, 40, 80], dtype=np.uint64) * US,
+        end_ns=np.array([40, 80, 100], dtype=np.uint64) * US, device=z, stream=z,
+        correlation=z, graph_id=z, graph_node_id=np.array([a, b, other], dtype=np.uint64),
+        grid=np.zeros((n, 3), dtype=np.int32), block=np.zeros((n, 3), dtype=np.int32),
+        name_idx=np.zeros(n, dtype=np.int32), bytes=np.zeros(n, dtype=np.uint64), names=[],
+        dropped=0)
+
+    @contextlib.contextmanager
+    def tracing():
+        out = []
+        yield out
+        out.append(recs)
+
+    @contextlib.contextmanager
+    def pm_sampling(metrics, **kw):
+        calls["setup"].append((list(metrics), kw))
+        if fail_first and len(calls["setup"]) == 1:
+            raise CuptiError("cuptiProfilerHostConfigAddMetrics: CUPTI_ERROR_INVALID_PARAMETER", 1)
+        out = []
+        yield out
+        start = np.arange(5, dtype=np.uint64) * 20 * US
+        vals = {m: np.where(np.arange(5) < 2, 90.0, 10.0) for m in metrics}
+        out.append(native.PmSamples(start, start + 20 * US,
+                                    np.stack([vals[m] for m in metrics], axis=1), list(metrics),
+                                    False, 0, "GH100"))
+
+    monkeypatch.setattr(native, "tracing", tracing)
+    monkeypatch.setattr(native, "pm_sampling", pm_sampling)
+
+    def replay():
+        calls["replays"] += 1
+
+    return calls, replay, {a: "g", b: "g"}
+
+
+def test_collect_attributes_dedicated_replays_to_the_graphs_work_nodes(monkeypatch):
+    from graphscope.capture.counters import collect
+
+    calls, replay, ids = _fake_cupti(monkeypatch)
+    data = collect(replay, ids, 4)
+    assert calls["replays"] == 2 + 4  # one untraced, one timed for the budget, then 4 sampled
+    assert data["nodes"]["exec_node_id"] == sorted(ids)  # the other graph's node left out
+    dram = data["nodes"]["quantity"]["dram_pct"]
+    t = data["nodes"]["time_ns"]
+    assert [round(q / x) for q, x in zip(dram, t)] == [90, 10]
+    assert data["missing_metrics"] == [] and data["replays"] == 4
+    assert calls["setup"][0][1]["max_samples"] >= 2000
+
+
+def test_collect_drops_the_optional_tensor_metric_where_the_chip_lacks_it(monkeypatch):
+    from graphscope.capture.counters import collect
+
+    calls, replay, ids = _fake_cupti(monkeypatch, fail_first=True)
+    data = collect(replay, ids, 2)
+    assert data["missing_metrics"] == ["tensor_pct"]
+    assert "tensor_pct" not in data["nodes"]["quantity"] and len(calls["setup"]) == 2
+
+
+def test_counters_unavailable_is_one_line(monkeypatch):
+    from graphscope import native
+    from graphscope.capture.counters import CountersUnavailableError, require_counters
+
+    monkeypatch.setattr(native, "pm_sampling_why", lambda: "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+    with pytest.raises(CountersUnavailableError) as e:
+        require_counters()
+    assert "\n" not in str(e.value) and "--counters" in str(e.value)
+
+
+def test_sample_budget_is_sized_for_the_replays():
+    from graphscope.capture.counters import MAX_SAMPLES_CAP, MIN_SAMPLES, sample_budget
+
+    assert sample_budget(1000, 10) == MIN_SAMPLES
+    assert sample_budget(10_000_000, 10) == 2 * 10 * 500 + 500
+    assert sample_budget(10**12, 10) == MAX_SAMPLES_CAP
+
+
+def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
+    from graphscope.cli.main import main
+    from graphscope.native import probe
+
+    if probe(False).gpu:
+        pytest.skip("a GPU is visible")
+    rc = main(["capture", "--counters", "-o", "/tmp/gs-counters-nogpu",
+               os.path.join(os.path.dirname(DATA), "..", "sample_models", "mlp.py")])
+    err = capsys.readouterr().err.strip()
+    assert rc != 0 and len(err.splitlines()) == 1 and not os.path.exists("/tmp/gs-counters-nogpu")
