@@ -625,3 +625,21 @@ def pm_sampling(metrics: list[str], *, interval_ns: int = 20_000,
             chip=str(d["chip"]), setup_ns=setup_ns, decode_ns=time.perf_counter_ns() - t0))
     finally:
         ext.pm_teardown()
+
+
+def pm_sampling_trial() -> str:
+    """'' when a PM sampling session can really be set up here (one metric, a small image,
+    torn down at once: what ``doctor`` checks), else why not in one line (privileges:
+    CUPTI_ERROR_INSUFFICIENT_PRIVILEGES with the fix). Never raises."""
+    why = pm_sampling_why()
+    if why:
+        return why
+    ext = extension()
+    try:
+        _call(ext.pm_setup, 0, ["dram__throughput.avg.pct_of_peak_sustained_elapsed"], 20_000,
+              64 << 20, 100)
+    except GraphscopeError as exc:
+        return str(exc)
+    finally:
+        ext.pm_teardown()
+    return ""

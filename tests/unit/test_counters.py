@@ -302,3 +302,53 @@ def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
                os.path.join(os.path.dirname(DATA), "..", "sample_models", "mlp.py")])
     err = capsys.readouterr().err.strip()
     assert rc != 0 and len(err.splitlines()) == 1 and not os.path.exists("/tmp/gs-counters-nogpu")
+
+
+def test_html_has_the_counters_tab_only_with_counters(tmp_path):
+    from graphscope.bundle import read_bundle
+    from graphscope.render.html import payload
+
+    path, _ = _bundle_with_counters(tmp_path)
+    p = payload(read_bundle(path))
+    assert p["counters"]["modules"] and p["counters"]["modules"][0]["verdict"] == "memory bound"
+    assert "counters" not in payload(read_bundle(os.path.join(DATA, "mlp_step")))
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
+                    reason="Debian's chromium is not installed")
+def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
+    import re
+    import subprocess
+
+    from graphscope.bundle import read_bundle
+    from graphscope.render.html import payload, render
+
+    path, _ = _bundle_with_counters(tmp_path)
+    b = read_bundle(path)
+    page = tmp_path / "report.html"
+    page.write_text(render(b))
+    want = sum(1 for r in payload(b)["counters"]["modules"] if r["level"] <= 1)
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+                          "--window-size=1280,900", "--dump-dom", page.as_uri() + "#tab=counters"],
+                         capture_output=True, text=True, timeout=180)
+    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
+    assert m, dom.stderr[-2000:]
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
+    assert attrs.get("state") != "error", m.group(0)
+    assert attrs.get("counter-points") == str(want) and want > 0
+    assert dom.stdout.count('class="module-point"') == want
+
+
+def test_doctor_says_whether_counters_work(capsys):
+    from graphscope.cli.main import main
+    from graphscope.native import probe
+
+    main(["doctor", "--json", "--no-subscribe"])
+    d = json.loads(capsys.readouterr().out)
+    assert isinstance(d["counters"], str) and d["counters"]
+    if not probe(False).gpu:
+        assert d["counters"] != "ok"
+    main(["doctor", "--no-subscribe"])
+    assert "hardware counters" in capsys.readouterr().out
