@@ -73,7 +73,8 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     t.add_row("op/shape/line recorder", escape(str(d.get("op_observer", "-"))))
     t.add_row("capture works here", yes(caps.can_capture))
     t.add_row("hardware counters (capture --counters: CUPTI PM sampling)",
-              "[green]yes[/green]" if not counters_why else f"[red]no[/red] ({escape(counters_why)})")
+              "[green]yes[/green]" if not counters_why
+              else f"[red]no[/red] ({escape(counters_why)})")
     t.add_row("annotate-trace .gz", escape(str(d.get("gzip", "-"))))
     t.add_row("Graphviz dot (dump --format svg/png/pdf, report --html graph)",
               escape(dot) if dot else "[yellow]not found[/yellow] (apt install graphviz)")

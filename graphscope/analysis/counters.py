@@ -172,7 +172,7 @@ def rates(time_ns: float, quantity: Mapping[str, float]) -> dict[str, Optional[f
     sample edge can overshoot) and DRAM GB/s from the byte counts."""
     out: dict[str, Optional[float]] = {}
     if time_ns <= 0:
-        return {k: None for k in (*PCT, "dram_GBps")}
+        return dict.fromkeys((*PCT, "dram_GBps"))
     for k in PCT:
         out[k] = round(min(100.0, max(0.0, quantity[k] / time_ns)), 2) if k in quantity else None
     b = quantity.get("dram_read_bytes", 0.0) + quantity.get("dram_write_bytes", 0.0)

@@ -438,7 +438,7 @@ def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
 def counters_notes(c: dict[str, Any]) -> list[str]:
     """One-line facts under the Counters table."""
     th = c.get("thresholds", {})
-    out = [f"DRAM and SM (active cycles) in % of peak, tensor pipe and warps (occupancy) in % "
+    out = ["DRAM and SM (active cycles) in % of peak, tensor pipe and warps (occupancy) in % "
            "of active cycles, over each row's sampled node time",
            f"verdict: memory bound at DRAM >= {th.get('memory_bound_dram_pct', 60):.0f}% of "
            f"peak, else compute bound at SM active or tensor pipe >= "
