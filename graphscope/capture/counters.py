@@ -22,7 +22,10 @@ from ..analysis import counters as ct
 DEFAULT_REPLAYS = 10
 INTERVAL_NS = 20_000  # the probe's interval: 20 us over a 512 MiB hardware buffer
 HW_BUFFER_BYTES = 512 << 20
-MAX_SAMPLES_CAP = 200_000  # the counter data image grows ~30 KB a sample (3 GB per 100,000)
+# The counter data image grows ~30 KB a sample (the probe: 3 GB and 1 s to initialize for
+# 100,000). It only needs to hold one decode round: a full image is evaluated, re-initialized
+# and decoded again (native pm_decode); the 512 MiB hardware buffer holds the session.
+MAX_SAMPLES_CAP = 20_000
 MIN_SAMPLES = 2_000
 
 

@@ -288,7 +288,7 @@ def test_sample_budget_is_sized_for_the_replays():
     from graphscope.capture.counters import MAX_SAMPLES_CAP, MIN_SAMPLES, sample_budget
 
     assert sample_budget(1000, 10) == MIN_SAMPLES
-    assert sample_budget(10_000_000, 10) == 2 * 10 * 500 + 500
+    assert sample_budget(5_000_000, 10) == 2 * 10 * 250 + 500
     assert sample_budget(10**12, 10) == MAX_SAMPLES_CAP
 
 
