@@ -52,9 +52,11 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         check_capture_output(cfg, "capture")
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
+    section = _counters(res) if cfg.counters else None
     if as_json:
+        extra = {"counters": section} if section is not None else {}
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
-                               **res.summary}, sort_keys=True, indent=1))
+                               **res.summary, **extra}, sort_keys=True, indent=1))
         return 0
     con = Console()
     print_summary(res.summary, con)
@@ -64,16 +66,21 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     if jr is not None:
         con.print(f"joined {jr.joined_records} replayed records to nodes "
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
-    if res.bundle_path and cfg.counters:
-        from graphscope.analysis.counters import analyze
-        from graphscope.bundle import read_counters
+    if section is not None:
         from graphscope.render.table import print_counters
 
-        data = read_counters(res.bundle_path)
-        if data is not None:
-            print_counters(analyze(res.bundle, data), con, 1)
+        print_counters(section, con, 1)
     con.print(f"Wrote {res.bundle_path}")
     return 0
+
+
+def _counters(res: Any) -> Optional[dict]:
+    """The Counters section of the bundle just written (None when it has no counters.json)."""
+    from graphscope.analysis.counters import analyze
+    from graphscope.bundle import read_counters
+
+    data = read_counters(res.bundle_path) if res.bundle_path else None
+    return analyze(res.bundle, data) if data is not None else None
 
 
 def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:

@@ -69,8 +69,8 @@ def collect(replay: Callable[[], None], exec_node_ids: Mapping[int, str], replay
         try:
             with native.tracing() as traced:
                 with native.pm_sampling(list(names.values()), interval_ns=interval_ns,
-                                        hw_buffer_bytes=HW_BUFFER_BYTES,
-                                        max_samples=budget) as pm:
+                                        hw_buffer_bytes=HW_BUFFER_BYTES, max_samples=budget,
+                                        device=torch.cuda.current_device()) as pm:
                     for _ in range(replays):
                         replay()
                     torch.cuda.synchronize()

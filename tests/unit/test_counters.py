@@ -211,6 +211,7 @@ def _fake_cupti(monkeypatch, fail_first=False):
 
     monkeypatch.setattr(native, "pm_sampling_why", lambda: "")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     calls = {"setup": [], "replays": 0}
     a, b, other = (1 << 32) | 1, (1 << 32) | 2, (9 << 32) | 1
     n = 3
