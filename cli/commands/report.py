@@ -168,7 +168,10 @@ def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Opti
         b = read_bundle(path)
         if graph_name:
             b = only_graph(b, graph_name)
-    return analyze(b, data, top=top)
+    c = analyze(b, data, top=top)
+    if graph_name:  # the other graphs' nodes are left out on purpose: nothing to note
+        c["unmatched_nodes"] = 0
+    return c
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
