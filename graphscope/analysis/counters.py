@@ -233,36 +233,37 @@ def analyze(bundle: Any, data: Mapping[str, Any], top: int = 10) -> dict[str, An
     collection facts."""
     nodes = data["nodes"]
     by_id = {n.exec_node_id: n for n in bundle.work_nodes()}
-    q = nodes["quantity"]
-    keys = sorted(q)
-    mods: dict[str, dict[str, float]] = {}
-    phases: dict[str, dict[str, float]] = {}
-    node_rows: list[dict[str, Any]] = []
-    unknown = 0
+    found = [by_id.get(i) for i in nodes["exec_node_id"]]
+    idx = np.array([i for i, n in enumerate(found) if n is not None], dtype=np.int64)
+    known = [found[i] for i in idx.tolist()]
+    unknown = len(found) - len(known)
     reps = int(data.get("replays") or 1)
+    cols = {c: np.asarray(nodes[c], dtype=np.float64)[idx]
+            for c in ("time_ns", "shared_ns", "concurrent_ns")}
+    cols.update({"q:" + k: np.asarray(v, dtype=np.float64)[idx]
+                 for k, v in sorted(nodes["quantity"].items())})
 
-    def add(acc: dict[str, float], i: int) -> None:
-        acc["time_ns"] = acc.get("time_ns", 0.0) + nodes["time_ns"][i]
-        acc["shared_ns"] = acc.get("shared_ns", 0.0) + nodes["shared_ns"][i]
-        acc["concurrent_ns"] = acc.get("concurrent_ns", 0.0) + nodes["concurrent_ns"][i]
-        for k in keys:
-            acc["q:" + k] = acc.get("q:" + k, 0.0) + q[k][i]
+    def groups(keys: list[list[str]]) -> dict[str, dict[str, float]]:
+        """Sums of every column per group key (a node may be in several groups)."""
+        member = np.fromiter((j for j, ks in enumerate(keys) for _ in ks), dtype=np.int64)
+        names = [k for ks in keys for k in ks]
+        uniq, codes = np.unique(np.array(names, dtype=object), return_inverse=True) \
+            if names else (np.array([], dtype=object), np.zeros(0, dtype=np.int64))
+        sums = {c: np.bincount(codes, weights=v[member], minlength=len(uniq))
+                for c, v in cols.items()}
+        return {str(u): {c: float(sums[c][g]) for c in cols} for g, u in enumerate(uniq)}
 
-    for i, nid in enumerate(nodes["exec_node_id"]):
-        n = by_id.get(nid)
-        if n is None:
-            unknown += 1
-            continue
-        for p in _prefixes(n.module):
-            add(mods.setdefault(p, {}), i)
-        add(phases.setdefault(n.phase, {}), i)
-        one: dict[str, float] = {}
-        add(one, i)
-        node_rows.append(_row(n.short_name, one,
-                              {"graph": n.graph, "local_id": n.local_id,
-                               "module": n.module, "phase": n.phase}, reps))
+    prefix_cache: dict[str, list[str]] = {}
+    mods = groups([prefix_cache.setdefault(n.module, _prefixes(n.module)) for n in known])
+    phases = groups([[n.phase] for n in known])
+    order = np.argsort(-cols["time_ns"], kind="stable")[:top].tolist()
+    node_rows = []
+    for j in order:
+        n = known[j]
+        one = {c: float(v[j]) for c, v in cols.items()}
+        node_rows.append(_row(n.short_name, one, {"graph": n.graph, "local_id": n.local_id,
+                                                  "module": n.module, "phase": n.phase}, reps))
     module_rows = [_row(k, v, {"level": k.count(".")}, reps) for k, v in sorted(mods.items())]
-    node_rows.sort(key=lambda r: -r["time_ns"])
     return {
         "method": data.get("method", "pm_sampling"),
         "replays": data.get("replays"),
@@ -277,7 +278,7 @@ def analyze(bundle: Any, data: Mapping[str, Any], top: int = 10) -> dict[str, An
                        "compute_bound_pct": COMPUTE_BOUND_PCT},
         "modules": module_rows,
         "phases": [_row(k, v, {}, reps) for k, v in sorted(phases.items())],
-        "nodes": node_rows[:top],
+        "nodes": node_rows,
     }
 
 

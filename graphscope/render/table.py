@@ -410,8 +410,9 @@ def _cpct(v: Optional[float]) -> str:
 def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
     """The Counters section: ``c`` is :func:`graphscope.analysis.counters.analyze`'s result.
     Roofline position of a row: DRAM % of peak against SM active %."""
-    t = Table(title=Text("Counters (PM sampling over {} dedicated replays, {} µs samples)".format(
-        c.get("replays"), (c.get("interval_ns") or 0) // 1000)), title_justify="left")
+    n = c.get("replays")
+    t = Table(title=Text("Counters (PM sampling over {} dedicated replay{}, {} µs samples)".format(
+        n, "" if n == 1 else "s", (c.get("interval_ns") or 0) // 1000)), title_justify="left")
     for col, just in (("module / phase", "left"), ("time", "right"), ("DRAM", "right"),
                       ("GB/s", "right"), ("SM", "right"), ("tensor", "right"),
                       ("warps", "right"), ("verdict", "left")):

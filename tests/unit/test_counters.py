@@ -353,3 +353,26 @@ def test_doctor_says_whether_counters_work(capsys):
         assert d["counters"] != "ok"
     main(["doctor", "--no-subscribe"])
     assert "hardware counters" in capsys.readouterr().out
+
+
+def test_modules_weigh_their_nodes_by_sampled_time_and_top_nodes_come_first():
+    from types import SimpleNamespace
+
+    def node(i, module, phase):
+        return SimpleNamespace(exec_node_id=i, module=module, phase=phase, graph="g",
+                               local_id=i, short_name=f"k{i}")
+
+    b = SimpleNamespace(work_nodes=lambda: [node(1, "L.a", "forward"),
+                                            node(2, "L.b", "backward")])
+    s = _samples(2, {"dram_pct": [90, 10], "sm_active_pct": [20, 80]}, dt=10 * US)
+    s.end_ns[0] = 30 * US  # sample 0: 30 us, sample 1: 10 us
+    s.start_ns[1], s.end_ns[1] = 30 * US, 40 * US
+    nc = ct.attribute(s, [1, 2, 99], [0, 30 * US, 50 * US], [30 * US, 40 * US, 60 * US])
+    data = ct.to_json(nc, meta={"replays": 2})
+    a = ct.analyze(b, data, top=1)
+    rows = {r["name"]: r for r in a["modules"]}
+    assert rows["L"]["dram_pct"] == 70 and rows["L"]["sm_active_pct"] == 35
+    assert rows["L.a"]["verdict"] == "memory bound" and rows["L.b"]["verdict"] == "compute bound"
+    assert rows["L"]["time_ns"] == 20 * US  # per replay
+    assert [r["name"] for r in a["nodes"]] == ["k1"] and a["unmatched_nodes"] == 1  # node 99
+    assert {r["name"]: r["dram_pct"] for r in a["phases"]} == {"forward": 90, "backward": 10}
