@@ -51,8 +51,7 @@ struct PmApi {
 #undef GS_PM_PTR
 } api;
 
-void resolve() {
-  require_loaded();
+void resolve() {  // needs libcupti only (PM sampling makes no driver call of graphscope's)
   if (api.resolved) return;
   api.missing.clear();
 #define GS_PM_SYM(name)                                                       \

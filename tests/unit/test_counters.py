@@ -376,3 +376,68 @@ def test_modules_weigh_their_nodes_by_sampled_time_and_top_nodes_come_first():
     assert rows["L"]["time_ns"] == 20 * US  # per replay
     assert [r["name"] for r in a["nodes"]] == ["k1"] and a["unmatched_nodes"] == 1  # node 99
     assert {r["name"]: r["dram_pct"] for r in a["phases"]} == {"forward": 90, "backward": 10}
+
+
+# ------------------------------------------------------------------ csrc/pmsampling on a fake
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SESSION = r'''
+import json, sys
+from graphscope import _native as n
+out = {"load": n.load_cupti(sys.argv[1]), "supported": n.pm_supported()}
+out["passes"] = n.pm_setup(0, ["dram__throughput", "sm__cycles_active"], 100000, 1 << 20, 10)
+out["active"] = n.pm_active()
+n.pm_start(); n.pm_stop()
+d = n.pm_decode()
+import numpy as np
+out["start"] = np.frombuffer(d["start"], dtype="<u8").tolist()
+out["values"] = np.frombuffer(d["values"], dtype="<f8").reshape(-1, 2).tolist()
+out["metrics"], out["chip"], out["overflow"] = d["metrics"], d["chip"], d["overflow"]
+n.pm_teardown()
+out["after"] = n.pm_active()
+errs = []
+for metrics, interval in ((["a", "b", "c"], 100000), (["bogus"], 100000), (["a"], 20000)):
+    try:
+        n.pm_setup(0, metrics, interval, 1 << 20, 10)
+        errs.append("no error")
+    except RuntimeError as e:
+        errs.append(str(e))
+    errs.append(n.pm_active())
+out["errors"] = errs
+print(json.dumps(out))
+'''
+
+
+def test_native_pm_session_on_a_fake_cupti(tmp_path):
+    """csrc/pmsampling.cpp's whole session against a fake libcupti (the probe's fake plus stub
+    activity symbols): setup, start/stop, a decode in two rounds (the counter data image
+    fills once), evaluation into columns, teardown; and its errors leave no session behind."""
+    import subprocess
+    import sys
+
+    from graphscope.native import translate
+
+    from tests.unit.test_counters_probe import cupti_include
+
+    inc = cupti_include()
+    if shutil.which("g++") is None or inc is None:
+        pytest.skip("needs g++ and the CUPTI headers of the nvidia/cu13 wheel")
+    lib = tmp_path / "libcupti.so.13"
+    r = subprocess.run(["g++", "-std=c++17", "-shared", "-fPIC", f"-I{inc}",
+                        os.path.join(ROOT, "bench", "probes", "counters", "fake_cupti.cpp"),
+                        os.path.join(ROOT, "tests", "unit", "native", "fake_cupti_activity.cpp"),
+                        "-o", str(lib)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([sys.executable, "-c", SESSION, str(lib)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout)
+    assert out["load"] == "" and out["supported"] == "" and out["passes"] == 1
+    assert out["active"] is True and out["after"] is False
+    # round 1: 3 samples (image full), round 2: 2 more; sample i of a round: 10 i + metric
+    assert out["start"] == [2000, 2100, 2200, 2000, 2100]
+    assert out["values"] == [[0, 1], [10, 11], [20, 21], [0, 1], [10, 11]]
+    assert out["metrics"] == ["dram__throughput", "sm__cycles_active"] and out["chip"] == "GH100"
+    passes, _, bogus, _, interval, _ = out["errors"]
+    assert "2 passes" in passes and out["errors"][1] is False
+    assert str(translate(RuntimeError(bogus))).startswith("cuptiProfilerHostConfigAddMetrics")
+    assert "cuptiPmSamplingSetConfig" in interval and out["errors"][5] is False
