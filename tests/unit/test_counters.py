@@ -415,7 +415,6 @@ def test_native_pm_session_on_a_fake_cupti(tmp_path):
     import sys
 
     from graphscope.native import translate
-
     from tests.unit.test_counters_probe import cupti_include
 
     inc = cupti_include()
