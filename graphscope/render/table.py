@@ -445,6 +445,9 @@ def counters_notes(c: dict[str, Any]) -> list[str]:
            f"peak, else compute bound at SM active or tensor pipe >= "
            f"{th.get('compute_bound_pct', 60):.0f}%, else latency bound; ~ = approximate "
            "(nodes ran concurrently)"]
+    if c.get("peak_dram_GBps"):
+        out.append(f"DRAM peak {c['peak_dram_GBps']:,.0f} GB/s (from the device's memory clock "
+                   "and bus width)")
     if c.get("missing_metrics"):
         out.append("not collected on this GPU: " + ", ".join(c["missing_metrics"]))
     if c.get("unmatched_nodes"):
