@@ -234,7 +234,8 @@ def _fake_cupti(monkeypatch, fail_first=False):
     def pm_sampling(metrics, **kw):
         calls["setup"].append((list(metrics), kw))
         if fail_first and len(calls["setup"]) == 1:
-            raise CuptiError("cuptiProfilerHostConfigAddMetrics: CUPTI_ERROR_INVALID_PARAMETER", 1)
+            raise CuptiError("cuptiProfilerHostConfigAddMetrics: CUPTI_ERROR_INVALID_PARAMETER",
+                             1)
         out = []
         yield out
         start = np.arange(5, dtype=np.uint64) * 20 * US
@@ -273,6 +274,27 @@ def test_collect_drops_the_optional_tensor_metric_where_the_chip_lacks_it(monkey
     data = collect(replay, ids, 2)
     assert data["missing_metrics"] == ["tensor_pct"]
     assert "tensor_pct" not in data["nodes"]["quantity"] and len(calls["setup"]) == 2
+
+
+def test_collect_other_cupti_failures_are_one_line_not_retried(monkeypatch):
+    import contextlib
+
+    from graphscope import native
+    from graphscope._errors import CuptiPrivilegesError
+    from graphscope.capture.counters import CountersUnavailableError, collect
+
+    calls, replay, ids = _fake_cupti(monkeypatch)
+
+    @contextlib.contextmanager
+    def refused(metrics, **kw):
+        calls["setup"].append(metrics)
+        raise CuptiPrivilegesError("cuptiPmSamplingEnable: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", 35)
+        yield []
+
+    monkeypatch.setattr(native, "pm_sampling", refused)
+    with pytest.raises(CountersUnavailableError, match="INSUFFICIENT_PRIVILEGES") as e:
+        collect(replay, ids, 2)
+    assert len(calls["setup"]) == 1 and "\n" not in str(e.value)
 
 
 def test_counters_unavailable_is_one_line(monkeypatch):
