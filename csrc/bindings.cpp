@@ -5,6 +5,7 @@
 //   join.*      activity records -> captured nodes (no CUDA)
 //   markscope.* mark_kernels as a C type, with its scope cache
 //   store.*     the exec-id annotation map's per-node loop
+//   pmsampling.* CUPTI PM sampling: hardware counters at a fixed GPU-time interval
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
 
 #include <cuda.h>
@@ -19,6 +20,7 @@
 #include "inspect.h"
 #include "join.h"
 #include "markscope.h"
+#include "pmsampling.h"
 #include "recorder.h"
 #include "scopes.h"
 #include "store.h"
@@ -160,6 +162,14 @@ NB_MODULE(_native, m) {
       .def("next_piece", &ModuleSpans::next_piece);
   m.def("module_spans", &module_spans, nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"),
         nb::arg("t1"), nb::arg("table"), nb::arg("depth"), nb::arg("heads"));
+  m.def("pm_supported", &pm_supported, "'' when PM sampling can be used, else why not.");
+  m.def("pm_setup", &pm_setup, nb::arg("device"), nb::arg("metrics"), nb::arg("interval_ns"),
+        nb::arg("hw_buffer_bytes"), nb::arg("max_samples"));
+  m.def("pm_start", &pm_start);
+  m.def("pm_stop", &pm_stop);
+  m.def("pm_decode", &pm_decode);
+  m.def("pm_teardown", &pm_teardown);
+  m.def("pm_active", &pm_active);
   m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),
         nb::arg("start"), nb::arg("end"), nb::arg("known"), nb::arg("keep_events"));
 }

@@ -8,6 +8,7 @@ Layout (every JSON file carries ``schema_version``)::
     timeline.json      per-replay totals, a few replays as events
     durations.npy      per-node durations per replay (int64; column 0 is the exec node id)
     summary.json       module table and top kernels (what `graphscope report` prints)
+    counters.json      optional: hardware counters per node (``capture --counters``)
     raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint); graph names that are
                        not plain file names are sanitised (``CapturedGraph.dot_file``)
 """
@@ -30,6 +31,8 @@ from .model.graph import Bundle, CapturedGraph, Node, safe_file_stem
 SCHEMA_VERSION = 1
 DURATIONS_FILE = "durations.npy"
 REQUIRED = ("manifest.json", "graph.json", "annotations.json")
+COUNTERS_FILE = "counters.json"
+COUNTERS_VERSION = 1  # counters.json's own "version" (graphscope/analysis/counters.py)
 
 
 def dumps(obj: Any, compact: bool = False) -> str:
@@ -53,6 +56,7 @@ def write_bundle(
     summary: Optional[Mapping[str, Any]] = None,
     raw_dot: Optional[Mapping[str, str]] = None,
     force: bool = False,
+    counters: Optional[Mapping[str, Any]] = None,
 ) -> str:
     """Write a bundle atomically: into a temp dir beside ``path``, then rename into place.
 
@@ -91,6 +95,9 @@ def write_bundle(
             summary = {**summary, SUMMARY_KEY: content_digest(tmp)}
             _write(tmp, "summary.json", dumps(_versioned(summary)))
             files.append("summary.json")
+        if counters is not None:
+            _write(tmp, COUNTERS_FILE, dumps(_versioned(counters), compact=True))
+            files.append(COUNTERS_FILE)
         for name, text in sorted((raw_dot or {}).items()):
             os.makedirs(os.path.join(tmp, "raw"), exist_ok=True)
             rel = f"raw/{safe_file_stem(name)}.dot"
@@ -598,3 +605,42 @@ def raw_dot(bundle: Bundle, graph: str) -> str:
         raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})") from None
     with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+def read_counters(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's counters.json (``capture --counters``), validated; None when it has none."""
+    if not os.path.lexists(os.path.join(path, COUNTERS_FILE)):
+        return None
+    data = _load_json(path, COUNTERS_FILE)
+    data.pop("schema_version", None)
+    try:
+        return _check_counters(data, os.path.join(path, COUNTERS_FILE))
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def _check_counters(data: Any, where: str) -> dict[str, Any]:
+    """counters.json as read: checked, or a one-line ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    if data.get("version") != COUNTERS_VERSION:
+        raise ValueError(f"{where}: version {data.get('version')!r}, this graphscope reads "
+                         f"{COUNTERS_VERSION}")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, dict) or not isinstance(nodes.get("exec_node_id"), list):
+        raise ValueError(f"{where}: 'nodes.exec_node_id' missing")
+    n = len(nodes["exec_node_id"])
+    cols = [("time_ns", nodes.get("time_ns")), ("shared_ns", nodes.get("shared_ns")),
+            ("concurrent_ns", nodes.get("concurrent_ns"))]
+    q = nodes.get("quantity")
+    if not isinstance(q, dict):
+        raise ValueError(f"{where}: 'nodes.quantity' missing")
+    cols += [(f"quantity.{k}", v) for k, v in q.items()]
+    for name, col in cols:
+        if not isinstance(col, list) or len(col) != n:
+            raise ValueError(f"{where}: 'nodes.{name}' is not a list of {n} numbers")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in col):
+            raise ValueError(f"{where}: 'nodes.{name}' holds a non-number")
+    if not all(isinstance(x, int) and x >= 0 for x in nodes["exec_node_id"]):
+        raise ValueError(f"{where}: 'nodes.exec_node_id' holds a non-id")
+    return data

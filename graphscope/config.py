@@ -30,6 +30,7 @@ class CaptureConfig:
     skip_replays: int = 0  # replays of each graph to let pass before tracing
     graphs: Optional[str] = None  # regex: only graphs whose name matches are traced
     dot: bool = True  # keep the driver's verbose DOT of every graph
+    counters: int = 0  # dedicated PM-sampled replays after the timed ones (0: no counters)
 
     def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
         for f in fields(self):
@@ -52,7 +53,7 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
-_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays")
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters")
 
 
 def _check(key: str, value: Any, where: str) -> Any:

@@ -15,6 +15,7 @@ PHASES = {
     "inspect": "inspecting the template graph",
     "instantiate": "instantiating",
     "replay": "replaying under the CUPTI tracer",
+    "counters": "hardware counters (PM-sampled replays)",
     "write": "writing the bundle",
 }
 

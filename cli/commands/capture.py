@@ -13,13 +13,20 @@ from ..options import capture_options, command, json_option
 @command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
+@click.option("--counters", is_flag=True, default=False,
+              help="Also collect hardware counters (CUPTI PM sampling: DRAM bandwidth, SM "
+              "active, tensor pipe, occupancy) over dedicated replays after the timed ones; "
+              "writes counters.json into the bundle.")
+@click.option("--counter-replays", type=click.IntRange(min=1), default=None,
+              help="Dedicated replays for --counters.  [default: 10]")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
-            nproc: Optional[int], as_json: bool) -> int:
+            counters: bool, counter_replays: Optional[int], nproc: Optional[int],
+            as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -38,15 +45,18 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force or None,
-                                replays=replays)
+                                replays=replays,
+                                counters=_counter_replays(counters, counter_replays))
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         check_capture_output(cfg, "capture")
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
+    section = _counters(res) if cfg.counters else None
     if as_json:
+        extra = {"counters": section} if section is not None else {}
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
-                               **res.summary}, sort_keys=True, indent=1))
+                               **res.summary, **extra}, sort_keys=True, indent=1))
         return 0
     con = Console()
     print_summary(res.summary, con)
@@ -56,5 +66,29 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     if jr is not None:
         con.print(f"joined {jr.joined_records} replayed records to nodes "
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
+    if section is not None:
+        from graphscope.render.table import print_counters
+
+        print_counters(section, con, 1)
     con.print(f"Wrote {res.bundle_path}")
     return 0
+
+
+def _counters(res: Any) -> Optional[dict]:
+    """The Counters section of the bundle just written (None when it has no counters.json)."""
+    from graphscope.analysis.counters import analyze
+    from graphscope.bundle import read_counters
+
+    data = read_counters(res.bundle_path) if res.bundle_path else None
+    return analyze(res.bundle, data) if data is not None else None
+
+
+def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
+    """The config's ``counters`` (dedicated replays; None: the config file's or off)."""
+    if n is not None and not on:
+        raise click.UsageError("--counter-replays needs --counters")
+    if not on:
+        return None
+    from graphscope.capture.counters import DEFAULT_REPLAYS
+
+    return n or DEFAULT_REPLAYS

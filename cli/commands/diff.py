@@ -47,16 +47,33 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     from graphscope.analysis.diff import diagnosis_deltas
 
     diag = diagnosis_deltas(ba, bb)
+    counters = _counter_deltas(a, ba, b, bb)
     if as_json:
+        extra = {"counters": counters} if counters else {}
         click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
-                               "diagnosis": diag}, sort_keys=True, indent=1))
+                               "diagnosis": diag, **extra}, sort_keys=True, indent=1))
         return 1 if failed else 0
     con = Console()
     con.print(diff_table(d, a, b))
     from graphscope.render.table import diagnosis_diff_table
 
     con.print(diagnosis_diff_table(diag))
+    if counters:
+        from graphscope.render.table import counters_diff_table
+
+        con.print(counters_diff_table(counters))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")
     return 1 if failed else 0
+
+
+def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
+    """Per-module counter deltas where both bundles have counters.json (else [])."""
+    from graphscope.analysis.counters import analyze, diff
+    from graphscope.bundle import read_counters
+
+    ca, cb = read_counters(a), read_counters(b)
+    if ca is None or cb is None:
+        return []
+    return diff(analyze(ba, ca), analyze(bb, cb))

@@ -31,9 +31,10 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from graphscope.native import probe
+    from graphscope.native import pm_sampling_trial, probe
 
     caps = probe(try_subscribe=not no_subscribe)
+    counters_why = pm_sampling_trial() if caps.cupti else "no GPU or CUPTI here"
     # one line per problem, in order: "X" goes when "X (why)" is there too
     problems = [p for p in dict.fromkeys(caps.problems)
                 if not any(q != p and q.startswith(p) for q in caps.problems)]
@@ -42,6 +43,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     if as_json:
         click.echo(json.dumps({"can_capture": caps.can_capture, "problems": problems,
                                "graphviz_dot": dot, "chromium": chromium,
+                               "counters": counters_why or "ok",
                                "bundle_commands": list(BUNDLE_COMMANDS), **caps.details},
                               sort_keys=True, indent=1, default=str))
         return 0 if caps.extension else 2
@@ -70,6 +72,9 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
                                               "torch" in d, "PyTorch is not installed"))
     t.add_row("op/shape/line recorder", escape(str(d.get("op_observer", "-"))))
     t.add_row("capture works here", yes(caps.can_capture))
+    t.add_row("hardware counters (capture --counters: CUPTI PM sampling)",
+              "[green]yes[/green]" if not counters_why
+              else f"[red]no[/red] ({escape(counters_why)})")
     t.add_row("annotate-trace .gz", escape(str(d.get("gzip", "-"))))
     t.add_row("Graphviz dot (dump --format svg/png/pdf, report --html graph)",
               escape(dot) if dot else "[yellow]not found[/yellow] (apt install graphviz)")

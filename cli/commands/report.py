@@ -90,11 +90,14 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
+    counters = _counters(bundle, b, graph_name, top)
     if as_json:
         if diag is not None:
             from graphscope.analysis.diagnosis import to_json
 
             s = {**s, "diagnosis": to_json(diag)}
+        if counters is not None:
+            s = {**s, "counters": counters}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
     from rich.console import Console
@@ -118,6 +121,10 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     elif skipped:
         con.print("Diagnosis left out for a bundle this large (it reads every node of every "
                   "graph): pass --diagnosis")
+    if counters is not None:
+        from graphscope.render.table import print_counters
+
+        print_counters(counters, con, depth if depth is not None else 2)
     return 0
 
 
@@ -146,6 +153,26 @@ def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
         if graph_name:
             b = only_graph(b, graph_name)
     return diagnose(b)
+
+
+def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Optional[dict]:
+    """The Counters section (analysis.counters) when the bundle has counters.json."""
+    from graphscope.bundle import read_bundle, read_counters
+    from graphscope.model.graph import Bundle, only_graph
+
+    data = read_counters(path)
+    if data is None:
+        return None
+    from graphscope.analysis.counters import analyze
+
+    if not isinstance(b, Bundle):
+        b = read_bundle(path)
+        if graph_name:
+            b = only_graph(b, graph_name)
+    c = analyze(b, data, top=top)
+    if graph_name:  # the other graphs' nodes are left out on purpose: nothing to note
+        c["unmatched_nodes"] = 0
+    return c
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:

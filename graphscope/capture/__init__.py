@@ -152,6 +152,10 @@ def run_capture(
                           f"takes one of {', '.join(models)}")
     phase = Phases(progress)
     require_gpu(command)
+    if cfg.counters:
+        from .counters import require_counters
+
+        require_counters()  # one line, before loading the model
     from ..ranks import rank_from_env
 
     rank = rank_from_env()
@@ -180,7 +184,7 @@ def run_capture(
                                    "entry": spec.entry})
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
-                  phase=phase)
+                  phase=phase, counters=cfg.counters if timing else 0)
 
 
 def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,

@@ -127,6 +127,7 @@ def finish(
     replays: int = 0,
     keep_events: int = 3,
     phase: Optional[Phases] = None,
+    counters: int = 0,
 ) -> CaptureResult:
     """The shared tail of every source: Graph model, timings, summary, bundle (atomic)."""
     phase = phase or Phases(None)
@@ -135,6 +136,12 @@ def finish(
     if jr is None and raw.replay is not None and replays:
         phase("replay")
         jr = trace_replays(raw.replay, work_ids(graphs), replays, keep_events)
+    counters_json = None
+    if counters and raw.replay is not None:  # dedicated replays, after the timed ones
+        phase("counters")
+        from .counters import collect
+
+        counters_json = collect(raw.replay, work_ids(graphs), counters)
     phase("write")
     bundle = with_timings(graphs, jr)
     summary = summarize(bundle)
@@ -144,6 +151,7 @@ def finish(
     written = write_bundle(
         output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
         summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
+        counters=counters_json,
     )
     phase("done")
     final = dataclasses.replace(bundle, path=written, manifest=full)

@@ -174,7 +174,17 @@ def payload(bundle: Bundle, replay: int = 0,
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
+        **({"counters": c} if (c := _counters(bundle)) else {}),
     }
+
+
+def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
+    """The Counters tab's data (the roofline of modules) when the bundle has counters.json."""
+    from ..analysis.counters import analyze
+    from ..bundle import read_counters
+
+    data = read_counters(bundle.path) if bundle.path else None
+    return analyze(bundle, data) if data is not None else None
 
 
 def render(bundle: Bundle, replay: int = 0,
