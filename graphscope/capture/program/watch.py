@@ -16,6 +16,7 @@ from ... import native
 from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.training import optimizer_hooks
+from ..meter import CaptureMeter, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
@@ -44,6 +45,9 @@ class ProgramGraph:
     user_keep: bool = False
     failed: Optional[str] = None
     untraced_why: Optional[str] = None  # why a replay ran untraced (the first reason)
+    cost: dict[str, Any] = field(default_factory=dict)  # capture time and memory (meter.py)
+    instantiate_s: float = 0.0  # every instantiate of this graph, summed
+    static_input_bytes: Optional[int] = None  # the first module's inputs (eager captures)
 
     @property
     def exec_id(self) -> int:
@@ -56,6 +60,11 @@ class ProgramGraph:
                 "pool_bytes": self.pool_bytes, "keep_graph": self.user_keep}
         if self.pool is not None:  # graphs that share a pool are shown with it once
             info["pool_id"] = [int(x) for x in self.pool]
+        info.update({k: v for k, v in self.cost.items() if k not in info})
+        if self.exec_ids:
+            info["instantiate_s"] = round(self.instantiate_s, 6)
+        if self.static_input_bytes is not None:
+            info["static_input_bytes"] = self.static_input_bytes
         return info
 
 
@@ -72,6 +81,7 @@ class GraphWatch:
         self.provenance = Provenance()
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
+        self.meter = CaptureMeter()
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
@@ -125,12 +135,14 @@ class GraphWatch:
             raise
         self._window = stack
         self.current = rec
+        self.meter.begin()  # last: its hooks see the scopes graphscope's hooks push
 
     def _first_call(self, module: Any, args: Any) -> None:
         """The first outermost module of the window: its inputs name an eager graph."""
         cur = self.current
         if cur is not None and not cur.shapes:
             cur.shapes = describe_shapes(args)
+            cur.static_input_bytes = tensor_bytes(args)
 
     def _close_window(self) -> Optional[Any]:
         stack, self._window = self._window, None
@@ -144,6 +156,7 @@ class GraphWatch:
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None and rec is self.current:
             rec.failed = why
+            self.meter.cancel()
             self._close_window()
 
     def end(self, cuda_graph: Any) -> None:
@@ -152,6 +165,7 @@ class GraphWatch:
             return
         inspection = None
         dot = ""
+        rec.cost = self.meter.end(cuda_graph)
         try:
             ptr = cuda_graph.raw_cuda_graph()
             inspection = native.inspect_graph(ptr)
@@ -174,12 +188,15 @@ class GraphWatch:
         label = rec.site + (" compiled" if rec.kind == "compiled" else "")
         rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
         rec.raw = RawGraph(rec.name, inspection, records, rec.exec_id, dot)
-        rec.pool = _pool_id(cuda_graph)
-        rec.pool_bytes = _pool_bytes(rec.pool)
+        pool = rec.cost.get("pool_id")
+        rec.pool = tuple(pool) if pool is not None else None
+        rec.pool_bytes = rec.cost.get("pool_bytes")
         ann.publish(records, cuda_graph)
 
-    def instantiated(self, cuda_graph: Any) -> None:
+    def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
         rec = self.by_id.get(id(cuda_graph))
+        if rec is not None:
+            rec.instantiate_s += seconds
         if rec is None or rec.failed:
             return
         with contextlib.suppress(Exception):
@@ -217,26 +234,3 @@ class GraphWatch:
             meta["warnings"] = list(self.warnings)
         return RawCapture(raws, join=self.traced.join(done), meta=meta)
 
-
-def _pool_id(cuda_graph: Any) -> Any:
-    with contextlib.suppress(Exception):
-        return tuple(cuda_graph.pool())
-    return None
-
-
-def _pool_bytes(pool: Any) -> Optional[int]:
-    """Bytes of the segments the caching allocator holds in ``pool`` (shared pools count once
-    per graph that uses them)."""
-    if pool is None:
-        return None
-    import torch
-
-    try:
-        segs = torch.cuda.memory_snapshot()
-    except Exception:
-        return None
-    total = 0
-    for s in segs:
-        if tuple(s.get("segment_pool_id", ())) == pool:
-            total += int(s.get("total_size", 0))
-    return total
