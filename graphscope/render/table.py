@@ -182,6 +182,13 @@ def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = Tru
         parts.append(by_graph_table(summary["by_graph"], depth))
     if summary.get("ddp"):
         parts.append(ddp_table(summary["ddp"]))
+    if summary.get("memory") or summary.get("ladder"):
+        from .memory import ladder_group, memory_group
+
+        if summary.get("memory"):
+            parts.append(memory_group(summary["memory"], depth))
+        if summary.get("ladder"):
+            parts.append(ladder_group(summary["ladder"]))
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
