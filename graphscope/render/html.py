@@ -174,7 +174,19 @@ def payload(bundle: Bundle, replay: int = 0,
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
+        "ladder_svg": _ladder_charts(bundle) if not ranks else [],
     }
+
+
+def _ladder_charts(bundle: Bundle) -> list[str]:
+    """The bucket ladder's charts (time per replay and per row against bucket size), one per
+    capture site with several graphs."""
+    from ..analysis.ladder import ladder
+    from .memory import ladder_svg
+
+    if len(bundle.graphs) < 2:
+        return []
+    return [svg for site in ladder(bundle) if (svg := ladder_svg(site))]
 
 
 def render(bundle: Bundle, replay: int = 0,
