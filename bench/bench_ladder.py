@@ -67,7 +67,7 @@ with torch.inference_mode():
     for bs in SIZES:  # eager warm-up of every size, outside the timed capture
         model(tokens[:bs])
     torch.cuda.synchronize()
-    free0 = torch.cuda.mem_get_info()[0]
+    torch.cuda.empty_cache()
     reserved0 = torch.cuda.memory_reserved()
     t = time.perf_counter()
     for bs in reversed(SIZES):  # largest first: smaller buckets reuse its memory

@@ -11,8 +11,9 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   without stacks: a C++ ring buffer, nothing in Python per allocation), read once at the end
   with ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
   (``segment_pool_id``). Each allocation of the window in the graph's pool is attributed to the
-  scope active at its time (the allocator's ``time_us`` against the hooks' ``time.time_ns()``,
-  their offset calibrated once per meter by one tiny allocation outside the capture).
+  scope active at its time (the allocator's ``time_us`` against the hooks' ``time.time_ns()``:
+  both the realtime clock). The history is cleared when a window starts and turned off when
+  it ends (a program's own ``_record_memory_history`` session is ended by a capture).
 
 :meth:`CaptureMeter.info` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
 up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator history off (pool totals stay).
@@ -81,7 +82,9 @@ class CaptureMeter:
 
     def __init__(self, history: Optional[bool] = None) -> None:
         self.history = history_wanted() if history is None else history
-        self._offset_us: Optional[float] = None  # allocator time_us - time.time_ns() / 1000
+        # allocator time_us - time.time_ns() / 1000: both are CLOCK_REALTIME (torch converts
+        # its approximate clock to c10::getTime()), so 0 but for the conversion's error
+        self._offset_us = 0.0
         self._hooks: list[Any] = []
         self._marks: list[tuple[int, int]] = []  # (time_ns, scope id) at each scope change
         self._t0 = 0.0
@@ -90,7 +93,7 @@ class CaptureMeter:
 
     # -- the window
     def begin(self) -> None:
-        """Just before the capture starts (outside it: the calibration allocates)."""
+        """Just before the capture starts."""
         self._marks = []
         self._armed = False
         if self.history:
@@ -171,15 +174,9 @@ class CaptureMeter:
     def _start_history(self) -> None:
         import torch
 
-        def start() -> None:
-            torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
-                                                     max_entries=HISTORY_ENTRIES,
-                                                     clear_history=True)
-
-        start()
-        if self._offset_us is None:
-            self._offset_us = _calibrate()
-            start()  # the window's history holds the window's entries only
+        torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
+                                                 max_entries=HISTORY_ENTRIES,
+                                                 clear_history=True)
 
     def _stop_history(self) -> None:
         import torch
@@ -203,7 +200,7 @@ class CaptureMeter:
             i = bisect.bisect_right(lo, addr) - 1
             return i >= 0 and addr < starts[i][1]
 
-        offset = self._offset_us or 0.0
+        offset = self._offset_us
         times = [t / 1000 + offset for t, _ in self._marks]
         names = [scope_name(s) for _, s in self._marks]
         live: dict[int, tuple[int, str]] = {}
@@ -274,23 +271,3 @@ def _device_index() -> int:
     import torch
 
     return int(torch.cuda.current_device())
-
-
-def _calibrate() -> float:
-    """allocator ``time_us`` minus ``time.time_ns() / 1000``: one 512-byte allocation, timed
-    on both clocks (0.0 when it cannot be found)."""
-    import torch
-
-    with torch.cuda.stream(torch.cuda.Stream()):  # not a stream routed to a graph's pool
-        before = time.time_ns()
-        x = torch.empty(128, dtype=torch.float32, device="cuda")
-        after = time.time_ns()
-        addr = x.data_ptr()
-        del x
-    snap = torch.cuda.memory._snapshot()
-    traces = snap.get("device_traces") or []
-    dev = _device_index()
-    for e in reversed(traces[dev] if dev < len(traces) else []):
-        if e.get("action") == "alloc" and int(e.get("addr", -1)) == addr:
-            return float(e.get("time_us", 0)) - (before + after) / 2000
-    return 0.0
