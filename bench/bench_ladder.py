@@ -108,12 +108,16 @@ def once(path: str, observed: bool, traced: int, untraced: int) -> dict:
 
 
 def ladder_facts(bundle: str) -> dict:
-    """What the bundle says about the ladder: pools, their union, capture cost."""
+    """What the bundle says about the ladder: graphscope's own seconds by cause (CUPTI
+    subscribe/unsubscribe, hooks, inspection, DOT, the meter, publishing), pools, their union,
+    capture cost."""
     from graphscope.analysis.memory import memory_summary
     from graphscope.bundle import read_bundle
 
-    mem = memory_summary(read_bundle(bundle)) or {}
-    return {"pools": len(mem.get("pools", [])),
+    b = read_bundle(bundle)
+    mem = memory_summary(b) or {}
+    return {"overhead_by_cause_s": b.manifest.get("capture_overhead_s"),
+            "pools": len(mem.get("pools", [])),
             "total_reserved_bytes": mem.get("total_reserved_bytes"),
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -82,6 +83,9 @@ class GraphWatch:
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
         self.meter = CaptureMeter()
+        # graphscope's own seconds per capture step, summed over the run (what ``run`` adds to
+        # a program's capture wall, by cause: bench/bench_ladder.py prints them)
+        self.overhead: dict[str, float] = {}
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
@@ -104,7 +108,13 @@ class GraphWatch:
         self.provenance.uninstall()
 
     # -- capture window
+    def _spent(self, what: str, since: float) -> float:
+        now = time.perf_counter()
+        self.overhead[what] = self.overhead.get(what, 0.0) + now - since
+        return now
+
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
+        t = time.perf_counter()
         site, kind = capture_site(self._torch_dir)
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
@@ -117,8 +127,10 @@ class GraphWatch:
             rec.shapes = compiled_inputs()
         self.module_names.new_window()
         stack = contextlib.ExitStack()
+        t = self._spent("site", t)
         try:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
+            t = self._spent("subscribe", t)
             hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call)
             hooks += optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
@@ -135,7 +147,9 @@ class GraphWatch:
             raise
         self._window = stack
         self.current = rec
+        t = self._spent("hooks", t)
         self.meter.begin()  # last: its hooks see the scopes graphscope's hooks push
+        self._spent("meter", t)
 
     def _first_call(self, module: Any, args: Any) -> None:
         """The first outermost module of the window: its inputs name an eager graph."""
@@ -165,19 +179,25 @@ class GraphWatch:
             return
         inspection = None
         dot = ""
+        t = time.perf_counter()
         rec.cost = self.meter.end(cuda_graph)
+        t = self._spent("meter", t)
         try:
             ptr = cuda_graph.raw_cuda_graph()
             inspection = native.inspect_graph(ptr)
+            t = self._spent("inspect", t)
             dot = read_dot(ptr) if self.cfg.dot else ""
+            t = self._spent("dot", t)
         except GraphscopeError as exc:
             rec.failed = f"could not inspect the graph: {exc}"
         finally:
             try:
                 if not rec.user_keep:  # what torch's capture_end would have done
                     cuda_graph.instantiate()
+                    t = time.perf_counter()
             finally:
                 records = self._close_window()
+                t = self._spent("unsubscribe", t)
         if records is None or inspection is None:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
@@ -192,6 +212,7 @@ class GraphWatch:
         rec.pool = tuple(pool) if pool is not None else None
         rec.pool_bytes = rec.cost.get("pool_bytes")
         ann.publish(records, cuda_graph)
+        self._spent("publish", t)
 
     def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
         rec = self.by_id.get(id(cuda_graph))
@@ -230,6 +251,8 @@ class GraphWatch:
             "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
                                 if g.failed],
         }
+        if self.overhead:
+            meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
         if self.warnings:
             meta["warnings"] = list(self.warnings)
         return RawCapture(raws, join=self.traced.join(done), meta=meta)
