@@ -96,13 +96,13 @@ class CaptureMeter:
         """Just before the capture starts."""
         self._marks = []
         self._armed = False
+        self._wall0_ns = time.time_ns()
         if self.history:
             with contextlib.suppress(Exception):
                 self._start_history()
                 self._armed = True
         self._install_hooks()
-        self._wall0_ns = time.time_ns()
-        self._marks.append((self._wall0_ns, native.current_scope()))
+        self._marks.append((time.time_ns(), native.current_scope()))
         self._t0 = time.perf_counter()
 
     def end(self, cuda_graph: Any) -> dict[str, Any]:
@@ -174,9 +174,13 @@ class CaptureMeter:
     def _start_history(self) -> None:
         import torch
 
-        torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
-                                                 max_entries=HISTORY_ENTRIES,
-                                                 clear_history=True)
+        try:
+            torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
+                                                     max_entries=HISTORY_ENTRIES,
+                                                     clear_history=True)
+        except TypeError:  # a torch without clear_history: older entries are left by time
+            torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
+                                                     max_entries=HISTORY_ENTRIES)
 
     def _stop_history(self) -> None:
         import torch
@@ -201,15 +205,16 @@ class CaptureMeter:
             return i >= 0 and addr < starts[i][1]
 
         offset = self._offset_us
+        begin_us = self._wall0_ns / 1000 + offset
         times = [t / 1000 + offset for t, _ in self._marks]
         names = [scope_name(s) for _, s in self._marks]
         live: dict[int, tuple[int, str]] = {}
         gross: dict[str, int] = {}
         cur = peak = total = new_segments = 0
         for e in entries:
-            if not in_pool(e):
+            t = float(e.get("time_us", begin_us))
+            if t < begin_us or not in_pool(e):
                 continue
-            t = float(e.get("time_us", 0))
             act, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
             if act == "alloc":
                 i = max(bisect.bisect_right(times, t) - 1, 0)

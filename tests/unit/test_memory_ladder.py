@@ -188,6 +188,7 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
         e("free_requested", 18, 4096, 500),
         e("alloc", 35, 8192, 300),       # mlp, held
         e("alloc", 45, 12288, 7),        # outside modules, held
+        e("alloc", -3, 16384, 64),       # before the window: another capture's
         {"action": "alloc", "time_us": 1036, "addr": 99 << 30, "size": 1 << 30},  # other pool
     ]
     out = m._attribute(entries, seg, (0, 1))
