@@ -92,8 +92,9 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         s = summarize(b, top=top)
         if ladder:
             from graphscope.analysis.ladder import ladder as ladder_of
+            from graphscope.analysis.summary import graph_rows
 
-            s = {**s, "ladder": ladder_of(b)}
+            s = {**s, "ladder": ladder_of(b, graph_rows(b))}
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None

@@ -15,7 +15,6 @@ import re
 from typing import Any, Optional
 
 from ..model.graph import Bundle, CapturedGraph
-from .summary import graph_rows
 
 _FIRST_DIM = re.compile(r"\[(\d+)")
 
@@ -44,9 +43,11 @@ def site_of(g: CapturedGraph) -> Optional[str]:
     return None
 
 
-def ladder(bundle: Bundle, min_graphs: int = 2) -> list[dict[str, Any]]:
-    """One entry per site that captured at least ``min_graphs`` graphs, buckets by size."""
-    rows = {r["name"]: r for r in graph_rows(bundle)}
+def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
+           ) -> list[dict[str, Any]]:
+    """One entry per site that captured at least ``min_graphs`` graphs, buckets by size;
+    ``graph_rows``: the bundle's (``analysis.summary.graph_rows``: time per replay)."""
+    rows = {r["name"]: r for r in graph_rows}
     every = bundle.replays
     sites: dict[str, list[CapturedGraph]] = {}
     for g in bundle.graphs:

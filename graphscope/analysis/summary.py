@@ -237,7 +237,7 @@ def _memory(bundle: Bundle) -> dict[str, Any]:
     mem = memory_summary(bundle)
     if mem is None:
         return {}
-    sites = ladder(bundle)
+    sites = ladder(bundle, graph_rows(bundle))
     return {"memory": mem, **({"ladder": sites} if sites else {})}
 
 

@@ -11,13 +11,13 @@ from rich.console import Console
 from graphscope import annotate as ann
 from graphscope.analysis.ladder import batch_rows, ladder, structure_key
 from graphscope.analysis.memory import by_module, memory_summary, pools
-from graphscope.analysis.summary import summarize
+from graphscope.analysis.summary import graph_rows, summarize
 from graphscope.annotate.scopes import normalize
 from graphscope.bundle import read_bundle
 from graphscope.capture.meter import OUTSIDE, CaptureMeter
 from graphscope.cli.main import main
 from graphscope.model.graph import Bundle
-from graphscope.render.memory import ladder_svg
+from graphscope.render.html import ladder_svg
 from graphscope.render.table import render
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
@@ -101,7 +101,7 @@ def test_summary_and_report_show_pools_capture_cost_and_ladder():
 
 
 def test_ladder_of_a_run_bundle():
-    (site,) = ladder(_bundle("run_decode"))
+    (site,) = ladder(_bundle("run_decode"), graph_rows(_bundle("run_decode")))
     assert site["site"] == "decode.py:71"
     assert [b["batch"] for b in site["buckets"]] == [1, 8]
     small, big = site["buckets"]
@@ -119,7 +119,7 @@ def test_ladder_groups_structure_and_lists_buckets_never_replayed():
                                info={**g0.info, "shapes": "[16,1] [1]", "replays": 0})
     assert structure_key(twin) == structure_key(g0)
     b2 = dataclasses.replace(b, graphs=b.graphs + (twin,))
-    (site,) = ladder(b2)
+    (site,) = ladder(b2, graph_rows(b2))
     assert [x["batch"] for x in site["buckets"]] == [1, 4, 8, 16]
     assert site["never_replayed"] == ["bucket9 [16,1] [1]"]
     same = [s for s in site["structures"] if len(s["graphs"]) > 1]
@@ -152,7 +152,7 @@ def test_report_ladder_cli(capsys, monkeypatch):
 
 
 def test_ladder_chart_svg():
-    (site,) = ladder(_bundle("decode_kv_forward"))
+    (site,) = ladder(_bundle("decode_kv_forward"), graph_rows(_bundle("decode_kv_forward")))
     svg = ladder_svg(site)
     assert svg.startswith("<svg") and svg.count("<circle") == 6  # 3 buckets x 2 series
     assert "time per replay" in svg and "time per row" in svg
