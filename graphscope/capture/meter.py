@@ -111,6 +111,9 @@ class CaptureMeter:
         end_ns = time.time_ns()
         self._remove_hooks()
         info: dict[str, Any] = {"capture_s": round(capture_s, 6)}
+        spans = self._scope_time(end_ns)
+        if len(spans) > 1 or OUTSIDE not in spans:
+            info["capture_by_module_s"] = spans
         pool = None
         with contextlib.suppress(Exception):
             pool = tuple(int(x) for x in cuda_graph.pool())
@@ -133,13 +136,13 @@ class CaptureMeter:
         info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
         info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
         if self._armed:
-            traces = snap.get("device_traces") or []
-            dev = _device_index()
-            entries = traces[dev] if dev < len(traces) else []
-            info.update(self._attribute(entries, segs, pool))
-        spans = self._scope_time(end_ns)
-        if len(spans) > 1 or OUTSIDE not in spans:
-            info["capture_by_module_s"] = spans
+            try:
+                traces = snap.get("device_traces") or []
+                dev = _device_index()
+                entries = traces[dev] if dev < len(traces) else []
+                info.update(self._attribute(entries, segs, pool))
+            except (KeyError, TypeError, ValueError) as exc:  # said, never a failed capture
+                info["memory_note"] = f"allocator history not read: {exc!r}"
         return info
 
     @contextlib.contextmanager
