@@ -221,3 +221,49 @@ def test_html_report_carries_the_ladder_chart():
     p = payload(_bundle("decode_kv_forward"))
     assert len(p["ladder_svg"]) == 1 and "time per row" in p["ladder_svg"][0]
     assert payload(_bundle("mlp_step"))["ladder_svg"] == []
+
+
+def test_meter_window_end_to_end(monkeypatch):
+    """begin/end around a module call, with the allocator faked: the allocation made inside a
+    module is its module's; the history is switched on and off; capture time per module."""
+    import time
+
+    import torch
+    from torch import nn
+
+    from tests.unit._fake import fake_session
+
+    snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 1024,
+                          "segment_pool_id": (0, 3)}], "device_traces": [[]]}
+    history = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snap)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    class Alloc(nn.Module):
+        def forward(self, x):
+            time.sleep(0.002)
+            snap["device_traces"][0].append({"action": "alloc", "time_us": time.time_ns() / 1000,
+                                             "addr": 4096, "size": 1024})
+            time.sleep(0.002)
+            return x
+
+    class Graph:
+        def pool(self):
+            return (0, 3)
+
+    model = nn.Sequential(nn.Identity(), Alloc())
+    handle = ann.register_module_annotations(model, backward=False)
+    try:
+        with fake_session():
+            with CaptureMeter(history=True).measure(Graph()) as info:
+                model(torch.zeros(1))
+    finally:
+        handle.remove()
+    assert history == ["all", None]
+    assert info["pool_id"] == [0, 3] and info["pool_bytes"] == 2 * MiB
+    assert info["memory_by_module"] == {"L.1": [1024, 1024]}
+    assert info["capture_live_bytes"] == 1024 == info["pool_allocated_bytes"]
+    assert info["capture_by_module_s"]["L.1"] >= 0.003
+    assert info["capture_s"] >= info["capture_by_module_s"]["L.1"]
