@@ -23,7 +23,7 @@ class CallablesSource:
                                "(make_graphed_callables refuses keyword arguments): use "
                                "--mode step")
         phase("capture")
-        meter = CaptureMeter(history=False)
+        meter = CaptureMeter(history=False, scopes=False)  # torch's hooks come later
         meter.begin()
         made = graph_callables(job.model, job.args, num_warmup_iters=max(job.warmup, 1),
                                module_depth=job.depth, record_ops=job.record_ops)

@@ -80,8 +80,9 @@ def scope_name(scope_id: int) -> str:
 class CaptureMeter:
     """Time, memory and per-scope attribution of captures (one window at a time)."""
 
-    def __init__(self, history: Optional[bool] = None) -> None:
+    def __init__(self, history: Optional[bool] = None, scopes: bool = True) -> None:
         self.history = history_wanted() if history is None else history
+        self.scopes = scopes  # time per module: its hooks registered after graphscope's
         # allocator time_us - time.time_ns() / 1000: both are CLOCK_REALTIME (torch converts
         # its approximate clock to c10::getTime()), so 0 but for the conversion's error
         self._offset_us = 0.0
@@ -101,7 +102,8 @@ class CaptureMeter:
             with contextlib.suppress(Exception):
                 self._start_history()
                 self._armed = True
-        self._install_hooks()
+        if self.scopes:
+            self._install_hooks()
         self._marks.append((time.time_ns(), native.current_scope()))
         self._t0 = time.perf_counter()
 
