@@ -204,6 +204,10 @@ def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> 
     con = console or Console()
     con.print(graphs_table(summary))
     con.print(module_table(summary, depth=2))
+    if summary.get("memory"):
+        con.print(pools_table(summary["memory"]))
+    if summary.get("ladder"):
+        con.print(ladder_group(summary["ladder"]))
 
 
 def _pct(v: float) -> str:

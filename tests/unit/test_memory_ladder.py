@@ -267,3 +267,15 @@ def test_meter_window_end_to_end(monkeypatch):
     assert info["capture_live_bytes"] == 1024 == info["pool_allocated_bytes"]
     assert info["capture_by_module_s"]["L.1"] >= 0.003
     assert info["capture_s"] >= info["capture_by_module_s"]["L.1"]
+
+
+def test_run_prints_pools_and_ladder_when_recorded():
+    from graphscope.render.table import print_graphs
+
+    con = Console(width=160, record=True)
+    print_graphs(summarize(_shared_pool_bundle()), con)
+    text = con.export_text()
+    assert "Memory pools" in text and "Bucket ladder" in text
+    con = Console(width=160, record=True)
+    print_graphs(summarize(_bundle("run_decode")), con)
+    assert "Memory pools" not in con.export_text()
