@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -95,7 +96,14 @@ def _run(tmp_path):
 
 @pytest.fixture(scope="module")
 def ladder_run(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("ladder"))
+    out, facts, s = _run(tmp_path_factory.mktemp("ladder"))
+    keep = os.environ.get("GRAPHSCOPE_KEEP_LADDER")  # to record it as tests/data/run_ladder
+    if keep:
+        import shutil
+
+        shutil.copytree(out, keep, dirs_exist_ok=True)
+        (Path(keep) / "facts.json").write_text(json.dumps(facts))
+    return out, facts, s
 
 
 def test_shared_pool_once_with_the_reserved_total(ladder_run):
