@@ -102,7 +102,7 @@ def ladder_run(tmp_path_factory):
         import shutil
 
         shutil.copytree(out, keep, dirs_exist_ok=True)
-        (Path(keep) / "facts.json").write_text(json.dumps(facts))
+        Path(keep.rstrip("/") + ".facts.json").write_text(json.dumps(facts))
     return out, facts, s
 
 
