@@ -178,6 +178,9 @@ def payload(bundle: Bundle, replay: int = 0,
     }
 
 
+MAX_LADDER_POINTS = 2000  # more buckets at one site: report --ladder --json lists them
+
+
 def _ladder_charts(bundle: Bundle) -> list[str]:
     """The bucket ladder's charts (time per replay and per row against bucket size), one per
     capture site with several graphs."""
@@ -185,7 +188,8 @@ def _ladder_charts(bundle: Bundle) -> list[str]:
 
     if len(bundle.graphs) < 2:
         return []
-    return [svg for site in ladder(bundle, graph_rows(bundle)) if (svg := ladder_svg(site))]
+    return [svg for site in ladder(bundle, graph_rows(bundle))
+            if len(site["buckets"]) <= MAX_LADDER_POINTS and (svg := ladder_svg(site))]
 
 
 def render(bundle: Bundle, replay: int = 0,
