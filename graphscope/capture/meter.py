@@ -247,8 +247,11 @@ class CaptureMeter:
     def _install_hooks(self) -> None:
         from torch.nn.modules import module as m
 
+        from ..annotate.training import no_dynamo
+
         marks = self._marks
 
+        @no_dynamo
         def mark(*_: Any) -> None:
             marks.append((time.time_ns(), native.current_scope()))
 

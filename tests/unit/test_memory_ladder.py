@@ -279,3 +279,29 @@ def test_run_prints_pools_and_ladder_when_recorded():
     con = Console(width=160, record=True)
     print_graphs(summarize(_bundle("run_decode")), con)
     assert "Memory pools" not in con.export_text()
+
+
+def test_capture_window_hooks_do_not_import_dynamo():
+    """Importing torch._dynamo takes about a second: a program's capture loop under
+    ``graphscope run`` must not pay it when the program never compiles; once dynamo is
+    loaded, the hooks are hidden from it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from graphscope.annotate.training import optimizer_hooks\n"
+        "from graphscope.capture.program.names import ModuleNames, module_hooks\n"
+        "from graphscope.capture.meter import CaptureMeter\n"
+        "hooks = module_hooks(ModuleNames(), None, lambda m, a: None) + optimizer_hooks()\n"
+        "m = CaptureMeter(history=False); m._install_hooks(); m._remove_hooks()\n"
+        "[h.remove() for h in hooks]\n"
+        "assert 'torch._dynamo' not in sys.modules, 'dynamo imported'\n"
+        "import torch._dynamo\n"
+        "from graphscope.annotate.training import no_dynamo\n"
+        "f = no_dynamo(lambda: 1)\n"
+        "assert f() == 1 and f is not None and hasattr(f, '_torchdynamo_disable'), dir(f)\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
