@@ -34,11 +34,15 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; a unique prefix "
               "or a regex that matches one graph).")
+@click.option("--ladder", is_flag=True,
+              help="The bucket ladder of every capture site with several graphs (per bucket: "
+              "replays, time per replay and per batch row, memory, capture cost); shown "
+              "without it for bundles that recorded capture cost.")
 @force_option()
 @json_option()
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
-           force: bool, as_json: bool) -> int:
+           ladder: bool, force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
     from graphscope.bundle import read_bundle, read_summary
     from graphscope.ranks import is_multirank
@@ -67,7 +71,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         return _report_ranks(bundle, depth, as_json) if tables else 0
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.
-    full = recompute or html_path or top != DEFAULT_TOP or graph_name
+    full = recompute or html_path or top != DEFAULT_TOP or graph_name or ladder
     s = read_summary(bundle) if not full else None
     b = None
     if s is None:
@@ -87,6 +91,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         from graphscope.analysis.summary import summarize
 
         s = summarize(b, top=top)
+        if ladder:
+            from graphscope.analysis.ladder import ladder as ladder_of
+            from graphscope.analysis.summary import graph_rows
+
+            s = {**s, "ladder": ladder_of(b, graph_rows(b))}
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
@@ -114,6 +123,8 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
+    if ladder and not s.get("ladder"):
+        con.print("Bucket ladder: no capture site captured several graphs in this bundle")
     if diag is not None:
         from graphscope.render.table import print_diagnosis
 

@@ -224,7 +224,21 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
         "unjoined_records": bundle.unjoined_records,
         **({"by_graph": by} if (by := modules_by_graph(bundle)) else {}),
         **({"ddp": ddp} if (ddp := ddp_rows(bundle)) else {}),
+        **_memory(bundle),
     }
+
+
+def _memory(bundle: Bundle) -> dict[str, Any]:
+    """Pools, capture cost and memory by module, and the bucket ladder: for bundles that
+    recorded them (analysis/memory.py, analysis/ladder.py)."""
+    from .ladder import ladder
+    from .memory import memory_summary
+
+    mem = memory_summary(bundle)
+    if mem is None:
+        return {}
+    sites = ladder(bundle, graph_rows(bundle))
+    return {"memory": mem, **({"ladder": sites} if sites else {})}
 
 
 def module_top_kernels(bundle: Bundle, top: int = 3) -> dict[str, list[list[Any]]]:

@@ -3,6 +3,7 @@ parameters (AccumulateGrad) and DDP's reducer work per gradient bucket."""
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any, Callable, Optional
 
@@ -16,14 +17,21 @@ from .scopes import MODULE_KEY, PHASE_KEY, normalize
 OPTIMIZER_SCOPE = "(optimizer)"
 
 
+def no_dynamo(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch._dynamo.disable(fn)`` once dynamo is loaded, else ``fn``: importing dynamo takes
+    about a second (inside a program's capture loop, under ``graphscope run``), and no compiled
+    code runs before it is loaded (``torch.compile`` loads it)."""
+    dynamo = sys.modules.get("torch._dynamo")
+    return dynamo.disable(fn) if dynamo is not None else fn
+
+
 def optimizer_hooks() -> list[Any]:
     """``optimizer.step()`` inside a capture is its own scope, phase ``optimizer``."""
-    import torch
     from torch.optim import optimizer as o
 
     local = threading.local()
 
-    @torch._dynamo.disable
+    @no_dynamo
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         stack = local.__dict__.setdefault("stack", [])
         if state.ATTRIBUTION.active is None:
@@ -35,7 +43,7 @@ def optimizer_hooks() -> list[Any]:
         push(state.ATTRIBUTION.scopes.child(native.current_scope(), d, False, frozen))
         stack.append(True)
 
-    @torch._dynamo.disable
+    @no_dynamo
     def post(opt: Any, args: Any, kwargs: Any) -> None:
         stack = local.__dict__.get("stack")
         if stack and stack.pop():

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from .._errors import CaptureError
 from ..cuda_graphs import graph_callables
+from .meter import CaptureMeter, pool_facts
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import zero_grad
 
@@ -22,9 +23,13 @@ class CallablesSource:
                                "(make_graphed_callables refuses keyword arguments): use "
                                "--mode step")
         phase("capture")
+        meter = CaptureMeter(history=False, scopes=False)  # torch's hooks come later
+        meter.begin()
         made = graph_callables(job.model, job.args, num_warmup_iters=max(job.warmup, 1),
                                module_depth=job.depth, record_ops=job.record_ops)
         graphed = made.callables
+        # torch's warm-up, both captures and instantiates in one call: timed as one
+        window = meter.end(made.graphs[0]) if made.graphs else {}
         phase("inspect")
         if len(made.graphs) != 2:
             raise CaptureError("expected a forward and a backward graph, torch made "
@@ -32,6 +37,7 @@ class CallablesSource:
         raws = []
         for name, g in zip(("forward", "backward"), made.graphs):
             raw = inspect_template(g, name, made.records)
+            raw.info = pool_facts(g)
             set_exec_id(raw, g)
             raws.append(raw)
         model, args, loss_fn = job.model, job.args, job.loss_fn
@@ -40,4 +46,5 @@ class CallablesSource:
             zero_grad(model)
             loss_fn(graphed(*args)).backward()
 
-        return RawCapture(raws, replay=replay)
+        meta = {"capture_s": window["capture_s"]} if "capture_s" in window else {}
+        return RawCapture(raws, replay=replay, meta=meta)

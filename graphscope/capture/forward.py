@@ -8,10 +8,12 @@ no backward hooks. One bundle holds a graph per bucket.
 from __future__ import annotations
 
 import functools
+import time
 from typing import ClassVar
 
 from .. import annotate as ann
 from ..cuda_graphs import graph as annotated_graph
+from .meter import CaptureMeter, tensor_bytes
 from .program.names import describe_shapes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import warmup
@@ -39,6 +41,7 @@ class ForwardSource:
         if hasattr(model, "eval"):
             model.eval()
         raws, graphs = [], []
+        meter = CaptureMeter()
         handle = ann.register_module_annotations(model, depth=job.depth, backward=False)
         try:
             for i, (args, kwargs) in enumerate(sets):
@@ -47,16 +50,19 @@ class ForwardSource:
                     warmup(functools.partial(model, *args, **kwargs), max(job.warmup, 1))
                 phase("capture")
                 g = torch.cuda.CUDAGraph(keep_graph=True)
-                with torch.inference_mode():
+                with torch.inference_mode(), meter.measure(g) as cost:
                     with annotated_graph(g, enable_annotations=True,
                                          record_ops=job.record_ops) as cap:
                         model(*args, **kwargs)
                 phase("inspect")
                 raw = inspect_template(g, bucket_name(i, args, kwargs, len(sets)), cap.records)
                 raw.info = {"kind": "forward", "bucket": i,
-                            "shapes": describe_shapes(list(args) + list(kwargs.values()))}
+                            "shapes": describe_shapes(list(args) + list(kwargs.values())),
+                            **cost, "static_input_bytes": tensor_bytes((args, kwargs))}
                 phase("instantiate")
+                t = time.perf_counter()
                 g.instantiate()
+                raw.info["instantiate_s"] = round(time.perf_counter() - t, 6)
                 set_exec_id(raw, g)
                 ann.remap_to_exec_graph(g)
                 raws.append(raw)

@@ -8,6 +8,7 @@ Without ``"step"`` in the model file: forward + loss + backward of the model. Wi
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any, Callable, ClassVar
 
@@ -15,6 +16,7 @@ from .. import annotate as ann
 from ..annotate import state
 from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
 from ..cuda_graphs import graph as annotated_graph
+from .meter import CaptureMeter, tensor_bytes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 
 LOSS_SCOPE = {"module_name": "(loss)"}
@@ -108,7 +110,7 @@ class StepSource:
         if not user:
             zero_grad(job.model)
         g = torch.cuda.CUDAGraph(keep_graph=True)
-        with training_scopes(job) as leaf:
+        with training_scopes(job) as leaf, CaptureMeter().measure(g) as info:
             with annotated_graph(g, enable_annotations=True, record_ops=job.record_ops) as cap:
                 state.ATTRIBUTION.active.leaf_scope = leaf
                 if user:
@@ -119,10 +121,14 @@ class StepSource:
                     with ann.mark_kernels(LOSS_SCOPE, backward=job.backward):
                         loss = job.loss_fn(out)
                         loss.backward()  # the gradient seed (ones_like) belongs to the loss
+        info["static_input_bytes"] = tensor_bytes((job.args, job.kwargs))
         phase("inspect")
         raw = inspect_template(g, "step", cap.records)
+        raw.info = info
         phase("instantiate")
+        t = time.perf_counter()
         g.instantiate()
+        info["instantiate_s"] = round(time.perf_counter() - t, 6)
         set_exec_id(raw, g)
         ann.remap_to_exec_graph(g)
         return RawCapture([raw], replay=g.replay, meta={"step": "user" if user else "model"})

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from ..analysis.summary import graph_rows, module_top_kernels, summarize
 from ..model.graph import UNATTRIBUTED, Bundle, display_source, only_graph, source_base
-from .fmt import svg_key
+from .fmt import fmt_ns, svg_key
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
 MAX_GRAPH_VIEWS = 100  # bundles of more graphs: views of the slowest, the overview lists all
@@ -175,6 +175,7 @@ def payload(bundle: Bundle, replay: int = 0,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
         **({"counters": c} if (c := _counters(bundle)) else {}),
+        "ladder_svg": _ladder_charts(bundle) if not ranks else [],
     }
 
 
@@ -185,6 +186,20 @@ def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
 
     data = read_counters(bundle.path) if bundle.path else None
     return analyze(bundle, data) if data is not None else None
+
+
+MAX_LADDER_POINTS = 2000  # more buckets at one site: report --ladder --json lists them
+
+
+def _ladder_charts(bundle: Bundle) -> list[str]:
+    """The bucket ladder's charts (time per replay and per row against bucket size), one per
+    capture site with several graphs."""
+    from ..analysis.ladder import ladder
+
+    if len(bundle.graphs) < 2:
+        return []
+    return [svg for site in ladder(bundle, graph_rows(bundle))
+            if len(site["buckets"]) <= MAX_LADDER_POINTS and (svg := ladder_svg(site))]
 
 
 def render(bundle: Bundle, replay: int = 0,
@@ -216,3 +231,61 @@ def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = Fals
     write_output(path, render(bundle, replay, ranks, graph_svg), force=force,
                  inputs=(bundle.path, *inputs), what="HTML report")
     return path
+
+
+def _points(buckets: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:
+    return [(float(b["batch"]), float(b[key])) for b in buckets
+            if b.get("batch") and b.get(key)]
+
+
+def ladder_svg(site: dict[str, Any], width: int = 360, height: int = 220) -> str:
+    """Two panels, time per replay and time per batch row against bucket size (a log x axis
+    when the sizes span 16x or more): an inline SVG, every label escaped."""
+    import html
+    import math
+
+    buckets = site["buckets"]
+    panels = [("time per replay", _points(buckets, "median_ns")),
+              ("time per row", _points(buckets, "ns_per_row"))]
+    xs = [x for _, pts in panels for x, _ in pts]
+    if not xs:
+        return ""
+    lo, hi = min(xs), max(xs)
+    logx = lo > 0 and hi / lo >= 16
+    fx = (lambda v: math.log2(v)) if logx else (lambda v: v)
+    x0, x1 = fx(lo), fx(hi)
+    pad_l, pad_r, pad_t, pad_b = 56, 12, 22, 34
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="ladder" style="margin-top:16px" '
+             f'width="{2 * width}" height="{height}" font-size="11" font-family="sans-serif">']
+    for k, (title, pts) in enumerate(panels):
+        ox = k * width
+        ymax = max((y for _, y in pts), default=1.0) * 1.1 or 1.0
+        w, h = width - pad_l - pad_r, height - pad_t - pad_b
+
+        def px(v: float, ox: int = ox, w: int = w) -> float:
+            return ox + pad_l + (w * (fx(v) - x0) / (x1 - x0) if x1 > x0 else w / 2)
+
+        def py(v: float, ymax: float = ymax, h: int = h) -> float:
+            return pad_t + h - h * v / ymax
+
+        parts.append(f'<text x="{ox + pad_l}" y="14" font-weight="bold">'
+                     f'{html.escape(title)} vs bucket size</text>')
+        parts.append(f'<line x1="{ox + pad_l}" y1="{pad_t + h}" x2="{ox + pad_l + w}" '
+                     f'y2="{pad_t + h}" stroke="#888"/><line x1="{ox + pad_l}" y1="{pad_t}" '
+                     f'x2="{ox + pad_l}" y2="{pad_t + h}" stroke="#888"/>')
+        for frac in (0.0, 0.5, 1.0):
+            v = ymax / 1.1 * frac
+            parts.append(f'<text x="{ox + pad_l - 4}" y="{py(v) + 4:.1f}" text-anchor="end">'
+                         f'{html.escape(fmt_ns(v) if v else "0")}</text>')
+        parts.extend(f'<text x="{px(x):.1f}" y="{pad_t + h + 14}" text-anchor="middle">'
+                     f'{int(x)}</text>' for x in sorted({x for x, _ in pts}))
+        line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(pts))
+        parts.append(f'<polyline fill="none" stroke="#3366cc" points="{line}"/>')
+        for x, y in pts:
+            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#3366cc">'
+                         f'<title>{html.escape(f"batch {int(x)}: {fmt_ns(y)}")}</title></circle>')
+        parts.append(f'<text x="{ox + pad_l + w / 2:.1f}" y="{height - 4}" '
+                     f'text-anchor="middle">bucket size (batch rows{", log scale" if logx else ""})'
+                     '</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -182,6 +182,10 @@ def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = Tru
         parts.append(by_graph_table(summary["by_graph"], depth))
     if summary.get("ddp"):
         parts.append(ddp_table(summary["ddp"]))
+    if summary.get("memory"):
+        parts.append(memory_group(summary["memory"], depth))
+    if summary.get("ladder"):
+        parts.append(ladder_group(summary["ladder"]))
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
@@ -200,6 +204,10 @@ def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> 
     con = console or Console()
     con.print(graphs_table(summary))
     con.print(module_table(summary, depth=2))
+    if summary.get("memory"):
+        con.print(pools_table(summary["memory"]))
+    if summary.get("ladder"):
+        con.print(ladder_group(summary["ladder"]))
 
 
 def _pct(v: float) -> str:
@@ -489,3 +497,108 @@ def counters_diff_table(rows: list[dict[str, Any]]) -> Table:
         t.add_row(Text(name), d(r, "dram_pct"), d(r, "sm_active_pct"), d(r, "tensor_pct"),
                   d(r, "warps_active_pct"), Text(v))
     return t
+
+
+# -- what graphs cost: pools once, capture cost, memory by module, the bucket ladder
+# (analysis/memory.py, analysis/ladder.py)
+
+def _s(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    return f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.2f} s"
+
+
+def _b(v: Optional[float]) -> str:
+    return "-" if v is None else fmt_bytes(v)
+
+
+def pools_table(mem: dict[str, Any]) -> Table:
+    """One row per pool, whatever number of graphs share it; the total is their union."""
+    t = Table(title="Memory pools", title_justify="left")
+    t.add_column("pool", justify="right", no_wrap=True)
+    t.add_column("graphs", overflow="fold", ratio=1)
+    for col in ("reserved", "allocated", "held by captures"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for p in mem["pools"][:MAX_GRAPH_ROWS]:
+        names = p["graphs"]
+        who = names[0] if len(names) == 1 else f"{len(names)} graphs: {names[0]} .. {names[-1]}"
+        t.add_row(str(p["pool"]), Text(who), _b(p["reserved_bytes"]), _b(p["allocated_bytes"]),
+                  _b(p["capture_live_bytes"]))
+    t.caption = (f"{len(mem['pools'])} pool(s), {_b(mem.get('total_reserved_bytes'))} reserved "
+                 f"in all (each pool once); capture {_s(mem.get('capture_s'))}, instantiate "
+                 f"{_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
+    t.caption_justify = "left"
+    return t
+
+
+def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
+    """Per graph: its pool, capture and instantiate time, the capture's allocations."""
+    t = Table(title="Capture cost", title_justify="left")
+    t.add_column("graph", overflow="fold", ratio=1)
+    for col in ("pool", "capture", "instantiate", "peak", "held", "new segments", "inputs"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for g in mem["graphs"][:max_rows]:
+        t.add_row(Text(g["name"]), str(g["pool"]), _s(g.get("capture_s")),
+                  _s(g.get("instantiate_s")), _b(g.get("capture_peak_bytes")),
+                  _b(g.get("capture_live_bytes")), _b(g.get("capture_segment_bytes")),
+                  _b(g.get("static_input_bytes")))
+    if len(mem["graphs"]) > max_rows:
+        t.caption = f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all"
+        t.caption_justify = "left"
+    return t
+
+
+def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None) -> Table:
+    """Memory by module: what each module allocated during capture, what it still holds, and
+    the capture time spent in it (inclusive of sub-modules)."""
+    t = Table(title="Memory by module (during capture)", title_justify="left")
+    t.add_column("module", overflow="fold", ratio=1)
+    for col in ("allocated", "held", "capture time"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        if depth is not None and r["level"] > depth:
+            continue
+        t.add_row(Text("  " * r["level"] + r["module"]), _b(r["alloc_bytes"]),
+                  _b(r["held_bytes"]), _s(r["capture_s"]))
+    return t
+
+
+def memory_group(mem: dict[str, Any], depth: Optional[int] = None) -> Group:
+    parts: list[Any] = [pools_table(mem), capture_table(mem)]
+    if mem.get("by_module"):
+        parts.append(module_memory_table(mem["by_module"], depth))
+    return Group(*parts)
+
+
+def ladder_table(site: dict[str, Any]) -> Table:
+    """One capture site's buckets by size: replays, GPU time per replay and per batch row,
+    memory, capture cost, structure group."""
+    t = Table(title=f"Bucket ladder: {site['site']}", title_justify="left")
+    t.add_column("bucket", overflow="fold", ratio=1)
+    for col in ("batch", "replays", "time/replay", "time/row", "peak mem", "new pool",
+                "capture", "instantiate", "structure"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for b in site["buckets"]:
+        t.add_row(Text(str(b["shapes"] or b["name"])), str(b["batch"] or "-"),
+                  str(b["replays"]), fmt_ns(b["median_ns"]) if b["median_ns"] else "-",
+                  fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", _b(b["peak_bytes"]),
+                  _b(b["segment_bytes"]), _s(b["capture_s"]), _s(b["instantiate_s"]),
+                  str(b["structure"]))
+    lines = [f"{len(site['buckets'])} buckets, {len(site['structures'])} structure(s)"
+             + (f", {site['pools']} pool(s)" if site["pools"] else "")
+             + (f"; capture {_s(site['capture_s'])}, instantiate {_s(site['instantiate_s'])}"
+                if site["capture_s"] is not None else "")]
+    if site["never_replayed"]:
+        lines.append(f"never replayed: {len(site['never_replayed'])} bucket(s): "
+                     + ", ".join(site["never_replayed"][:8])
+                     + (" ..." if len(site["never_replayed"]) > 8 else ""))
+    shared = [s for s in site["structures"] if len(s["graphs"]) > 1]
+    lines.extend(f"structure {s['structure']}: {len(s['graphs'])} buckets with the same "
+                 "kernels and edges (other launch dimensions)" for s in shared[:5])
+    t.caption = "\n".join(lines)
+    t.caption_justify = "left"
+    return t
+
+
+def ladder_group(sites: list[dict[str, Any]]) -> Group:
+    return Group(*[ladder_table(s) for s in sites])

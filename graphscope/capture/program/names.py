@@ -15,7 +15,7 @@ from ...annotate import state
 from ...annotate.backward import pop, push
 from ...annotate.modules import ROOT, module_fqn, other_root
 from ...annotate.scopes import MODULE_KEY, normalize
-from ...annotate.training import leaf_scopes
+from ...annotate.training import leaf_scopes, no_dynamo
 
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -119,13 +119,12 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     """Global forward pre/post hooks that push module scopes; installed per capture window,
     inert on other threads' eager work, and never traced by dynamo. ``first_call(module,
     args)`` sees the first outermost module called in the window."""
-    import torch
     from torch.nn.modules import module as m
 
     local = names.local
     attribution = state.ATTRIBUTION
 
-    @torch._dynamo.disable
+    @no_dynamo
     def pre(module: Any, args: Any) -> None:
         stack = local.__dict__.setdefault("stack", [])
         if attribution.active is None:
@@ -147,7 +146,7 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         push(attribution.scopes.child(native.current_scope(), ann_dict, True, frozen))
         stack.append((root, True))
 
-    @torch._dynamo.disable
+    @no_dynamo
     def post(module: Any, args: Any, output: Any) -> None:
         stack = local.__dict__.get("stack")
         if stack:

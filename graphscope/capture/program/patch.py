@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from typing import Any, Callable
 
 _METHODS = ("__init__", "capture_begin", "capture_end", "instantiate", "replay")
@@ -59,8 +60,9 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         watch.end(self)
 
     def instantiate(self: Any) -> None:
+        t = time.perf_counter()
         _parent(cls, "instantiate", real)(self)
-        watch.instantiated(self)
+        watch.instantiated(self, time.perf_counter() - t)
 
     def replay(self: Any) -> None:
         plain = _parent(cls, "replay", real)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -16,6 +17,7 @@ from ... import native
 from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.training import optimizer_hooks
+from ..meter import CaptureMeter, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
@@ -44,6 +46,9 @@ class ProgramGraph:
     user_keep: bool = False
     failed: Optional[str] = None
     untraced_why: Optional[str] = None  # why a replay ran untraced (the first reason)
+    cost: dict[str, Any] = field(default_factory=dict)  # capture time and memory (meter.py)
+    instantiate_s: float = 0.0  # every instantiate of this graph, summed
+    static_input_bytes: Optional[int] = None  # the first module's inputs (eager captures)
 
     @property
     def exec_id(self) -> int:
@@ -56,6 +61,11 @@ class ProgramGraph:
                 "pool_bytes": self.pool_bytes, "keep_graph": self.user_keep}
         if self.pool is not None:  # graphs that share a pool are shown with it once
             info["pool_id"] = [int(x) for x in self.pool]
+        info.update({k: v for k, v in self.cost.items() if k not in info})
+        if self.exec_ids:
+            info["instantiate_s"] = round(self.instantiate_s, 6)
+        if self.static_input_bytes is not None:
+            info["static_input_bytes"] = self.static_input_bytes
         return info
 
 
@@ -72,6 +82,10 @@ class GraphWatch:
         self.provenance = Provenance()
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
+        self.meter = CaptureMeter()
+        # graphscope's own seconds per capture step, summed over the run (what ``run`` adds to
+        # a program's capture wall, by cause: bench/bench_ladder.py prints them)
+        self.overhead: dict[str, float] = {}
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
@@ -94,7 +108,13 @@ class GraphWatch:
         self.provenance.uninstall()
 
     # -- capture window
+    def _spent(self, what: str, since: float) -> float:
+        now = time.perf_counter()
+        self.overhead[what] = self.overhead.get(what, 0.0) + now - since
+        return now
+
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
+        t = time.perf_counter()
         site, kind = capture_site(self._torch_dir)
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
@@ -107,8 +127,10 @@ class GraphWatch:
             rec.shapes = compiled_inputs()
         self.module_names.new_window()
         stack = contextlib.ExitStack()
+        t = self._spent("site", t)
         try:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
+            t = self._spent("subscribe", t)
             hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call)
             hooks += optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
@@ -125,12 +147,16 @@ class GraphWatch:
             raise
         self._window = stack
         self.current = rec
+        t = self._spent("hooks", t)
+        self.meter.begin()  # last: its hooks see the scopes graphscope's hooks push
+        self._spent("meter", t)
 
     def _first_call(self, module: Any, args: Any) -> None:
         """The first outermost module of the window: its inputs name an eager graph."""
         cur = self.current
         if cur is not None and not cur.shapes:
             cur.shapes = describe_shapes(args)
+            cur.static_input_bytes = tensor_bytes(args)
 
     def _close_window(self) -> Optional[Any]:
         stack, self._window = self._window, None
@@ -144,6 +170,7 @@ class GraphWatch:
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None and rec is self.current:
             rec.failed = why
+            self.meter.cancel()
             self._close_window()
 
     def end(self, cuda_graph: Any) -> None:
@@ -152,18 +179,25 @@ class GraphWatch:
             return
         inspection = None
         dot = ""
+        t = time.perf_counter()
+        rec.cost = self.meter.end(cuda_graph)
+        t = self._spent("meter", t)
         try:
             ptr = cuda_graph.raw_cuda_graph()
             inspection = native.inspect_graph(ptr)
+            t = self._spent("inspect", t)
             dot = read_dot(ptr) if self.cfg.dot else ""
+            t = self._spent("dot", t)
         except GraphscopeError as exc:
             rec.failed = f"could not inspect the graph: {exc}"
         finally:
             try:
                 if not rec.user_keep:  # what torch's capture_end would have done
                     cuda_graph.instantiate()
+                    t = time.perf_counter()
             finally:
                 records = self._close_window()
+                t = self._spent("unsubscribe", t)
         if records is None or inspection is None:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
@@ -174,12 +208,16 @@ class GraphWatch:
         label = rec.site + (" compiled" if rec.kind == "compiled" else "")
         rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
         rec.raw = RawGraph(rec.name, inspection, records, rec.exec_id, dot)
-        rec.pool = _pool_id(cuda_graph)
-        rec.pool_bytes = _pool_bytes(rec.pool)
+        pool = rec.cost.get("pool_id")
+        rec.pool = tuple(pool) if pool is not None else None
+        rec.pool_bytes = rec.cost.get("pool_bytes")
         ann.publish(records, cuda_graph)
+        self._spent("publish", t)
 
-    def instantiated(self, cuda_graph: Any) -> None:
+    def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
         rec = self.by_id.get(id(cuda_graph))
+        if rec is not None:
+            rec.instantiate_s += seconds
         if rec is None or rec.failed:
             return
         with contextlib.suppress(Exception):
@@ -213,30 +251,9 @@ class GraphWatch:
             "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
                                 if g.failed],
         }
+        if self.overhead:
+            meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
         if self.warnings:
             meta["warnings"] = list(self.warnings)
         return RawCapture(raws, join=self.traced.join(done), meta=meta)
 
-
-def _pool_id(cuda_graph: Any) -> Any:
-    with contextlib.suppress(Exception):
-        return tuple(cuda_graph.pool())
-    return None
-
-
-def _pool_bytes(pool: Any) -> Optional[int]:
-    """Bytes of the segments the caching allocator holds in ``pool`` (shared pools count once
-    per graph that uses them)."""
-    if pool is None:
-        return None
-    import torch
-
-    try:
-        segs = torch.cuda.memory_snapshot()
-    except Exception:
-        return None
-    total = 0
-    for s in segs:
-        if tuple(s.get("segment_pool_id", ())) == pool:
-            total += int(s.get("total_size", 0))
-    return total

@@ -1,0 +1,159 @@
+"""Cost of ``graphscope run`` on a serving engine's capture: a 16-layer decoder's bucket ladder
+(vLLM's 67 default sizes: 1, 2, 4, then 8..512 by 8) captured largest first into one shared
+memory pool, as vLLM does. The program times its own capture loop, its first replays (the ones
+``graphscope run`` traces) and the replays after them (untraced, at plain speed), plain and under
+``graphscope run``, in alternating fresh processes of one bench run (paired rounds). Prints
+JSON; the figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+PROGRAM = r'''
+import json, sys, time, torch
+from torch import nn
+import torch.nn.functional as F
+
+LAYERS, HIDDEN, HEADS, CTX = 16, 1024, 8, 128
+SIZES = [1, 2, 4] + list(range(8, 513, 8))  # vLLM's default capture sizes: 67
+TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
+D = HIDDEN // HEADS
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
+        self.qkv, self.out = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
+        self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(),
+                                 nn.Linear(4 * HIDDEN, HIDDEN))
+        shape = (max(SIZES), HEADS, CTX, D)
+        self.register_buffer("k", torch.randn(shape, dtype=torch.float16))
+        self.register_buffer("v", torch.randn(shape, dtype=torch.float16))
+
+    def forward(self, x):
+        b = x.shape[0]
+        q = self.qkv(self.ln1(x))[:, :HIDDEN].view(b, HEADS, 1, D)
+        a = F.scaled_dot_product_attention(q, self.k[:b], self.v[:b])
+        x = x + self.out(a.reshape(b, HIDDEN))
+        return x + self.mlp(self.ln2(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(32000, HIDDEN)
+        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.head = nn.Linear(HIDDEN, 32000)
+
+    def forward(self, tok):
+        x = self.embed(tok)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+model = Decoder().cuda().half().eval()
+tokens = torch.zeros(max(SIZES), dtype=torch.long, device="cuda")
+pool = torch.cuda.graph_pool_handle()
+graphs, outs = {}, {}
+with torch.inference_mode():
+    for bs in SIZES:  # eager warm-up of every size, outside the timed capture
+        model(tokens[:bs])
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    reserved0 = torch.cuda.memory_reserved()
+    t = time.perf_counter()
+    for bs in reversed(SIZES):  # largest first: smaller buckets reuse its memory
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=pool):
+            outs[bs] = model(tokens[:bs])
+        graphs[bs] = g
+    torch.cuda.synchronize()
+    capture_s = time.perf_counter() - t
+    reserved = torch.cuda.memory_reserved() - reserved0
+
+
+def replays(n):
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        for bs in SIZES:
+            graphs[bs].replay()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / max(n * len(SIZES), 1) * 1e3
+
+
+traced_ms = replays(TRACED)
+untraced_ms = replays(UNTRACED)
+print("RESULT", json.dumps({"capture_s": capture_s, "graphs": len(graphs),
+                            "pool_reserved_bytes": reserved, "traced_replay_ms": traced_ms,
+                            "untraced_replay_ms": untraced_ms}))
+'''
+
+
+def once(path: str, observed: bool, traced: int, untraced: int) -> dict:
+    args = [path, str(traced), str(untraced)]
+    cmd = ([sys.executable, "-m", "graphscope", "run", "-o", path + ".run", "--force",
+            "--replays", str(traced), *args] if observed else [sys.executable, *args])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def ladder_facts(bundle: str) -> dict:
+    """What the bundle says about the ladder: graphscope's own seconds by cause (CUPTI
+    subscribe/unsubscribe, hooks, inspection, DOT, the meter, publishing), pools, their union,
+    capture cost."""
+    from graphscope.analysis.memory import memory_summary
+    from graphscope.bundle import read_bundle
+
+    b = read_bundle(bundle)
+    mem = memory_summary(b) or {}
+    return {"overhead_by_cause_s": b.manifest.get("capture_overhead_s"),
+            "pools": len(mem.get("pools", [])),
+            "total_reserved_bytes": mem.get("total_reserved_bytes"),
+            "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
+
+
+def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ladder.py")
+        with open(path, "w") as f:
+            f.write(PROGRAM)
+        plain, run = [], []
+        for _ in range(rounds):  # paired: one plain and one observed process per round
+            plain.append(once(path, False, traced, untraced))
+            run.append(once(path, True, traced, untraced))
+        facts = ladder_facts(path + ".run")
+
+    def med(rs: list[dict], k: str) -> float:
+        return statistics.median(r[k] for r in rs)
+
+    ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, run)]
+    res = {
+        "graphs": plain[0]["graphs"], "rounds": rounds,
+        "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
+        "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
+        "traced_replays_per_graph": traced,
+        "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
+        "run_traced_replay_ms": med(run, "traced_replay_ms"),
+        "untraced_replay_ratio": med(run, "untraced_replay_ms") / med(plain,
+                                                                      "untraced_replay_ms"),
+        "plain_untraced_replay_ms": med(plain, "untraced_replay_ms"),
+        "run_untraced_replay_ms": med(run, "untraced_replay_ms"),
+        "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
+        "bundle": facts,
+        "plain_all": plain, "run_all": run,
+    }
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)

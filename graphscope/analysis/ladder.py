@@ -1,0 +1,107 @@
+"""The bucket ladder: the graphs a program captures at one site, one per bucket (static input
+shapes), as serving engines capture one decode graph per batch size.
+
+Per bucket: replays over the run, GPU time per replay (median of the traced replays), time per
+batch row (the first dimension of the first input shape), memory (the capture's peak working set
+in its pool and the new pool segments it reserved), capture cost (capture + instantiate).
+Buckets never replayed are listed; graphs of the same structure (the same kernels and edges,
+other launch dimensions) are grouped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Optional
+
+from ..model.graph import Bundle, CapturedGraph
+
+_FIRST_DIM = re.compile(r"\[(\d+)")
+
+
+def batch_rows(shapes: str) -> Optional[int]:
+    """The bucket size: the first dimension of the first input shape (``[8,1] [1]`` -> 8)."""
+    m = _FIRST_DIM.search(shapes or "")
+    return int(m.group(1)) if m else None
+
+
+def structure_key(g: CapturedGraph) -> str:
+    """The same for graphs with the same kernels and edges, whatever their launch dims."""
+    label = {n.local_id: (n.kernel or n.demangled or n.type) for n in g.nodes}
+    kernels = sorted(label.values())
+    edges = sorted((label.get(a, "?"), label.get(b, "?")) for a, b in g.edges)
+    return hashlib.sha1(repr((kernels, edges)).encode()).hexdigest()[:12]
+
+
+def site_of(g: CapturedGraph) -> Optional[str]:
+    """The capture site a graph belongs to: ``run``'s site, or a model file's buckets."""
+    site = g.info.get("site")
+    if site:
+        return str(site) + (" compiled" if g.info.get("kind") == "compiled" else "")
+    if g.info.get("kind") == "forward":
+        return "forward buckets"
+    return None
+
+
+def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
+           ) -> list[dict[str, Any]]:
+    """One entry per site that captured at least ``min_graphs`` graphs, buckets by size;
+    ``graph_rows``: the bundle's (``analysis.summary.graph_rows``: time per replay)."""
+    rows = {r["name"]: r for r in graph_rows}
+    every = bundle.replays
+    sites: dict[str, list[CapturedGraph]] = {}
+    for g in bundle.graphs:
+        site = site_of(g)
+        if site is not None:
+            sites.setdefault(site, []).append(g)
+    out = []
+    for site, graphs in sites.items():
+        if len(graphs) < min_graphs:
+            continue
+        groups: dict[str, list[str]] = {}
+        buckets = []
+        for g in graphs:
+            info, row = g.info, rows[g.name]
+            key = structure_key(g)
+            groups.setdefault(key, []).append(g.name)
+            size = batch_rows(str(info.get("shapes", "")))
+            med = row.get("median_ns") or None
+            replays = int(info.get("replays", every) or 0)
+            cap = info.get("capture_s")
+            inst = info.get("instantiate_s")
+            buckets.append({
+                "name": g.name,
+                "shapes": info.get("shapes", ""),
+                "batch": size,
+                "replays": replays,
+                "traced_replays": int(info.get("traced_replays", every) or 0),
+                "median_ns": med,
+                "ns_per_row": (med / size) if med and size else None,
+                "kernels": row["work_nodes"],
+                "peak_bytes": info.get("capture_peak_bytes"),
+                "held_bytes": info.get("capture_live_bytes"),
+                "segment_bytes": info.get("capture_segment_bytes"),
+                "pool_bytes": info.get("pool_bytes"),
+                "pool_id": info.get("pool_id"),
+                "capture_s": cap,
+                "instantiate_s": inst,
+                "structure": key,
+            })
+        order = {k: i + 1 for i, k in enumerate(groups)}
+        for b in buckets:
+            b["structure"] = order[b["structure"]]
+        buckets.sort(key=lambda b: (b["batch"] is None, b["batch"] or 0, b["name"]))
+        caps = [b["capture_s"] for b in buckets if b["capture_s"] is not None]
+        insts = [b["instantiate_s"] for b in buckets if b["instantiate_s"] is not None]
+        pool_ids = {str(b["pool_id"]) for b in buckets if b["pool_id"] is not None}
+        out.append({
+            "site": site,
+            "buckets": buckets,
+            "never_replayed": [b["name"] for b in buckets if b["replays"] == 0],
+            "structures": [{"structure": order[k], "graphs": names}
+                           for k, names in groups.items()],
+            "pools": len(pool_ids),
+            "capture_s": round(sum(caps), 6) if caps else None,
+            "instantiate_s": round(sum(insts), 6) if insts else None,
+        })
+    return out

@@ -1,0 +1,286 @@
+"""What one capture costs: its wall time, its instantiate time, and the memory it took from its
+pool, by module scope.
+
+Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to just after
+``capture_end``):
+
+- **time**: the capture's wall time and, per module scope, the time between scope entries
+  (global forward pre/post hooks registered after graphscope's own, so they see the scope the
+  next interval runs in: ``native.current_scope()``);
+- **memory**: the caching allocator's own history (``torch.cuda.memory._record_memory_history``
+  without stacks: a C++ ring buffer, nothing in Python per allocation), read once at the end
+  with ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
+  (``segment_pool_id``). Each allocation of the window in the graph's pool is attributed to the
+  scope active at its time (the allocator's ``time_us`` against the hooks' ``time.time_ns()``:
+  both the realtime clock). The history is cleared when a window starts and turned off when
+  it ends (a program's own ``_record_memory_history`` session is ended by a capture).
+
+:meth:`CaptureMeter.info` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
+up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator history off (pool totals stay).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from typing import Any, Optional
+
+from .. import native
+
+HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
+OUTSIDE = "(outside modules)"  # allocations and time of a capture outside every module scope
+
+
+def history_wanted() -> bool:
+    return os.environ.get("GRAPHSCOPE_MEMORY_HISTORY", "1") not in ("0", "false", "no", "")
+
+
+def tensor_bytes(values: Any, depth: int = 0) -> int:
+    """Bytes of the distinct CUDA tensors among ``values`` (tuples, lists, dicts)."""
+    import torch
+
+    seen: set[int] = set()
+    total = 0
+
+    def walk(x: Any, d: int) -> None:
+        nonlocal total
+        if d > 16:
+            return
+        if isinstance(x, torch.Tensor):
+            if x.is_cuda and x.data_ptr() not in seen:
+                seen.add(x.data_ptr())
+                total += x.numel() * x.element_size()
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v, d + 1)
+        elif isinstance(x, (tuple, list)):
+            for v in x:
+                walk(v, d + 1)
+
+    walk(values, depth)
+    return total
+
+
+def scope_name(scope_id: int) -> str:
+    """The module a scope id names (its innermost ``module_name``), or :data:`OUTSIDE`."""
+    from .. import annotate as ann
+
+    if scope_id < 0:
+        return OUTSIDE
+    try:
+        name = ann.ATTRIBUTION.scopes.annotation(scope_id).get("module_name")
+    except (IndexError, AttributeError):
+        return OUTSIDE
+    return str(name) if name else OUTSIDE
+
+
+class CaptureMeter:
+    """Time, memory and per-scope attribution of captures (one window at a time)."""
+
+    def __init__(self, history: Optional[bool] = None, scopes: bool = True) -> None:
+        self.history = history_wanted() if history is None else history
+        self.scopes = scopes  # time per module: its hooks registered after graphscope's
+        # allocator time_us - time.time_ns() / 1000: both are CLOCK_REALTIME (torch converts
+        # its approximate clock to c10::getTime()), so 0 but for the conversion's error
+        self._offset_us = 0.0
+        self._hooks: list[Any] = []
+        self._marks: list[tuple[int, int]] = []  # (time_ns, scope id) at each scope change
+        self._t0 = 0.0
+        self._wall0_ns = 0
+        self._armed = False
+
+    # -- the window
+    def begin(self) -> None:
+        """Just before the capture starts."""
+        self._marks = []
+        self._armed = False
+        self._wall0_ns = time.time_ns()
+        if self.history:
+            with contextlib.suppress(Exception):
+                self._start_history()
+                self._armed = True
+        if self.scopes:
+            self._install_hooks()
+        self._marks.append((time.time_ns(), native.current_scope()))
+        self._t0 = time.perf_counter()
+
+    def end(self, cuda_graph: Any) -> dict[str, Any]:
+        """Just after ``capture_end``: the graph-info fields of this capture."""
+        capture_s = time.perf_counter() - self._t0
+        end_ns = time.time_ns()
+        self._remove_hooks()
+        info: dict[str, Any] = {"capture_s": round(capture_s, 6)}
+        spans = self._scope_time(end_ns)
+        if len(spans) > 1 or OUTSIDE not in spans:
+            info["capture_by_module_s"] = spans
+        pool = None
+        with contextlib.suppress(Exception):
+            pool = tuple(int(x) for x in cuda_graph.pool())
+        if pool is not None:
+            info["pool_id"] = list(pool)
+        snap = None
+        try:
+            import torch
+
+            snap = torch.cuda.memory._snapshot()
+        except Exception:
+            snap = None
+        finally:
+            if self._armed:
+                self._stop_history()
+        if snap is None or pool is None:
+            return info
+        segs = [s for s in snap.get("segments", ())
+                if tuple(s.get("segment_pool_id", ())) == pool]
+        info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
+        info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
+        if self._armed:
+            try:
+                traces = snap.get("device_traces") or []
+                dev = _device_index()
+                entries = traces[dev] if dev < len(traces) else []
+                info.update(self._attribute(entries, segs, pool))
+            except (KeyError, TypeError, ValueError) as exc:  # said, never a failed capture
+                info["memory_note"] = f"allocator history not read: {exc!r}"
+        return info
+
+    @contextlib.contextmanager
+    def measure(self, cuda_graph: Any) -> Iterator[dict[str, Any]]:
+        """``begin`` ... ``end`` around a ``with`` body that captures ``cuda_graph``; the dict
+        it yields is filled when the body ends (``cancel`` when it raises)."""
+        info: dict[str, Any] = {}
+        self.begin()
+        try:
+            yield info
+        except BaseException:
+            self.cancel()
+            raise
+        info.update(self.end(cuda_graph))
+
+    def cancel(self) -> None:
+        """The capture failed: hooks removed, history off, nothing recorded."""
+        self._remove_hooks()
+        if self._armed:
+            self._stop_history()
+            self._armed = False
+
+    def _scope_time(self, end_ns: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        marks = self._marks + [(end_ns, -1)]
+        for (t, sid), (t2, _) in zip(marks, marks[1:]):
+            name = scope_name(sid)
+            out[name] = out.get(name, 0.0) + (t2 - t) / 1e9
+        return {k: round(v, 6) for k, v in out.items()}
+
+    # -- allocator history
+    def _start_history(self) -> None:
+        import torch
+
+        try:
+            torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
+                                                     max_entries=HISTORY_ENTRIES,
+                                                     clear_history=True)
+        except TypeError:  # a torch without clear_history: older entries are left by time
+            torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
+                                                     max_entries=HISTORY_ENTRIES)
+
+    def _stop_history(self) -> None:
+        import torch
+
+        with contextlib.suppress(Exception):
+            torch.cuda.memory._record_memory_history(None)
+
+    def _attribute(self, entries: list[dict[str, Any]], segs: list[dict[str, Any]],
+                   pool: tuple[int, ...]) -> dict[str, Any]:
+        """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;
+        and per module scope, bytes allocated and bytes still held."""
+        starts = sorted((int(s["address"]), int(s["address"]) + int(s["total_size"]))
+                        for s in segs)
+        lo = [a for a, _ in starts]
+
+        def in_pool(e: dict[str, Any]) -> bool:
+            pid = e.get("pool_id")
+            if pid is not None:
+                return tuple(int(x) for x in pid) == pool
+            addr = int(e.get("addr", -1))
+            i = bisect.bisect_right(lo, addr) - 1
+            return i >= 0 and addr < starts[i][1]
+
+        offset = self._offset_us
+        begin_us = self._wall0_ns / 1000 + offset
+        times = [t / 1000 + offset for t, _ in self._marks]
+        names = [scope_name(s) for _, s in self._marks]
+        live: dict[int, tuple[int, str]] = {}
+        gross: dict[str, int] = {}
+        cur = peak = total = new_segments = 0
+        for e in entries:
+            t = float(e.get("time_us", begin_us))
+            if t < begin_us or not in_pool(e):
+                continue
+            act, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
+            if act == "alloc":
+                i = max(bisect.bisect_right(times, t) - 1, 0)
+                live[addr] = (size, names[i])
+                gross[names[i]] = gross.get(names[i], 0) + size
+                total += size
+                cur += size
+                peak = max(peak, cur)
+            elif act == "free_requested" and addr in live:
+                cur -= live.pop(addr)[0]
+            elif act == "segment_alloc":
+                new_segments += size
+        held: dict[str, int] = {}
+        for size, name in live.values():
+            held[name] = held.get(name, 0) + size
+        return {
+            "capture_alloc_bytes": total,
+            "capture_live_bytes": sum(held.values()),
+            "capture_peak_bytes": peak,
+            "capture_segment_bytes": new_segments,
+            "memory_by_module": {n: [gross[n], held.get(n, 0)] for n in sorted(gross)},
+        }
+
+    # -- scope marks
+    def _install_hooks(self) -> None:
+        from torch.nn.modules import module as m
+
+        from ..annotate.training import no_dynamo
+
+        marks = self._marks
+
+        @no_dynamo
+        def mark(*_: Any) -> None:
+            marks.append((time.time_ns(), native.current_scope()))
+
+        self._hooks = [m.register_module_forward_pre_hook(mark),
+                       m.register_module_forward_hook(mark, always_call=True)]
+
+    def _remove_hooks(self) -> None:
+        while self._hooks:
+            self._hooks.pop().remove()
+
+
+def pool_facts(cuda_graph: Any) -> dict[str, Any]:
+    """A graph's pool id and the pool's reserved and allocated bytes now (one snapshot)."""
+    info: dict[str, Any] = {}
+    try:
+        import torch
+
+        pool = tuple(int(x) for x in cuda_graph.pool())
+        snap = torch.cuda.memory._snapshot()
+    except Exception:
+        return info
+    segs = [s for s in snap.get("segments", ()) if tuple(s.get("segment_pool_id", ())) == pool]
+    info["pool_id"] = list(pool)
+    info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
+    info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
+    return info
+
+
+def _device_index() -> int:
+    import torch
+
+    return int(torch.cuda.current_device())

@@ -1,0 +1,307 @@
+"""Pools once, capture cost, memory by module and the bucket ladder, on recorded bundles (and
+the capture meter's arithmetic on allocator entries made up here: it needs no GPU)."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+from rich.console import Console
+
+from graphscope import annotate as ann
+from graphscope.analysis.ladder import batch_rows, ladder, structure_key
+from graphscope.analysis.memory import by_module, memory_summary, pools
+from graphscope.analysis.summary import graph_rows, summarize
+from graphscope.annotate.scopes import normalize
+from graphscope.bundle import read_bundle
+from graphscope.capture.meter import OUTSIDE, CaptureMeter
+from graphscope.cli.main import main
+from graphscope.model.graph import Bundle
+from graphscope.render.html import ladder_svg
+from graphscope.render.table import render
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+MiB = 1 << 20
+
+
+def _bundle(name):
+    return read_bundle(os.path.join(DATA, name))
+
+
+def _with_infos(b, infos, names=None):
+    graphs = []
+    for i, (g, info) in enumerate(zip(b.graphs, infos)):
+        graphs.append(dataclasses.replace(g, info={**g.info, **info},
+                                          name=names[i] if names else g.name))
+    return dataclasses.replace(b, graphs=tuple(graphs))
+
+
+def _shared_pool_bundle():
+    """decode_kv_forward's three buckets as if captured into one shared pool."""
+    b = _bundle("decode_kv_forward")
+    pool = [0, 7]
+    infos = [
+        {"pool_id": pool, "pool_bytes": 20 * MiB, "pool_allocated_bytes": 3 * MiB,
+         "capture_s": 0.010, "instantiate_s": 0.002, "capture_alloc_bytes": 5 * MiB,
+         "capture_live_bytes": 1 * MiB, "capture_peak_bytes": 4 * MiB,
+         "capture_segment_bytes": 20 * MiB,
+         "memory_by_module": {"L.blocks.0.attn": [3 * MiB, MiB], "L.head": [2 * MiB, 0]},
+         "capture_by_module_s": {"L.blocks.0.attn": 0.004, OUTSIDE: 0.006}},
+        {"pool_id": pool, "pool_bytes": 22 * MiB, "pool_allocated_bytes": 5 * MiB,
+         "capture_s": 0.020, "instantiate_s": 0.003, "capture_alloc_bytes": 6 * MiB,
+         "capture_live_bytes": 2 * MiB, "capture_peak_bytes": 5 * MiB,
+         "capture_segment_bytes": 2 * MiB,
+         "memory_by_module": {"L.blocks.0.attn": [6 * MiB, 2 * MiB]}},
+        {"pool_id": [0, 9], "pool_bytes": 2 * MiB, "capture_s": 0.030, "instantiate_s": 0.004},
+    ]
+    return _with_infos(b, infos)
+
+
+def test_shared_pool_counted_once_and_total_is_the_union():
+    mem = memory_summary(_shared_pool_bundle())
+    assert [p["graphs"] for p in mem["pools"]] == [
+        ["bucket0 [1,1] [1]", "bucket1 [4,1] [1]"], ["bucket2 [8,1] [1]"]]
+    shared = mem["pools"][0]
+    assert shared["reserved_bytes"] == 22 * MiB  # the largest reading, once
+    assert shared["allocated_bytes"] == 5 * MiB
+    assert shared["capture_live_bytes"] == 3 * MiB
+    assert mem["total_reserved_bytes"] == 24 * MiB  # not 20 + 22 + 2
+    assert [g["pool"] for g in mem["graphs"]] == [1, 1, 2]
+    assert mem["capture_s"] == pytest.approx(0.060)
+    assert mem["instantiate_s"] == pytest.approx(0.009)
+
+
+def test_memory_by_module_adds_up_inclusively():
+    rows = {r["module"]: r for r in memory_summary(_shared_pool_bundle())["by_module"]}
+    assert rows["L.blocks.0.attn"]["alloc_bytes"] == 9 * MiB
+    assert rows["L.blocks.0.attn"]["held_bytes"] == 3 * MiB
+    assert rows["L"]["alloc_bytes"] == 11 * MiB  # attn + head, inclusive
+    assert rows["L.blocks"]["level"] == 1
+    assert rows[OUTSIDE]["capture_s"] == pytest.approx(0.006)
+    top = [r for r in rows.values() if r["level"] == 0]
+    assert sum(r["held_bytes"] for r in top) == 3 * MiB  # = the captures' held bytes
+
+
+def test_old_bundles_have_no_memory_section():
+    b = _bundle("run_decode")
+    assert memory_summary(b) is None
+    assert "memory" not in summarize(b) and "ladder" not in summarize(b)
+
+
+def test_summary_and_report_show_pools_capture_cost_and_ladder():
+    s = summarize(_shared_pool_bundle())
+    assert s["memory"]["total_reserved_bytes"] == 24 * MiB and s["ladder"]
+    con = Console(width=160, record=True)
+    con.print(render(s))
+    text = con.export_text()
+    assert "Memory pools" in text and "2 pool(s), 24.0 MiB reserved in all" in text
+    assert "Capture cost" in text and "Memory by module" in text
+    assert "Bucket ladder: forward buckets" in text
+    json.dumps(s)
+
+
+def test_ladder_of_a_run_bundle():
+    (site,) = ladder(_bundle("run_decode"), graph_rows(_bundle("run_decode")))
+    assert site["site"] == "decode.py:71"
+    assert [b["batch"] for b in site["buckets"]] == [1, 8]
+    small, big = site["buckets"]
+    assert big["ns_per_row"] == pytest.approx(big["median_ns"] / 8)
+    assert small["replays"] == 40 and small["median_ns"] > 0
+    assert site["never_replayed"] == []
+
+
+def test_ladder_groups_structure_and_lists_buckets_never_replayed():
+    b = _bundle("decode_kv_forward")
+    g0 = b.graphs[0]
+    # the same kernels and edges with other launch dims: one structure
+    regrid = tuple(_node(n, grid=(n.grid[0] * 2 + 1, 1, 1)) for n in g0.nodes)
+    twin = dataclasses.replace(g0, name="bucket9 [16,1] [1]", nodes=regrid,
+                               info={**g0.info, "shapes": "[16,1] [1]", "replays": 0})
+    assert structure_key(twin) == structure_key(g0)
+    b2 = dataclasses.replace(b, graphs=b.graphs + (twin,))
+    (site,) = ladder(b2, graph_rows(b2))
+    assert [x["batch"] for x in site["buckets"]] == [1, 4, 8, 16]
+    assert site["never_replayed"] == ["bucket9 [16,1] [1]"]
+    same = [s for s in site["structures"] if len(s["graphs"]) > 1]
+    assert same == [{"structure": 1, "graphs": ["bucket0 [1,1] [1]", "bucket9 [16,1] [1]"]}]
+    # a changed kernel is another structure
+    other = tuple(_node(n, kernel=(n.kernel or "") + "x") if i == 0 else n
+                  for i, n in enumerate(g0.nodes))
+    assert structure_key(dataclasses.replace(g0, nodes=other)) != structure_key(g0)
+
+
+def _node(n, **changes):
+    return dataclasses.replace(n, **changes)
+
+
+def test_batch_rows():
+    assert batch_rows("[8,1] [1]") == 8 and batch_rows("") is None and batch_rows("[3]") == 3
+
+
+def test_report_ladder_cli(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "160")
+    assert main(["report", os.path.join(DATA, "run_decode"), "--ladder", "--no-diagnosis"]) == 0
+    out = capsys.readouterr().out
+    assert "Bucket ladder: decode.py:71" in out and "time/row" in out
+    assert main(["report", os.path.join(DATA, "decode_kv_forward"), "--ladder", "--json",
+                 "--no-diagnosis"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [b["batch"] for b in d["ladder"][0]["buckets"]] == [1, 4, 8]
+    assert main(["report", os.path.join(DATA, "mlp_step"), "--ladder", "--no-diagnosis"]) == 0
+    assert "no capture site captured several graphs" in capsys.readouterr().out
+
+
+def test_ladder_chart_svg():
+    (site,) = ladder(_bundle("decode_kv_forward"), graph_rows(_bundle("decode_kv_forward")))
+    svg = ladder_svg(site)
+    assert svg.startswith("<svg") and svg.count("<circle") == 6  # 3 buckets x 2 series
+    assert "time per replay" in svg and "time per row" in svg
+
+
+def test_pools_without_ids_are_their_own():
+    p = pools([("a", {"pool_bytes": 5}), ("b", {"pool_bytes": 7})])
+    assert [x["reserved_bytes"] for x in p] == [5, 7]
+    assert by_module([{}]) == []
+
+
+def _scope(name):
+    d, frozen = normalize({"module_name": name})
+    return ann.ATTRIBUTION.scopes.child(-1, d, False, frozen)
+
+
+def test_meter_attributes_allocations_to_the_scope_active_then():
+    m = CaptureMeter(history=False)
+    attn, mlp = _scope("L.attn"), _scope("L.mlp")
+    m._offset_us = 1000.0  # allocator clock = ours + 1 ms
+    m._wall0_ns = 0
+    m._marks = [(0, -1), (10_000, attn), (20_000, -1), (30_000, mlp), (40_000, -1)]
+    seg = [{"address": 1 << 20, "total_size": 4 * MiB}]
+    base = 1 << 20
+
+    def e(action, t_us, addr, size):
+        return {"action": action, "time_us": 1000 + t_us, "addr": base + addr, "size": size}
+
+    entries = [
+        {"action": "segment_alloc", "time_us": 1005, "addr": base, "size": 4 * MiB},
+        e("alloc", 12, 0, 1000),         # attn, held
+        e("alloc", 15, 4096, 500),       # attn, freed below
+        e("free_requested", 18, 4096, 500),
+        e("alloc", 35, 8192, 300),       # mlp, held
+        e("alloc", 45, 12288, 7),        # outside modules, held
+        e("alloc", -3, 16384, 64),       # before the window: another capture's
+        {"action": "alloc", "time_us": 1036, "addr": 99 << 30, "size": 1 << 30},  # other pool
+    ]
+    out = m._attribute(entries, seg, (0, 1))
+    assert out["memory_by_module"] == {"L.attn": [1500, 1000], "L.mlp": [300, 300],
+                                       OUTSIDE: [7, 7]}
+    assert out["capture_alloc_bytes"] == 1807
+    assert out["capture_live_bytes"] == 1307
+    assert out["capture_peak_bytes"] == 1500
+    assert out["capture_segment_bytes"] == 4 * MiB
+    spans = m._scope_time(50_000)
+    assert spans == {OUTSIDE: pytest.approx(30e-6), "L.attn": pytest.approx(10e-6),
+                     "L.mlp": pytest.approx(10e-6)}
+
+
+def test_meter_uses_the_entry_pool_id_when_given():
+    m = CaptureMeter(history=False)
+    m._marks = [(0, -1)]
+    entries = [{"action": "alloc", "time_us": 1, "addr": 5, "size": 10, "pool_id": (0, 1)},
+               {"action": "alloc", "time_us": 1, "addr": 6, "size": 20, "pool_id": (0, 2)}]
+    assert m._attribute(entries, [], (0, 1))["capture_alloc_bytes"] == 10
+
+
+def test_bundle_type():
+    assert isinstance(_shared_pool_bundle(), Bundle)
+
+
+def test_html_report_carries_the_ladder_chart():
+    from graphscope.render.html import payload
+
+    p = payload(_bundle("decode_kv_forward"))
+    assert len(p["ladder_svg"]) == 1 and "time per row" in p["ladder_svg"][0]
+    assert payload(_bundle("mlp_step"))["ladder_svg"] == []
+
+
+def test_meter_window_end_to_end(monkeypatch):
+    """begin/end around a module call, with the allocator faked: the allocation made inside a
+    module is its module's; the history is switched on and off; capture time per module."""
+    import time
+
+    import torch
+    from torch import nn
+
+    from tests.unit._fake import fake_session
+
+    snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 1024,
+                          "segment_pool_id": (0, 3)}], "device_traces": [[]]}
+    history = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snap)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    class Alloc(nn.Module):
+        def forward(self, x):
+            time.sleep(0.002)
+            snap["device_traces"][0].append({"action": "alloc", "time_us": time.time_ns() / 1000,
+                                             "addr": 4096, "size": 1024})
+            time.sleep(0.002)
+            return x
+
+    class Graph:
+        def pool(self):
+            return (0, 3)
+
+    model = nn.Sequential(nn.Identity(), Alloc())
+    handle = ann.register_module_annotations(model, backward=False)
+    try:
+        with fake_session():
+            with CaptureMeter(history=True).measure(Graph()) as info:
+                model(torch.zeros(1))
+    finally:
+        handle.remove()
+    assert history == ["all", None]
+    assert info["pool_id"] == [0, 3] and info["pool_bytes"] == 2 * MiB
+    assert info["memory_by_module"] == {"L.1": [1024, 1024]}
+    assert info["capture_live_bytes"] == 1024 == info["pool_allocated_bytes"]
+    assert info["capture_by_module_s"]["L.1"] >= 0.003
+    assert info["capture_s"] >= info["capture_by_module_s"]["L.1"]
+
+
+def test_run_prints_pools_and_ladder_when_recorded():
+    from graphscope.render.table import print_graphs
+
+    con = Console(width=160, record=True)
+    print_graphs(summarize(_shared_pool_bundle()), con)
+    text = con.export_text()
+    assert "Memory pools" in text and "Bucket ladder" in text
+    con = Console(width=160, record=True)
+    print_graphs(summarize(_bundle("run_decode")), con)
+    assert "Memory pools" not in con.export_text()
+
+
+def test_capture_window_hooks_do_not_import_dynamo():
+    """Importing torch._dynamo takes about a second: a program's capture loop under
+    ``graphscope run`` must not pay it when the program never compiles; once dynamo is
+    loaded, the hooks are hidden from it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from graphscope.annotate.training import optimizer_hooks\n"
+        "from graphscope.capture.program.names import ModuleNames, module_hooks\n"
+        "from graphscope.capture.meter import CaptureMeter\n"
+        "hooks = module_hooks(ModuleNames(), None, lambda m, a: None) + optimizer_hooks()\n"
+        "m = CaptureMeter(history=False); m._install_hooks(); m._remove_hooks()\n"
+        "[h.remove() for h in hooks]\n"
+        "assert 'torch._dynamo' not in sys.modules, 'dynamo imported'\n"
+        "import torch._dynamo\n"
+        "from graphscope.annotate.training import no_dynamo\n"
+        "f = no_dynamo(lambda: 1)\n"
+        "assert f() == 1 and f is not None and hasattr(f, '_torchdynamo_disable'), dir(f)\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
