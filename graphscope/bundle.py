@@ -53,6 +53,7 @@ def write_bundle(
     summary: Optional[Mapping[str, Any]] = None,
     raw_dot: Optional[Mapping[str, str]] = None,
     force: bool = False,
+    extra: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> str:
     """Write a bundle atomically: into a temp dir beside ``path``, then rename into place.
 
@@ -91,6 +92,9 @@ def write_bundle(
             summary = {**summary, SUMMARY_KEY: content_digest(tmp)}
             _write(tmp, "summary.json", dumps(_versioned(summary)))
             files.append("summary.json")
+        for name, doc in sorted((extra or {}).items()):  # optional files (eager.json)
+            _write(tmp, name, dumps(_versioned(doc)))
+            files.append(name)
         for name, text in sorted((raw_dot or {}).items()):
             os.makedirs(os.path.join(tmp, "raw"), exist_ok=True)
             rel = f"raw/{safe_file_stem(name)}.dot"
@@ -597,3 +601,38 @@ def raw_dot(bundle: Bundle, graph: str) -> str:
         raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})") from None
     with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+EAGER_FILE = "eager.json"  # capture --eager-baseline (graphscope/capture/eager.py)
+_EAGER_SPEC: dict[str, Any] = {
+    "eager_version": _INT, "mode": _STR, "runs": _INT, "graphs": [_STR],
+    "graph_wall_ns": [_INT], "eager_wall_ns": [_INT], "eager_gpu_ns": [_INT],
+    "backward_attribution": _STR, "?backward_note": _STR,
+    "kernels": [{"graph": _STR, "module": _STR, "phase": _STR, "kernel": _STR, "count": _INT,
+                 "ns": _INT}],
+}
+
+
+def read_eager(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's eager baseline (eager.json, optional: None when absent); a malformed one
+    is refused naming the file."""
+    if not os.path.lexists(os.path.join(path, EAGER_FILE)):
+        return None
+    data = _load_json(path, EAGER_FILE)
+    data.pop("schema_version", None)
+    if data.get("eager_version") != 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: eager_version {data.get('eager_version')!r}, "
+                          "but this graphscope reads version 1; re-record the bundle")
+    if not _fits(data, _EAGER_SPEC) or data["runs"] < 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: malformed (re-record it with graphscope "
+                          "capture --eager-baseline)")
+    return data
+
+
+def read_outside(path: str) -> dict[str, Any]:
+    """timeline.json's eager work seen in the traced windows: ``outside_graph_records`` and
+    ``outside_graph_ns`` (absent in bundles from before it; {} without a timeline)."""
+    if not os.path.lexists(os.path.join(path, "timeline.json")):
+        return {}
+    t = _load_json(path, "timeline.json")
+    return {k: t[k] for k in ("outside_graph_records", "outside_graph_ns") if k in t}

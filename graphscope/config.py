@@ -30,6 +30,7 @@ class CaptureConfig:
     skip_replays: int = 0  # replays of each graph to let pass before tracing
     graphs: Optional[str] = None  # regex: only graphs whose name matches are traced
     dot: bool = True  # keep the driver's verbose DOT of every graph
+    eager_baseline: bool = False  # also run the step eagerly, traced (eager.json)
 
     def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
         for f in fields(self):

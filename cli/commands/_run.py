@@ -15,6 +15,7 @@ PHASES = {
     "inspect": "inspecting the template graph",
     "instantiate": "instantiating",
     "replay": "replaying under the CUPTI tracer",
+    "eager": "running the step eagerly under the CUPTI tracer (--eager-baseline)",
     "write": "writing the bundle",
 }
 

@@ -15,11 +15,15 @@ from ..options import capture_options, command, json_option
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
+@click.option("--eager-baseline", is_flag=True, default=None,
+              help="Also run the step eagerly (as many times as --replays) under the same "
+              "tracer: eager vs graph per module, and the speed-up graphing bought "
+              "(eager.json; --mode step or forward).")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
-            nproc: Optional[int], as_json: bool) -> int:
+            nproc: Optional[int], eager_baseline: Optional[bool], as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -38,7 +42,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force or None,
-                                replays=replays)
+                                replays=replays, eager_baseline=eager_baseline)
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         check_capture_output(cfg, "capture")

@@ -86,6 +86,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         from graphscope.analysis.summary import summarize
 
         s = summarize(b, top=top)
+    eager = _eager(bundle, b, graph_name)
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
@@ -94,6 +95,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             from graphscope.analysis.diagnosis import to_json
 
             s = {**s, "diagnosis": to_json(diag)}
+        s = {**s, **eager}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
     from rich.console import Console
@@ -110,6 +112,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
+    _print_eager(eager, con)
     if diag is not None:
         from graphscope.render.table import print_diagnosis
 
@@ -118,6 +121,50 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         con.print("Diagnosis left out for a bundle this large (it reads every node of every "
                   "graph): pass --diagnosis")
     return 0
+
+
+def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
+    """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
+    its timeline records the eager time of the traced windows (analysis/eager.py)."""
+    from graphscope.analysis.eager import compare, graph_coverage
+    from graphscope.bundle import read_bundle, read_eager, read_outside
+    from graphscope.model.graph import Bundle, only_graph
+
+    doc = read_eager(path)
+    # coverage is a program's question (graphscope run): a model file's step is all graph
+    outside = read_outside(path) if _mode(path) == "run" else {}
+    if doc is None and not outside:
+        return {}
+    if not isinstance(b, Bundle):
+        b = read_bundle(path)
+        if graph_name:
+            b = only_graph(b, graph_name)
+    out: dict = {}
+    cov = graph_coverage(b, outside)
+    if cov is not None:
+        out["graph_coverage"] = cov
+    if doc is not None:
+        out["eager"] = compare(b, doc)
+    return out
+
+
+def _mode(path: str) -> object:
+    import os
+
+    try:
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+            return json.load(f).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None  # read_bundle says what is wrong with it
+
+
+def _print_eager(eager: dict, con: object) -> None:
+    from graphscope.render.eager import coverage_line, render_eager
+
+    if "graph_coverage" in eager:
+        con.print(coverage_line(eager["graph_coverage"]), highlight=False)  # type: ignore
+    if "eager" in eager:
+        con.print(render_eager(eager["eager"]))  # type: ignore[attr-defined]
 
 
 def _wrote(path: str, as_json: bool) -> None:

@@ -31,6 +31,7 @@ from .finish import (
     manifest_for,
     versions,
 )
+from .eager import EAGER_FILE
 from .replay import trace_replays
 from .source import SOURCES, ModelJob, ProgramJob, RawCapture, RawGraph, default_output
 
@@ -150,6 +151,9 @@ def run_capture(
         models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
         raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
                           f"takes one of {', '.join(models)}")
+    if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
+        raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
+                          f"{cfg.mode!r} (its graphs are not one eager step)")
     phase = Phases(progress)
     require_gpu(command)
     from ..ranks import rank_from_env
@@ -174,6 +178,8 @@ def run_capture(
             f"{str(exc).splitlines()[0]}") from exc
     except Exception as exc:
         raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
+    if cfg.eager_baseline and timing:
+        raw.extra_files[EAGER_FILE] = _eager(job, cfg, raw, path)
     manifest = manifest_for(argv if argv is not None else [command], cfg.mode, cfg.depth, rank,
                             warmup=job.warmup, backward=cfg.backward,
                             model={"path": spec.path, "sha256": spec.sha256,
@@ -181,6 +187,30 @@ def run_capture(
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
                   phase=phase)
+
+
+EAGER_MODES = ("step", "forward")
+
+
+def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str
+           ) -> Callable[[], dict[str, Any]]:
+    """eager.json's maker: run after the graph's traced replays (capture/eager.py)."""
+    from .eager import eager_baseline
+
+    def make() -> dict[str, Any]:
+        assert raw.replay is not None
+        try:
+            return eager_baseline(job, cfg.mode, [r.name for r in raw.graphs], raw.replay,
+                                  cfg.replays)
+        except GraphscopeError:
+            raise
+        except Exception as exc:
+            from .diagnose import describe_exception
+
+            raise CaptureError(f"{path}: the eager baseline failed: "
+                               f"{describe_exception(exc, job.model)}") from exc
+
+    return make
 
 
 def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
