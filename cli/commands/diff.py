@@ -47,16 +47,33 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     from graphscope.analysis.diff import diagnosis_deltas
 
     diag = diagnosis_deltas(ba, bb)
+    eager = _eager_pair(a, ba, b, bb)
     if as_json:
         click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
-                               "diagnosis": diag}, sort_keys=True, indent=1))
+                               "diagnosis": diag, **({"eager": eager} if eager else {})},
+                              sort_keys=True, indent=1))
         return 1 if failed else 0
     con = Console()
     con.print(diff_table(d, a, b))
     from graphscope.render.table import diagnosis_diff_table
 
     con.print(diagnosis_diff_table(diag))
+    if eager:
+        from graphscope.render.eager import eager_diff_table
+
+        con.print(eager_diff_table(eager["a"], eager["b"]))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")
     return 1 if failed else 0
+
+
+def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
+    """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
+    from graphscope.analysis.eager import compare
+    from graphscope.bundle import read_eager
+
+    da, db = read_eager(a), read_eager(b)
+    if da is None or db is None:
+        return None
+    return {"a": compare(ba, da), "b": compare(bb, db)}  # type: ignore[arg-type]

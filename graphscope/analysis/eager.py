@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..model.graph import Bundle, short_kernel_name
+from ..model.graph import Bundle, NodeKind, short_kernel_name
 
 Key = tuple[str, str]  # (module, phase)
 
@@ -35,7 +35,7 @@ def graph_kernels(bundle: Bundle, graphs: Optional[set[str]] = None
     for n in bundle.work_nodes():
         if graphs is not None and n.graph not in graphs:
             continue
-        name = short_kernel_name(n.demangled or n.kernel or "?") if n.type == "kernel" else n.type
+        name = short_kernel_name(n.demangled or n.kernel or "?") if n.type == NodeKind.KERNEL else n.type
         row = out[(n.module, n.phase)][name]
         row[0] += 1
         row[1] += n.median_ns or 0.0
@@ -56,7 +56,8 @@ def eager_kernels(eager: Mapping[str, Any]) -> dict[Key, dict[str, list[float]]]
 def kernel_changes(graph: Mapping[str, list[float]], eager: Mapping[str, list[float]]
                    ) -> dict[str, list[Any]]:
     """Added, missing and replaced kernel names of one module and phase (counts per run)."""
-    added, missing = [], []
+    added: list[dict[str, Any]] = []
+    missing: list[dict[str, Any]] = []
     for name in sorted(set(graph) | set(eager)):
         g = graph.get(name, [0, 0.0])
         e = eager.get(name, [0, 0.0])
@@ -80,7 +81,7 @@ def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
     time vs replay wall time (the speed-up graphing bought; below 1 it cost)."""
     gk = graph_kernels(bundle, set(eager["graphs"]))
     ek = eager_kernels(eager)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in sorted(set(gk) | set(ek)):
         g, e = gk.get(key, {}), ek.get(key, {})
         g_ns = sum(v[1] for v in g.values())

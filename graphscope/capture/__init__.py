@@ -21,6 +21,7 @@ from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
 from . import program as _program  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
+from .eager import EAGER_FILE
 from .finish import (
     CaptureResult,
     Phases,
@@ -31,7 +32,6 @@ from .finish import (
     manifest_for,
     versions,
 )
-from .eager import EAGER_FILE
 from .replay import trace_replays
 from .source import SOURCES, ModelJob, ProgramJob, RawCapture, RawGraph, default_output
 
@@ -151,9 +151,7 @@ def run_capture(
         models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
         raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
                           f"takes one of {', '.join(models)}")
-    if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
-        raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
-                          f"{cfg.mode!r} (its graphs are not one eager step)")
+    check_eager_mode(cfg)
     phase = Phases(progress)
     require_gpu(command)
     from ..ranks import rank_from_env
@@ -190,6 +188,13 @@ def run_capture(
 
 
 EAGER_MODES = ("step", "forward")
+
+
+def check_eager_mode(cfg: CaptureConfig) -> None:
+    """``--eager-baseline`` needs a source whose graphs are one eager step (before any work)."""
+    if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
+        raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
+                          f"{cfg.mode!r} (its graphs are not one eager step)")
 
 
 def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str
@@ -278,6 +283,7 @@ __all__ = [
     "RawCapture",
     "RawGraph",
     "build_graphs",
+    "check_eager_mode",
     "default_loss",
     "default_output",
     "finish",

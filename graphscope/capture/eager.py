@@ -41,12 +41,12 @@ from .._errors import CaptureError
 from ..annotate.modules import module_fqn
 from ..annotate.training import OPTIMIZER_SCOPE
 from ..model.graph import UNATTRIBUTED, short_kernel_name
+from ..model.join import KINDS
 from .source import ModelJob
 from .step import LOSS_SCOPE, STEP_SCOPE, unwrap_ddp, zero_grad
 
 EAGER_FILE = "eager.json"
 EAGER_VERSION = 1
-KIND_NAMES = ("kernel", "memcpy", "memset")  # the tracer's record kinds 0, 1, 2
 OUTSIDE = UNATTRIBUTED  # eager work launched outside every scope (as graph nodes are)
 
 Scope = Optional[tuple[str, str]]  # (module, phase) opened, or None: the innermost one closed
@@ -120,8 +120,8 @@ def record_names(rec: native.ActivityRecords) -> list[str]:
     kind)."""
     short = [short_kernel_name(native.demangle(s)) for s in rec.names]
     kinds, idx = rec.kind.tolist(), rec.name_idx.tolist()
-    return [short[j] if k == 0 and 0 <= j < len(short) else
-            (KIND_NAMES[k] if 0 <= k < len(KIND_NAMES) else "?") for k, j in zip(kinds, idx)]
+    return [short[j] if k == 0 and 0 <= j < len(short) else KINDS.get(k, "?")
+            for k, j in zip(kinds, idx)]
 
 
 def _columns(out: list[native.ActivityRecords]) -> tuple[Any, ...]:

@@ -7,11 +7,16 @@ from typing import Any, Optional
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text as _RichText
 
-from .fmt import fmt_ns
-from .table import Text
+from .fmt import fmt_ns, safe
 
 MAX_CHANGES = 3  # kernel names shown per cell
+
+
+def Text(s: object = "", **kw: Any) -> _RichText:  # noqa: N802 - rich's name, made safe
+    """rich's Text (never markup) of ``s`` with control characters escaped."""
+    return _RichText(safe(s), **kw)
 
 
 def _x(v: Optional[float]) -> str:

@@ -1,0 +1,210 @@
+"""Eager vs graph (issue 27) on synthetic records and bundles: the marker attribution of eager
+kernels, the comparison, eager.json in the bundle, report / diff / check, graph coverage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from graphscope._errors import BundleError, CaptureError
+from graphscope.analysis.eager import compare, graph_coverage, kernel_changes
+from graphscope.bundle import read_bundle, read_eager, write_bundle
+from graphscope.capture.eager import attribute
+from graphscope.model.graph import Bundle, CapturedGraph, Node
+
+GID = 1 << 32
+GEMM = "void gemm_kernel<float>(float*)"
+RELU = "void at::native::relu_kernel(float*)"
+
+
+def node(i, name, module, dur, phase=None, graph="step"):
+    ann = {"module_name": module, **({"autograd_phase": phase} if phase else {})}
+    return Node(graph=graph, local_id=i, exec_node_id=GID + i, type="kernel", kernel=name,
+                demangled=name, annotation=ann, durations_ns=(dur, dur, dur))
+
+
+def graph_bundle(path="/x"):
+    nodes = [node(0, GEMM, "L.fc1", 100), node(1, RELU, "L.fc1", 10),
+             node(2, GEMM, "L.fc2", 100), node(3, GEMM, "L.fc2", 50, "backward")]
+    g = CapturedGraph("step", 1, 1, tuple(nodes), ())
+    return Bundle(path, {"mode": "step"}, (g,), 3, replay_kernel_ns=(260, 260, 260))
+
+
+def eager_doc(**kw):
+    doc = {
+        "eager_version": 1, "mode": "step", "runs": 2, "graphs": ["step"],
+        "graph_wall_ns": [1000, 1000], "eager_wall_ns": [3000, 3000],
+        "eager_gpu_ns": [300, 300], "backward_attribution": "module",
+        "kernels": [
+            {"graph": "step", "module": "L.fc1", "phase": "forward", "kernel": "gemm_kernel",
+             "count": 2, "ns": 200},
+            {"graph": "step", "module": "L.fc1", "phase": "forward", "kernel": "relu_kernel",
+             "count": 2, "ns": 20},
+            # eager: fc2 ran a different GEMM (the graph replaced it), and a copy graphing lost
+            {"graph": "step", "module": "L.fc2", "phase": "forward", "kernel": "gemv_kernel",
+             "count": 2, "ns": 100},
+            {"graph": "step", "module": "L.fc2", "phase": "forward", "kernel": "memcpy",
+             "count": 2, "ns": 10},
+            {"graph": "step", "module": "L.fc2", "phase": "backward", "kernel": "gemm_kernel",
+             "count": 2, "ns": 200},
+        ],
+    }
+    doc.update(kw)
+    return doc
+
+
+# ---------------------------------------------------------------- attribution by markers
+def test_attribute_nests_scopes_in_correlation_order():
+    M = 9  # the marker stream
+    # correlation order: marker(None), open L, k, open L.a, k, k, close, k, close, k
+    recs = [  # (correlation, stream, name, ns), shuffled: attribution must sort them
+        (70, 1, "tail", 5), (1, M, "fill", 1), (2, M, "fill", 1), (3, 1, "root", 10),
+        (4, M, "fill", 1), (5, 1, "a1", 20), (6, 1, "a2", 30), (55, M, "fill", 1),
+        (60, 1, "root2", 40), (61, M, "fill", 1)]
+    recs.sort(key=lambda r: r[3] * 13 % 7)
+    corr = np.array([r[0] for r in recs])
+    stream = np.array([r[1] for r in recs])
+    names = [r[2] for r in recs]
+    dur = np.array([r[3] for r in recs])
+    events = [None, ("L", "forward"), ("L.a", "forward"), None, None]
+    out = attribute(corr, stream, np.zeros(len(recs)), names, dur, events)
+    assert out == {("L", "forward", "root"): [1, 10], ("L.a", "forward", "a1"): [1, 20],
+                   ("L.a", "forward", "a2"): [1, 30], ("L", "forward", "root2"): [1, 40],
+                   ("(unattributed)", "forward", "tail"): [1, 5]}
+
+
+def test_attribute_refuses_a_marker_count_that_does_not_match():
+    corr, stream = np.array([1, 2, 3]), np.array([9, 1, 9])
+    with pytest.raises(CaptureError, match="2 scope markers traced, 3 launched"):
+        attribute(corr, stream, np.zeros(3), ["f", "k", "f"], np.ones(3), [None, None, None])
+    with pytest.raises(CaptureError, match="no work"):
+        attribute(np.zeros(0), np.zeros(0), np.zeros(0), [], np.zeros(0), [None])
+
+
+# ---------------------------------------------------------------- comparison
+def test_compare_per_module_phase_and_step():
+    c = compare(graph_bundle(), eager_doc())
+    rows = {(r["module"], r["phase"]): r for r in c["modules"]}
+    fc1 = rows[("L.fc1", "forward")]
+    assert (fc1["eager_kernels"], fc1["graph_kernels"]) == (2, 2)
+    assert (fc1["eager_ns"], fc1["graph_ns"]) == (110, 110)
+    assert not (fc1["added"] or fc1["missing"] or fc1["replaced"])
+    fc2 = rows[("L.fc2", "forward")]
+    assert fc2["replaced"] == [{"eager": "gemv_kernel", "graph": "gemm_kernel"}]
+    assert fc2["missing"] == [{"kernel": "memcpy", "count": 1, "ns": 5.0}]
+    assert fc2["graph_ns"] == 100 and fc2["eager_ns"] == 55 and fc2["slower_in_graph"]
+    assert rows[("L.fc2", "backward")]["eager_ns"] == 100
+    assert c["kernel_set_changed"] and c["slower_in_graph"] == ["L.fc2 forward"]
+    s = c["step"]
+    assert s["speedup"] == 3.0 and s["saved_ns"] == 2000
+    assert s["gpu_speedup"] == pytest.approx(300 / 260)
+    assert s["eager_kernels"] == 5 and s["graph_kernels"] == 4
+
+
+def test_compare_says_when_graphing_cost_time():
+    c = compare(graph_bundle(), eager_doc(graph_wall_ns=[4000, 4000]))
+    assert c["step"]["speedup"] == 0.75 and c["step"]["saved_ns"] == -1000
+    from graphscope.render.eager import step_lines
+
+    assert "graphing COST 1.0 µs per step" in step_lines(c)[0]
+
+
+def test_kernel_changes_counts_per_run():
+    ch = kernel_changes({"k": [3, 30.0]}, {"k": [1, 10.0]})
+    assert ch == {"added": [{"kernel": "k", "count": 2, "ns": 30.0}], "missing": [],
+                  "replaced": []}
+
+
+def test_graph_coverage():
+    b = graph_bundle()
+    assert graph_coverage(b, {"outside_graph_records": 3}) is None  # before the field
+    cov = graph_coverage(b, {"outside_graph_records": 3, "outside_graph_ns": 260})
+    assert cov["graph_ns"] == 780 and cov["total_ns"] == 1040
+    assert cov["pct"] == pytest.approx(75.0)
+
+
+# ---------------------------------------------------------------- bundle, report, diff
+def _write(tmp_path, name="b", **kw):
+    b = graph_bundle()
+    return write_bundle(str(tmp_path / name), manifest={"mode": "step"}, graphs=list(b.graphs),
+                        timeline={"replays": 3, "replay_kernel_ns": [260] * 3,
+                                  "replay_span_ns": [300] * 3, "events": [],
+                                  "durations_ns": {str(n.exec_node_id): list(n.durations_ns)
+                                                   for n in b.work}},
+                        extra={"eager.json": eager_doc(**kw)})
+
+
+def test_eager_json_round_trip_and_refusals(tmp_path):
+    p = _write(tmp_path)
+    assert "eager.json" in read_bundle(p).manifest["files"]
+    assert read_eager(p) == eager_doc()
+    with open(os.path.join(p, "eager.json"), "w") as f:
+        json.dump({"schema_version": 1, **eager_doc(runs="2")}, f)
+    with pytest.raises(BundleError, match="eager.json: malformed"):
+        read_eager(p)
+    with open(os.path.join(p, "eager.json"), "w") as f:
+        json.dump({"schema_version": 1, **eager_doc(eager_version=9)}, f)
+    with pytest.raises(BundleError, match="eager_version 9"):
+        read_eager(p)
+    os.unlink(os.path.join(p, "eager.json"))
+    assert read_eager(p) is None
+
+
+def test_report_shows_eager_vs_graph(tmp_path):
+    from graphscope.cli.main import cli
+
+    p = _write(tmp_path)
+    r = CliRunner().invoke(cli, ["report", p, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["eager"]["step"]["speedup"] == 3.0 and "graph_coverage" not in d
+    r = CliRunner().invoke(cli, ["report", p], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "Eager vs graph by module" in r.output and "3.00× speed-up" in r.output
+    assert "gemv_kernel → gemm_kernel" in r.output
+
+
+def test_report_of_a_run_bundle_shows_coverage(tmp_path):
+    from graphscope.cli.main import cli
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "run_whole_network")
+    p = str(tmp_path / "run")
+    shutil.copytree(src, p)
+    tl = os.path.join(p, "timeline.json")
+    with open(tl) as f:
+        t = json.load(f)
+    t["outside_graph_ns"] = 1000
+    with open(tl, "w") as f:
+        json.dump(t, f)
+    r = CliRunner().invoke(cli, ["report", p, "--json"])
+    assert r.exit_code == 0, r.output
+    cov = json.loads(r.output)["graph_coverage"]
+    assert cov["outside_ns"] == 1000 and cov["outside_records"] == t["outside_graph_records"]
+    assert 0 < cov["pct"] < 100
+
+
+def test_diff_compares_the_eager_baselines(tmp_path):
+    from graphscope.cli.main import cli
+
+    a = _write(tmp_path, "a")
+    b = _write(tmp_path, "b", eager_wall_ns=[1500, 1500])
+    r = CliRunner().invoke(cli, ["diff", a, b, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["eager"]
+    assert d["a"]["step"]["speedup"] == 3.0 and d["b"]["step"]["speedup"] == 1.5
+    r = CliRunner().invoke(cli, ["diff", a, b], env={"COLUMNS": "200"})
+    assert "Eager vs graph (A → B)" in r.output and "1.50×" in r.output
+
+
+def test_capture_refuses_eager_baseline_for_callables(capsys):
+    from graphscope.cli.main import main
+
+    assert main(["capture", "--mode", "callables", "--eager-baseline"]) == 2
+    err = capsys.readouterr().err
+    assert "--eager-baseline takes --mode step or forward, not 'callables'" in err
+    assert len(err.strip().splitlines()) == 1
