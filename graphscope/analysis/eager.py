@@ -35,7 +35,8 @@ def graph_kernels(bundle: Bundle, graphs: Optional[set[str]] = None
     for n in bundle.work_nodes():
         if graphs is not None and n.graph not in graphs:
             continue
-        name = short_kernel_name(n.demangled or n.kernel or "?") if n.type == NodeKind.KERNEL else n.type
+        kernel = n.type == NodeKind.KERNEL
+        name = short_kernel_name(n.demangled or n.kernel or "?") if kernel else n.type
         row = out[(n.module, n.phase)][name]
         row[0] += 1
         row[1] += n.median_ns or 0.0
