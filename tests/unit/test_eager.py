@@ -208,3 +208,43 @@ def test_capture_refuses_eager_baseline_for_callables(capsys):
     err = capsys.readouterr().err
     assert "--eager-baseline takes --mode step or forward, not 'callables'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- check budgets
+def _budgets(tmp_path, text):
+    from graphscope.analysis.budgets import load_budgets
+
+    p = tmp_path / "budgets.yaml"
+    p.write_text(text)
+    return load_budgets(str(p))
+
+
+def test_eager_and_coverage_budgets(tmp_path):
+    from graphscope.analysis.budgets import evaluate
+
+    b = _budgets(tmp_path, "capture: {eager_baseline: true}\n"
+                 "eager: {min_speedup: 2.5, min_gpu_speedup: 1.5}\n"
+                 "graph_coverage: {min_pct: 80}\n")
+    assert b.capture == {"eager_baseline": True}
+    res = {r.name: r for r in evaluate(graph_bundle(), b, eager=eager_doc(),
+                                       outside={"outside_graph_ns": 260})}
+    assert res["eager.speedup"].passed and res["eager.speedup"].measured == 3.0
+    assert not res["eager.gpu_speedup"].passed  # 300 / 260 = 1.15x < 1.5x
+    assert not res["graph_coverage"].passed and res["graph_coverage"].measured == 75.0
+    res = {r.name: r for r in evaluate(graph_bundle(), b)}
+    assert not res["eager.speedup"].passed
+    assert "no eager baseline in the bundle" in res["eager.speedup"].message
+    assert "records no outside-graph time" in res["graph_coverage"].message
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("eager: {min_speedup: fast}\n", "'eager.min_speedup' must be a number"),
+    ("eager: {max_speedup: 1}\n", "unknown key 'eager.max_speedup'"),
+    ("graph_coverage: {min_pct: 120}\n", "at most 100"),
+    ("capture: {eager_baseline: 1}\n", "'capture.eager_baseline' must be bool"),
+])
+def test_eager_budget_errors(tmp_path, text, msg):
+    from graphscope._errors import ConfigError
+
+    with pytest.raises(ConfigError, match=msg):
+        _budgets(tmp_path, text)
