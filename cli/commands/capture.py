@@ -48,12 +48,17 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         check_capture_output(cfg, "capture")
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
+    eager = _eager(res)
     if as_json:
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
-                               **res.summary}, sort_keys=True, indent=1))
+                               **res.summary, **eager}, sort_keys=True, indent=1))
         return 0
     con = Console()
     print_summary(res.summary, con)
+    if eager:
+        from graphscope.render.eager import render_eager
+
+        con.print(render_eager(eager["eager"]))
     phases = " · ".join(f"{k} {v:.2f} s" for k, v in res.phases_s.items())
     con.print(f"phases: {phases}", highlight=False)
     jr = res.join
@@ -62,3 +67,12 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
     con.print(f"Wrote {res.bundle_path}")
     return 0
+
+
+def _eager(res: Any) -> dict[str, Any]:
+    """{"eager": eager vs graph} of a bundle captured with --eager-baseline, else {}."""
+    from graphscope.analysis.eager import compare
+    from graphscope.bundle import read_eager
+
+    doc = read_eager(res.bundle_path)
+    return {"eager": compare(res.bundle, doc)} if doc is not None else {}

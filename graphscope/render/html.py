@@ -125,6 +125,17 @@ def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]
     return d, frozenset(crit)
 
 
+def _eager(bundle: Bundle) -> Optional[dict[str, Any]]:
+    """The eager-vs-graph comparison (analysis/eager.py) of a bundle with eager.json."""
+    from ..analysis.eager import compare
+    from ..bundle import read_eager
+
+    if not bundle.path:
+        return None
+    doc = read_eager(bundle.path)
+    return compare(bundle, doc) if doc is not None else None
+
+
 def payload(bundle: Bundle, replay: int = 0,
             ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> dict[str, Any]:
     """Everything the page draws, as plain data. ``ranks``: a multi-rank bundle's ranks (then
@@ -166,7 +177,9 @@ def payload(bundle: Bundle, replay: int = 0,
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
+    eager = _eager(bundle) if not ranks else None
     return {
+        **({"eager": eager} if eager is not None else {}),
         "schema_version": 2,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),

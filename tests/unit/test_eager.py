@@ -248,3 +248,29 @@ def test_eager_budget_errors(tmp_path, text, msg):
 
     with pytest.raises(ConfigError, match=msg):
         _budgets(tmp_path, text)
+
+
+def test_html_report_has_the_eager_tab(tmp_path):
+    from graphscope.render.html import payload, render
+
+    p = _write(tmp_path)
+    b = read_bundle(p)
+    assert payload(b)["eager"]["step"]["speedup"] == 3.0
+    assert "eager" not in payload(graph_bundle(""))  # a bundle without eager.json: no tab
+    page = tmp_path / "r.html"
+    page.write_text(render(b))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed")
+    from tests.unit.test_html import _chromium
+
+    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
+    import re
+
+    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
+    assert m, dom.stderr[-2000:]
+    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
+    assert attrs.get("state") == "ok", m.group(0)
+    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    assert res["views"][0]["eager"] == 3  # a row per module and phase
+    assert "gemv_kernel → gemm_kernel" in dom.stdout
