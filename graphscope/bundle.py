@@ -636,3 +636,25 @@ def read_outside(path: str) -> dict[str, Any]:
         return {}
     t = _load_json(path, "timeline.json")
     return {k: t[k] for k in ("outside_graph_records", "outside_graph_ns") if k in t}
+
+
+TREES_FILE = "cudagraph_trees.json"  # graphscope run (graphscope/capture/program/trees.py)
+_TREES_SPEC: dict[str, Any] = {
+    "trees_version": _INT, "dropped": _INT, "missing": [_STR],
+    "events": [{"event": _STR, "t_s": _NUM, "?function": _STR, "?mode": _STR, "?shapes": _STR,
+                "?reason": _STR}],
+    "warmups": {"*": _INT}, "eager_runs": {"*": _INT}, "counters": {"*": _NUM},
+}
+
+
+def read_trees(path: str) -> Optional[dict[str, Any]]:
+    """torch.compile's cudagraph-tree events of a ``graphscope run`` bundle (optional: None
+    when absent); a malformed file is refused naming it."""
+    if not os.path.lexists(os.path.join(path, TREES_FILE)):
+        return None
+    data = _load_json(path, TREES_FILE)
+    data.pop("schema_version", None)
+    if data.get("trees_version") != 1 or not _fits(data, _TREES_SPEC):
+        raise BundleError(f"{path}/{TREES_FILE}: malformed or of another version (re-record "
+                          "it with graphscope run)")
+    return data

@@ -126,14 +126,16 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
     """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
     its timeline records the eager time of the traced windows (analysis/eager.py)."""
-    from graphscope.analysis.eager import compare, graph_coverage
-    from graphscope.bundle import read_bundle, read_eager, read_outside
+    from graphscope.analysis.eager import compare, graph_coverage, tree_summary
+    from graphscope.bundle import read_bundle, read_eager, read_outside, read_trees
     from graphscope.model.graph import Bundle, only_graph
 
     doc = read_eager(path)
     # coverage is a program's question (graphscope run): a model file's step is all graph
-    outside = read_outside(path) if _mode(path) == "run" else {}
-    if doc is None and not outside:
+    run = _mode(path) == "run"
+    outside = read_outside(path) if run else {}
+    trees = read_trees(path) if run else None
+    if doc is None and not outside and trees is None:
         return {}
     if not isinstance(b, Bundle):
         b = read_bundle(path)
@@ -145,6 +147,8 @@ def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
         out["graph_coverage"] = cov
     if doc is not None:
         out["eager"] = compare(b, doc)
+    if trees is not None:
+        out["cudagraph_trees"] = tree_summary(trees)
     return out
 
 
@@ -159,10 +163,12 @@ def _mode(path: str) -> object:
 
 
 def _print_eager(eager: dict, con: object) -> None:
-    from graphscope.render.eager import coverage_line, render_eager
+    from graphscope.render.eager import coverage_line, render_eager, tree_lines
 
     if "graph_coverage" in eager:
         con.print(coverage_line(eager["graph_coverage"]), highlight=False)  # type: ignore
+    for line in tree_lines(eager["cudagraph_trees"]) if "cudagraph_trees" in eager else []:
+        con.print(line, highlight=False, markup=False)  # type: ignore[attr-defined]
     if "eager" in eager:
         con.print(render_eager(eager["eager"]))  # type: ignore[attr-defined]
 

@@ -132,3 +132,20 @@ def graph_coverage(bundle: Bundle, timeline: Mapping[str, Any]) -> Optional[dict
     return {"graph_ns": inside, "outside_ns": outside, "total_ns": total,
             "outside_records": int(timeline.get("outside_graph_records") or 0),
             "pct": 100.0 * inside / total if total else 100.0}
+
+
+def tree_summary(trees: Mapping[str, Any]) -> dict[str, Any]:
+    """torch.compile's cudagraph trees in a run (cudagraph_trees.json): recordings,
+    re-recordings with their reasons, skipped regions with torch's reasons, warm-up runs."""
+    ev = trees["events"]
+    return {
+        "recordings": sum(1 for e in ev if e["event"] == "record"),
+        "re_recordings": [{k: e.get(k) for k in ("function", "shapes", "reason")}
+                          for e in ev if e["event"] == "re-record"],
+        "skips": [e.get("reason", "") for e in ev if e["event"] == "skip"],
+        "warmup_runs": sum(trees["warmups"].values()),
+        "eager_runs": sum(trees["eager_runs"].values()),
+        "counters": dict(trees["counters"]),
+        "events_dropped": trees["dropped"],
+        "signals_missing": list(trees["missing"]),
+    }

@@ -103,3 +103,23 @@ def eager_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
     t.add_row("kernel set changed", str(a["kernel_set_changed"]).lower(),
               str(b["kernel_set_changed"]).lower())
     return t
+
+
+MAX_TREE_LINES = 10
+
+
+def tree_lines(t: dict[str, Any]) -> list[str]:
+    """torch.compile cudagraph trees: what was recorded, re-recorded and skipped, and why."""
+    rr, skips = t["re_recordings"], t["skips"]
+    lines = [f"torch.compile cudagraph trees: {t['recordings']} recording(s), {len(rr)} "
+             f"re-recording(s), {len(skips)} skipped region(s), {t['warmup_runs']} warm-up "
+             f"run(s), {t['eager_runs']} eager run(s) of warmed-up functions"]
+    lines += [f"  re-recorded {r['function']} ({r['shapes']}): {r['reason']}"
+              for r in rr[:MAX_TREE_LINES]]
+    lines += [f"  skipped: {s}" for s in skips[:MAX_TREE_LINES]]
+    more = max(len(rr) - MAX_TREE_LINES, 0) + max(len(skips) - MAX_TREE_LINES, 0)
+    if more:
+        lines.append(f"  ... {more} more (report --json lists them all)")
+    if t["signals_missing"]:
+        lines.append("  not observed on this torch: " + ", ".join(t["signals_missing"]))
+    return lines

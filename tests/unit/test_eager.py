@@ -274,3 +274,93 @@ def test_html_report_has_the_eager_tab(tmp_path):
     res = json.loads(attrs["selftest"].replace("&quot;", '"'))
     assert res["views"][0]["eager"] == 3  # a row per module and phase
     assert "gemv_kernel → gemm_kernel" in dom.stdout
+
+
+# ---------------------------------------------------------------- torch.compile cudagraph trees
+def test_tree_events_from_torchs_own_functions(monkeypatch):
+    """The watch wraps torch's functions (stubbed here: the real ones need a GPU) and records
+    what they are called with and return: warm-ups, recordings, re-recordings with torch's
+    status message or the new shapes, and skips with torch's message."""
+    from types import SimpleNamespace
+
+    import torch
+    from torch._inductor import cudagraph_trees as ct
+    from torch._inductor import cudagraph_utils as cu
+    from torch._inductor import output_code as oc
+
+    from graphscope.capture.program.trees import TreeEvents
+
+    M, N = ct.CUDAGraphTreeManager, ct.CUDAGraphNode
+    monkeypatch.setattr(M, "record_function", lambda mgr, inputs, fid: "recorded")
+    monkeypatch.setattr(M, "run_eager", lambda mgr, inputs, fid: "eager")
+    status = ct.CheckInvariantStatus
+    monkeypatch.setattr(N, "check_invariants",
+                        lambda node, inputs: (status.StaticInputIdxMismatch,
+                                              lambda: "static input data pointer changed"))
+    stubs = (M.record_function, M.run_eager, N.check_invariants,
+             cu.log_cudagraph_skip_and_bump_counter)
+    assert oc.log_cudagraph_skip_and_bump_counter is stubs[3]  # bound by name there
+    mgr = SimpleNamespace(get_func_name=lambda fid: "forward", warmed_up_functions=set(),
+                          id_to_mode={0: SimpleNamespace(name="INFERENCE")})
+    w = TreeEvents()
+    w.install()
+    try:
+        a, b = [torch.zeros(2, 3)], [torch.zeros(4, 3)]
+        assert M.run_eager(mgr, a, 0) == "eager"  # a warm-up
+        mgr.warmed_up_functions.add(0)
+        M.run_eager(mgr, a, 0)  # an eager run of a warmed-up function
+        assert M.record_function(mgr, a, 0) == "recorded"
+        M.record_function(mgr, b, 0)  # a new size: re-recorded
+        N.check_invariants(object(), b)  # a recorded graph refuses these inputs ...
+        M.record_function(mgr, b, 0)  # ... so torch records again
+        oc.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to cpu device (arg1)")
+    finally:
+        w.uninstall()
+    assert (M.record_function, M.run_eager, N.check_invariants,
+            cu.log_cudagraph_skip_and_bump_counter) == stubs
+    assert oc.log_cudagraph_skip_and_bump_counter is stubs[3]
+    d = w.doc()
+    ev = [{k: v for k, v in e.items() if k != "t_s"} for e in d["events"]]
+    assert ev == [
+        {"event": "record", "function": "forward", "mode": "INFERENCE", "shapes": "2x3"},
+        {"event": "re-record", "function": "forward", "mode": "INFERENCE", "shapes": "4x3",
+         "reason": "input shapes 2x3 -> 4x3"},
+        {"event": "re-record", "function": "forward", "mode": "INFERENCE", "shapes": "4x3",
+         "reason": "StaticInputIdxMismatch: static input data pointer changed"},
+        {"event": "skip", "reason": "skipping cudagraphs due to cpu device (arg1)"}]
+    assert d["warmups"] == {"forward": 1} and d["eager_runs"] == {"forward": 1}
+    assert d["counters"] == {"cudagraph_skips": 1} and d["missing"] == []
+    assert TreeEvents().doc() is None  # nothing happened: no file
+
+
+def test_report_prints_the_tree_events(tmp_path):
+    from graphscope.cli.main import cli
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "run_compiled")
+    p = str(tmp_path / "run")
+    shutil.copytree(src, p)
+    doc = {"schema_version": 1, "trees_version": 1, "dropped": 0, "missing": [],
+           "events": [{"event": "record", "function": "f", "mode": "INFERENCE",
+                       "shapes": "2x3", "t_s": 0.1},
+                      {"event": "re-record", "function": "f", "mode": "INFERENCE",
+                       "shapes": "4x3", "reason": "input shapes 2x3 -> 4x3", "t_s": 0.2},
+                      {"event": "skip", "reason": "skipping cudagraphs due to cpu device",
+                       "t_s": 0.3}],
+           "warmups": {"f": 2}, "eager_runs": {}, "counters": {"cudagraph_skips": 1}}
+    with open(os.path.join(p, "cudagraph_trees.json"), "w") as f:
+        json.dump(doc, f)
+    r = CliRunner().invoke(cli, ["report", p, "--json"])
+    assert r.exit_code == 0, r.output
+    t = json.loads(r.output)["cudagraph_trees"]
+    assert t["recordings"] == 1 and t["warmup_runs"] == 2
+    assert t["re_recordings"] == [{"function": "f", "shapes": "4x3",
+                                   "reason": "input shapes 2x3 -> 4x3"}]
+    assert t["skips"] == ["skipping cudagraphs due to cpu device"]
+    r = CliRunner().invoke(cli, ["report", p], env={"COLUMNS": "200"})
+    assert "1 recording(s), 1 re-recording(s), 1 skipped region(s), 2 warm-up" in r.output
+    assert "re-recorded f (4x3): input shapes 2x3 -> 4x3" in r.output
+    doc["events"][0]["t_s"] = "soon"
+    with open(os.path.join(p, "cudagraph_trees.json"), "w") as f:
+        json.dump(doc, f)
+    r = CliRunner().invoke(cli, ["report", p])
+    assert r.exit_code != 0 and "cudagraph_trees.json: malformed" in str(r.exception)

@@ -21,6 +21,7 @@ from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, 
 from .patch import patch_compile, patch_cuda_graph
 from .provenance import Provenance
 from .traced import TracedReplays
+from .trees import TREES_FILE, TreeEvents
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
@@ -70,6 +71,7 @@ class GraphWatch:
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
+        self.trees = TreeEvents()  # torch.compile's cudagraph trees (trees.py)
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
         self._undo: list[Callable[[], None]] = []
@@ -85,13 +87,14 @@ class GraphWatch:
         native.watch_profiler()  # the program's own torch.profiler sessions keep CUPTI
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         self._undo.append(patch_cuda_graph(self))
-        self._undo.append(patch_compile(self.provenance))
+        self._undo.append(patch_compile(self.provenance, self.trees))
 
     def uninstall(self) -> None:
         self._close_window()
         while self._undo:
             self._undo.pop()()
         self.provenance.uninstall()
+        self.trees.uninstall()
 
     # -- capture window
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
@@ -215,7 +218,11 @@ class GraphWatch:
         }
         if self.warnings:
             meta["warnings"] = list(self.warnings)
-        return RawCapture(raws, join=self.traced.join(done), meta=meta)
+        raw_capture = RawCapture(raws, join=self.traced.join(done), meta=meta)
+        trees = self.trees.doc()
+        if trees is not None:
+            raw_capture.extra_files[TREES_FILE] = lambda: trees
+        return raw_capture
 
 
 def _pool_id(cuda_graph: Any) -> Any:
