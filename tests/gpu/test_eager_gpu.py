@@ -159,3 +159,50 @@ def test_graph_coverage_of_the_sample_programs(tmp_path, program):
     assert 0 <= cov["pct"] <= 100
     assert (cov["outside_ns"] == 0) == (t["outside_graph_records"] == 0)
     print(program, cov)
+
+
+COMPILED = '''
+import torch
+
+
+def f(x):
+    return (x * 2 + 1).relu()
+
+
+def g(x, c):  # c is a CPU tensor: inductor skips cudagraphs for this region
+    return x * 2 + c.to(x.device)
+
+
+cf = torch.compile(f, mode="reduce-overhead")
+cg = torch.compile(g, mode="reduce-overhead")
+a = torch.randn(8, 8, device="cuda")
+for _ in range(5):
+    cf(a)
+b = torch.randn(16, 8, device="cuda")  # a new input shape: recorded again
+for _ in range(5):
+    cf(b)
+for _ in range(3):
+    cg(a, torch.ones(8, 8))
+torch.cuda.synchronize()
+'''
+
+
+def test_compiled_program_reports_skips_and_re_records_with_torchs_reasons(tmp_path):
+    prog = tmp_path / "compiled_events.py"
+    prog.write_text(COMPILED)
+    out = str(tmp_path / "run")
+    r = gs("run", "-o", out, str(prog))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert os.path.exists(os.path.join(out, "cudagraph_trees.json"))
+    rep = gs("report", out, "--json")
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    t = json.loads(rep.stdout)["cudagraph_trees"]
+    print(json.dumps(t, indent=1))
+    assert t["signals_missing"] == []
+    assert t["recordings"] >= 1 and t["warmup_runs"] >= 1
+    assert any("cpu" in s.lower() for s in t["skips"]), t["skips"]  # torch's own message
+    assert t["counters"].get("cudagraph_skips", 0) >= 1
+    assert t["re_recordings"], t  # the new shape
+    assert all(r["reason"] for r in t["re_recordings"])
+    text = gs("report", out).stdout
+    assert "skipped: " in text and "re-recorded " in text
