@@ -178,9 +178,10 @@ cg = torch.compile(g, mode="reduce-overhead")
 a = torch.randn(8, 8, device="cuda")
 for _ in range(5):
     cf(a)
-b = torch.randn(16, 8, device="cuda")  # a new input shape: recorded again
-for _ in range(5):
-    cf(b)
+for n in (16, 24):  # new input shapes: a dynamic-shape recompile, then a re-record of it
+    b = torch.randn(n, 8, device="cuda")
+    for _ in range(5):
+        cf(b)
 for _ in range(3):
     cg(a, torch.ones(8, 8))
 torch.cuda.synchronize()

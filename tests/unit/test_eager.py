@@ -300,8 +300,10 @@ def test_tree_events_from_torchs_own_functions(monkeypatch):
     stubs = (M.record_function, M.run_eager, N.check_invariants,
              cu.log_cudagraph_skip_and_bump_counter)
     assert oc.log_cudagraph_skip_and_bump_counter is stubs[3]  # bound by name there
+    call = SimpleNamespace(model=object())  # one compiled callable, two functions
     mgr = SimpleNamespace(get_func_name=lambda fid: "forward", warmed_up_functions=set(),
-                          id_to_mode={0: SimpleNamespace(name="INFERENCE")})
+                          id_to_mode={i: SimpleNamespace(name="INFERENCE") for i in range(3)},
+                          ids_to_funcs={0: call, 1: call, 2: SimpleNamespace(model=object())})
     w = TreeEvents()
     w.install()
     try:
@@ -310,7 +312,8 @@ def test_tree_events_from_torchs_own_functions(monkeypatch):
         mgr.warmed_up_functions.add(0)
         M.run_eager(mgr, a, 0)  # an eager run of a warmed-up function
         assert M.record_function(mgr, a, 0) == "recorded"
-        M.record_function(mgr, b, 0)  # a new size: re-recorded
+        M.record_function(mgr, b, 1)  # a new size of the same callable: re-recorded
+        M.record_function(mgr, b, 2)  # another callable: a recording of its own
         N.check_invariants(object(), b)  # a recorded graph refuses these inputs ...
         M.record_function(mgr, b, 0)  # ... so torch records again
         oc.log_cudagraph_skip_and_bump_counter("skipping cudagraphs due to cpu device (arg1)")
@@ -325,6 +328,7 @@ def test_tree_events_from_torchs_own_functions(monkeypatch):
         {"event": "record", "function": "forward", "mode": "INFERENCE", "shapes": "2x3"},
         {"event": "re-record", "function": "forward", "mode": "INFERENCE", "shapes": "4x3",
          "reason": "input shapes 2x3 -> 4x3"},
+        {"event": "record", "function": "forward", "mode": "INFERENCE", "shapes": "4x3"},
         {"event": "re-record", "function": "forward", "mode": "INFERENCE", "shapes": "4x3",
          "reason": "StaticInputIdxMismatch: static input data pointer changed"},
         {"event": "skip", "reason": "skipping cudagraphs due to cpu device (arg1)"}]

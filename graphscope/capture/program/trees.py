@@ -6,8 +6,9 @@ Sources, all torch's: ``CUDAGraphTreeManager.record_function`` (a recording), ``
 (a warm-up, or an eager run of a warmed-up function), ``CUDAGraphNode.check_invariants`` (the
 status and message of a recorded graph that cannot run these inputs: the re-record's reason),
 ``log_cudagraph_skip_and_bump_counter`` (a skipped region: "skipping cudagraphs due to ...")
-and ``torch._dynamo.utils.counters["inductor"]``. A recording of a function recorded before
-with other input shapes (a new size under dynamic shapes, or a recompile) is a re-record for
+and ``torch._dynamo.utils.counters["inductor"]``. A recording of a compiled callable recorded
+before with other input shapes (each size of a dynamic-shape graph is a tree function of its
+own on one callable; a recompile is a new callable, so a new recording) is a re-record for
 "input shapes" with both shape lists. The wrappers call torch's functions unchanged and are
 removed when the program ends; where this torch lacks one of them, that signal is absent and
 the document says which (``missing``).
@@ -57,7 +58,9 @@ class TreeEvents:
         self._base: Optional[dict[str, int]] = None  # the counters when installed
         self._t0 = time.perf_counter()
         self._local = threading.local()
-        self._recorded: dict[str, str] = {}  # function name -> input shapes of its last recording
+        # the compiled callable's id -> input shapes of its last recording (each input size of
+        # a dynamic-shape graph is a function of its own in the tree, on the same callable)
+        self._recorded: dict[int, str] = {}
 
     def _add(self, event: dict[str, Any]) -> None:
         if len(self.events) >= MAX_EVENTS:
@@ -106,16 +109,21 @@ class TreeEvents:
         def record_function(mgr: Any, new_inputs: Any, function_id: Any) -> Any:
             name, mode = _name(mgr, function_id)
             shapes = _shapes(new_inputs)
+            try:
+                key = id(mgr.ids_to_funcs[function_id].model)
+            except Exception:  # noqa: BLE001 - another torch: no shape-based re-records
+                key = None
             why = getattr(self._local, "mismatch", None)
             self._local.mismatch = None
             ev: dict[str, Any] = {"event": "record", "function": name, "mode": mode,
                                   "shapes": shapes}
             if why is not None:
                 ev.update(event="re-record", reason=why)
-            elif name in self._recorded and self._recorded[name] != shapes:
+            elif key in self._recorded and self._recorded[key] != shapes:
                 ev.update(event="re-record",
-                          reason=f"input shapes {self._recorded[name]} -> {shapes}")
-            self._recorded[name] = shapes
+                          reason=f"input shapes {self._recorded[key]} -> {shapes}")
+            if key is not None:
+                self._recorded[key] = shapes
             self._add(ev)
             return real(mgr, new_inputs, function_id)
 
