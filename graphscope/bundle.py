@@ -607,7 +607,7 @@ EAGER_FILE = "eager.json"  # capture --eager-baseline (graphscope/capture/eager.
 _EAGER_SPEC: dict[str, Any] = {
     "eager_version": _INT, "mode": _STR, "runs": _INT, "graphs": [_STR],
     "graph_wall_ns": [_INT], "eager_wall_ns": [_INT], "eager_gpu_ns": [_INT],
-    "backward_attribution": _STR, "?backward_note": _STR,
+    "backward_attribution": _STR,
     "kernels": [{"graph": _STR, "module": _STR, "phase": _STR, "kernel": _STR, "count": _INT,
                  "ns": _INT}],
 }

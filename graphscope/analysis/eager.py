@@ -115,7 +115,6 @@ def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
         "slower_in_graph": [f"{r['module']} {r['phase']}" for r in rows
                             if r["slower_in_graph"]],
         "backward_attribution": eager["backward_attribution"],
-        **({"backward_note": eager["backward_note"]} if "backward_note" in eager else {}),
     }
 
 

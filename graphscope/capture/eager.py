@@ -20,10 +20,12 @@ Two kinds of eager runs, after the graph's traced replays:
   beside the model's stream, not in it, and the timed runs have none.
 
 Naming is the capture's (:func:`graphscope.annotate.modules.module_fqn`: ``L``, ``L.<path>``,
-``(loss)``, ``(step)``, ``(optimizer)``). Backward scopes come from torch's global full-backward
-hooks; where a model refuses them (an in-place update of a hooked module's output view), the
-attributed run is repeated without them and backward kernels are attributed to the phase only
-(``backward_attribution: "phase"``, with torch's message).
+``(loss)``, ``(step)``, ``(optimizer)``). Backward: as the capture does (DESIGN.md, backward
+attribution), a TorchFunctionMode gives each autograd node an output of an op creates to the
+innermost scope open in forward (first owner wins), and the node's pre-hook and hook mark its
+backward scope open and closed around its kernels; gradient accumulation, owned by no op,
+falls to the scope around ``backward()`` (``(loss)``/``(step)``, the known accumulation rule).
+The hooks live on that run's autograd graph only.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ Scope = Optional[tuple[str, str]]  # (module, phase) opened, or None: the innerm
 
 
 class Markers:
-    """Scope changes as one-element fills on a private stream, in launch order."""
+    """Scope changes as one-element fills on a private stream, in launch order; ``forward``
+    is the stack of forward scopes open now (who owns the autograd nodes made now)."""
 
     def __init__(self) -> None:
         import torch
@@ -63,6 +66,7 @@ class Markers:
             self.buf = torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
         self.events: list[Scope] = []
+        self.forward: list[str] = []
 
     def mark(self, scope: Scope) -> None:
         import torch
@@ -70,6 +74,46 @@ class Markers:
         with torch.cuda.stream(self.stream):
             self.buf.fill_(1.0)
         self.events.append(scope)
+
+    def open(self, name: str) -> None:
+        self.forward.append(name)
+        self.mark((name, "forward"))
+
+    def close(self) -> None:
+        if self.forward:
+            self.forward.pop()
+        self.mark(None)
+
+
+def _owner_mode(marks: Markers) -> Any:
+    """A TorchFunctionMode that gives each new autograd node (an op output's ``grad_fn``) to
+    the innermost open forward scope and brackets its backward with markers."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    owned: set[int] = set()
+    keep: list[Any] = []  # the nodes, alive while the run's graph is (ids stay unique)
+
+    def claim(t: Any) -> None:
+        node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
+        if node is None or id(node) in owned or not marks.forward:
+            return
+        owned.add(id(node))
+        keep.append(node)
+        name = marks.forward[-1]
+        node.register_prehook(lambda *_: marks.mark((name, "backward")))
+        node.register_hook(lambda *_: marks.mark(None))
+
+    class Owners(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if torch.is_grad_enabled():
+                for t in out if isinstance(out, (tuple, list)) else (out,):
+                    claim(t)
+            return out
+
+    return Owners()
 
 
 def attribute(
@@ -138,8 +182,8 @@ def _columns(out: list[native.ActivityRecords]) -> tuple[Any, ...]:
 
 
 @contextlib.contextmanager
-def _scopes(job: ModelJob, marks: Markers, backward: bool) -> Iterator[None]:
-    """Global module hooks (forward, and backward when asked) and optimizer hooks that mark
+def _scopes(job: ModelJob, marks: Markers) -> Iterator[None]:
+    """Global module hooks, autograd-node ownership (backward) and optimizer hooks that mark
     scope changes, named as the capture names them; removed on every path."""
     import torch
     from torch.nn.modules import module as m
@@ -156,31 +200,23 @@ def _scopes(job: ModelJob, marks: Markers, backward: bool) -> Iterator[None]:
         name = names.get(id(mod))
         opened.append(name is not None)
         if name is not None:
-            marks.mark((name, "forward"))
+            marks.open(name)
 
     def post(mod: Any, *_: Any) -> None:
         if opened and opened.pop():
-            marks.mark(None)
-
-    def bpre(mod: Any, *_: Any) -> None:
-        name = names.get(id(mod))
-        if name is not None:
-            marks.mark((name, "backward"))
-
-    def bpost(mod: Any, *_: Any) -> None:
-        if id(mod) in names:
-            marks.mark(None)
+            marks.close()
 
     handles = [m.register_module_forward_pre_hook(pre),
                m.register_module_forward_hook(post, always_call=True),
                o.register_optimizer_step_pre_hook(lambda *_: marks.mark((OPTIMIZER_SCOPE,
                                                                          "optimizer"))),
                o.register_optimizer_step_post_hook(lambda *_: marks.mark(None))]
-    if backward and torch.is_grad_enabled():
-        handles += [m.register_module_full_backward_pre_hook(bpre),
-                    m.register_module_full_backward_hook(bpost)]
     try:
-        yield
+        if torch.is_grad_enabled():
+            with _owner_mode(marks):
+                yield
+        else:
+            yield
     finally:
         for h in handles:
             h.remove()
@@ -192,21 +228,21 @@ def _attributed_step(job: ModelJob, marks: Markers) -> Callable[[], Any]:
         fn, model, args, kwargs = job.step, job.model, job.args, job.kwargs
 
         def user() -> Any:
-            marks.mark((STEP_SCOPE["module_name"], "forward"))
+            marks.open(STEP_SCOPE["module_name"])
             try:
                 return fn(model, *args, **kwargs)
             finally:
-                marks.mark(None)
+                marks.close()
 
         return user
 
     def default() -> Any:
         zero_grad(job.model)
         out = job.model(*job.args, **job.kwargs)
-        marks.mark((LOSS_SCOPE["module_name"], "forward"))
+        marks.open(LOSS_SCOPE["module_name"])
         loss = job.loss_fn(out)
-        marks.mark(None)
-        marks.mark((LOSS_SCOPE["module_name"], "backward"))
+        marks.close()
+        marks.mark((LOSS_SCOPE["module_name"], "backward"))  # accumulation, the seed
         try:
             loss.backward()
         finally:
@@ -276,30 +312,23 @@ def eager_baseline(job: ModelJob, mode: str, graph_names: Sequence[str],
         _, _, _, _, dur = _columns(out)
         gpu.append(int(dur.sum()))
     rows: list[dict[str, Any]] = []
-    backward_attribution, note = ("module" if mode == "step" else "none"), ""
     for name, _ in parts:
-        try:
-            counts = _attributed(job, mode, name, parts, runs, backward=mode == "step")
-        except RuntimeError as exc:  # a model that refuses full-backward hooks
-            backward_attribution = "phase"
-            note = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            counts = _attributed(job, mode, name, parts, runs, backward=False)
+        counts = _attributed(job, mode, name, parts, runs)
         for (module, phase, kernel), (count, ns) in sorted(counts.items()):
             rows.append({"graph": name, "module": module, "phase": phase, "kernel": kernel,
                          "count": count, "ns": ns})
     doc: dict[str, Any] = {
         "eager_version": EAGER_VERSION, "mode": mode, "runs": runs,
         "graphs": list(graph_names), "graph_wall_ns": graph_wall, "eager_wall_ns": eager_wall,
-        "eager_gpu_ns": gpu, "kernels": rows, "backward_attribution": backward_attribution,
+        "eager_gpu_ns": gpu, "kernels": rows,
+        "backward_attribution": "autograd node" if mode == "step" else "none",
         "marker": "correlation-ordered fills on a private stream (capture/eager.py)",
     }
-    if note:
-        doc["backward_note"] = note
     return doc
 
 
 def _attributed(job: ModelJob, mode: str, name: str,
-                parts: Sequence[tuple[str, Callable[[], Any]]], runs: int, backward: bool
+                parts: Sequence[tuple[str, Callable[[], Any]]], runs: int
                 ) -> dict[tuple[str, str, str], list[int]]:
     """``runs`` attributed runs of graph ``name``'s eager part, summed."""
     import torch
@@ -308,7 +337,7 @@ def _attributed(job: ModelJob, mode: str, name: str,
     for _ in range(runs):
         marks = Markers()
         fn = _attributed_step(job, marks) if mode == "step" else dict(parts)[name]
-        with _scopes(job, marks, backward):
+        with _scopes(job, marks):
             with native.tracing() as out:
                 marks.mark(None)  # the window's first record: names the marker stream
                 fn()

@@ -51,9 +51,6 @@ def step_lines(cmp: dict[str, Any]) -> list[str]:
         lines.append("slower in the graph than eager: " + ", ".join(cmp["slower_in_graph"][:8])
                      + (f" (+{len(cmp['slower_in_graph']) - 8})"
                         if len(cmp["slower_in_graph"]) > 8 else ""))
-    if cmp["backward_attribution"] == "phase":
-        lines.append("backward kernels attributed by phase only: the model refused module "
-                     f"backward hooks ({cmp.get('backward_note', '')})")
     return lines
 
 

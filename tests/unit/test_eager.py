@@ -39,7 +39,7 @@ def eager_doc(**kw):
     doc = {
         "eager_version": 1, "mode": "step", "runs": 2, "graphs": ["step"],
         "graph_wall_ns": [1000, 1000], "eager_wall_ns": [3000, 3000],
-        "eager_gpu_ns": [300, 300], "backward_attribution": "module",
+        "eager_gpu_ns": [300, 300], "backward_attribution": "autograd node",
         "kernels": [
             {"graph": "step", "module": "L.fc1", "phase": "forward", "kernel": "gemm_kernel",
              "count": 2, "ns": 200},
@@ -368,3 +368,55 @@ def test_report_prints_the_tree_events(tmp_path):
         json.dump(doc, f)
     r = CliRunner().invoke(cli, ["report", p])
     assert r.exit_code != 0 and "cudagraph_trees.json: malformed" in str(r.exception)
+
+
+# ---------------------------------------------------------------- the scope markers, on a CPU
+class _Marks:
+    """Markers without a GPU: the same bookkeeping, no fill launched."""
+
+    def __init__(self):
+        self.events, self.forward = [], []
+
+    def mark(self, scope):
+        self.events.append(scope)
+
+    def open(self, name):
+        self.forward.append(name)
+        self.mark((name, "forward"))
+
+    def close(self):
+        self.forward.pop()
+        self.mark(None)
+
+
+def test_scopes_mark_forward_modules_and_backward_autograd_nodes():
+    import torch
+    from torch import nn
+
+    from graphscope.capture.eager import _attributed_step, _scopes
+    from graphscope.capture.source import ModelJob
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    job = ModelJob(model=model, args=(torch.randn(2, 4),), kwargs={},
+                   loss_fn=lambda out: out.sum(), warmup=0, depth=None, backward=True,
+                   record_ops=False)
+    marks = _Marks()
+    with _scopes(job, marks):
+        _attributed_step(job, marks)()
+    ev = marks.events
+    fwd = ev[:ev.index(("(loss)", "backward"))]
+    assert fwd == [("L", "forward"), ("L.0", "forward"), None, ("L.1", "forward"), None, None,
+                   ("(loss)", "forward"), None]
+    bwd = [e for e in ev[len(fwd):] if e is not None]
+    # every autograd node is bracketed by its owner's backward scope, innermost owner first
+    assert bwd[0] == ("(loss)", "backward")
+    assert ("(loss)", "backward") in bwd[1:]  # the sum's node
+    assert ("L.1", "backward") in bwd and ("L.0", "backward") in bwd
+    assert ("L", "backward") not in bwd  # L's own ops are its children's
+    assert ev.count(None) == len(ev) - ev.count(None) and ev[-1] is None  # balanced
+    assert model[0].weight.grad is not None
+    # the hooks are gone: a plain forward marks nothing
+    n = len(marks.events)
+    model(torch.randn(2, 4)).sum().backward()
+    assert len(marks.events) == n
