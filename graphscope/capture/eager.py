@@ -126,15 +126,19 @@ def attribute(
 ) -> dict[tuple[str, str, str], list[int]]:
     """{(module, phase, kernel short name): [count, total ns]} of one traced window.
 
-    The window's first record (by correlation id) is a marker whose event is ``None`` (it
-    opens nothing): its stream is the marker stream. ``names``: each record's kernel name
-    (mangled or demangled; memcpy/memset records give their kind).
+    The window's first kernel (by correlation id; records without one, id 0, aside) is a
+    marker whose event is ``None`` (it opens nothing): its stream is the marker stream.
+    ``names``: each record's kernel name (memcpy/memset records give their kind).
     """
     n = len(correlation)
     if n == 0:
         raise CaptureError("eager baseline: the tracer recorded no work in the eager step")
-    order = np.argsort(np.asarray(correlation, dtype=np.int64), kind="stable")
-    marker_stream = int(stream[order[0]])
+    corr = np.asarray(correlation, dtype=np.int64)
+    order = np.argsort(corr, kind="stable")
+    first = [i for i in order.tolist() if corr[i] > 0 and int(kind[i]) == 0][:1]
+    if not first:
+        raise CaptureError("eager baseline: no scope marker was traced")
+    marker_stream = int(stream[first[0]])
     is_marker = np.asarray(stream) == marker_stream
     found = int(is_marker.sum())
     if found != len(events):

@@ -84,6 +84,11 @@ def test_attribute_refuses_a_marker_count_that_does_not_match():
         attribute(corr, stream, np.zeros(3), ["f", "k", "f"], np.ones(3), [None, None, None])
     with pytest.raises(CaptureError, match="no work"):
         attribute(np.zeros(0), np.zeros(0), np.zeros(0), [], np.zeros(0), [None])
+    # a record without a correlation id (0) does not name the marker stream
+    out = attribute(np.array([0, 1, 2]), np.array([5, 9, 1]), np.array([1, 0, 0]),
+                    ["memcpy", "f", "k"], np.array([7, 1, 3]), [None])
+    assert out == {("(unattributed)", "forward", "memcpy"): [1, 7],
+                   ("(unattributed)", "forward", "k"): [1, 3]}
 
 
 # ---------------------------------------------------------------- comparison
