@@ -62,11 +62,11 @@ PROFILE = r"""
 import json, sys, torch
 sys.path.insert(0, {samples!r})
 from mlp import graphscope_model
-from graphscope.annotate.modules import module_fqn
 spec = graphscope_model()
 model = spec["model"].cuda().eval()
 x = spec["args"][0].cuda()
-names = {{id(m): module_fqn(p) for p, m in model.named_modules()}}
+# graphscope's naming (annotate/modules.py), written out: graphscope is not imported here
+names = {{id(m): "L." + p if p else "L" for p, m in model.named_modules()}}
 ranges = []
 def pre(m, a):
     r = torch.profiler.record_function("gsmod::" + names[id(m)]); r.__enter__(); ranges.append(r)
