@@ -425,3 +425,36 @@ def test_scopes_mark_forward_modules_and_backward_autograd_nodes():
     n = len(marks.events)
     model(torch.randn(2, 4)).sum().backward()
     assert len(marks.events) == n
+
+
+def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
+    from graphscope.render.html import payload, render
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "run_compiled")
+    p = str(tmp_path / "run")
+    shutil.copytree(src, p)
+    with open(os.path.join(p, "timeline.json")) as f:
+        t = json.load(f)
+    t["outside_graph_ns"] = 0
+    with open(os.path.join(p, "timeline.json"), "w") as f:
+        json.dump(t, f)
+    with open(os.path.join(p, "cudagraph_trees.json"), "w") as f:
+        json.dump({"schema_version": 1, "trees_version": 1, "dropped": 0, "missing": [],
+                   "events": [{"event": "skip", "reason": "skipping cudagraphs due to cpu",
+                               "t_s": 0.5}],
+                   "warmups": {}, "eager_runs": {}, "counters": {}}, f)
+    b = read_bundle(p)
+    d = payload(b)
+    assert d["graph_coverage"]["pct"] == 100.0 and d["cudagraph_trees"]["skips"]
+    assert "eager" not in d
+    page = tmp_path / "r.html"
+    page.write_text(render(b))
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed")
+    from tests.unit.test_html import _chromium
+
+    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
+    assert 'data-state="ok"' in dom.stdout, dom.stderr[-2000:]
+    assert "skipped: skipping cudagraphs due to cpu" in dom.stdout
+    assert "100.0% of their GPU time in graphs" in dom.stdout
