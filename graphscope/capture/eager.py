@@ -186,9 +186,11 @@ def _columns(out: list[native.ActivityRecords]) -> tuple[Any, ...]:
 
 
 @contextlib.contextmanager
-def _scopes(job: ModelJob, marks: Markers) -> Iterator[None]:
-    """Global module hooks, autograd-node ownership (backward) and optimizer hooks that mark
-    scope changes, named as the capture names them; removed on every path."""
+def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[None]:
+    """Global module hooks, autograd-node ownership (``backward``) and optimizer hooks that
+    mark scope changes, named as the capture names them; removed on every path. Without
+    ``backward`` no TorchFunctionMode is pushed: an active mode turns off fast paths (the
+    transformer layers' fused inference kernels) that the timed runs and the graph take."""
     import torch
     from torch.nn.modules import module as m
     from torch.optim import optimizer as o
@@ -216,7 +218,7 @@ def _scopes(job: ModelJob, marks: Markers) -> Iterator[None]:
                                                                          "optimizer"))),
                o.register_optimizer_step_post_hook(lambda *_: marks.mark(None))]
     try:
-        if torch.is_grad_enabled():
+        if backward and torch.is_grad_enabled():
             with _owner_mode(marks):
                 yield
         else:
@@ -341,7 +343,7 @@ def _attributed(job: ModelJob, mode: str, name: str,
     for _ in range(runs):
         marks = Markers()
         fn = _attributed_step(job, marks) if mode == "step" else dict(parts)[name]
-        with _scopes(job, marks):
+        with _scopes(job, marks, backward=mode == "step"):
             with native.tracing() as out:
                 marks.mark(None)  # the window's first record: names the marker stream
                 fn()
