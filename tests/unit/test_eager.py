@@ -458,3 +458,26 @@ def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
     assert 'data-state="ok"' in dom.stdout, dom.stderr[-2000:]
     assert "skipped: skipping cudagraphs due to cpu" in dom.stdout
     assert "100.0% of their GPU time in graphs" in dom.stdout
+
+
+def test_finish_writes_a_sources_extra_files(tmp_path, monkeypatch):
+    import sys
+
+    from graphscope.capture import RawCapture, finish
+
+    # the module (the package's name "finish" is the function)
+    monkeypatch.setattr(sys.modules["graphscope.capture.finish"], "versions",
+                        lambda: {"torch": "x"})  # no GPU to name here
+
+    made = []
+
+    def make():
+        made.append(1)
+        return eager_doc()
+
+    res = finish(RawCapture([], extra_files={"eager.json": make}), output=str(tmp_path / "b"),
+                 manifest={"mode": "step"}, force=False)
+    assert made == [1] and "eager" in res.phases_s
+    assert read_eager(res.bundle_path) == eager_doc()
+    with open(os.path.join(res.bundle_path, "manifest.json")) as f:
+        assert "eager.json" in json.load(f)["files"]
