@@ -43,11 +43,14 @@ def graph_kernels(bundle: Bundle, graphs: Optional[set[str]] = None
     return out
 
 
-def eager_kernels(eager: Mapping[str, Any]) -> dict[Key, dict[str, list[float]]]:
-    """The same shape from eager.json, per run."""
+def eager_kernels(eager: Mapping[str, Any], graphs: Optional[set[str]] = None
+                  ) -> dict[Key, dict[str, list[float]]]:
+    """The same shape from eager.json, per run (of the eager parts of ``graphs`` only)."""
     runs = eager["runs"]
     out: dict[Key, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
     for r in eager["kernels"]:
+        if graphs is not None and r["graph"] not in graphs:
+            continue
         row = out[(r["module"], r["phase"])][r["kernel"]]
         row[0] += r["count"] / runs
         row[1] += r["ns"] / runs
@@ -80,8 +83,9 @@ def kernel_changes(graph: Mapping[str, list[float]], eager: Mapping[str, list[fl
 def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
     """Per module and phase: eager vs graph GPU time and kernels; for the step: eager wall
     time vs replay wall time (the speed-up graphing bought; below 1 it cost)."""
-    gk = graph_kernels(bundle, set(eager["graphs"]))
-    ek = eager_kernels(eager)
+    shown = set(eager["graphs"]) & {g.name for g in bundle.graphs}  # report --graph: one
+    gk = graph_kernels(bundle, shown)
+    ek = eager_kernels(eager, shown)
     rows: list[dict[str, Any]] = []
     for key in sorted(set(gk) | set(ek)):
         g, e = gk.get(key, {}), ek.get(key, {})

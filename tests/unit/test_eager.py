@@ -481,3 +481,12 @@ def test_finish_writes_a_sources_extra_files(tmp_path, monkeypatch):
     assert read_eager(res.bundle_path) == eager_doc()
     with open(os.path.join(res.bundle_path, "manifest.json")) as f:
         assert "eager.json" in json.load(f)["files"]
+
+
+def test_compare_of_one_graph_of_several():
+    b = graph_bundle()
+    doc = eager_doc(graphs=["step", "other"])
+    doc["kernels"].append({"graph": "other", "module": "L.x", "phase": "forward",
+                           "kernel": "k", "count": 2, "ns": 2})
+    rows = {(r["module"], r["phase"]) for r in compare(b, doc)["modules"]}
+    assert ("L.x", "forward") not in rows and ("L.fc1", "forward") in rows
