@@ -57,6 +57,7 @@ def write_bundle(
     raw_dot: Optional[Mapping[str, str]] = None,
     force: bool = False,
     counters: Optional[Mapping[str, Any]] = None,
+    extra: Optional[Mapping[str, Mapping[str, Any]]] = None,
 ) -> str:
     """Write a bundle atomically: into a temp dir beside ``path``, then rename into place.
 
@@ -98,6 +99,9 @@ def write_bundle(
         if counters is not None:
             _write(tmp, COUNTERS_FILE, dumps(_versioned(counters), compact=True))
             files.append(COUNTERS_FILE)
+        for name, doc in sorted((extra or {}).items()):  # optional files (eager.json)
+            _write(tmp, name, dumps(_versioned(doc)))
+            files.append(name)
         for name, text in sorted((raw_dot or {}).items()):
             os.makedirs(os.path.join(tmp, "raw"), exist_ok=True)
             rel = f"raw/{safe_file_stem(name)}.dot"
@@ -643,4 +647,61 @@ def _check_counters(data: Any, where: str) -> dict[str, Any]:
             raise ValueError(f"{where}: 'nodes.{name}' holds a non-number")
     if not all(isinstance(x, int) and x >= 0 for x in nodes["exec_node_id"]):
         raise ValueError(f"{where}: 'nodes.exec_node_id' holds a non-id")
+    return data
+
+
+EAGER_FILE = "eager.json"  # capture --eager-baseline (graphscope/capture/eager.py)
+_EAGER_SPEC: dict[str, Any] = {
+    "eager_version": _INT, "mode": _STR, "runs": _INT, "graphs": [_STR],
+    "graph_wall_ns": [_INT], "eager_wall_ns": [_INT], "eager_gpu_ns": [_INT],
+    "backward_attribution": _STR,
+    "kernels": [{"graph": _STR, "module": _STR, "phase": _STR, "kernel": _STR, "count": _INT,
+                 "ns": _INT}],
+}
+
+
+def read_eager(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's eager baseline (eager.json, optional: None when absent); a malformed one
+    is refused naming the file."""
+    if not os.path.lexists(os.path.join(path, EAGER_FILE)):
+        return None
+    data = _load_json(path, EAGER_FILE)
+    data.pop("schema_version", None)
+    if data.get("eager_version") != 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: eager_version {data.get('eager_version')!r}, "
+                          "but this graphscope reads version 1; re-record the bundle")
+    if not _fits(data, _EAGER_SPEC) or data["runs"] < 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: malformed (re-record it with graphscope "
+                          "capture --eager-baseline)")
+    return data
+
+
+def read_outside(path: str) -> dict[str, Any]:
+    """timeline.json's eager work seen in the traced windows: ``outside_graph_records`` and
+    ``outside_graph_ns`` (absent in bundles from before it; {} without a timeline)."""
+    if not os.path.lexists(os.path.join(path, "timeline.json")):
+        return {}
+    t = _load_json(path, "timeline.json")
+    return {k: t[k] for k in ("outside_graph_records", "outside_graph_ns") if k in t}
+
+
+TREES_FILE = "cudagraph_trees.json"  # graphscope run (graphscope/capture/program/trees.py)
+_TREES_SPEC: dict[str, Any] = {
+    "trees_version": _INT, "dropped": _INT, "missing": [_STR],
+    "events": [{"event": _STR, "t_s": _NUM, "?function": _STR, "?mode": _STR, "?shapes": _STR,
+                "?reason": _STR}],
+    "warmups": {"*": _INT}, "eager_runs": {"*": _INT}, "counters": {"*": _NUM},
+}
+
+
+def read_trees(path: str) -> Optional[dict[str, Any]]:
+    """torch.compile's cudagraph-tree events of a ``graphscope run`` bundle (optional: None
+    when absent); a malformed file is refused naming it."""
+    if not os.path.lexists(os.path.join(path, TREES_FILE)):
+        return None
+    data = _load_json(path, TREES_FILE)
+    data.pop("schema_version", None)
+    if data.get("trees_version") != 1 or not _fits(data, _TREES_SPEC):
+        raise BundleError(f"{path}/{TREES_FILE}: malformed or of another version (re-record "
+                          "it with graphscope run)")
     return data

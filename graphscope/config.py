@@ -31,6 +31,7 @@ class CaptureConfig:
     graphs: Optional[str] = None  # regex: only graphs whose name matches are traced
     dot: bool = True  # keep the driver's verbose DOT of every graph
     counters: int = 0  # dedicated PM-sampled replays after the timed ones (0: no counters)
+    eager_baseline: bool = False  # also run the step eagerly, traced (eager.json)
 
     def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
         for f in fields(self):

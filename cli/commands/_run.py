@@ -16,6 +16,7 @@ PHASES = {
     "instantiate": "instantiating",
     "replay": "replaying under the CUPTI tracer",
     "counters": "hardware counters (PM-sampled replays)",
+    "eager": "running the step eagerly under the CUPTI tracer (--eager-baseline)",
     "write": "writing the bundle",
 }
 
@@ -45,8 +46,9 @@ def check_capture_output(cfg: Any, command: str) -> str:
 
 
 def run(cfg: Any, command: str, timing: bool, quiet: bool) -> Any:
-    from graphscope.capture import require_gpu, run_capture
+    from graphscope.capture import check_eager_mode, require_gpu, run_capture
 
+    check_eager_mode(cfg)
     check_capture_output(cfg, command)
     require_gpu(command)  # before loading anything: one clear line without a GPU
     console = Console(stderr=True)

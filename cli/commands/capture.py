@@ -21,12 +21,16 @@ from ..options import capture_options, command, json_option
               help="Dedicated replays for --counters.  [default: 10]")
 @click.option("--nproc", type=click.IntRange(min=1), default=None,
               help="Run N ranks under torchrun (one GPU each); writes BUNDLE/rank<r>/.")
+@click.option("--eager-baseline", is_flag=True, default=None,
+              help="Also run the step eagerly (as many times as --replays) under the same "
+              "tracer: eager vs graph per module, and the speed-up graphing bought "
+              "(eager.json; --mode step or forward).")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
             counters: bool, counter_replays: Optional[int], nproc: Optional[int],
-            as_json: bool) -> int:
+            eager_baseline: Optional[bool], as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -46,20 +50,26 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force or None,
                                 replays=replays,
-                                counters=_counter_replays(counters, counter_replays))
+                                counters=_counter_replays(counters, counter_replays),
+                                eager_baseline=eager_baseline)
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         check_capture_output(cfg, "capture")
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
     section = _counters(res) if cfg.counters else None
+    eager = _eager(res)
     if as_json:
         extra = {"counters": section} if section is not None else {}
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
-                               **res.summary, **extra}, sort_keys=True, indent=1))
+                               **res.summary, **extra, **eager}, sort_keys=True, indent=1))
         return 0
     con = Console()
     print_summary(res.summary, con)
+    if eager:
+        from graphscope.render.eager import render_eager
+
+        con.print(render_eager(eager["eager"]))
     phases = " · ".join(f"{k} {v:.2f} s" for k, v in res.phases_s.items())
     con.print(f"phases: {phases}", highlight=False)
     jr = res.join
@@ -92,3 +102,12 @@ def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
     from graphscope.capture.counters import DEFAULT_REPLAYS
 
     return n or DEFAULT_REPLAYS
+
+
+def _eager(res: Any) -> dict[str, Any]:
+    """{"eager": eager vs graph} of a bundle captured with --eager-baseline, else {}."""
+    from graphscope.analysis.eager import compare
+    from graphscope.bundle import read_eager
+
+    doc = read_eager(res.bundle_path)
+    return {"eager": compare(res.bundle, doc)} if doc is not None else {}

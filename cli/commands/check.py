@@ -69,7 +69,10 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
                        force)
             raise
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
-        results += evaluate(res.bundle, budgets, base)
+        from graphscope.bundle import read_eager, read_outside
+
+        results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
+                            outside=read_outside(res.bundle_path))
         if base is not None:
             from graphscope.analysis.diff import diff_summary
 

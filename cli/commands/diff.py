@@ -48,10 +48,12 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
     diag = diagnosis_deltas(ba, bb)
     counters = _counter_deltas(a, ba, b, bb)
+    eager = _eager_pair(a, ba, b, bb)
     if as_json:
         extra = {"counters": counters} if counters else {}
         click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
-                               "diagnosis": diag, **extra}, sort_keys=True, indent=1))
+                               "diagnosis": diag, **extra,
+                               **({"eager": eager} if eager else {})}, sort_keys=True, indent=1))
         return 1 if failed else 0
     con = Console()
     con.print(diff_table(d, a, b))
@@ -62,6 +64,10 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         from graphscope.render.table import counters_diff_table
 
         con.print(counters_diff_table(counters))
+    if eager:
+        from graphscope.render.eager import eager_diff_table
+
+        con.print(eager_diff_table(eager["a"], eager["b"]))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")
@@ -77,3 +83,14 @@ def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
     if ca is None or cb is None:
         return []
     return diff(analyze(ba, ca), analyze(bb, cb))
+
+
+def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
+    """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
+    from graphscope.analysis.eager import compare
+    from graphscope.bundle import read_eager
+
+    da, db = read_eager(a), read_eager(b)
+    if da is None or db is None:
+        return None
+    return {"a": compare(ba, da), "b": compare(bb, db)}  # type: ignore[arg-type]

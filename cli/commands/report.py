@@ -96,6 +96,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             from graphscope.analysis.summary import graph_rows
 
             s = {**s, "ladder": ladder_of(b, graph_rows(b))}
+    eager = _eager(bundle, b, graph_name)
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
@@ -107,6 +108,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             s = {**s, "diagnosis": to_json(diag)}
         if counters is not None:
             s = {**s, "counters": counters}
+        s = {**s, **eager}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
     from rich.console import Console
@@ -125,6 +127,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     print_summary(s, con, depth)
     if ladder and not s.get("ladder"):
         con.print("Bucket ladder: no capture site captured several graphs in this bundle")
+    _print_eager(eager, con)
     if diag is not None:
         from graphscope.render.table import print_diagnosis
 
@@ -137,6 +140,59 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 
         print_counters(counters, con, depth if depth is not None else 2)
     return 0
+
+
+def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
+    """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
+    its timeline records the eager time of the traced windows (analysis/eager.py)."""
+    from graphscope.bundle import read_bundle, read_eager, read_outside, read_trees
+    from graphscope.model.graph import Bundle, only_graph
+
+    doc = read_eager(path)
+    # coverage is a program's question (graphscope run): a model file's step is all graph
+    run = _mode(path) == "run"
+    outside = read_outside(path) if run else {}
+    trees = read_trees(path) if run else None
+    if doc is None and not outside and trees is None:
+        return {}
+    from graphscope.analysis.eager import compare, graph_coverage, tree_summary
+
+    if not isinstance(b, Bundle):
+        b = read_bundle(path)
+        if graph_name:
+            b = only_graph(b, graph_name)
+    out: dict = {}
+    cov = graph_coverage(b, outside)
+    if cov is not None:
+        out["graph_coverage"] = cov
+    if doc is not None:
+        out["eager"] = compare(b, doc)
+    if trees is not None:
+        out["cudagraph_trees"] = tree_summary(trees)
+    return out
+
+
+def _mode(path: str) -> object:
+    import os
+
+    try:
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+            return json.load(f).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None  # read_bundle says what is wrong with it
+
+
+def _print_eager(eager: dict, con: object) -> None:
+    if not eager:
+        return
+    from graphscope.render.eager import coverage_line, render_eager, tree_lines
+
+    if "graph_coverage" in eager:
+        con.print(coverage_line(eager["graph_coverage"]), highlight=False)  # type: ignore
+    for line in tree_lines(eager["cudagraph_trees"]) if "cudagraph_trees" in eager else []:
+        con.print(line, highlight=False, markup=False)  # type: ignore[attr-defined]
+    if "eager" in eager:
+        con.print(render_eager(eager["eager"]))  # type: ignore[attr-defined]
 
 
 def _wrote(path: str, as_json: bool) -> None:

@@ -23,6 +23,11 @@ budgets.yaml::
         max_critical_path_us: 500   # critical path through the DAG (median durations)
         max_idle_pct: 20            # time inside the replay span with no node running
         max_launch_latency_us: 40   # cudaGraphLaunch call -> first node (when recorded)
+    eager:                        # needs capture: {eager_baseline: true} (analysis/eager.py)
+      min_speedup: 1.2            # eager step wall time / graph replay wall time
+      min_gpu_speedup: 0.95       # eager GPU kernel time / graph GPU kernel time
+    graph_coverage:               # GPU time inside graphs in the traced windows
+      min_pct: 99
 """
 
 from __future__ import annotations
@@ -44,12 +49,15 @@ _GRAPH_LIMITS: dict[str, type] = {"max_critical_path_us": float, "max_idle_pct":
                  "max_launch_latency_us": float}
 _PATTERN_LIMITS: dict[str, dict[str, type]] = {"modules": _LIMITS, "graphs": _GRAPH_LIMITS}
 _SCHEMA: dict[str, Any] = {
-    "capture": {"mode": str, "replays": int, "warmup": int, "depth": int, "entry": str},
+    "capture": {"mode": str, "replays": int, "warmup": int, "depth": int, "entry": str,
+                "eager_baseline": bool},
     "min_coverage": {"forward": float, "backward": float},
     "total": _LIMITS,
     "modules": "patterns",
     "regression": {"max_pct": float},
     "graphs": "patterns",
+    "eager": {"min_speedup": float, "min_gpu_speedup": float},
+    "graph_coverage": {"min_pct": float},
 }
 
 
@@ -62,6 +70,8 @@ class Budgets:
     modules: dict[str, dict[str, float]] = field(default_factory=dict)
     regression: dict[str, float] = field(default_factory=dict)
     graphs: dict[str, dict[str, float]] = field(default_factory=dict)
+    eager: dict[str, float] = field(default_factory=dict)
+    graph_coverage: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def _coerce(value: Any, t: type, where: str, name: str) -> Any:
     if t in (int, float):
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{where}: '{name}' must be a finite number >= 0, not {value}")
-        if name.startswith("min_coverage.") and value > 100:
+        if name.startswith(("min_coverage.", "graph_coverage.")) and value > 100:
             raise ConfigError(f"{where}: '{name}' is a percentage: at most 100, not {value}")
     return value
 
@@ -165,9 +175,11 @@ def load_budgets(path: str) -> Budgets:
     return Budgets(path=path, **{k: dict(v) for k, v in data.items()})
 
 
-def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
-             ) -> list[CheckResult]:
-    """Every budget as a pass/fail result (capture success is the caller's first result)."""
+def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None,
+             eager: Optional[dict[str, Any]] = None,
+             outside: Optional[dict[str, Any]] = None) -> list[CheckResult]:
+    """Every budget as a pass/fail result (capture success is the caller's first result).
+    ``eager``: the bundle's eager.json; ``outside``: its timeline's outside-graph fields."""
     out: list[CheckResult] = []
     cov = coverage(bundle)
     for phase, minimum in sorted(budgets.min_coverage.items()):
@@ -200,6 +212,7 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
                 out.append(CheckResult(
                     f"regression[{r['module']}]", r["delta_pct"] <= limit, r["delta_pct"], limit,
                     f"{r['module']} {r['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
+    out += eager_budgets(bundle, budgets, eager, outside or {})
     return out
 
 
@@ -252,4 +265,38 @@ def _limits(name: str, time_ns: float, kernels: int, limits: dict[str, float], t
         lim = limits["max_kernels"]
         out.append(CheckResult(f"{name}.kernels", kernels <= lim, kernels, lim,
                                f"{name}: {kernels} kernels (max {int(lim)})"))
+    return out
+
+
+def eager_budgets(bundle: Bundle, budgets: Budgets, eager: Optional[dict[str, Any]],
+                  outside: dict[str, Any]) -> list[CheckResult]:
+    """``eager`` (speed-up graphing bought) and ``graph_coverage`` budgets."""
+    from .eager import compare, graph_coverage
+
+    out: list[CheckResult] = []
+    if budgets.eager:
+        step = compare(bundle, eager)["step"] if eager is not None else None
+        for key, what in (("min_speedup", "speedup"), ("min_gpu_speedup", "gpu_speedup")):
+            if key not in budgets.eager:
+                continue
+            lim = budgets.eager[key]
+            v = step[what] if step is not None else None
+            if v is None:
+                why = ("no eager baseline in the bundle (set capture: {eager_baseline: true})"
+                       if step is None else "no graph time to compare with")
+                out.append(CheckResult(f"eager.{what}", False, None, lim, why))
+                continue
+            label = "wall-time" if what == "speedup" else "GPU-time"
+            out.append(CheckResult(f"eager.{what}", v >= lim, v, lim,
+                                   f"graph vs eager {label} speed-up {v:.2f}x (min {lim}x)"))
+    if "min_pct" in budgets.graph_coverage:
+        lim = budgets.graph_coverage["min_pct"]
+        cov = graph_coverage(bundle, outside)
+        if cov is None:
+            out.append(CheckResult("graph_coverage", False, None, lim,
+                                   "the bundle's timeline records no outside-graph time"))
+        else:
+            out.append(CheckResult("graph_coverage", cov["pct"] >= lim, cov["pct"], lim,
+                                   f"{cov['pct']:.2f}% of traced GPU time in graphs "
+                                   f"(min {lim}%)"))
     return out

@@ -21,6 +21,7 @@ from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
 from . import program as _program  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
+from .eager import EAGER_FILE
 from .finish import (
     CaptureResult,
     Phases,
@@ -150,6 +151,7 @@ def run_capture(
         models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
         raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
                           f"takes one of {', '.join(models)}")
+    check_eager_mode(cfg)
     phase = Phases(progress)
     require_gpu(command)
     if cfg.counters:
@@ -178,6 +180,8 @@ def run_capture(
             f"{str(exc).splitlines()[0]}") from exc
     except Exception as exc:
         raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
+    if cfg.eager_baseline and timing:
+        raw.extra_files[EAGER_FILE] = _eager(job, cfg, raw, path)
     manifest = manifest_for(argv if argv is not None else [command], cfg.mode, cfg.depth, rank,
                             warmup=job.warmup, backward=cfg.backward,
                             model={"path": spec.path, "sha256": spec.sha256,
@@ -185,6 +189,37 @@ def run_capture(
     return finish(raw, output=out, manifest=manifest, force=cfg.force,
                   replays=cfg.replays if timing else 0, keep_events=cfg.keep_events,
                   phase=phase, counters=cfg.counters if timing else 0)
+
+
+EAGER_MODES = ("step", "forward")
+
+
+def check_eager_mode(cfg: CaptureConfig) -> None:
+    """``--eager-baseline`` needs a source whose graphs are one eager step (before any work)."""
+    if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
+        raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
+                          f"{cfg.mode!r} (its graphs are not one eager step)")
+
+
+def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str
+           ) -> Callable[[], dict[str, Any]]:
+    """eager.json's maker: run after the graph's traced replays (capture/eager.py)."""
+    from .eager import eager_baseline
+
+    def make() -> dict[str, Any]:
+        assert raw.replay is not None
+        try:
+            return eager_baseline(job, cfg.mode, [r.name for r in raw.graphs], raw.replay,
+                                  cfg.replays)
+        except GraphscopeError:
+            raise
+        except Exception as exc:
+            from .diagnose import describe_exception
+
+            raise CaptureError(f"{path}: the eager baseline failed: "
+                               f"{describe_exception(exc, job.model)}") from exc
+
+    return make
 
 
 def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
@@ -252,6 +287,7 @@ __all__ = [
     "RawCapture",
     "RawGraph",
     "build_graphs",
+    "check_eager_mode",
     "default_loss",
     "default_output",
     "finish",

@@ -114,6 +114,7 @@ def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
         "joined_records": jr.joined_records,
         "unjoined_records": jr.unjoined_records,
         "outside_graph_records": jr.outside_graph_records,
+        "outside_graph_ns": jr.outside_graph_ns,
         **({"launches": jr.launches} if jr.launches else {}),
     }
 
@@ -142,6 +143,10 @@ def finish(
         from .counters import collect
 
         counters_json = collect(raw.replay, work_ids(graphs), counters)
+    extra = {}
+    for name, make in raw.extra_files.items():
+        phase(name.split(".")[0])
+        extra[name] = make()
     phase("write")
     bundle = with_timings(graphs, jr)
     summary = summarize(bundle)
@@ -152,6 +157,7 @@ def finish(
         output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
         summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
         counters=counters_json,
+        extra=extra,
     )
     phase("done")
     final = dataclasses.replace(bundle, path=written, manifest=full)

@@ -42,10 +42,14 @@ def join_traced(
         for old, new in rekey.items():
             hit = (gnid >> np.uint64(32)) == np.uint64(old)
             gnid[hit] = (np.uint64(new) << np.uint64(32)) | (gnid[hit] & _LOCAL)
-    return join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
-                cat["kind"], exec_node_ids, keep_events,
-                launches=(cat["launch_correlation"], cat["launch_start_ns"],
-                          cat["launch_end_ns"]))
+    jr = join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
+              cat["kind"], exec_node_ids, keep_events,
+              launches=(cat["launch_correlation"], cat["launch_start_ns"],
+                        cat["launch_end_ns"]))
+    outside = np.asarray(gnid) == 0  # eager work in the traced windows (graph coverage)
+    jr.outside_graph_ns = int((np.asarray(cat["end_ns"], dtype=np.int64)[outside]
+                               - np.asarray(cat["start_ns"], dtype=np.int64)[outside]).sum())
+    return jr
 
 
 def trace_replays(

@@ -46,6 +46,8 @@ class RawCapture:
     replay: Optional[Callable[[], None]] = None  # one replay of every graph, in order
     join: Any = None  # a JoinResult when the source traced replays itself
     meta: dict[str, Any] = field(default_factory=dict)  # goes into the manifest
+    # more bundle files: {name: made after the replays, before the write} (eager.json)
+    extra_files: dict[str, Callable[[], Mapping[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass

@@ -39,6 +39,7 @@ class JoinResult:
     # the host's cudaGraphLaunch interval of each kept replay, on the events' clock and origin:
     # [{"graph", "replay", "start_ns", "end_ns"}] (empty where the tracer recorded none)
     launches: list[dict[str, Any]] = field(default_factory=list)
+    outside_graph_ns: int = 0  # GPU time of the eager work (graphNodeId 0) in the windows
 
     @property
     def events(self) -> list[dict[str, Any]]:

@@ -125,6 +125,29 @@ def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]
     return d, frozenset(crit)
 
 
+def _eager(bundle: Bundle) -> dict[str, Any]:
+    """The page's eager-vs-graph data (analysis/eager.py): ``eager`` for a bundle with
+    eager.json; ``graph_coverage`` and ``cudagraph_trees`` for a ``graphscope run`` bundle
+    that recorded them."""
+    from ..analysis.eager import compare, graph_coverage, tree_summary
+    from ..bundle import read_eager, read_outside, read_trees
+
+    if not bundle.path:
+        return {}
+    out: dict[str, Any] = {}
+    doc = read_eager(bundle.path)
+    if doc is not None:
+        out["eager"] = compare(bundle, doc)
+    if bundle.manifest.get("mode") == "run":
+        cov = graph_coverage(bundle, read_outside(bundle.path))
+        if cov is not None:
+            out["graph_coverage"] = cov
+        trees = read_trees(bundle.path)
+        if trees is not None:
+            out["cudagraph_trees"] = tree_summary(trees)
+    return out
+
+
 def payload(bundle: Bundle, replay: int = 0,
             ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> dict[str, Any]:
     """Everything the page draws, as plain data. ``ranks``: a multi-rank bundle's ranks (then
@@ -166,7 +189,9 @@ def payload(bundle: Bundle, replay: int = 0,
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
+    eager = _eager(bundle) if not ranks else {}
     return {
+        **eager,
         "schema_version": 2,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),

@@ -95,17 +95,19 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
     return undo
 
 
-def patch_compile(provenance: Any) -> Callable[[], None]:
-    """Install inductor provenance now if inductor is loaded, else at the first
-    ``torch.compile`` call; returns the undo."""
+def patch_compile(*hooks: Any) -> Callable[[], None]:
+    """Install inductor provenance (and the other ``hooks``: the cudagraph-tree watch) now if
+    inductor is loaded, else at the first ``torch.compile`` call; returns the undo."""
     import torch
 
     if "torch._inductor" in sys.modules:
-        provenance.install()
+        for h in hooks:
+            h.install()
     real_compile = torch.compile
 
     def compile(*a: Any, **k: Any) -> Any:  # noqa: A001 - wraps torch.compile
-        provenance.install()
+        for h in hooks:
+            h.install()
         return real_compile(*a, **k)
 
     torch.compile = compile

@@ -23,6 +23,7 @@ from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, 
 from .patch import patch_compile, patch_cuda_graph
 from .provenance import Provenance
 from .traced import TracedReplays
+from .trees import TREES_FILE, TreeEvents
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
@@ -80,6 +81,7 @@ class GraphWatch:
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
+        self.trees = TreeEvents()  # torch.compile's cudagraph trees (trees.py)
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
         self.meter = CaptureMeter()
@@ -99,13 +101,14 @@ class GraphWatch:
         native.watch_profiler()  # the program's own torch.profiler sessions keep CUPTI
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         self._undo.append(patch_cuda_graph(self))
-        self._undo.append(patch_compile(self.provenance))
+        self._undo.append(patch_compile(self.provenance, self.trees))
 
     def uninstall(self) -> None:
         self._close_window()
         while self._undo:
             self._undo.pop()()
         self.provenance.uninstall()
+        self.trees.uninstall()
 
     # -- capture window
     def _spent(self, what: str, since: float) -> float:
@@ -255,5 +258,9 @@ class GraphWatch:
             meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
         if self.warnings:
             meta["warnings"] = list(self.warnings)
-        return RawCapture(raws, join=self.traced.join(done), meta=meta)
+        raw_capture = RawCapture(raws, join=self.traced.join(done), meta=meta)
+        trees = self.trees.doc()
+        if trees is not None:
+            raw_capture.extra_files[TREES_FILE] = lambda: trees
+        return raw_capture
 
