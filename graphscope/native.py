@@ -8,6 +8,7 @@ libcupti is chosen so that one process never holds two copies: the copy torch al
 ``$CUDA_HOME``.
 """
 
+# Over 600 lines on purpose: the one door to the compiled modules, every binding's Python face.
 from __future__ import annotations
 
 import functools

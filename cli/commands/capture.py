@@ -87,7 +87,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
 def _counters(res: Any) -> Optional[dict]:
     """The Counters section of the bundle just written (None when it has no counters.json)."""
     from graphscope.analysis.counters import analyze
-    from graphscope.bundle import read_counters
+    from graphscope.bundle_files import read_counters
 
     data = read_counters(res.bundle_path) if res.bundle_path else None
     return analyze(res.bundle, data) if data is not None else None
@@ -107,7 +107,7 @@ def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
 def _eager(res: Any) -> dict[str, Any]:
     """{"eager": eager vs graph} of a bundle captured with --eager-baseline, else {}."""
     from graphscope.analysis.eager import compare
-    from graphscope.bundle import read_eager
+    from graphscope.bundle_files import read_eager
 
     doc = read_eager(res.bundle_path)
     return {"eager": compare(res.bundle, doc)} if doc is not None else {}

@@ -69,7 +69,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
                        force)
             raise
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
-        from graphscope.bundle import read_eager, read_outside
+        from graphscope.bundle_files import read_eager, read_outside
 
         results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
                             outside=read_outside(res.bundle_path))

@@ -77,7 +77,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
     """Per-module counter deltas where both bundles have counters.json (else [])."""
     from graphscope.analysis.counters import analyze, diff
-    from graphscope.bundle import read_counters
+    from graphscope.bundle_files import read_counters
 
     ca, cb = read_counters(a), read_counters(b)
     if ca is None or cb is None:
@@ -88,7 +88,7 @@ def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
 def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
     """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
     from graphscope.analysis.eager import compare
-    from graphscope.bundle import read_eager
+    from graphscope.bundle_files import read_eager
 
     da, db = read_eager(a), read_eager(b)
     if da is None or db is None:

@@ -145,7 +145,8 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
     """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
     its timeline records the eager time of the traced windows (analysis/eager.py)."""
-    from graphscope.bundle import read_bundle, read_eager, read_outside, read_trees
+    from graphscope.bundle import read_bundle
+    from graphscope.bundle_files import read_eager, read_outside, read_trees
     from graphscope.model.graph import Bundle, only_graph
 
     doc = read_eager(path)
@@ -224,7 +225,8 @@ def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
 
 def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Optional[dict]:
     """The Counters section (analysis.counters) when the bundle has counters.json."""
-    from graphscope.bundle import read_bundle, read_counters
+    from graphscope.bundle import read_bundle
+    from graphscope.bundle_files import read_counters
     from graphscope.model.graph import Bundle, only_graph
 
     data = read_counters(path)

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import native
 from .._errors import CaptureError, ConfigError, GraphscopeError, NoGPUError
+from ..bundle_files import EAGER_FILE
 from ..loader import ModelSpec, default_model_path, load_model_file
 from ..render.fmt import fmt_bytes
 from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
 from . import program as _program  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
-from .eager import EAGER_FILE
 from .finish import (
     CaptureResult,
     Phases,

@@ -47,7 +47,6 @@ from ..model.join import KINDS
 from .source import ModelJob
 from .step import LOSS_SCOPE, STEP_SCOPE, unwrap_ddp, zero_grad
 
-EAGER_FILE = "eager.json"
 EAGER_VERSION = 1
 OUTSIDE = UNATTRIBUTED  # eager work launched outside every scope (as graph nodes are)
 

@@ -130,7 +130,7 @@ def _eager(bundle: Bundle) -> dict[str, Any]:
     eager.json; ``graph_coverage`` and ``cudagraph_trees`` for a ``graphscope run`` bundle
     that recorded them."""
     from ..analysis.eager import compare, graph_coverage, tree_summary
-    from ..bundle import read_eager, read_outside, read_trees
+    from ..bundle_files import read_eager, read_outside, read_trees
 
     if not bundle.path:
         return {}
@@ -207,7 +207,7 @@ def payload(bundle: Bundle, replay: int = 0,
 def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
     """The Counters tab's data (the roofline of modules) when the bundle has counters.json."""
     from ..analysis.counters import analyze
-    from ..bundle import read_counters
+    from ..bundle_files import read_counters
 
     data = read_counters(bundle.path) if bundle.path else None
     return analyze(bundle, data) if data is not None else None

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from graphscope.analysis.counters import analyze
-from graphscope.bundle import read_bundle, read_counters
+from graphscope.bundle import read_bundle
+from graphscope.bundle_files import read_counters
 from graphscope.capture import run_capture
 from graphscope.config import CaptureConfig
 from tests.conftest import ROOT

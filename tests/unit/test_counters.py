@@ -133,7 +133,7 @@ def _bundle_with_counters(tmp_path, name="mlp_step", dram=85.0, sm=40.0):
 
 
 def test_counters_json_round_trip_and_module_aggregation(tmp_path):
-    from graphscope.bundle import read_counters
+    from graphscope.bundle_files import read_counters
 
     path, b = _bundle_with_counters(tmp_path)
     data = read_counters(path)
@@ -150,7 +150,7 @@ def test_counters_json_round_trip_and_module_aggregation(tmp_path):
 
 def test_read_counters_absent_is_none_and_bad_is_one_line(tmp_path):
     from graphscope._errors import GraphscopeError
-    from graphscope.bundle import read_counters
+    from graphscope.bundle_files import read_counters
 
     path, _ = _bundle_with_counters(tmp_path)
     data = json.loads(open(os.path.join(path, "counters.json")).read())
@@ -193,7 +193,8 @@ def test_diff_counters_deltas(tmp_path, capsys):
 
 
 def _read(path):
-    from graphscope.bundle import read_bundle, read_counters
+    from graphscope.bundle import read_bundle
+    from graphscope.bundle_files import read_counters
 
     return read_bundle(path), read_counters(path)
 

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from graphscope._errors import BundleError, CaptureError
 from graphscope.analysis.eager import compare, graph_coverage, kernel_changes
-from graphscope.bundle import read_bundle, read_eager, write_bundle
+from graphscope.bundle import read_bundle, write_bundle
+from graphscope.bundle_files import read_eager
 from graphscope.capture.eager import attribute
 from graphscope.model.graph import Bundle, CapturedGraph, Node
 

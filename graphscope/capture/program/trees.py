@@ -21,7 +21,6 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-TREES_FILE = "cudagraph_trees.json"
 TREES_VERSION = 1
 MAX_EVENTS = 10_000  # recordings and skips kept (counted beyond)
 SKIP_FN = "log_cudagraph_skip_and_bump_counter"

@@ -17,13 +17,14 @@ from ... import native
 from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.training import optimizer_hooks
+from ...bundle_files import TREES_FILE
 from ..meter import CaptureMeter, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
 from .provenance import Provenance
 from .traced import TracedReplays
-from .trees import TREES_FILE, TreeEvents
+from .trees import TreeEvents
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig

@@ -1,0 +1,108 @@
+"""The optional files of a bundle, read and checked: ``counters.json`` (``capture
+--counters``), ``eager.json`` (``capture --eager-baseline``), ``cudagraph_trees.json``
+(``graphscope run`` of torch.compile programs) and the eager time of the traced windows in
+timeline.json. Each is absent in bundles that did not ask for it (None / {})."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from ._errors import BundleError
+from .bundle import _INT, _NUM, _STR, COUNTERS_FILE, COUNTERS_VERSION, _fits, _load_json
+
+
+def read_counters(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's counters.json (``capture --counters``), validated; None when it has none."""
+    if not os.path.lexists(os.path.join(path, COUNTERS_FILE)):
+        return None
+    data = _load_json(path, COUNTERS_FILE)
+    data.pop("schema_version", None)
+    try:
+        return _check_counters(data, os.path.join(path, COUNTERS_FILE))
+    except ValueError as exc:
+        raise BundleError(str(exc)) from None
+
+
+def _check_counters(data: Any, where: str) -> dict[str, Any]:
+    """counters.json as read: checked, or a one-line ValueError naming what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: not a JSON object")
+    if data.get("version") != COUNTERS_VERSION:
+        raise ValueError(f"{where}: version {data.get('version')!r}, this graphscope reads "
+                         f"{COUNTERS_VERSION}")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, dict) or not isinstance(nodes.get("exec_node_id"), list):
+        raise ValueError(f"{where}: 'nodes.exec_node_id' missing")
+    n = len(nodes["exec_node_id"])
+    cols = [("time_ns", nodes.get("time_ns")), ("shared_ns", nodes.get("shared_ns")),
+            ("concurrent_ns", nodes.get("concurrent_ns"))]
+    q = nodes.get("quantity")
+    if not isinstance(q, dict):
+        raise ValueError(f"{where}: 'nodes.quantity' missing")
+    cols += [(f"quantity.{k}", v) for k, v in q.items()]
+    for name, col in cols:
+        if not isinstance(col, list) or len(col) != n:
+            raise ValueError(f"{where}: 'nodes.{name}' is not a list of {n} numbers")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in col):
+            raise ValueError(f"{where}: 'nodes.{name}' holds a non-number")
+    if not all(isinstance(x, int) and x >= 0 for x in nodes["exec_node_id"]):
+        raise ValueError(f"{where}: 'nodes.exec_node_id' holds a non-id")
+    return data
+
+
+EAGER_FILE = "eager.json"  # capture --eager-baseline (graphscope/capture/eager.py)
+_EAGER_SPEC: dict[str, Any] = {
+    "eager_version": _INT, "mode": _STR, "runs": _INT, "graphs": [_STR],
+    "graph_wall_ns": [_INT], "eager_wall_ns": [_INT], "eager_gpu_ns": [_INT],
+    "backward_attribution": _STR,
+    "kernels": [{"graph": _STR, "module": _STR, "phase": _STR, "kernel": _STR, "count": _INT,
+                 "ns": _INT}],
+}
+
+
+def read_eager(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's eager baseline (eager.json, optional: None when absent); a malformed one
+    is refused naming the file."""
+    if not os.path.lexists(os.path.join(path, EAGER_FILE)):
+        return None
+    data = _load_json(path, EAGER_FILE)
+    data.pop("schema_version", None)
+    if data.get("eager_version") != 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: eager_version {data.get('eager_version')!r}, "
+                          "but this graphscope reads version 1; re-record the bundle")
+    if not _fits(data, _EAGER_SPEC) or data["runs"] < 1:
+        raise BundleError(f"{path}/{EAGER_FILE}: malformed (re-record it with graphscope "
+                          "capture --eager-baseline)")
+    return data
+
+
+def read_outside(path: str) -> dict[str, Any]:
+    """timeline.json's eager work seen in the traced windows: ``outside_graph_records`` and
+    ``outside_graph_ns`` (absent in bundles from before it; {} without a timeline)."""
+    if not os.path.lexists(os.path.join(path, "timeline.json")):
+        return {}
+    t = _load_json(path, "timeline.json")
+    return {k: t[k] for k in ("outside_graph_records", "outside_graph_ns") if k in t}
+
+
+TREES_FILE = "cudagraph_trees.json"  # graphscope run (graphscope/capture/program/trees.py)
+_TREES_SPEC: dict[str, Any] = {
+    "trees_version": _INT, "dropped": _INT, "missing": [_STR],
+    "events": [{"event": _STR, "t_s": _NUM, "?function": _STR, "?mode": _STR, "?shapes": _STR,
+                "?reason": _STR}],
+    "warmups": {"*": _INT}, "eager_runs": {"*": _INT}, "counters": {"*": _NUM},
+}
+
+
+def read_trees(path: str) -> Optional[dict[str, Any]]:
+    """torch.compile's cudagraph-tree events of a ``graphscope run`` bundle (optional: None
+    when absent); a malformed file is refused naming it."""
+    if not os.path.lexists(os.path.join(path, TREES_FILE)):
+        return None
+    data = _load_json(path, TREES_FILE)
+    data.pop("schema_version", None)
+    if data.get("trees_version") != 1 or not _fits(data, _TREES_SPEC):
+        raise BundleError(f"{path}/{TREES_FILE}: malformed or of another version (re-record "
+                          "it with graphscope run)")
+    return data
