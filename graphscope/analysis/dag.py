@@ -76,8 +76,9 @@ def _topo_order(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[list[int],
 
 def longest(order: list[int], succ: tuple[list[int], list[int]],
              pred: tuple[list[int], list[int]], d: list[float], src: np.ndarray,
-             dst: np.ndarray) -> tuple[float, list[int], np.ndarray]:
-    """(length, path positions, slack per node) of the longest path."""
+             dst: np.ndarray, slack: bool = True) -> tuple[float, list[int], np.ndarray]:
+    """(length, path positions, slack per node) of the longest path (``slack=False``: the
+    backward pass is skipped and slack is empty)."""
     n = len(d)
     if not n:
         return 0.0, [], np.zeros(0)
@@ -92,17 +93,19 @@ def longest(order: list[int], succ: tuple[list[int], list[int]],
         else:
             eft[v] = (max(map(get, pv[a:b])) if b > a else 0.0) + d[v]
     length = max(eft)
-    lst = [0.0] * n
-    get = lst.__getitem__
-    for u in reversed(order):
-        a, b = sp[u], sp[u + 1]
-        if b - a == 1:
-            lst[u] = lst[sv[a]] - d[u]
-        else:
-            lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
     eft_a, d_a = np.asarray(eft), np.asarray(d)
     est = eft_a - d_a
-    slack = np.maximum(np.asarray(lst) - est, 0.0)
+    slack_a = np.zeros(0)
+    if slack:
+        lst = [0.0] * n
+        get = lst.__getitem__
+        for u in reversed(order):
+            a, b = sp[u], sp[u + 1]
+            if b - a == 1:
+                lst[u] = lst[sv[a]] - d[u]
+            else:
+                lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
+        slack_a = np.maximum(np.asarray(lst) - est, 0.0)
     # the path: from the last-finishing node (the first such in topological order) back,
     # each node's predecessor being one that finishes at its earliest start (a timed one
     # first, then the earliest in topological order)
@@ -123,4 +126,4 @@ def longest(order: list[int], succ: tuple[list[int], list[int]],
         v = crit_l[v]
         path.append(v)
     path.reverse()
-    return length, path, slack
+    return length, path, slack_a

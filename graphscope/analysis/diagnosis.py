@@ -399,7 +399,8 @@ def _with_latency(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray
     d_lat, (lat_len, lat_path) = d, cp
     if lat.any():
         d_lat = (np.asarray(d) + lat).tolist()
-        lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src, dag.dst)
+        lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src, dag.dst,
+                                        slack=False)
     out = serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
     if out.get("op_info"):
         out["dependency_latency_ns"] = float(lat.sum())

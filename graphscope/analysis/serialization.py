@@ -178,7 +178,7 @@ def _what_if(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
         elif not found:
             unchecked += 1
     if false_edges or unchecked:
-        length, path, _ = longest(dag.order, wsucc, wpred, d, ws, wd)
+        length, path, _ = longest(dag.order, wsucc, wpred, d, ws, wd, slack=False)
     else:  # every captured ordering is kept: nothing to gain
         length, path = dag_cp, cp_path
     out: dict[str, Any] = {
