@@ -1,5 +1,6 @@
 """Rich tables of a bundle's summary. Formatting only: numbers come from analysis/."""
 
+# ~600 lines on purpose: every terminal table of every command, on one safe Text.
 from __future__ import annotations
 
 from typing import Any, Optional

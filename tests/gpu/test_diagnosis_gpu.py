@@ -132,16 +132,9 @@ def test_run_bundles_every_node_accounted_for(tmp_path, program):
 
 @pytest.mark.parametrize("name", ["resnet18", "vit_tiny", "gpt2"])
 def test_real_models_every_node_accounted_for(tmp_path, name):
-    from tests.gpu.test_run_real_gpu import PROGRAMS, TRAIN
+    from tests.gpu.test_run_real_gpu import run_real_model
 
-    spec = PROGRAMS[name]
-    pytest.importorskip(spec["module"])
-    prog = tmp_path / f"{name}.py"
-    prog.write_text(textwrap.dedent(TRAIN.format(build=spec["build"], loss=spec["loss"])))
-    out = tmp_path / "b"
-    p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr[-3000:]
+    out = run_real_model(tmp_path, name)
     b = read_bundle(str(out))
     d = diagnose(b)
     _accounted(b, d)

@@ -58,8 +58,8 @@ PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_real_model_training_step(tmp_path, name):
+def run_real_model(tmp_path, name):
+    """``graphscope run`` of the training step of real model ``name``; the bundle's path."""
     spec = PROGRAMS[name]
     pytest.importorskip(spec["module"])
     prog = tmp_path / f"{name}.py"
@@ -68,6 +68,12 @@ def test_real_model_training_step(tmp_path, name):
     p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_real_model_training_step(tmp_path, name):
+    out = run_real_model(tmp_path, name)
     (g,) = json.loads((out / "graph.json").read_text())["graphs"]
     w = [n for n in g["nodes"] if n["type"] in WORK_KINDS]
     tagged = [n for n in w if "module_name" in n.get("annotation", {})]

@@ -322,12 +322,12 @@ def test_saved_kernel_annotations_work_in_pytorchs_annotator(tmp_path):
     assert [a.get("module_name") for a in got] == ["m.read", "m.a", "m.b"]
 
 
-def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
-    """torch <= 2.11: no graph node id on kernel events; match by (name, grid, block) order."""
-    b = os.path.join(DATA, "mlp_step")
+def sequence_trace(tmp_path, bundle_name: str) -> str:
+    """A torch <= 2.11 style trace (no graph node ids) of one launch of ``bundle_name``'s
+    first replay: its kernels in start order, with names and launch dims."""
     from graphscope.bundle import read_bundle
 
-    bundle = read_bundle(b)
+    bundle = read_bundle(os.path.join(DATA, bundle_name))
     rep0 = sorted((e for e in bundle.events if e["replay"] == 0), key=lambda e: e["start_ns"])
     by_id = {n.exec_node_id: n for n in bundle.work_nodes()}
     ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
@@ -339,11 +339,20 @@ def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
         ev.append({"ph": "X", "cat": "kernel", "name": n.demangled, "pid": 0, "tid": 7,
                    "ts": 1.0 + k, "dur": 0.5, "args": {"correlation": 5, "grid": list(n.grid),
                                                       "block": list(n.block)}})
-    tp = tmp_path / "t.json"
+    tp = tmp_path / "seq.json"
     tp.write_text(json.dumps({"traceEvents": ev}))
+    return str(tp)
+
+
+def test_trace_without_node_ids_is_matched_by_kernel_sequence(tmp_path):
+    """torch <= 2.11: no graph node id on kernel events; match by (name, grid, block) order."""
+    b = os.path.join(DATA, "mlp_step")
+    tp = sequence_trace(tmp_path, "mlp_step")
     out = tmp_path / "o.json"
     res = annotate_trace_file(str(tp), b, str(out))
-    assert res.sequence_candidates == len(ev) - 1 and res.match_rate == 100.0
+    with open(tp) as f:
+        kernels = [e for e in json.load(f)["traceEvents"] if e["cat"] == "kernel"]
+    assert res.sequence_candidates == len(kernels) and res.match_rate == 100.0
     got = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     assert all(e["args"]["graphscope match"] == "sequence" for e in got)
     assert {e["args"].get("module_name") for e in got} >= {"L.fc1", "L.head"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -21,7 +20,7 @@ import pytest
 
 from graphscope.cli.main import main
 from tests.conftest import DATA, ROOT
-from tests.unit.test_annotate_trace import _trace, _write
+from tests.unit.test_annotate_trace import _trace, _write, sequence_trace
 
 # case -> (md5 of the output, the figures of the summary line the command printed: events in,
 # out, graphed, annotated, noise removed, overlapping moved, timestamps clamped, module spans)
@@ -53,28 +52,6 @@ def _gen_kineto() -> str:
     pytest.skip("shared/bench/gen_kineto_trace.py is not on this machine")
 
 
-def _sequence_trace(tmp_path, bundle_name: str) -> str:
-    """A torch <= 2.11 style trace (no graph node ids) of one launch of ``bundle_name``'s
-    first replay, as test_trace_without_node_ids_is_matched_by_kernel_sequence builds it."""
-    from graphscope.bundle import read_bundle
-
-    bundle = read_bundle(os.path.join(DATA, bundle_name))
-    rep0 = sorted((e for e in bundle.events if e["replay"] == 0), key=lambda e: e["start_ns"])
-    by_id = {n.exec_node_id: n for n in bundle.work_nodes()}
-    ev = [{"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1,
-           "ts": 0.0, "dur": 1.0, "args": {"correlation": 5}}]
-    for k, e in enumerate(rep0):
-        n = by_id[e["exec_node_id"]]
-        if n.type != "kernel":
-            continue
-        ev.append({"ph": "X", "cat": "kernel", "name": n.demangled, "pid": 0, "tid": 7,
-                   "ts": 1.0 + k, "dur": 0.5, "args": {"correlation": 5, "grid": list(n.grid),
-                                                      "block": list(n.block)}})
-    tp = tmp_path / "seq.json"
-    tp.write_text(json.dumps({"traceEvents": ev}))
-    return str(tp)
-
-
 def _inputs(tmp_path, case: str) -> tuple[str, str, list[str], str]:
     """(trace, annotations, extra CLI args, output file name) of one case."""
     if case.startswith("synthetic"):
@@ -90,7 +67,7 @@ def _inputs(tmp_path, case: str) -> tuple[str, str, list[str], str]:
         return (os.path.join(DATA, "run_profiled.trace.json"), os.path.join(DATA, bundle),
                 ["--min-match", "0"], "o.json")
     if case == "sequence-mlp_step":
-        return _sequence_trace(tmp_path, "mlp_step"), os.path.join(DATA, "mlp_step"), [], "o.json"
+        return sequence_trace(tmp_path, "mlp_step"), os.path.join(DATA, "mlp_step"), [], "o.json"
     if case == "json-annotations-mlp_step":
         tp, _ = _write(tmp_path, *_trace())
         return (tp, os.path.join(DATA, "mlp_step", "annotations.json"), ["--min-match", "0"],
