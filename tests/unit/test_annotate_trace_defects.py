@@ -239,7 +239,7 @@ def test_bundle_events_without_a_stream_still_match_by_sequence(tmp_path, capsys
     torch <= 2.11 trace is still matched whole."""
     import shutil
 
-    from tests.unit.test_annotate_trace_golden import _sequence_trace
+    from tests.unit.test_annotate_trace import sequence_trace
 
     b = tmp_path / "b"
     shutil.copytree(os.path.join(DATA, "mlp_step"), b)
@@ -247,7 +247,7 @@ def test_bundle_events_without_a_stream_still_match_by_sequence(tmp_path, capsys
     for e in tl["events"]:
         e.pop("stream", None)
     (b / "timeline.json").write_text(json.dumps(tl))
-    tp = _sequence_trace(tmp_path, "mlp_step")
+    tp = sequence_trace(tmp_path, "mlp_step")
     out = str(tmp_path / "o.json")
     rc, printed, err = _run(capsys, tp, "-a", str(b), "-o", out)
     assert rc == 0 and "matched 24 of 24" in printed, err
