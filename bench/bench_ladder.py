@@ -34,8 +34,9 @@ class Layer(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(),
                                  nn.Linear(4 * HIDDEN, HIDDEN))
         shape = (max(SIZES), HEADS, CTX, D)
-        self.register_buffer("k", torch.randn(shape, dtype=torch.float16))
-        self.register_buffer("v", torch.randn(shape, dtype=torch.float16))
+        # made on the GPU: 2 x 64 MiB per layer of CPU randn took a minute per process
+        self.register_buffer("k", torch.randn(shape, dtype=torch.float16, device="cuda"))
+        self.register_buffer("v", torch.randn(shape, dtype=torch.float16, device="cuda"))
 
     def forward(self, x):
         b = x.shape[0]
@@ -131,6 +132,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         for _ in range(rounds):  # paired: one plain and one observed process per round
             plain.append(once(path, False, traced, untraced))
             run.append(once(path, True, traced, untraced))
+            print(f"round {len(run)}: plain {plain[-1]['capture_s']:.2f} s, run "
+                  f"{run[-1]['capture_s']:.2f} s", file=sys.stderr, flush=True)
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:

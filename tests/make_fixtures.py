@@ -28,6 +28,9 @@ SCENARIOS = [
     ("branches_forward", "branches.py", "forward", True),
     ("branches_2s_forward", "branches.py:two_streams", "forward", True),
     ("tiny_forward", "tiny_kernels.py", "forward", True),
+    # eager vs graph: the step's eager baseline beside its graph (eager.json)
+    ("mlp_step_eager", "mlp.py", "step", True),
+    ("gpt_step_eager", "gpt.py", "step", True),
 ]
 
 
@@ -46,9 +49,12 @@ def record(name: str) -> None:
     model, _, entry = model.partition(":")
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", model), mode=mode, replays=4,
                         keep_events=2, output=os.path.join(OUT, name), force=True,
-                        entry=entry or "graphscope_model").validate()
+                        entry=entry or "graphscope_model",
+                        eager_baseline=name.endswith("_eager")).validate()
     cmd = "capture" if timing else "annotate"
     argv = ["graphscope", cmd, f"sample_models/{model}", "--mode", mode]
+    if name.endswith("_eager"):
+        argv.append("--eager-baseline")
     res = run_capture(cfg, timing=timing, command=cmd,
                       argv=argv + (["--entry", entry] if entry else []))
     print(name, res.bundle_path, res.summary["work_nodes"], "work nodes",

@@ -5,11 +5,15 @@ The facts are recorded per capture (``graphscope.capture.meter``) into each grap
 ``pool_allocated_bytes``, ``capture_alloc_bytes`` / ``capture_live_bytes`` /
 ``capture_peak_bytes`` / ``capture_segment_bytes`` (the capture's allocations in its pool:
 gross, still held at its end, its peak working set, new segments reserved), ``static_input_bytes``,
-``capture_s``, ``instantiate_s``, ``memory_by_module`` ({module: [allocated, held]}) and
-``capture_by_module_s``.
+``capture_reserved_bytes`` (all that ``torch.cuda.memory_reserved`` grew by during the
+capture, in its pool or not), ``capture_s``, ``instantiate_s``, ``memory_by_module``
+({module: [allocated, held]}) and ``capture_by_module_s``.
 
 Graphs that share a pool are one group: the pool's reserved bytes once (its largest reading),
-never once per graph; the bundle's total is the union of its pools.
+never once per graph; the bundle's total is the union of its pools. Memory a capture reserved
+outside its pool (its ``capture_reserved_bytes`` less the pool's new segments: a library's
+workspace made on another stream, say) is counted apart, so that pools plus outside add up to
+what the captures took from the device.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from ..model.graph import Bundle
 
 GRAPH_KEYS = ("capture_s", "instantiate_s", "capture_alloc_bytes", "capture_live_bytes",
               "capture_peak_bytes", "capture_segment_bytes", "static_input_bytes",
-              "pool_allocated_bytes")
+              "pool_allocated_bytes", "capture_reserved_bytes")
 
 
 def has_memory(infos: list[dict[str, Any]]) -> bool:
@@ -83,7 +87,10 @@ def memory_summary(bundle: Bundle) -> Optional[dict[str, Any]]:
     """Pools (each once), per graph memory and capture cost, totals, memory by module; None
     for a bundle recorded before graphscope measured these."""
     infos = [(g.name, dict(g.info)) for g in bundle.graphs]
-    if not has_memory([i for _, i in infos]):
+    window = bundle.manifest.get("capture_s") if bundle.manifest else None
+    # callables: torch's one call captures both graphs, timed as one window (the manifest's)
+    timed_once = window is not None and any("pool_bytes" in i for _, i in infos)
+    if not (has_memory([i for _, i in infos]) or timed_once):
         return None
     pool_rows = pools(infos)
     pool_of = {n: p["pool"] for p in pool_rows for n in p["graphs"]}
@@ -98,15 +105,19 @@ def memory_summary(bundle: Bundle) -> Optional[dict[str, Any]]:
         return sum(vals) if vals else None
 
     reserved = [p["reserved_bytes"] for p in pool_rows if p["reserved_bytes"] is not None]
+    outside = [max(int(i["capture_reserved_bytes"]) - int(i["capture_segment_bytes"]), 0)
+               for _, i in infos
+               if i.get("capture_reserved_bytes") is not None
+               and i.get("capture_segment_bytes") is not None]
     out: dict[str, Any] = {
         "pools": pool_rows,
         "graphs": graphs,
         "total_reserved_bytes": sum(reserved) if reserved else None,
+        "outside_pools_bytes": sum(outside) if outside else None,
         "capture_s": _round(total("capture_s")),
         "instantiate_s": _round(total("instantiate_s")),
         "capture_live_bytes": total("capture_live_bytes"),
     }
-    window = bundle.manifest.get("capture_s") if bundle.manifest else None
     if window is not None and out["capture_s"] is None:  # callables: one timed window
         out["capture_s"] = window
     modules = by_module([i for _, i in infos])

@@ -20,16 +20,19 @@ Two kinds of eager runs, after the graph's traced replays:
   beside the model's stream, not in it, and the timed runs have none.
 
 Naming is the capture's (:func:`graphscope.annotate.modules.module_fqn`: ``L``, ``L.<path>``,
-``(loss)``, ``(step)``, ``(optimizer)``). Backward: as the capture does (DESIGN.md, backward
-attribution), a TorchFunctionMode gives each autograd node an output of an op creates to the
-innermost scope open in forward (first owner wins), and the node's pre-hook and hook mark its
-backward scope open and closed around its kernels; gradient accumulation, owned by no op,
-falls to the scope around ``backward()`` (``(loss)``/``(step)``, the known accumulation rule).
-The hooks live on that run's autograd graph only.
+``(loss)``, ``(step)``, ``(optimizer)``). Backward: by the capture's own rule
+(``graphscope/annotate/backward.py``): each autograd node belongs to the scope open in forward
+when autograd numbered it (its sequence number against the counter noted at every scope change,
+so the nodes a composite op makes inside itself count too); an ``AccumulateGrad`` node to its
+parameter's module; a node made outside every scope to the scope around ``backward()``
+(``(loss)``/``(step)``). When backward starts (torch's ``_engine_run_backward``, wrapped for the
+attributed run only) every node about to run gets a pre-hook that *sets* the backward scope, so
+the engine's gradient accumulation after a node stays in that node's scope, as in the capture.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import time
 from collections import defaultdict
@@ -41,7 +44,7 @@ import numpy as np
 from .. import native
 from .._errors import CaptureError
 from ..annotate.modules import module_fqn
-from ..annotate.training import OPTIMIZER_SCOPE
+from ..annotate.training import OPTIMIZER_SCOPE, param_owners
 from ..model.graph import UNATTRIBUTED, short_kernel_name
 from ..model.join import KINDS
 from .source import ModelJob
@@ -50,12 +53,16 @@ from .step import LOSS_SCOPE, STEP_SCOPE, unwrap_ddp, zero_grad
 EAGER_VERSION = 1
 OUTSIDE = UNATTRIBUTED  # eager work launched outside every scope (as graph nodes are)
 
-Scope = Optional[tuple[str, str]]  # (module, phase) opened, or None: the innermost one closed
+# (module, phase) opened; (module, phase, SET): the innermost one replaced by it (a backward
+# node starting); None: the innermost one closed
+Scope = Optional[tuple[str, ...]]
+SET = "set"
 
 
 class Markers:
     """Scope changes as one-element fills on a private stream, in launch order; ``forward``
-    is the stack of forward scopes open now (who owns the autograd nodes made now)."""
+    is the stack of forward scopes open now, and ``owners`` the autograd sequence numbers at
+    which it changed (who owns the autograd nodes made then)."""
 
     def __init__(self) -> None:
         import torch
@@ -66,6 +73,9 @@ class Markers:
         torch.cuda.synchronize()
         self.events: list[Scope] = []
         self.forward: list[str] = []
+        self.seqs: list[int] = []
+        self.owners: list[Optional[str]] = []
+        self.around = OUTSIDE  # the scope of backward's unowned nodes, when none is open
 
     def mark(self, scope: Scope) -> None:
         import torch
@@ -77,42 +87,73 @@ class Markers:
     def open(self, name: str) -> None:
         self.forward.append(name)
         self.mark((name, "forward"))
+        note_owner(self)
 
     def close(self) -> None:
         if self.forward:
             self.forward.pop()
         self.mark(None)
+        note_owner(self)
 
 
-def _owner_mode(marks: Markers) -> Any:
-    """A TorchFunctionMode that gives each new autograd node (an op output's ``grad_fn``) to
-    the innermost open forward scope and brackets its backward with markers."""
+def note_owner(marks: Any) -> None:
+    """Autograd's sequence counter now and the forward scope that owns nodes numbered from
+    it on."""
+    from ..annotate.backward import _seq
+
+    marks.seqs.append(_seq())
+    marks.owners.append(marks.forward[-1] if marks.forward else None)
+
+
+def owner_of(marks: Any, seq: int) -> Optional[str]:
+    """The forward scope open when autograd numbered a node ``seq`` (None: no scope)."""
+    i = bisect.bisect_right(marks.seqs, seq) - 1
+    return marks.owners[i] if i >= 0 else None
+
+
+@contextlib.contextmanager
+def _backward_hooks(marks: Any, params: dict[int, str]) -> Iterator[None]:
+    """While the attributed run runs: each backward call's nodes get a pre-hook setting their
+    owner's backward scope, bracketed by the scope around the call (``marks.forward``'s top, or
+    ``marks.around``)."""
     import torch
-    from torch.overrides import TorchFunctionMode
 
-    owned: set[int] = set()
-    keep: list[Any] = []  # the nodes, alive while the run's graph is (ids stay unique)
+    real = torch.autograd._engine_run_backward
+    hooked: set[Any] = set()
 
-    def claim(t: Any) -> None:
-        node = getattr(t, "grad_fn", None) if isinstance(t, torch.Tensor) else None
-        if node is None or id(node) in owned or not marks.forward:
-            return
-        owned.add(id(node))
-        keep.append(node)
-        name = marks.forward[-1]
-        node.register_prehook(lambda *_: marks.mark((name, "backward")))
-        node.register_hook(lambda *_: marks.mark(None))
+    def hook_nodes(t_outputs: Any, around: str) -> None:
+        stack = [t.grad_fn if isinstance(t, torch.Tensor) else getattr(t, "node", None)
+                 for t in t_outputs]
+        while stack:
+            node = stack.pop()
+            if node is None or node in hooked:
+                continue
+            hooked.add(node)
+            if type(node).__name__ == "AccumulateGrad":
+                var = getattr(node, "variable", None)
+                owner = params.get(id(var)) if var is not None else None
+            else:
+                owner = owner_of(marks, int(node._sequence_nr()))
+            scope = (owner or around, "backward", SET)
+            node.register_prehook(lambda *_, s=scope: marks.mark(s))
+            stack.extend(n for n, _ in node.next_functions)
 
-    class Owners(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            out = func(*args, **(kwargs or {}))
-            if torch.is_grad_enabled():
-                for t in out if isinstance(out, (tuple, list)) else (out,):
-                    claim(t)
-            return out
+    def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        around = marks.forward[-1] if marks.forward else getattr(marks, "around", OUTSIDE)
+        marks.mark((around, "backward"))
+        try:
+            hook_nodes(t_outputs, around)
+            return real(t_outputs, *args, **kwargs)
+        finally:
+            marks.mark(None)
 
-    return Owners()
+    # torch.autograd.backward (and Tensor.backward) call it by this module global, as the
+    # capture's session patches it (graphscope/annotate/session.py)
+    torch.autograd._engine_run_backward = run_backward
+    try:
+        yield
+    finally:
+        torch.autograd._engine_run_backward = real
 
 
 def attribute(
@@ -152,8 +193,13 @@ def attribute(
             if e is None:
                 if stack:
                     stack.pop()
+            elif len(e) > 2 and e[2] == SET:
+                if stack:
+                    stack[-1] = (e[0], e[1])
+                else:
+                    stack.append((e[0], e[1]))
             else:
-                stack.append(e)
+                stack.append((e[0], e[1]))
             continue
         module, phase = stack[-1] if stack else (OUTSIDE, "forward")
         row = out[(module, phase, names[i])]
@@ -186,10 +232,8 @@ def _columns(out: list[native.ActivityRecords]) -> tuple[Any, ...]:
 
 @contextlib.contextmanager
 def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[None]:
-    """Global module hooks, autograd-node ownership (``backward``) and optimizer hooks that
-    mark scope changes, named as the capture names them; removed on every path. Without
-    ``backward`` no TorchFunctionMode is pushed: an active mode turns off fast paths (the
-    transformer layers' fused inference kernels) that the timed runs and the graph take."""
+    """Global module hooks, backward-node hooks (``backward``) and optimizer hooks that mark
+    scope changes, named as the capture names them; removed on every path."""
     import torch
     from torch.nn.modules import module as m
     from torch.optim import optimizer as o
@@ -218,7 +262,7 @@ def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[No
                o.register_optimizer_step_post_hook(lambda *_: marks.mark(None))]
     try:
         if backward and torch.is_grad_enabled():
-            with _owner_mode(marks):
+            with _backward_hooks(marks, param_owners(unwrap_ddp(job.model), job.depth)):
                 yield
         else:
             yield
@@ -241,17 +285,21 @@ def _attributed_step(job: ModelJob, marks: Markers) -> Callable[[], Any]:
 
         return user
 
+    import torch
+
     def default() -> Any:
         zero_grad(job.model)
         out = job.model(*job.args, **job.kwargs)
         marks.open(LOSS_SCOPE["module_name"])
         loss = job.loss_fn(out)
+        # the gradient seed, made here as backward() would make it (torch.autograd's
+        # _make_grads: ones_like of a one-element loss): the capture gives it to the loss's
+        # forward, the autograd engine has not started yet
+        seed = (torch.ones_like(loss, memory_format=torch.preserve_format)
+                if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None)
         marks.close()
-        marks.mark((LOSS_SCOPE["module_name"], "backward"))  # accumulation, the seed
-        try:
-            loss.backward()
-        finally:
-            marks.mark(None)
+        marks.around = LOSS_SCOPE["module_name"]  # backward's nodes made outside every module
+        loss.backward(seed)
 
     return default
 

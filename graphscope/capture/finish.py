@@ -148,11 +148,12 @@ def finish(
         phase(name.split(".")[0])
         extra[name] = make()
     phase("write")
-    bundle = with_timings(graphs, jr)
-    summary = summarize(bundle)
     full = {**manifest, **raw.meta, "replays": jr.replays if jr else 0,
             "versions": versions(), "graphs": [g.name for g in graphs],
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    # the summary reads the manifest too (callables' one capture window, say)
+    bundle = dataclasses.replace(with_timings(graphs, jr), manifest=full)
+    summary = summarize(bundle)
     written = write_bundle(
         output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
         summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,

@@ -32,6 +32,14 @@ from .. import native
 
 HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
 OUTSIDE = "(outside modules)"  # allocations and time of a capture outside every module scope
+PENDING = "_pending"  # info key of a deferred capture's sums, until complete()
+
+
+def complete(info: dict[str, Any]) -> dict[str, Any]:
+    """A deferred capture's info (``end(defer=True)``) with its per-module sums filled in."""
+    for fn in info.pop(PENDING, ()):
+        info.update(fn())
+    return info
 
 
 def history_wanted() -> bool:
@@ -88,6 +96,7 @@ class CaptureMeter:
         self._offset_us = 0.0
         self._hooks: list[Any] = []
         self._marks: list[tuple[int, int]] = []  # (time_ns, scope id) at each scope change
+        self._reserved0: Optional[int] = None  # torch.cuda.memory_reserved() at the start
         self._t0 = 0.0
         self._wall0_ns = 0
         self._armed = False
@@ -104,18 +113,30 @@ class CaptureMeter:
                 self._armed = True
         if self.scopes:
             self._install_hooks()
+        self._reserved0 = _reserved()
         self._marks.append((time.time_ns(), native.current_scope()))
         self._t0 = time.perf_counter()
 
-    def end(self, cuda_graph: Any) -> dict[str, Any]:
-        """Just after ``capture_end``: the graph-info fields of this capture."""
+    def end(self, cuda_graph: Any, defer: bool = False) -> dict[str, Any]:
+        """Just after ``capture_end``: the graph-info fields of this capture. ``defer``: the
+        per-module sums (time between scope marks, allocations by scope) are left for
+        :func:`complete`, so that a program's capture loop pays only for the snapshot."""
         capture_s = time.perf_counter() - self._t0
         end_ns = time.time_ns()
+        reserved1 = _reserved()
         self._remove_hooks()
         info: dict[str, Any] = {"capture_s": round(capture_s, 6)}
-        spans = self._scope_time(end_ns)
-        if len(spans) > 1 or OUTSIDE not in spans:
-            info["capture_by_module_s"] = spans
+        names = self._names()
+        if defer:
+            marks = list(self._marks)
+            info[PENDING] = [lambda: {"capture_by_module_s": self._scope_time(end_ns, marks,
+                                                                            names)}]
+        else:
+            info.update(self._scope_info(end_ns, self._marks, names))
+        if self._reserved0 is not None and reserved1 is not None:
+            # all the device memory the caching allocator reserved during the capture, in the
+            # graph's pool or not (a library's workspace on another stream, say)
+            info["capture_reserved_bytes"] = reserved1 - self._reserved0
         pool = None
         with contextlib.suppress(Exception):
             pool = tuple(int(x) for x in cuda_graph.pool())
@@ -142,7 +163,14 @@ class CaptureMeter:
                 traces = snap.get("device_traces") or []
                 dev = _device_index()
                 entries = traces[dev] if dev < len(traces) else []
-                info.update(self._attribute(entries, segs, pool))
+                if defer:
+                    marks = list(self._marks)
+                    wall0 = self._wall0_ns
+                    info[PENDING].append(lambda: self._attribute(entries, segs, pool, marks,
+                                                                 wall0, names))
+                else:
+                    info.update(self._attribute(entries, segs, pool, self._marks,
+                                                self._wall0_ns, names))
             except (KeyError, TypeError, ValueError) as exc:  # said, never a failed capture
                 info["memory_note"] = f"allocator history not read: {exc!r}"
         return info
@@ -167,11 +195,22 @@ class CaptureMeter:
             self._stop_history()
             self._armed = False
 
-    def _scope_time(self, end_ns: int) -> dict[str, float]:
+    def _names(self) -> dict[int, str]:
+        """The module each scope id of this window's marks names (each id looked up once)."""
+        return {sid: scope_name(sid) for sid in {s for _, s in self._marks}}
+
+    def _scope_info(self, end_ns: int, marks: list[tuple[int, int]],
+                    names: dict[int, str]) -> dict[str, Any]:
+        spans = self._scope_time(end_ns, marks, names)
+        return {"capture_by_module_s": spans} if len(spans) > 1 or OUTSIDE not in spans else {}
+
+    @staticmethod
+    def _scope_time(end_ns: int, marks: list[tuple[int, int]], names: dict[int, str]
+                    ) -> dict[str, float]:
         out: dict[str, float] = {}
-        marks = self._marks + [(end_ns, -1)]
+        marks = marks + [(end_ns, -1)]
         for (t, sid), (t2, _) in zip(marks, marks[1:]):
-            name = scope_name(sid)
+            name = names.get(sid, OUTSIDE)
             out[name] = out.get(name, 0.0) + (t2 - t) / 1e9
         return {k: round(v, 6) for k, v in out.items()}
 
@@ -194,7 +233,9 @@ class CaptureMeter:
             torch.cuda.memory._record_memory_history(None)
 
     def _attribute(self, entries: list[dict[str, Any]], segs: list[dict[str, Any]],
-                   pool: tuple[int, ...]) -> dict[str, Any]:
+                   pool: tuple[int, ...], marks: Optional[list[tuple[int, int]]] = None,
+                   wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None
+                   ) -> dict[str, Any]:
         """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;
         and per module scope, bytes allocated and bytes still held."""
         starts = sorted((int(s["address"]), int(s["address"]) + int(s["total_size"]))
@@ -209,10 +250,12 @@ class CaptureMeter:
             i = bisect.bisect_right(lo, addr) - 1
             return i >= 0 and addr < starts[i][1]
 
+        marks = self._marks if marks is None else marks
+        names = self._names() if names is None else names
         offset = self._offset_us
-        begin_us = self._wall0_ns / 1000 + offset
-        times = [t / 1000 + offset for t, _ in self._marks]
-        names = [scope_name(s) for _, s in self._marks]
+        begin_us = (self._wall0_ns if wall0_ns is None else wall0_ns) / 1000 + offset
+        times = [t / 1000 + offset for t, _ in marks]
+        mark_names = [names.get(s, OUTSIDE) for _, s in marks]
         live: dict[int, tuple[int, str]] = {}
         gross: dict[str, int] = {}
         cur = peak = total = new_segments = 0
@@ -223,8 +266,9 @@ class CaptureMeter:
             act, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
             if act == "alloc":
                 i = max(bisect.bisect_right(times, t) - 1, 0)
-                live[addr] = (size, names[i])
-                gross[names[i]] = gross.get(names[i], 0) + size
+                name = mark_names[i]
+                live[addr] = (size, name)
+                gross[name] = gross.get(name, 0) + size
                 total += size
                 cur += size
                 peak = max(peak, cur)
@@ -278,6 +322,16 @@ def pool_facts(cuda_graph: Any) -> dict[str, Any]:
     info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
     info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
     return info
+
+
+def _reserved() -> Optional[int]:
+    """``torch.cuda.memory_reserved()`` (None where it cannot be read)."""
+    try:
+        import torch
+
+        return int(torch.cuda.memory_reserved())
+    except Exception:
+        return None
 
 
 def _device_index() -> int:

@@ -525,8 +525,12 @@ def pools_table(mem: dict[str, Any]) -> Table:
         who = names[0] if len(names) == 1 else f"{len(names)} graphs: {names[0]} .. {names[-1]}"
         t.add_row(str(p["pool"]), Text(who), _b(p["reserved_bytes"]), _b(p["allocated_bytes"]),
                   _b(p["capture_live_bytes"]))
+    outside = mem.get("outside_pools_bytes")
     t.caption = (f"{len(mem['pools'])} pool(s), {_b(mem.get('total_reserved_bytes'))} reserved "
-                 f"in all (each pool once); capture {_s(mem.get('capture_s'))}, instantiate "
+                 "in all (each pool once)"
+                 + (f"; {_b(outside)} more reserved outside the pools during the captures"
+                    if outside else "")
+                 + f"; capture {_s(mem.get('capture_s'))}, instantiate "
                  f"{_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
     t.caption_justify = "left"
     return t

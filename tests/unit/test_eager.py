@@ -15,7 +15,7 @@ from graphscope._errors import BundleError, CaptureError
 from graphscope.analysis.eager import compare, graph_coverage, kernel_changes
 from graphscope.bundle import read_bundle, write_bundle
 from graphscope.bundle_files import read_eager
-from graphscope.capture.eager import attribute
+from graphscope.capture.eager import attribute, note_owner
 from graphscope.model.graph import Bundle, CapturedGraph, Node
 
 GID = 1 << 32
@@ -381,7 +381,8 @@ class _Marks:
     """Markers without a GPU: the same bookkeeping, no fill launched."""
 
     def __init__(self):
-        self.events, self.forward = [], []
+        self.events, self.forward, self.seqs, self.owners = [], [], [], []
+        self.around = "(unattributed)"
 
     def mark(self, scope):
         self.events.append(scope)
@@ -389,10 +390,12 @@ class _Marks:
     def open(self, name):
         self.forward.append(name)
         self.mark((name, "forward"))
+        note_owner(self)
 
     def close(self):
         self.forward.pop()
         self.mark(None)
+        note_owner(self)
 
 
 def test_scopes_mark_forward_modules_and_backward_autograd_nodes():
@@ -414,13 +417,18 @@ def test_scopes_mark_forward_modules_and_backward_autograd_nodes():
     fwd = ev[:ev.index(("(loss)", "backward"))]
     assert fwd == [("L", "forward"), ("L.0", "forward"), None, ("L.1", "forward"), None, None,
                    ("(loss)", "forward"), None]
-    bwd = [e for e in ev[len(fwd):] if e is not None]
-    # every autograd node is bracketed by its owner's backward scope, innermost owner first
-    assert bwd[0] == ("(loss)", "backward")
-    assert ("(loss)", "backward") in bwd[1:]  # the sum's node
-    assert ("L.1", "backward") in bwd and ("L.0", "backward") in bwd
-    assert ("L", "backward") not in bwd  # L's own ops are its children's
-    assert ev.count(None) == len(ev) - ev.count(None) and ev[-1] is None  # balanced
+    bwd = ev[len(fwd):]
+    # backward() is bracketed by the loss's backward scope; each node about to run sets its
+    # owner's: the sum's node the loss, relu L.1, the Linear's node and its parameters'
+    # AccumulateGrad nodes L.0 (as the capture's sequence-number rule gives them)
+    assert bwd[0] == ("(loss)", "backward") and bwd[-1] is None
+    sets = bwd[1:-1]
+    assert all(len(e) == 3 and e[1:] == ("backward", "set") for e in sets)
+    owners = [e[0] for e in sets]
+    assert owners[0] == "(loss)" and owners.count("L.1") == 1
+    # addmm, the weight's transpose, the weight's and bias's AccumulateGrad
+    assert owners[owners.index("L.1") + 1:] == ["L.0"] * 4
+    assert "L" not in owners  # L's own ops are its children's
     assert model[0].weight.grad is not None
     # the hooks are gone: a plain forward marks nothing
     n = len(marks.events)
@@ -491,3 +499,23 @@ def test_compare_of_one_graph_of_several():
                            "kernel": "k", "count": 2, "ns": 2})
     rows = {(r["module"], r["phase"]) for r in compare(b, doc)["modules"]}
     assert ("L.x", "forward") not in rows and ("L.fc1", "forward") in rows
+
+
+# ---------------------------------------------- eager baselines recorded on the H200
+@pytest.mark.parametrize("name, kernels", [("mlp_step_eager", 24), ("gpt_step_eager", 114)])
+def test_recorded_eager_baselines_match_the_graph_module_by_module(name, kernels):
+    """`capture --mode step --eager-baseline` of the MLP and the GPT: every (module, phase) has
+    the same kernels eager and in the graph (backward too: eager attributes autograd nodes by
+    the capture's sequence-number rule), graphing bought a host-side speed-up."""
+    src = os.path.join(os.path.dirname(__file__), "..", "data", name)
+    c = compare(read_bundle(src), read_eager(src))
+    assert not c["kernel_set_changed"]
+    phases = {r["phase"] for r in c["modules"]}
+    assert {"forward", "backward"} <= phases
+    for r in c["modules"]:
+        assert r["eager_kernels"] == r["graph_kernels"], r
+        assert not (r["added"] or r["missing"] or r["replaced"]), r
+    s = c["step"]
+    assert s["eager_kernels"] == s["graph_kernels"] == kernels
+    assert s["speedup"] > 1 and s["eager_wall_ns"] > s["graph_wall_ns"] > 0
+    assert s["eager_gpu_ns"] > 0 and s["graph_gpu_ns"] > 0

@@ -198,7 +198,7 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
     assert out["capture_live_bytes"] == 1307
     assert out["capture_peak_bytes"] == 1500
     assert out["capture_segment_bytes"] == 4 * MiB
-    spans = m._scope_time(50_000)
+    spans = m._scope_time(50_000, m._marks, m._names())
     assert spans == {OUTSIDE: pytest.approx(30e-6), "L.attn": pytest.approx(10e-6),
                      "L.mlp": pytest.approx(10e-6)}
 
@@ -305,3 +305,75 @@ def test_capture_window_hooks_do_not_import_dynamo():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+
+
+# ------------------------------------------- the shared-pool ladder recorded on the H200
+# tests/data/run_ladder: `graphscope run` of tests/gpu/test_memory_gpu.py's program (ten
+# buckets of a 4-block decoder captured largest first into one pool, the two largest never
+# replayed); run_ladder.facts.json: what the program measured itself (torch.cuda.memory_reserved
+# over the capture loop, and the pool's segments in torch.cuda.memory_snapshot)
+def _ladder_facts():
+    with open(os.path.join(DATA, "run_ladder.facts.json")) as f:
+        return json.load(f)
+
+
+def test_recorded_ladder_shows_the_shared_pool_once_with_torchs_totals():
+    facts = _ladder_facts()
+    mem = memory_summary(_bundle("run_ladder"))
+    (pool,) = mem["pools"]
+    assert len(pool["graphs"]) == len(mem["graphs"]) == 10
+    assert pool["reserved_bytes"] == mem["total_reserved_bytes"] == facts["pool_reserved"]
+    assert pool["allocated_bytes"] == facts["allocated"]
+    # pools plus what the captures reserved outside them add up to memory_reserved's growth
+    assert mem["total_reserved_bytes"] + mem["outside_pools_bytes"] == facts["reserved"]
+    assert mem["outside_pools_bytes"] == sum(
+        v for k, v in facts["other_segments"].items() if not k.endswith(" 0"))
+
+
+def test_recorded_ladder_memory_by_module_adds_up_to_the_pool():
+    facts = _ladder_facts()
+    mem = memory_summary(_bundle("run_ladder"))
+    top = [r for r in mem["by_module"] if r["level"] == 0]
+    assert sum(r["held_bytes"] for r in top) == pytest.approx(facts["allocated"], rel=0.05)
+    rows = {r["module"]: r for r in mem["by_module"]}
+    assert rows["L.blocks"]["alloc_bytes"] == sum(rows[f"L.blocks.{i}"]["alloc_bytes"]
+                                                  for i in range(4))
+    for g in mem["graphs"]:
+        assert g["capture_s"] > 0 and g["instantiate_s"] > 0
+
+
+def test_recorded_ladder_view():
+    b = _bundle("run_ladder")
+    (site,) = ladder(b, graph_rows(b))
+    assert [x["batch"] for x in site["buckets"]] == [1, 2, 4, 8, 16, 24, 32, 48, 64, 96]
+    assert len(site["never_replayed"]) == 2
+    assert all(x["ns_per_row"] > 0 for x in site["buckets"] if x["replays"])
+    text = Console(width=200, record=True)
+    text.print(render(summarize(b)))
+    out = text.export_text()
+    assert "1 pool(s)" in out and "more reserved outside the pools" in out
+    assert "Bucket ladder" in out and "never replayed: 2 bucket(s)" in out
+
+
+def test_meter_defers_the_sums_to_complete(monkeypatch):
+    """`run` leaves the per-module sums of each capture for the end (its capture loop pays
+    only for the snapshot): complete() gives what end() without defer gives."""
+    from graphscope.capture import meter as mt
+
+    m = CaptureMeter(history=False)
+    attn = _scope("L.attn")
+    m._marks = [(0, -1), (10_000, attn), (20_000, -1)]
+    monkeypatch.setattr(mt.time, "time_ns", lambda: 30_000)
+    monkeypatch.setattr(mt.time, "perf_counter", lambda: 1.0)
+    m._t0 = 0.5
+
+    class G:
+        def pool(self):
+            raise RuntimeError("no pool")
+
+    now = m.end(G(), defer=False)
+    m._marks = [(0, -1), (10_000, attn), (20_000, -1)]
+    later = m.end(G(), defer=True)
+    assert mt.PENDING in later and "capture_by_module_s" not in later
+    assert mt.complete(later) == now
+    assert now["capture_by_module_s"] == {OUTSIDE: 2e-05, "L.attn": 1e-05}

@@ -18,7 +18,7 @@ from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.training import optimizer_hooks
 from ...bundle_files import TREES_FILE
-from ..meter import CaptureMeter, tensor_bytes
+from ..meter import CaptureMeter, complete, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
@@ -184,7 +184,7 @@ class GraphWatch:
         inspection = None
         dot = ""
         t = time.perf_counter()
-        rec.cost = self.meter.end(cuda_graph)
+        rec.cost = self.meter.end(cuda_graph, defer=True)  # sums in result(): not in the loop
         t = self._spent("meter", t)
         try:
             ptr = cuda_graph.raw_cuda_graph()
@@ -242,6 +242,7 @@ class GraphWatch:
             raw = g.raw
             assert raw is not None
             raw.exec_id = g.exec_id
+            complete(g.cost)
             raw.info = g.info()
             if g.kind == "compiled":
                 raw.place = lambda node: self.provenance.place(node.source)
