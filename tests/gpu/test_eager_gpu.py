@@ -225,3 +225,64 @@ def test_compiled_program_reports_skips_and_re_records_with_torchs_reasons(tmp_p
     assert all(r["reason"] for r in t["re_recordings"])
     text = gs("report", out).stdout
     assert "skipped: " in text and "re-recorded " in text
+
+
+RESNET_STEP = '''
+import torch
+import torchvision
+
+
+def graphscope_model():
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    x, y = torch.randn(16, 3, 64, 64), torch.randint(0, 10, (16,))
+    dev = {}
+
+    def loss(out):
+        if "y" not in dev:
+            dev["y"] = y.to(out.device)
+        return torch.nn.functional.cross_entropy(out, dev["y"])
+
+    return {"model": model, "args": (x,), "loss": loss}
+'''
+
+GPT2_FORWARD = '''
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def graphscope_model():
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000,
+                                       n_positions=64))
+    return {"model": model, "args": (torch.randint(0, 1000, (4, 32)),)}
+'''
+
+
+@pytest.mark.parametrize("name, lib, mode", [("resnet18_step", "torchvision", "step"),
+                                             ("vit_user_step", "timm", "step"),
+                                             ("gpt2_forward", "transformers", "forward")])
+def test_eager_baseline_of_real_models(tmp_path, name, lib, mode):
+    """Models nobody here wrote: torchvision's ResNet-18 training step, timm's ViT in a user
+    step (AMP, micro-batches, AdamW), transformers' GPT-2 forward: the eager kernels of every
+    forward (module, phase) are the graph's; backward within the accumulation rule."""
+    pytest.importorskip(lib)
+    from tests.gpu.test_workloads_gpu import TIMM_STEP
+
+    src = {"resnet18_step": RESNET_STEP, "vit_user_step": TIMM_STEP,
+           "gpt2_forward": GPT2_FORWARD}[name]
+    model = tmp_path / f"{name}.py"
+    model.write_text(src)
+    _, _, rep = capture_eager(tmp_path, str(model), mode)
+    s = rep["step"]
+    off = [(r["module"], r["phase"], r["eager_kernels"], r["graph_kernels"])
+           for r in rep["modules"] if r["eager_kernels"] != r["graph_kernels"]]
+    print(name, {k: s[k] for k in ("speedup", "gpu_speedup", "eager_kernels",
+                                    "graph_kernels")}, "modules off:", off[:10])
+    for r in rep["modules"]:
+        if r["phase"] == "forward":
+            assert r["eager_kernels"] == r["graph_kernels"], r
+        elif not r["module"].startswith("("):
+            d = abs(r["eager_kernels"] - r["graph_kernels"])
+            assert d <= max(2, 0.1 * r["graph_kernels"]), r
+    assert s["eager_wall_ns"] > 0 and s["graph_wall_ns"] > 0
