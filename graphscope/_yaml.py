@@ -21,4 +21,7 @@ def read_yaml(path: str, what: str) -> tuple[Any, Any]:
     try:
         return yaml.compose(text), yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: invalid YAML: {where}{problem}") from None

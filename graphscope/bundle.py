@@ -258,7 +258,8 @@ def read_bundle(path: str) -> Bundle:
 def _read_bundle(path: str) -> Bundle:
     path = os.path.abspath(path)
     if not os.path.isdir(path):
-        raise BundleError(f"{path}: no such bundle directory")
+        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
+                                         if os.path.exists(path) else "no such bundle directory"))
     manifest = _load_json(path, "manifest.json")
     _check_manifest(manifest, f"{path}/manifest.json")
     graph = _load_json(path, "graph.json")
@@ -534,7 +535,8 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     or it was not computed from this bundle's files (then the caller recomputes it)."""
     path = os.path.abspath(path)
     if not os.path.isdir(path):
-        raise BundleError(f"{path}: no such bundle directory")
+        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
+                                         if os.path.exists(path) else "no such bundle directory"))
     # validates that this is a bundle of our schema
     _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
     missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]

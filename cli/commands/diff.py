@@ -64,10 +64,15 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         from graphscope.render.table import counters_diff_table
 
         con.print(counters_diff_table(counters))
-    if eager:
-        from graphscope.render.eager import eager_diff_table
+    if eager and "only" in eager:
+        side, other = (a, b) if eager["only"] == "a" else (b, a)
+        con.print(f"eager baseline: only {side} has one ({other} was captured without "
+                  "--eager-baseline)", markup=False, highlight=False)
+    elif eager:
+        from graphscope.render.eager import eager_diff_table, eager_module_diff_table
 
         con.print(eager_diff_table(eager["a"], eager["b"]))
+        con.print(eager_module_diff_table(eager["a"], eager["b"]))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")
@@ -91,6 +96,8 @@ def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
     from graphscope.bundle_files import read_eager
 
     da, db = read_eager(a), read_eager(b)
-    if da is None or db is None:
+    if da is None and db is None:
         return None
+    if da is None or db is None:  # said, not silently left out
+        return {"only": "a" if db is None else "b"}
     return {"a": compare(ba, da), "b": compare(bb, db)}  # type: ignore[arg-type]

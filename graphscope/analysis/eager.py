@@ -80,6 +80,11 @@ def kernel_changes(graph: Mapping[str, list[float]], eager: Mapping[str, list[fl
     return {"added": added, "missing": missing, "replaced": replaced}
 
 
+# "slower in the graph" only past run-to-run noise: at least 1 µs and 10% of the eager time
+SLOWER_MIN_NS = 1_000
+SLOWER_MIN_FRAC = 0.10
+
+
 def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
     """Per module and phase: eager vs graph GPU time and kernels; for the step: eager wall
     time vs replay wall time (the speed-up graphing bought; below 1 it cost)."""
@@ -96,7 +101,7 @@ def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
             "graph_kernels": int(sum(v[0] for v in g.values())),
             "eager_kernels": round(sum(v[0] for v in e.values()), 2),
             "graph_ns": g_ns, "eager_ns": e_ns, "delta_ns": g_ns - e_ns,
-            "slower_in_graph": g_ns > e_ns,
+            "slower_in_graph": g_ns - e_ns > max(SLOWER_MIN_NS, SLOWER_MIN_FRAC * e_ns),
             **kernel_changes(g, e),
         })
     e_wall, g_wall = _median(eager["eager_wall_ns"]), _median(eager["graph_wall_ns"])

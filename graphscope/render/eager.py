@@ -102,6 +102,29 @@ def eager_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
     return t
 
 
+def eager_module_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
+    """Per module and phase: graph minus eager GPU time, and the kernel counts, in A and B."""
+    t = Table(title="Eager vs graph by module (graph - eager, A → B)", title_justify="left")
+    t.add_column("module", overflow="fold", ratio=1)
+    t.add_column("phase", no_wrap=True)
+    for col in ("Δ A", "Δ B", "kernels e/g A", "kernels e/g B"):
+        t.add_column(col, justify="right", no_wrap=True)
+    ra = {(r["module"], r["phase"]): r for r in a["modules"]}
+    rb = {(r["module"], r["phase"]): r for r in b["modules"]}
+
+    def cells(r: Optional[dict[str, Any]]) -> tuple[str, str]:
+        if r is None:
+            return "-", "-"
+        d = r["delta_ns"]
+        return (("+" if d > 0 else "-" if d < 0 else "") + fmt_ns(abs(d)),
+                f"{r['eager_kernels']:g}/{r['graph_kernels']}")
+
+    for key in sorted(set(ra) | set(rb)):
+        (da, ka), (db, kb) = cells(ra.get(key)), cells(rb.get(key))
+        t.add_row(Text(key[0]), key[1], da, db, ka, kb)
+    return t
+
+
 MAX_TREE_LINES = 10
 
 

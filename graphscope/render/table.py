@@ -94,8 +94,10 @@ def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     graphs = summary["graphs"]
     t = Table(title="Graphs", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
-    for col in ("nodes", "tagged", "replays", "traced", "time/replay", "pool"):
+    for col in ("nodes", "tagged", "replays", "traced", "time/replay"):
         t.add_column(col, justify="right", no_wrap=True)
+    # wraps, so that a narrow terminal narrows it before the graph names
+    t.add_column("pool", justify="right", overflow="fold")
     # a capture bundle's graphs are each replayed (and traced) in every replay
     every = summary.get("replays") or "-"
     for g in graphs[:max_rows]:
@@ -133,10 +135,17 @@ def header(summary: dict[str, Any]) -> _RichText:
     )
     lines = [line]
     if summary.get("replays"):
-        line = (f"replays: {summary['replays']}, graph work "
-                f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay")
-        # A program's graphs replay apart from each other: one span over them means nothing.
-        if not any("site" in g for g in summary["graphs"]):
+        # A program's graphs replay apart from each other: one span over them means nothing,
+        # and their work is one replay of each, summed
+        apart = any("site" in g for g in summary["graphs"])
+        if apart and len(summary["graphs"]) > 1:
+            line = (f"replays: {summary['replays']}, graph work "
+                    f"{fmt_ns(summary['replay_kernel_median_ns'])} for one replay of each of "
+                    f"the {len(summary['graphs'])} graphs")
+        else:
+            line = (f"replays: {summary['replays']}, graph work "
+                    f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay")
+        if not apart:
             line += f", span {fmt_ns(summary['replay_span_median_ns'])}"
         lines.append(line)
     # each line escaped on its own: the newline between them is ours, not a name's
@@ -541,7 +550,7 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
     t = Table(title="Capture cost", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
     for col in ("pool", "capture", "instantiate", "peak", "held", "new segments", "inputs"):
-        t.add_column(col, justify="right", no_wrap=True)
+        t.add_column(col, justify="right")  # may wrap ("34.7 MiB"): the names keep a width
     for g in mem["graphs"][:max_rows]:
         t.add_row(Text(g["name"]), str(g["pool"]), _s(g.get("capture_s")),
                   _s(g.get("instantiate_s")), _b(g.get("capture_peak_bytes")),
@@ -582,7 +591,7 @@ def ladder_table(site: dict[str, Any]) -> Table:
     t.add_column("bucket", overflow="fold", ratio=1)
     for col in ("batch", "replays", "time/replay", "time/row", "peak mem", "new pool",
                 "capture", "instantiate", "structure"):
-        t.add_column(col, justify="right", no_wrap=True)
+        t.add_column(col, justify="right")  # may wrap: the bucket keeps a width
     for b in site["buckets"]:
         t.add_row(Text(str(b["shapes"] or b["name"])), str(b["batch"] or "-"),
                   str(b["replays"]), fmt_ns(b["median_ns"]) if b["median_ns"] else "-",

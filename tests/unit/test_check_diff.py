@@ -82,3 +82,26 @@ def test_diff_same_bundle_is_zero_and_cli_fail_above(tmp_path, capsys):
     assert main(["diff", a, b, "--fail-above", str(worst + 1)]) == 0
     assert main(["diff", a, b, "--fail-above", str(worst - 1)]) == 1
     assert "FAIL" in capsys.readouterr().out
+
+
+def test_broken_yaml_names_its_line_and_problem(tmp_path):
+    from graphscope._errors import ConfigError
+    from graphscope._yaml import read_yaml
+
+    p = tmp_path / "budgets.yaml"
+    p.write_text("graphs:\n  step: {critical_path: 1ms\nx: 1\n")
+    with pytest.raises(ConfigError) as e:
+        read_yaml(str(p), "budget file")
+    msg = str(e.value)
+    assert msg.startswith(f"{p}: invalid YAML: line ") and "\n" not in msg
+    assert "expected ',' or '}'" in msg
+
+
+def test_report_of_a_file_says_it_is_not_a_bundle(tmp_path):
+    from graphscope._errors import BundleError
+    from graphscope.bundle import read_bundle
+
+    f = tmp_path / "README.md"
+    f.write_text("x")
+    with pytest.raises(BundleError, match="a file, not a bundle directory"):
+        read_bundle(str(f))
