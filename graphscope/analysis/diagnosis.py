@@ -98,12 +98,13 @@ import statistics
 from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, itemgetter
 from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import WORK_KINDS, Bundle, CapturedGraph
+from ..model.graph import Bundle, CapturedGraph
 from .dag import EPS, Dag, longest
 from .serialization import serialization
 
@@ -123,12 +124,28 @@ def _median(xs: Sequence[float]) -> Optional[float]:
     return float(statistics.median(xs)) if xs else None
 
 
-def _node_durations(bundle: Bundle) -> dict[int, float]:
-    """exec node id -> median duration over the timed replays, for work nodes."""
-    if not bundle.replays or not bundle.work:
+def _node_durations(bundle: Bundle, dags: Optional[Sequence[Dag]] = None) -> dict[int, float]:
+    """exec node id -> median duration over the timed replays, for work nodes. ``dags``: of
+    ``bundle.graphs``, where the caller made them (their columns spare passes over the
+    nodes)."""
+    r = bundle.replays
+    if not r:
         return {}
-    med = np.median(bundle.durations, axis=1)
-    return {n.exec_node_id: m for n, m in zip(bundle.work, med.tolist()) if n.durations_ns}
+    if dags is None:
+        ids = list(map(attrgetter("exec_node_id"), bundle.work))
+        rows = list(map(attrgetter("durations_ns"), bundle.work))
+    else:
+        ids = [i for x in dags for i in x.exec_ids[x.is_work].tolist()]
+        rows = [t for x in dags for t in compress(x.durations_ns, x.is_work.tolist())]
+    if not rows:
+        return {}
+    if r > 0 and all(map(r.__eq__, map(len, rows))):
+        # usual: ``bundle.durations`` without its padding, 2x faster (numpy's conversion of
+        # 100,000 tuples is slow)
+        mat = np.fromiter(chain.from_iterable(rows), np.int64, len(rows) * r).reshape(-1, r)
+        return dict(zip(ids, np.median(mat, axis=1).tolist()))
+    med = np.median(bundle.durations, axis=1).tolist()
+    return {n.exec_node_id: m for n, m in zip(bundle.work, med) if n.durations_ns}
 
 
 def _events_by_graph(bundle: Bundle) -> dict[str, list[Mapping[str, Any]]]:
@@ -243,14 +260,14 @@ def _node_gaps(dag: Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
 
 # ---------------------------------------------------------------- one graph
 
-def _event_columns(evs: Sequence[Mapping[str, Any]], g: CapturedGraph
+def _event_columns(evs: Sequence[Mapping[str, Any]], ids: np.ndarray
                    ) -> tuple[np.ndarray, ...]:
-    """(replay, position, start, end, stream or -1) of the events of ``g``'s nodes."""
+    """(replay, position, start, end, stream or -1) of the events of a graph's nodes (``ids``:
+    their exec node ids by position)."""
     m = len(evs)
     ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
                       for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
     sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64, m)
-    ids = np.fromiter((x.exec_node_id for x in g.nodes), np.int64, len(g.nodes))
     srt = np.argsort(ids, kind="stable")
     i = np.clip(np.searchsorted(ids[srt], ex), 0, max(len(ids) - 1, 0))
     ok = ids[srt][i] == ex if len(ids) else np.zeros(m, bool)
@@ -264,18 +281,21 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    events: Optional[Sequence[Mapping[str, Any]]] = None,
                    launches: Optional[Mapping[tuple[str, int], tuple[int, int]]] = None,
                    busy: Optional[Mapping[tuple[str, int], int]] = None,
-                   columns: Optional[tuple[np.ndarray, ...]] = None) -> dict[str, Any]:
+                   columns: Optional[tuple[np.ndarray, ...]] = None,
+                   dag: Optional[Dag] = None) -> dict[str, Any]:
     """The diagnosis of one graph of ``bundle`` as plain data (module docstring).
-    ``columns``: :func:`_event_columns` of its events, where the caller made them."""
+    ``columns``: :func:`_event_columns` of its events, ``dag``: ``Dag(g)``, where the caller
+    made them."""
     if durations is None:
         durations = _node_durations(bundle)
     if events is None:
         events = _events_by_graph(bundle).get(g.name, [])
     if launches is None:
         launches = _launches(bundle)
-    dag = Dag(g)
+    if dag is None:
+        dag = Dag(g)
     n = dag.n
-    is_work = np.fromiter((x.type in WORK_KINDS for x in g.nodes), bool, n)
+    is_work = dag.is_work
     out: dict[str, Any] = {"graph": g.name, "nodes": n, "edges": len(dag.src),
                            "work_nodes": int(is_work.sum()),
                            "assumptions": [], "verdicts": []}
@@ -285,12 +305,13 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     if dag.order is None:
         out["error"] = "the edges form a cycle: no critical path"
         return out
-    rp, pos, st, en, sm = columns if columns is not None else _event_columns(events, g)
+    rp, pos, st, en, sm = (columns if columns is not None
+                           else _event_columns(events, dag.exec_ids))
     stream = np.full(n, -1, np.int64)
     o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
     stream[pos[o]] = sm[o]
     timed = bool(durations) or bool(len(rp))
-    d = [durations.get(x.exec_node_id, -1.0) for x in g.nodes]
+    d = list(map(durations.get, dag.exec_ids.tolist(), repeat(-1.0)))
     untimed: Counter[str] = Counter()
     missing = [i for i, x in enumerate(d) if x < 0]
     if missing:
@@ -317,19 +338,18 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         what = ", ".join(f"{k} {v}" for k, v in sorted(untimed.items()))
         out["assumptions"].append(f"nodes without timing taken as 0 ns ({what})")
     out["timed"] = timed
-    length, path, slack = longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst)
+    length, path, slack = longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst,
+                                  rank=dag.rank)
     work = float(sum(d))
-    mods: dict[str, float] = defaultdict(float)
-    for i in path:
-        mods[g.nodes[i].module] += d[i]
+    mods = _module_sums(dag, path, d)
     on = np.zeros(n, bool)
     on[path] = True
     zero_off = int(((slack <= EPS) & ~on).sum())
     off = np.flatnonzero(~on & is_work)
     near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
     out["critical_path"] = {
-        "length_ns": length, "nodes": [g.nodes[i].local_id for i in path],
-        "exec_node_ids": [g.nodes[i].exec_node_id for i in path],
+        "length_ns": length, "nodes": dag.lids[path].tolist(),
+        "exec_node_ids": dag.exec_ids[path].tolist(),
         "work_nodes": int(is_work[path].sum()) if path else 0,
         "modules": [{"module": m, "ns": t, "pct": 100.0 * t / length if length else 0.0}
                     for m, t in sorted(mods.items(), key=lambda kv: (-kv[1], kv[0]))],
@@ -341,7 +361,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                            "name": g.nodes[i].short_name, "module": g.nodes[i].module}
                           for i in near],
     }
-    out["slack_ns"] = dict(zip((x.local_id for x in g.nodes), slack.tolist()))
+    out["slack_ns"] = dict(zip(dag.lids.tolist(), slack.tolist()))
     out["work_ns"] = work
     out["dag_parallelism"] = work / length if length else None
     out["streams"] = len(set(sm.tolist()) - {-1})
@@ -368,6 +388,19 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                                              (length, path), work)
     out["verdicts"] = _verdicts(out, np.asarray(d)[is_work])
     return out
+
+
+def _module_sums(dag: Dag, path: list[int], d: list[float]) -> dict[str, float]:
+    """Module -> the summed durations of ``path``'s nodes of that module (each module's
+    durations added in path order, as a loop over the path would)."""
+    if not path:
+        return {}
+    names = list(dict.fromkeys(dag.modules))
+    code = dict(zip(names, range(len(names))))
+    idx = np.fromiter(map(code.__getitem__, dag.modules), np.int64, dag.n)[path]
+    sums = np.bincount(idx, weights=np.asarray(d)[path], minlength=len(names))
+    on = np.bincount(idx, minlength=len(names)) > 0
+    return dict(zip(compress(names, on.tolist()), sums[on].tolist()))
 
 
 def _replays(g: CapturedGraph, dag: Dag, cols: tuple[np.ndarray, ...],
@@ -400,7 +433,7 @@ def _with_latency(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray
     if lat.any():
         d_lat = (np.asarray(d) + lat).tolist()
         lat_len, lat_path, _ = longest(dag.order, dag.succ, dag.pred, d_lat, dag.src, dag.dst,
-                                        slack=False)
+                                        slack=False, rank=dag.rank)
     out = serialization(g, dag, d_lat, stream, lat_len, lat_path, work)
     if out.get("op_info"):
         out["dependency_latency_ns"] = float(lat.sum())
@@ -516,13 +549,15 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
 
 def diagnose(bundle: Bundle) -> dict[str, Any]:
     """The diagnosis of every graph of ``bundle`` and of the gaps between its replays."""
-    durations = _node_durations(bundle)
+    dags = [Dag(g) for g in bundle.graphs]
+    durations = _node_durations(bundle, dags)
     events = _events_by_graph(bundle)
     launches = _launches(bundle)
-    cols = {g.name: _event_columns(events.get(g.name, []), g) for g in bundle.graphs}
+    cols = {g.name: _event_columns(events.get(g.name, []), dag.exec_ids)
+            for g, dag in zip(bundle.graphs, dags)}
     busy = _busy_until({k: (c[0], c[2], c[3]) for k, c in cols.items()})
     graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy,
-                             cols[g.name]) for g in bundle.graphs]
+                             cols[g.name], dag) for g, dag in zip(bundle.graphs, dags)]
     between = _between(bundle, graphs, launches)
     for o in graphs:
         tails = [m["tail_ns"] for m in o.get("replays", []) if m["tail_ns"] is not None]

@@ -19,22 +19,19 @@ REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
 # Long on purpose (~85 lines): one vectorised sweep; split, it would pass ten arrays.
-def _data_edges(g: CapturedGraph, order: list[int]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
     op information (module docstring). Vectorised: every (node, elementary segment,
     read/write) access, sorted by segment and visit rank; per access its segment's previous
     write, and per read the segment's next write; barriers likewise over the visit order.
     The fourth column marks the edges that stay when the memory is renamed (``renamed``):
     read-after-write and the barriers' edges."""
-    n = len(g.nodes)
-    rank = np.empty(n, np.int64)
-    rank[np.asarray(order, np.int64)] = np.arange(n)
-    reads = [x.reads for x in g.nodes]
-    writes = [x.writes for x in g.nodes]
-    hard = np.fromiter((r is None and w is None for r, w in zip(reads, writes)), bool, n)
-    rc = np.fromiter((len(r) if r else 0 for r in reads), np.int64, n)
-    wc = np.fromiter((len(w) if w else 0 for w in writes), np.int64, n)
+    assert dag.order is not None
+    n, order, rank = dag.n, dag.order, dag.rank
+    reads, writes = dag.reads, dag.writes
+    rc, wc = _counts(reads), _counts(writes)
+    hard = (rc < 0) & (wc < 0)
+    rc, wc = np.maximum(rc, 0), np.maximum(wc, 0)
     flat = chain.from_iterable(chain.from_iterable(x for x in reads + writes if x))
     total = int(rc.sum() + wc.sum())
     srcs: list[np.ndarray] = []
@@ -57,8 +54,8 @@ def _data_edges(g: CapturedGraph, order: list[int]
             seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
             node, isw = node[rep], isw[rep]
         # by segment, then visit rank, reads before writes within a node: one int64 key
-        # (rows with equal keys are interchangeable)
-        k = np.argsort((seg * n + rank[node]) * 2 + isw)
+        # (rows with equal keys are interchangeable; stable: sorted_unique says why)
+        k = np.argsort((seg * n + rank[node]) * 2 + isw, kind="stable")
         seg, node, isw = seg[k], node[k], isw[k]
         idx = np.arange(len(seg))
         first = np.r_[True, seg[1:] != seg[:-1]]
@@ -106,6 +103,11 @@ def _data_edges(g: CapturedGraph, order: list[int]
     return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool)
 
 
+def _counts(ranges: list[Any]) -> np.ndarray:
+    """Per node: how many ranges it has (-1: None, not recorded)."""
+    return np.array([-1 if x is None else len(x) for x in ranges], np.int64)
+
+
 def serialization(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
                    dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
     """Stream-order-only edges and the what-if path (module docstring), strictly and with
@@ -121,12 +123,11 @@ def serialization(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray
     the looser bound of the two."""
     n = dag.n
     assert dag.order is not None
-    if all(getattr(nd, "reads", None) is None and getattr(nd, "writes", None) is None
-           for nd in g.nodes):
+    if all(r is None and w is None for r, w in zip(dag.reads, dag.writes)):
         return {"op_info": False, "nodes_without_op_info": n,
                 "note": "no memory ranges recorded (bundle from before reads/writes): "
                         "every edge kept"}
-    data = _data_edges(g, dag.order)
+    data = _data_edges(dag)
     out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=False)
     renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=True)
     renamed.pop("nodes_without_op_info", None)
@@ -147,57 +148,91 @@ def _what_if(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
     a, b = dag.src, dag.dst
     sa, sb = stream[a], stream[b]
     kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
-    if raw_only and len(a):
-        # the kernels of one op call (the same ranges: a GEMM and its split-K reduction)
-        # stay in order: their write-after-write is the op's own, not the allocator's
-        nodes = g.nodes
-        kept |= np.fromiter(
-            (nodes[x].writes == nodes[y].writes and nodes[x].reads == nodes[y].reads
-             for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
     nn = max(n, 1)
-    wkey = sorted_unique(np.concatenate([ds * nn + dd, a[kept] * nn + b[kept]]))
-    ws, wd = wkey // nn, wkey % nn
-    ekey = a * nn + b
-    at = np.clip(np.searchsorted(wkey, ekey), 0, max(len(wkey) - 1, 0))
-    cand = ~kept & ~((wkey[at] == ekey) if len(wkey) else np.zeros(len(ekey), bool))
-    wsucc = csr(n, ws, wd)
-    wpred = csr(n, wd, ws)
-    rank_a = np.empty(n, np.int64)
-    rank_a[np.asarray(dag.order, np.int64)] = np.arange(n)
-    rank = rank_a.tolist()
-    false_edges: list[tuple[int, int]] = []
-    budget = REACH_BUDGET
-    unchecked = 0
-    for x, y in zip(a[cand].tolist(), b[cand].tolist()):
-        if budget <= 0:
-            unchecked += 1
-            continue
-        found, budget = _reaches(wsucc, rank, x, y, budget)
-        if not found and budget > 0:
-            false_edges.append((x, y))
-        elif not found:
-            unchecked += 1
-    if false_edges or unchecked:
-        length, path, _ = longest(dag.order, wsucc, wpred, d, ws, wd, slack=False)
+    ekey = b * nn + a  # by target first: the targets' CSR (longest's) needs no sort then
+    wkey = sorted_unique(np.concatenate([dd * nn + ds, ekey[kept]]))
+    cand = ~kept & ~_member(ekey, wkey)
+    if raw_only and cand.any():
+        # the kernels of one op call (the same ranges: a GEMM and its split-K reduction)
+        # stay in order: their write-after-write is the op's own, not the allocator's (only
+        # the edges that would not be kept otherwise need the test)
+        same = np.zeros(len(a), bool)
+        same[cand] = _same_op(dag, a[cand], b[cand])
+        kept |= same
+        cand &= ~same
+        wkey = sorted_unique(np.concatenate([wkey, ekey[same]]))
+    wd, ws = wkey // nn, wkey % nn
+    # the stream-order-only edges as arrays: a list of 10,000 tuples sets off the garbage
+    # collector, which then walks every young list of the analysis (50 ms)
+    fa, fb = a[cand], b[cand]
+    false, unchecked = _unreached(n, ws, wd, dag.rank, fa, fb)
+    fa, fb = fa[false], fb[false]
+    if len(fa) or unchecked:
+        length, path, _ = longest(dag.order, None, csr(n, wd, ws), d, ws, wd, slack=False,
+                                  rank=dag.rank)
     else:  # every captured ordering is kept: nothing to gain
         length, path = dag_cp, cp_path
     out: dict[str, Any] = {
         "op_info": True,
         "nodes_without_op_info": int(hard.sum()),
         "what_if_edges": len(wkey),  # data DAG plus kept edges
-        "stream_order_only_edges": len(false_edges),
-        "edges": [[g.nodes[x].local_id, g.nodes[y].local_id]
-                  for x, y in false_edges[:MAX_LISTED_EDGES]],
+        "stream_order_only_edges": len(fa),
+        "edges": np.stack([dag.lids[fa[:MAX_LISTED_EDGES]], dag.lids[fb[:MAX_LISTED_EDGES]]],
+                          axis=1).tolist(),
         "what_if_ns": length,
-        "what_if_path": [g.nodes[i].local_id for i in path],
+        "what_if_path": dag.lids[path].tolist(),
         "gain_ns": dag_cp - length,
         "gain_pct": 100.0 * (dag_cp - length) / dag_cp if dag_cp else 0.0,
         "what_if_parallelism": work / length if length else None,
-        "chains": _chains(g, dag, d, stream, false_edges) if false_edges else [],
+        "chains": _chains(g, dag, d, stream, fb) if len(fa) else [],
     }
     if unchecked:
         out["unchecked_edges"] = unchecked
     return out
+
+
+def _member(x: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Per element of ``x``: whether it is in ``sorted_keys`` (sorted)."""
+    if not len(sorted_keys):
+        return np.zeros(len(x), bool)
+    at = np.clip(np.searchsorted(sorted_keys, x), 0, len(sorted_keys) - 1)
+    return sorted_keys[at] == x
+
+
+def _same_op(dag: Dag, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per edge a -> b: whether both nodes read and write the same ranges (one op call)."""
+    reads, writes = dag.reads, dag.writes
+    return np.fromiter((writes[x] == writes[y] and reads[x] == reads[y]
+                        for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
+
+
+def _unreached(n: int, src: np.ndarray, dst: np.ndarray, rank: np.ndarray, xs: np.ndarray,
+               ys: np.ndarray) -> tuple[np.ndarray, int]:
+    """Which edges x -> y (of ``xs``, ``ys``; not among the DAG's edges ``src`` -> ``dst``,
+    which ``rank`` orders) have a y not reachable from x in that DAG (a mask), and how many
+    were left unchecked (the visits ran past REACH_BUDGET)."""
+    if len(xs) < REACH_BUDGET and bool((rank[ys] == rank[xs] + 1).all()):
+        # usual: each y comes right after its x, where only the edge itself (not in the
+        # DAG) could join them; one visit (x) each, within the budget
+        return np.ones(len(xs), bool), 0
+    succ = csr(n, src, dst)
+    rank_l = rank.tolist()
+    out = np.zeros(len(xs), bool)
+    budget = REACH_BUDGET
+    unchecked = 0
+    for i, (x, y) in enumerate(zip(xs.tolist(), ys.tolist())):
+        if budget <= 0:
+            unchecked += 1
+            continue
+        if rank_l[y] == rank_l[x] + 1:  # nothing between them: only the edge itself, not
+            found, budget = False, budget - 1  # there, could join them (one visit: x)
+        else:
+            found, budget = _reaches(succ, rank_l, x, y, budget)
+        if not found and budget > 0:
+            out[i] = True
+        elif not found:
+            unchecked += 1
+    return out, unchecked
 
 
 def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int, budget: int
@@ -222,16 +257,12 @@ def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int,
 
 
 def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
-            cut: list[tuple[int, int]]) -> list[dict[str, Any]]:
-    """Runs of one stream's nodes (in visit order) between stream-order-only edges, largest
-    work first."""
-    assert dag.order is not None
-    ordr = np.asarray(dag.order, np.int64)
-    rank = np.empty(dag.n, np.int64)
-    rank[ordr] = np.arange(dag.n)
-    k = np.lexsort((rank, stream))  # by stream, then visit order
+            cut: np.ndarray) -> list[dict[str, Any]]:
+    """Runs of one stream's nodes (in visit order) between stream-order-only edges (``cut``:
+    their targets), largest work first."""
+    k = np.lexsort((dag.rank, stream))  # by stream, then visit order
     heads = np.zeros(dag.n, bool)
-    heads[[b for _, b in cut]] = True
+    heads[cut] = True
     sk = stream[k]
     start = np.r_[True, sk[1:] != sk[:-1]] | heads[k]
     run = np.cumsum(start) - 1
@@ -240,11 +271,12 @@ def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
     lastpos = np.r_[first[1:], len(k)] - 1
     top = np.lexsort((first, -work))[:TOP]
     rows = []
+    modules, lids = dag.modules, dag.lids
     for r in top.tolist():
-        members = k[first[r]:lastpos[r] + 1].tolist()
-        mods = Counter(g.nodes[i].module for i in members if g.nodes[i].is_work)
-        rows.append({"first": g.nodes[members[0]].local_id,
-                     "last": g.nodes[members[-1]].local_id, "nodes": len(members),
+        members = k[first[r]:lastpos[r] + 1]
+        mods = Counter(map(modules.__getitem__, members[dag.is_work[members]].tolist()))
+        rows.append({"first": int(lids[members[0]]),
+                     "last": int(lids[members[-1]]), "nodes": len(members),
                      "work_ns": float(work[r]), "stream": int(sk[first[r]]),
                      "module": mods.most_common(1)[0][0] if mods else UNATTRIBUTED})
     return rows
