@@ -310,10 +310,12 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     stream = np.full(n, -1, np.int64)
     o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
     stream[pos[o]] = sm[o]
-    timed = bool(durations) or bool(len(rp))
     d = list(map(durations.get, dag.exec_ids.tolist(), repeat(-1.0)))
     untimed: Counter[str] = Counter()
     missing = [i for i, x in enumerate(d) if x < 0]
+    # this graph's own timing: a graph of a run bundle the program never replayed while
+    # traced has none, whatever the bundle's other graphs have
+    timed = len(missing) < len(d) or bool(len(rp))
     if missing:
         ev_med: dict[int, float] = {}
         if len(pos):
@@ -332,8 +334,9 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                 x = 0.0 if timed else (1.0 if nd.is_work else 0.0)
             d[i] = x
     if not timed:
-        out["assumptions"].append("no timed replays: each work node counted as 1 (lengths "
-                                  "are node counts)")
+        out["assumptions"].append(
+            ("not replayed while traced" if bundle.replays else "no timed replays")
+            + ": each work node counted as 1 (lengths are node counts)")
     elif untimed:
         what = ", ".join(f"{k} {v}" for k, v in sorted(untimed.items()))
         out["assumptions"].append(f"nodes without timing taken as 0 ns ({what})")
@@ -527,7 +530,8 @@ def _between(bundle: Bundle, per_graph: list[dict[str, Any]],
             host.append(max(0, lau[0] - x[1]))
     if not gaps:
         return None
-    spans = [m["span_ns"] for o in per_graph for m in o.get("replays", [])]
+    # the graphs' median spans, as the diagnosis table shows them (one graph: its span)
+    spans = [o["span_ns"] for o in per_graph if o.get("span_ns") is not None]
     out: dict[str, Any] = {
         "pairs": len(gaps), "median_gap_ns": _median(gaps), "max_gap_ns": max(gaps),
         "total_gap_ns": sum(gaps), "median_span_ns": _median(spans),
@@ -562,7 +566,8 @@ def diagnose(bundle: Bundle) -> dict[str, Any]:
     for o in graphs:
         tails = [m["tail_ns"] for m in o.get("replays", []) if m["tail_ns"] is not None]
         o.setdefault("median", {})["tail_ns"] = _median(tails)
-    verdicts = [v for o in graphs for v in o["verdicts"]]
+    several = len(graphs) > 1  # each verdict says whose it is
+    verdicts = [f"{o['graph']}: {v}" if several else v for o in graphs for v in o["verdicts"]]
     if between and between.get("verdict"):
         verdicts.append(between["verdict"])
     return {

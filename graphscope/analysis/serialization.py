@@ -4,7 +4,6 @@ definitions: ``diagnosis.py``'s module docstring, "False serialization")."""
 
 from __future__ import annotations
 
-from collections import Counter
 from itertools import chain
 from typing import Any
 
@@ -256,6 +255,25 @@ def _reaches(succ: tuple[list[int], list[int]], rank: list[int], a: int, b: int,
     return False, budget
 
 
+def run_label(mods: list[str]) -> str:
+    """A run's modules (in visit order) in a few words: the one module, the module all of them
+    are inside ("L.blocks (12 modules)"), or the first and the last ("L.fc1 … (loss), 5
+    modules")."""
+    if not mods:
+        return UNATTRIBUTED
+    if len(mods) == 1:
+        return mods[0]
+    parts = [m.split(".") for m in mods]
+    common: list[str] = []
+    for level in zip(*parts):
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    if len(common) > 1 and not common[0].startswith("("):  # inside a module below the root
+        return f"{'.'.join(common)} ({len(mods)} modules)"
+    return f"{mods[0]} … {mods[-1]} ({len(mods)} modules)"
+
+
 def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
             cut: np.ndarray) -> list[dict[str, Any]]:
     """Runs of one stream's nodes (in visit order) between stream-order-only edges (``cut``:
@@ -274,9 +292,10 @@ def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
     modules, lids = dag.modules, dag.lids
     for r in top.tolist():
         members = k[first[r]:lastpos[r] + 1]
-        mods = Counter(map(modules.__getitem__, members[dag.is_work[members]].tolist()))
+        mods = list(dict.fromkeys(map(modules.__getitem__,
+                                      members[dag.is_work[members]].tolist())))
         rows.append({"first": int(lids[members[0]]),
                      "last": int(lids[members[-1]]), "nodes": len(members),
                      "work_ns": float(work[r]), "stream": int(sk[first[r]]),
-                     "module": mods.most_common(1)[0][0] if mods else UNATTRIBUTED})
+                     "module": run_label(mods), "modules": len(mods)})
     return rows

@@ -307,10 +307,17 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     if len(rows) > max_rows:
         rows = sorted(rows, key=lambda o: -float((o.get("critical_path") or {})
                                                  .get("length_ns") or 0))[:max_rows]
+    notes = []
+    if len(rows) < len(diag["graphs"]):
+        notes.append(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
+                     "path first; --json has all)")
+    marks = [o for o in rows if "error" not in o and o.get("timed")]
+    if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
+        notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
+    if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
+        notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
     t = Table(title="Diagnosis (median per replay)", title_justify="left",
-              caption=(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
-                       "path first; --json has all)") if len(rows) < len(diag["graphs"]) else None,
-              caption_justify="left")
+              caption="; ".join(notes) or None, caption_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -337,7 +344,8 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
             fmt_ns(o["work_ns"]) if timed else "-", fmt_ns(o.get("span_ns")),
             "-" if par is None or dag is None else f"{par:.2f}/{dag:.2f}",
             _share(o.get("idle_pct")),
-            fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded") else "n/r",
+            fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded")
+            else ("n/r" if timed else "-"),
             what_if)
     return t
 
@@ -346,7 +354,9 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
     """What the table does not say: the critical path's modules, near-critical nodes, the
     serialized chains, assumptions and verdicts (for the first ``graphs`` graphs)."""
     out: list[str] = []
-    for o in diag["graphs"][:graphs]:
+    # the details of timed graphs first (a ladder's never-replayed buckets have none)
+    shown = sorted(diag["graphs"], key=lambda o: not o.get("timed"))[:graphs]
+    for o in shown:
         if "error" in o:
             continue
         head = f"{o['graph']}: "

@@ -545,3 +545,37 @@ def test_recorded_tiny_kernels_are_latency_bound():
     assert o["serialization"]["renamed"]["stream_order_only_edges"] == 0
     assert any(v.startswith("launch/dependency-latency bound") for v in o["verdicts"]), (
         o["verdicts"])
+
+
+def test_never_replayed_graphs_are_not_timed_and_verdicts_name_their_graph():
+    """run_ladder (H200): the two largest buckets were never replayed: no made-up 0 ns path;
+    verdicts of a bundle of several graphs say whose they are; between-replay figures are
+    set against the spans the table shows."""
+    import os
+    import statistics
+
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.bundle import read_bundle
+
+    b = read_bundle(os.path.join(os.path.dirname(__file__), "..", "data", "run_ladder"))
+    diag = diagnose(b)
+    by = {o["graph"]: o for o in diag["graphs"]}
+    never = [n for n in by if n.endswith("[96]") or n.endswith("[64]")]
+    assert len(never) == 2
+    for n in never:
+        assert not by[n]["timed"] and by[n]["assumptions"][0].startswith(
+            "not replayed while traced")
+    assert all(by[n]["timed"] for n in by if n not in never)
+    assert diag["verdicts"] and all(v.split(": ", 1)[0] in by for v in diag["verdicts"])
+    spans = [o["span_ns"] for o in diag["graphs"] if o.get("span_ns") is not None]
+    assert diag["between_replays"]["median_span_ns"] == statistics.median(spans)
+
+
+def test_run_labels_say_which_modules_a_run_spans():
+    from graphscope.analysis.serialization import run_label
+
+    assert run_label([]) == "(unattributed)"
+    assert run_label(["L.fc1"]) == "L.fc1"
+    assert run_label(["L.blocks.0.attn", "L.blocks.0.mlp"]) == "L.blocks.0 (2 modules)"
+    assert run_label(["L.fc1", "L.act", "(loss)"]) == "L.fc1 … (loss) (3 modules)"
+    assert run_label(["L.act", "L.fc2"]) == "L.act … L.fc2 (2 modules)"  # only the root shared
