@@ -232,8 +232,9 @@ def _columns(out: list[native.ActivityRecords]) -> tuple[Any, ...]:
 
 @contextlib.contextmanager
 def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[None]:
-    """Global module hooks, backward-node hooks (``backward``) and optimizer hooks that mark
-    scope changes, named as the capture names them; removed on every path."""
+    """Global module hooks, backward-node hooks (``backward``) and optimizer hooks (``step``
+    and ``zero_grad``, as the capture's) that mark scope changes, named as the capture names
+    them; removed on every path."""
     import torch
     from torch.nn.modules import module as m
     from torch.optim import optimizer as o
@@ -260,6 +261,16 @@ def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[No
                o.register_optimizer_step_pre_hook(lambda *_: marks.mark((OPTIMIZER_SCOPE,
                                                                          "optimizer"))),
                o.register_optimizer_step_post_hook(lambda *_: marks.mark(None))]
+    real_zero = o.Optimizer.zero_grad
+
+    def zero_grad(self: Any, *a: Any, **k: Any) -> Any:  # its fills: optimizer work, as captured
+        marks.mark((OPTIMIZER_SCOPE, "optimizer"))
+        try:
+            return real_zero(self, *a, **k)
+        finally:
+            marks.mark(None)
+
+    o.Optimizer.zero_grad = zero_grad  # type: ignore[method-assign]
     try:
         if backward and torch.is_grad_enabled():
             with _backward_hooks(marks, param_owners(unwrap_ddp(job.model), job.depth)):
@@ -267,6 +278,7 @@ def _scopes(job: ModelJob, marks: Markers, backward: bool = True) -> Iterator[No
         else:
             yield
     finally:
+        o.Optimizer.zero_grad = real_zero  # type: ignore[method-assign]
         for h in handles:
             h.remove()
 
