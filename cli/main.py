@@ -55,6 +55,10 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(dict)
 
 
+# click >= 8.2 raises this for a bare group; older clicks print the help themselves
+_NO_ARGS: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Run the CLI; return the exit code (GraphscopeError -> one stderr line)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -72,6 +76,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except _NO_ARGS as exc:  # a bare command: its help, as click shows it
+        exc.show()
+        return exc.exit_code
+    except click.UsageError as exc:  # one line, as every error: the command's help says more
+        cmd = exc.ctx.command_path if exc.ctx is not None else "graphscope"
+        click.echo(f"graphscope: error: {exc.format_message()} (see '{cmd} --help')", err=True)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

@@ -234,7 +234,7 @@ def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     tot = d["total"]
     t.add_row(Text("total", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
-              fmt_ns(tot["delta_ns"]) if tot["delta_ns"] >= 0 else "-" + fmt_ns(-tot["delta_ns"]),
+              _signed_ns(tot["delta_ns"]),
               _pct(tot["delta_pct"]), f"{tot['a_kernels']}→{tot['b_kernels']}")
     for r in d["modules"]:
         name = ("  " * r["level"]) + r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
@@ -242,7 +242,7 @@ def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
             name += f" (only in {r['only_in'].upper()})"
         dn = r["delta_ns"]
         t.add_row(Text(name), fmt_ns(r["a_ns"]), fmt_ns(r["b_ns"]),
-                  fmt_ns(dn) if dn >= 0 else "-" + fmt_ns(-dn), _pct(r["delta_pct"]),
+                  _signed_ns(dn), _pct(r["delta_pct"]),
                   f"{r['a_kernels']}→{r['b_kernels']}")
     return t
 
@@ -412,6 +412,12 @@ def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> 
     con.print(diagnosis_lines(diag))
 
 
+def _signed_ns(v: float) -> str:
+    """A time delta with its sign (``+1.2 µs``, ``-80 ns``, ``0 ns``)."""
+    mag = fmt_ns(abs(v))
+    return mag if mag == "0 ns" else ("+" if v > 0 else "-") + mag
+
+
 def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
     """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
     t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
@@ -426,7 +432,9 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
         s = f"{f(p['a'])} → {f(p['b'])}"
         if p["delta"] is not None:
             dv = p["delta"]
-            s += f" ({'+' if dv >= 0 else '-'}{f(abs(dv))})"
+            mag = f(abs(dv))
+            zero = mag in ("0%", "0 ns")  # no sign on what rounds to nothing
+            s += f" ({'±' if zero else '+' if dv > 0 else '-'}{mag})"
         return s
 
     for r in diag["graphs"]:

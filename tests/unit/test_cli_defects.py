@@ -294,3 +294,18 @@ def test_bad_mode_on_the_command_line_is_one_line(tmp_path, capsys):
     assert main(["capture", "--mode", "nope", "-o", str(tmp_path / "b")]) == 2
     assert capsys.readouterr().err.strip() == ("graphscope: error: command line: mode must be "
                                                "one of callables, forward, step, not 'nope'")
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["report", "--deph", "1", "x"], "No such option '--deph'"),
+    (["reprot", "x"], "No such command 'reprot'"),
+    (["report", "--depth", "-1", "x"], "Invalid value for '--depth'"),
+    (["report"], "Missing argument 'BUNDLE'"),
+])
+def test_usage_errors_are_one_line(capsys, argv, msg):
+    from graphscope.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("graphscope: error: ") and msg in err
+    assert "--help'" in err
