@@ -5,6 +5,8 @@ The facts are recorded per capture (``graphscope.capture.meter``) into each grap
 ``pool_allocated_bytes``, ``capture_alloc_bytes`` / ``capture_live_bytes`` /
 ``capture_peak_bytes`` / ``capture_segment_bytes`` (the capture's allocations in its pool:
 gross, still held at its end, its peak working set, new segments reserved), ``static_input_bytes``,
+``static_output_bytes`` (what the captured call returned: model output and loss; for ``run``,
+the returns of the outermost modules called in the capture),
 ``capture_reserved_bytes`` (all that ``torch.cuda.memory_reserved`` grew by during the
 capture, in its pool or not), ``capture_s``, ``instantiate_s``, ``memory_by_module``
 ({module: [allocated, held]}) and ``capture_by_module_s``.
@@ -24,6 +26,7 @@ from ..model.graph import Bundle
 
 GRAPH_KEYS = ("capture_s", "instantiate_s", "capture_alloc_bytes", "capture_live_bytes",
               "capture_peak_bytes", "capture_segment_bytes", "static_input_bytes",
+              "static_output_bytes",
               "pool_allocated_bytes", "capture_reserved_bytes")
 
 

@@ -53,12 +53,13 @@ class ForwardSource:
                 with torch.inference_mode(), meter.measure(g) as cost:
                     with annotated_graph(g, enable_annotations=True,
                                          record_ops=job.record_ops) as cap:
-                        model(*args, **kwargs)
+                        out = model(*args, **kwargs)
                 phase("inspect")
                 raw = inspect_template(g, bucket_name(i, args, kwargs, len(sets)), cap.records)
                 raw.info = {"kind": "forward", "bucket": i,
                             "shapes": describe_shapes(list(args) + list(kwargs.values())),
-                            **cost, "static_input_bytes": tensor_bytes((args, kwargs))}
+                            **cost, "static_input_bytes": tensor_bytes((args, kwargs)),
+                            "static_output_bytes": tensor_bytes(out)}
                 phase("instantiate")
                 t = time.perf_counter()
                 g.instantiate()

@@ -115,13 +115,16 @@ class StepSource:
                 state.ATTRIBUTION.active.leaf_scope = leaf
                 if user:
                     with ann.mark_kernels(STEP_SCOPE, backward=job.backward):
-                        step()
+                        outputs: Any = step()
                 else:
                     out = job.model(*job.args, **job.kwargs)
                     with ann.mark_kernels(LOSS_SCOPE, backward=job.backward):
                         loss = job.loss_fn(out)
                         loss.backward()  # the gradient seed (ones_like) belongs to the loss
+                    outputs = (out, loss)
         info["static_input_bytes"] = tensor_bytes((job.args, job.kwargs))
+        if outputs is not None:  # the model's output and loss (a user step: what it returns)
+            info["static_output_bytes"] = tensor_bytes(outputs)
         phase("inspect")
         raw = inspect_template(g, "step", cap.records)
         raw.info = info

@@ -567,13 +567,14 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
     """Per graph: its pool, capture and instantiate time, the capture's allocations."""
     t = Table(title="Capture cost", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
-    for col in ("pool", "capture", "instantiate", "peak", "held", "new segments", "inputs"):
+    for col in ("pool", "capture", "instantiate", "peak", "held", "new segments", "inputs",
+                "outputs"):
         t.add_column(col, justify="right")  # may wrap ("34.7 MiB"): the names keep a width
     for g in mem["graphs"][:max_rows]:
         t.add_row(Text(g["name"]), str(g["pool"]), _s(g.get("capture_s")),
                   _s(g.get("instantiate_s")), _b(g.get("capture_peak_bytes")),
                   _b(g.get("capture_live_bytes")), _b(g.get("capture_segment_bytes")),
-                  _b(g.get("static_input_bytes")))
+                  _b(g.get("static_input_bytes")), _b(g.get("static_output_bytes")))
     if len(mem["graphs"]) > max_rows:
         t.caption = f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all"
         t.caption_justify = "left"

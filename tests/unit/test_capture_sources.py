@@ -158,8 +158,9 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     loss = Probe()
     names = ModuleNames()
     names.new_window()
-    first = []
-    hooks = module_hooks(names, None, lambda m, a: first.append(m))
+    first, returned = [], []
+    hooks = module_hooks(names, None, lambda m, a: first.append(m),
+                         lambda m, out: returned.append((m, out)))
     try:
         # WHEN the program calls the model, then a loss module beside it
         with fake_session():
@@ -170,6 +171,8 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     # THEN the model is L, its submodules L.<path>, the loss module (Probe) by its class
     assert seen == ["L.0", "L.1.0", "(Probe)"]
     assert first == [model, loss]
+    # the outermost modules' returns (a graph's static outputs), not their submodules'
+    assert [m for m, _ in returned] == [model, loss]
 
 
 def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, capsys):

@@ -114,11 +114,12 @@ class ModuleNames:
         return leaf_scopes(owner)
 
 
-def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None]
-                 ) -> list[Any]:
+def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
+                 outer_return: Optional[Callable[[Any, Any], None]] = None) -> list[Any]:
     """Global forward pre/post hooks that push module scopes; installed per capture window,
     inert on other threads' eager work, and never traced by dynamo. ``first_call(module,
-    args)`` sees the first outermost module called in the window."""
+    args)`` sees the first outermost module called in the window, ``outer_return(module,
+    output)`` every outermost module's return."""
     from torch.nn.modules import module as m
 
     local = names.local
@@ -150,9 +151,11 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     def post(module: Any, args: Any, output: Any) -> None:
         stack = local.__dict__.get("stack")
         if stack:
-            _, pushed = stack.pop()
+            root, pushed = stack.pop()
             if pushed:
                 pop()
+            if not stack and root is not None and outer_return is not None:
+                outer_return(module, output)
 
     return [m.register_module_forward_pre_hook(pre),
             m.register_module_forward_hook(post, always_call=True)]

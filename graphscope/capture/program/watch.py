@@ -51,6 +51,8 @@ class ProgramGraph:
     cost: dict[str, Any] = field(default_factory=dict)  # capture time and memory (meter.py)
     instantiate_s: float = 0.0  # every instantiate of this graph, summed
     static_input_bytes: Optional[int] = None  # the first module's inputs (eager captures)
+    static_output_bytes: Optional[int] = None  # what the outermost modules returned
+    outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
 
     @property
     def exec_id(self) -> int:
@@ -68,6 +70,8 @@ class ProgramGraph:
             info["instantiate_s"] = round(self.instantiate_s, 6)
         if self.static_input_bytes is not None:
             info["static_input_bytes"] = self.static_input_bytes
+        if self.static_output_bytes is not None:
+            info["static_output_bytes"] = self.static_output_bytes
         return info
 
 
@@ -135,7 +139,8 @@ class GraphWatch:
         try:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
             t = self._spent("subscribe", t)
-            hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call)
+            hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
+                                 self._outer_return)
             hooks += optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
             active = state.ATTRIBUTION.active
@@ -162,6 +167,12 @@ class GraphWatch:
             cur.shapes = describe_shapes(args)
             cur.static_input_bytes = tensor_bytes(args)
 
+    def _outer_return(self, module: Any, output: Any) -> None:
+        """An outermost module returned: its tensors are the graph's static outputs."""
+        cur = self.current
+        if cur is not None:
+            cur.outputs.append(output)
+
     def _close_window(self) -> Optional[Any]:
         stack, self._window = self._window, None
         self.current = None
@@ -185,6 +196,9 @@ class GraphWatch:
         dot = ""
         t = time.perf_counter()
         rec.cost = self.meter.end(cuda_graph, defer=True)  # sums in result(): not in the loop
+        if rec.outputs:
+            rec.static_output_bytes = tensor_bytes(rec.outputs)
+            rec.outputs = []
         t = self._spent("meter", t)
         try:
             ptr = cuda_graph.raw_cuda_graph()
