@@ -185,6 +185,7 @@ class GraphWatch:
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None and rec is self.current:
             rec.failed = why
+            rec.outputs = []  # a failed capture's tensors are not kept alive by graphscope
             self.meter.cancel()
             self._close_window()
 
