@@ -105,3 +105,23 @@ def test_report_of_a_file_says_it_is_not_a_bundle(tmp_path):
     f.write_text("x")
     with pytest.raises(BundleError, match="a file, not a bundle directory"):
         read_bundle(str(f))
+
+
+def test_check_of_a_recorded_bundle_needs_no_gpu(tmp_path):
+    """`check BUNDLE --budget` holds a bundle recorded on a GPU to the budgets, no capture: a
+    CI machine without a GPU can gate on it."""
+    from graphscope.cli.main import main
+
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "mlp_step_eager")
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text('total:\n  max_time_us: 800\ngraphs:\n  "*":\n'
+                       '    max_critical_path_us: 50\neager:\n  min_speedup: 2\n')
+    junit = tmp_path / "j.xml"
+    assert main(["check", src, "--budget", str(budgets), "--junit", str(junit)]) == 1
+    xml = junit.read_text()
+    assert 'name="bundle"' in xml and "critical path 74.5 µs (max 50 µs)" in xml
+    budgets.write_text("total:\n  max_time_us: 800\neager:\n  min_speedup: 2\n")
+    assert main(["check", src, "--budget", str(budgets)]) == 0
+    # --output keeps a captured bundle: refused for a bundle, before anything is written
+    assert main(["check", src, "--budget", str(budgets), "-o", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists()
