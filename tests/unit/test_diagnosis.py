@@ -341,33 +341,31 @@ def test_diagnose_graph_alone_matches(data_dir):
     assert o["critical_path"] == diagnose(b)["graphs"][0]["critical_path"]
 
 
+def _accesses(nd):
+    return [(a, b, False) for a, b in nd.reads or ()] + [(a, b, True) for a, b in nd.writes or ()]
+
+
+def _conflict(x, y):
+    """A node without op info conflicts with every node; else a write of one overlaps the
+    other."""
+    if (x.reads is None and x.writes is None) or (y.reads is None and y.writes is None):
+        return True
+    return any((wa or wb) and a < d and c < b
+               for a, b, wa in _accesses(x) for c, d, wb in _accesses(y))
+
+
 def _brute_what_if(nodes):
     """Longest path over every conflicting ordered pair (O(n^2)): a node without op info
     conflicts with every node; two nodes conflict where a write of one overlaps the other."""
-    def acc(nd):
-        return [(a, b, False) for a, b in nd.reads or ()] + [(a, b, True)
-                                                             for a, b in nd.writes or ()]
-
-    def conflict(x, y):
-        if (x.reads is None and x.writes is None) or (y.reads is None and y.writes is None):
-            return True
-        return any((wa or wb) and a < d and c < b
-                   for a, b, wa in acc(x) for c, d, wb in acc(y))
-
     fin = []
     for j, y in enumerate(nodes):
-        start = max((fin[i] for i in range(j) if conflict(nodes[i], y)), default=0)
+        start = max((fin[i] for i in range(j) if _conflict(nodes[i], y)), default=0)
         fin.append(start + y.durations_ns[0])
     return max(fin)
 
 
-@pytest.mark.parametrize("seed", range(25))
-def test_what_if_matches_brute_force_on_random_chains(seed):
-    import random
-
-    rnd = random.Random(seed)
-    n = rnd.randint(2, 30)
-
+def _random_nodes(rnd, n):
+    """``n`` nodes of random durations and byte ranges (one in ten without op info)."""
     def rng():
         a = rnd.randrange(0, 60)
         return (a, a + rnd.randint(1, 8))
@@ -380,7 +378,16 @@ def test_what_if_matches_brute_force_on_random_chains(seed):
             nodes.append(node(i, rnd.randint(1, 50),
                               reads=[rng() for _ in range(rnd.randint(0, 3))],
                               writes=[rng() for _ in range(rnd.randint(0, 2))]))
-    o = one(bundle(nodes, [(i, i + 1) for i in range(n - 1)]))
+    return nodes
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_what_if_matches_brute_force_on_random_chains(seed):
+    import random
+
+    rnd = random.Random(seed)
+    nodes = _random_nodes(rnd, rnd.randint(2, 30))
+    o = one(bundle(nodes, [(i, i + 1) for i in range(len(nodes) - 1)]))
     s = o["serialization"]
     assert s["what_if_ns"] == _brute_what_if(nodes)
     if s["stream_order_only_edges"] == 0:
@@ -390,20 +397,10 @@ def test_what_if_matches_brute_force_on_random_chains(seed):
 def _brute_stream_order_only(nodes, edges):
     """How many captured edges u -> v join nodes that no chain of conflicting nodes, in node
     order, joins (one stream, no events: only the data orderings count)."""
-    def acc(nd):
-        return [(a, b, False) for a, b in nd.reads or ()] + [(a, b, True)
-                                                             for a, b in nd.writes or ()]
-
-    def conflict(x, y):
-        if (x.reads is None and x.writes is None) or (y.reads is None and y.writes is None):
-            return True
-        return any((wa or wb) and a < d and c < b
-                   for a, b, wa in acc(x) for c, d, wb in acc(y))
-
     def reaches(u, v):
         seen = {u}
         for j in range(u + 1, v + 1):
-            if any(conflict(nodes[k], nodes[j]) for k in seen):
+            if any(_conflict(nodes[k], nodes[j]) for k in seen):
                 seen.add(j)
         return v in seen
 
@@ -418,19 +415,7 @@ def test_what_if_matches_brute_force_on_random_dags(seed):
 
     rnd = random.Random(seed)
     n = rnd.randint(3, 30)
-
-    def rng():
-        a = rnd.randrange(0, 60)
-        return (a, a + rnd.randint(1, 8))
-
-    nodes = []
-    for i in range(n):
-        if rnd.random() < 0.1:
-            nodes.append(node(i, rnd.randint(1, 50)))  # no op info
-        else:
-            nodes.append(node(i, rnd.randint(1, 50),
-                              reads=[rng() for _ in range(rnd.randint(0, 3))],
-                              writes=[rng() for _ in range(rnd.randint(0, 2))]))
+    nodes = _random_nodes(rnd, n)
     edges = sorted({(i - 1, i) for i in range(1, n)}
                    | {(rnd.randrange(0, j), j) for j in range(2, n) for _ in range(2)})
     s = one(bundle(nodes, edges))["serialization"]
