@@ -57,7 +57,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         return 1 if failed else 0
     con = Console()
     con.print(diff_table(d, a, b))
-    from graphscope.render.table import diagnosis_diff_table
+    from graphscope.render.diagnosis import diagnosis_diff_table
 
     con.print(diagnosis_diff_table(diag))
     if counters:

@@ -129,7 +129,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         con.print("Bucket ladder: no capture site captured several graphs in this bundle")
     _print_eager(eager, con)
     if diag is not None:
-        from graphscope.render.table import print_diagnosis
+        from graphscope.render.diagnosis import print_diagnosis
 
         print_diagnosis(diag, con)
     elif skipped:

@@ -1,0 +1,166 @@
+"""The diagnosis in the terminal: the per-graph table (critical path, work, span, parallelism,
+idle, launch, what-if), the lines it does not hold, and ``diff``'s deltas. Formatting only: the
+numbers come from graphscope/analysis/diagnosis.py."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text as _RichText
+
+from .fmt import fmt_ns, safe
+
+MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all
+
+
+def Text(s: object = "", **kw: Any) -> _RichText:  # noqa: N802 - rich's name, made safe
+    """rich's Text (never markup) of ``s`` with control characters escaped."""
+    return _RichText(safe(s), **kw)
+
+
+def _share(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.0f}%"
+
+
+def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
+    """One row per graph: critical path against work and span, parallelism achieved / the DAG
+    allows, idle share of the span, launch latency and the what-if of removing
+    stream-order-only edges (analysis/diagnosis.py defines each). Above ``max_rows`` graphs,
+    the longest critical paths (``--json`` has them all)."""
+    rows = diag["graphs"]
+    if len(rows) > max_rows:
+        rows = sorted(rows, key=lambda o: -float((o.get("critical_path") or {})
+                                                 .get("length_ns") or 0))[:max_rows]
+    notes = []
+    if len(rows) < len(diag["graphs"]):
+        notes.append(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
+                     "path first; --json has all)")
+    marks = [o for o in rows if "error" not in o and o.get("timed")]
+    if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
+        notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
+    if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
+        notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
+    t = Table(title="Diagnosis (median per replay)", title_justify="left",
+              caption="; ".join(notes) or None, caption_justify="left")
+    t.add_column("graph", overflow="fold", ratio=1)
+    for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("what-if", justify="right")
+    for o in rows:
+        if "error" in o:
+            t.add_row(Text(o["graph"]), Text(o["error"]))
+            continue
+        cp = o["critical_path"]
+        timed = o.get("timed")
+        ser = o.get("serialization") or {}
+        if not ser.get("op_info"):
+            what_if = "-"
+        elif ser.get("stream_order_only_edges"):
+            what_if = f"{fmt_ns(ser['what_if_ns'])} -{ser['gain_pct']:.0f}%"
+        elif (ren := ser.get("renamed") or {}).get("stream_order_only_edges"):
+            what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% (renamed)"
+        else:
+            what_if = "= path"
+        par, dag = o.get("parallelism"), o.get("dag_parallelism")
+        t.add_row(
+            Text(o["graph"]),
+            fmt_ns(cp["length_ns"]) if timed else f"{cp['length_ns']:.0f} nodes",
+            fmt_ns(o["work_ns"]) if timed else "-", fmt_ns(o.get("span_ns")),
+            "-" if par is None or dag is None else f"{par:.2f}/{dag:.2f}",
+            _share(o.get("idle_pct")),
+            fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded")
+            else ("n/r" if timed else "-"),
+            what_if)
+    return t
+
+
+def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
+    """What the table does not say: the critical path's modules, near-critical nodes, the
+    serialized chains, assumptions and verdicts (for the first ``graphs`` graphs)."""
+    out: list[str] = []
+    # the details of timed graphs first (a ladder's never-replayed buckets have none)
+    shown = sorted(diag["graphs"], key=lambda o: not o.get("timed"))[:graphs]
+    for o in shown:
+        if "error" in o:
+            continue
+        head = f"{o['graph']}: "
+        med = o.get("median", {})
+        if o.get("replays"):
+            out.append(head + f"{len(o['critical_path']['nodes'])} of {o['nodes']} nodes on the "
+                       f"critical path; dependency gaps {fmt_ns(med.get('dep_gap_ns'))}, idle "
+                       f"{fmt_ns(med.get('idle_ns'))}, tail {fmt_ns(med.get('tail_ns'))}"
+                       + (f", two or more nodes running {_share(o.get('concurrency_pct'))} of "
+                          "the span" if o.get("streams", 0) > 1 else ", one stream"))
+        mods = o["critical_path"]["modules"][:4]
+        if mods and o.get("timed"):
+            out.append(head + "critical path by module: " + ", ".join(
+                f"{m['module']} {m['pct']:.0f}%" for m in mods))
+        near = o.get("slack", {}).get("near_critical", [])[:3]
+        if near and o.get("timed"):
+            out.append(head + "nearest off the path: " + ", ".join(
+                f"#{x['local_id']} {x['name']} (slack {fmt_ns(x['slack_ns'])})" for x in near))
+        ser = o.get("serialization") or {}
+        if ser.get("op_info") and ser.get("stream_order_only_edges"):
+            chains = "; ".join(f"#{c['first']}–#{c['last']} {c['module']} {fmt_ns(c['work_ns'])}"
+                               for c in ser["chains"][:4])
+            edges = ", ".join(f"#{u}→#{v}" for u, v in ser.get("edges", [])[:4])
+            out.append(head + f"{ser['stream_order_only_edges']} stream-order-only edge(s) "
+                       f"({edges}); the runs of one stream they cut: {chains}")
+        ren = ser.get("renamed") or {}
+        if ser.get("op_info") and not ser.get("stream_order_only_edges") and ren.get(
+                "stream_order_only_edges"):
+            edges = ", ".join(f"#{u}→#{v}" for u, v in ren.get("edges", [])[:4])
+            out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
+                       f"memory ({edges}): with blocks of their own the chains could overlap")
+        if ser.get("nodes_without_op_info") and ser.get("op_info"):
+            out.append(head + f"{ser['nodes_without_op_info']} node(s) without op info kept as "
+                       "hard dependencies")
+        out.extend(head + "assumed: " + a for a in o.get("assumptions", []))
+    if len(diag["graphs"]) > graphs:
+        out.append(f"(details of {len(diag['graphs']) - graphs} more graph(s): --json)")
+    btw = diag.get("between_replays")
+    if btw:
+        out.append(f"between replays: {btw['pairs']} gap(s), median {fmt_ns(btw['median_gap_ns'])}"
+                   f" (max {fmt_ns(btw['max_gap_ns'])}) with no graph node running, against a "
+                   f"median replay span of {fmt_ns(btw['median_span_ns'])}"
+                   + (f" ({btw['note']})" if btw.get("note") else ""))
+    if not diag.get("launch_recorded") and any(o.get("replays") for o in diag["graphs"]):
+        out.append("launch latency not recorded (a bundle from before launch records)")
+    out.extend("verdict: " + v for v in diag.get("verdicts", []))
+    return Group(*(Text(x) for x in out))
+
+
+def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> None:
+    con = console or Console()
+    con.print(diagnosis_table(diag))
+    con.print(diagnosis_lines(diag))
+
+
+def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
+    """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
+    t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
+    t.add_column("graph", overflow="fold", ratio=1)
+    for col in ("critical path", "span", "idle", "launch"):
+        t.add_column(col, justify="right")
+
+    def cell(p: dict[str, Any], pct: bool = False) -> str:
+        f = (lambda v: f"{v:.0f}%") if pct else fmt_ns
+        if p["a"] is None and p["b"] is None:
+            return "-"
+        s = f"{f(p['a'])} → {f(p['b'])}"
+        if p["delta"] is not None:
+            dv = p["delta"]
+            mag = f(abs(dv))
+            zero = mag in ("0%", "0 ns")  # no sign on what rounds to nothing
+            s += f" ({'±' if zero else '+' if dv > 0 else '-'}{mag})"
+        return s
+
+    for r in diag["graphs"]:
+        t.add_row(Text(r["graph"]), cell(r["critical_path_ns"]), cell(r["span_ns"]),
+                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]))
+    g = diag.get("between_replays_gap_ns") or {}
+    if g.get("a") is not None or g.get("b") is not None:
+        t.add_row(Text("between replays (gap)"), "", cell(g), "", "")
+    return t
