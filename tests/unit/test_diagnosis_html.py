@@ -57,3 +57,20 @@ def test_diagnosis_tab_timeline_and_graph_in_chromium(tmp_path, name):
         path = data["views"][0]["diagnosis"]["graphs"][0]["critical_path"]["nodes"]
         # the path's nodes and the edges between them
         assert res["views"][0]["graphCrit"] == 2 * len(path) - 1
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_never_replayed_graphs_read_not_replayed_in_chromium(tmp_path):
+    """run_ladder (H200): the Diagnosis tab, as Chromium draws it, says the two buckets the
+    program never replayed were not replayed (not that launches were not recorded), and the
+    replayed ones show their launch latency."""
+    page = tmp_path / "report.html"
+    page.write_text(_page("run_ladder"))
+    dom = _chromium(tmp_path, page.as_uri() + "#tab=diagnosis&view=0", "--dump-dom").stdout
+    rows = [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr>(?:(?!</tr>).)*</tr>", dom)]
+    ladder = [r for r in rows if "ladder.py:45 #" in r]
+    assert len(ladder) == 10, rows[:3]
+    never = [r for r in ladder if "|not replayed|" in r]
+    assert sorted(r.split("ladder.py:45 ")[1][:7] for r in never) == ["#0 [96]", "#1 [64]"]
+    assert "not recorded" not in "".join(ladder)
+    assert all(re.search(r"\|[\d.]+ µs\|", r) for r in ladder if r not in never)
