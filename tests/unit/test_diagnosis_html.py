@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.unit.test_html import CHROMIUM, _bundle, _chromium, _page
+from tests.unit.test_html import CHROMIUM, _bundle, _chromium, _page, selftest
 
 
 def _payload(text):
@@ -41,12 +41,7 @@ def test_payload_of_a_run_bundle_has_one_diagnosis_per_view():
 def test_diagnosis_tab_timeline_and_graph_in_chromium(tmp_path, name):
     page = tmp_path / "report.html"
     page.write_text(_page(name))
-    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
-    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
-    assert m, dom.stderr[-2000:]
-    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
-    assert attrs.get("state") == "ok", m.group(0)
-    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    res, _ = selftest(tmp_path, page)
     data = _payload(page.read_text())
     for got, view in zip(res["views"], data["views"]):
         graphs = view["diagnosis"]["graphs"]

@@ -289,18 +289,11 @@ def test_html_report_has_the_eager_tab(tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed")
-    from tests.unit.test_html import _chromium
+    from tests.unit.test_html import selftest
 
-    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
-    import re
-
-    m = re.search(r'<div id="status"[^>]*>', dom.stdout)
-    assert m, dom.stderr[-2000:]
-    attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
-    assert attrs.get("state") == "ok", m.group(0)
-    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    res, dom = selftest(tmp_path, page)
     assert res["views"][0]["eager"] == 3  # a row per module and phase
-    assert "gemv_kernel → gemm_kernel" in dom.stdout
+    assert "gemv_kernel → gemm_kernel" in dom
 
 
 # ---------------------------------------------------------------- torch.compile cudagraph trees
@@ -482,12 +475,11 @@ def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed")
-    from tests.unit.test_html import _chromium
+    from tests.unit.test_html import selftest
 
-    dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
-    assert 'data-state="ok"' in dom.stdout, dom.stderr[-2000:]
-    assert "skipped: skipping cudagraphs due to cpu" in dom.stdout
-    assert "100.0% of their GPU time in graphs" in dom.stdout
+    _, dom = selftest(tmp_path, page)
+    assert "skipped: skipping cudagraphs due to cpu" in dom
+    assert "100.0% of their GPU time in graphs" in dom
 
 
 def test_finish_writes_a_sources_extra_files(tmp_path, monkeypatch):

@@ -106,17 +106,23 @@ def _chromium(tmp_path, url, *extra):
     return subprocess.run(flags, capture_output=True, text=True, timeout=180)
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-@pytest.mark.parametrize("name", FIXTURES)
-def test_every_view_works_in_headless_chromium(tmp_path, name):
-    page = tmp_path / "report.html"
-    page.write_text(_page(name))
+def selftest(tmp_path, page):
+    """Chromium opens ``page`` (a file) with ``#selftest``: the page's own self-test result
+    (it must have run with no uncaught error) and the DOM it left."""
     dom = _chromium(tmp_path, page.as_uri() + "#selftest", "--dump-dom")
     m = re.search(r'<div id="status"[^>]*>', dom.stdout)
     assert m, dom.stderr[-2000:]
     attrs = dict(re.findall(r'data-([\w-]+)="([^"]*)"', m.group(0)))
     assert attrs.get("state") == "ok", m.group(0)  # no uncaught error on the page
-    res = json.loads(attrs["selftest"].replace("&quot;", '"'))
+    return json.loads(attrs["selftest"].replace("&quot;", '"')), dom.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("name", FIXTURES)
+def test_every_view_works_in_headless_chromium(tmp_path, name):
+    page = tmp_path / "report.html"
+    page.write_text(_page(name))
+    res, _ = selftest(tmp_path, page)
     data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
                                 page.read_text(), re.S).group(1))
     assert len(res["views"]) == len(data["views"])
