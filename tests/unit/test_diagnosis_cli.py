@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 
 import pytest
 from click.testing import CliRunner
@@ -12,19 +11,9 @@ from click.testing import CliRunner
 from graphscope._errors import ConfigError
 from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.analysis.diff import diagnosis_deltas
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import cli
 from tests.conftest import DATA
-
-
-def _b(name):
-    return read_bundle(os.path.join(DATA, name))
-
-
-def _yaml(tmp_path, text):
-    p = tmp_path / "budgets.yaml"
-    p.write_text(textwrap.dedent(text))
-    return str(p)
+from tests.unit.test_check_diff import _b, _yaml
 
 
 def test_report_prints_the_diagnosis_and_json_has_it():
