@@ -8,14 +8,18 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   (global forward pre/post hooks registered after graphscope's own, so they see the scope the
   next interval runs in: ``native.current_scope()``);
 - **memory**: the caching allocator's own history (``torch.cuda.memory._record_memory_history``
-  without stacks: a C++ ring buffer, nothing in Python per allocation), read once at the end
-  with ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
+  without stacks: a C++ ring buffer, nothing in Python per allocation), read with
+  ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
   (``segment_pool_id``). Each allocation of the window in the graph's pool is attributed to the
   scope active at its time (the allocator's ``time_us`` against the hooks' ``time.time_ns()``:
-  both the realtime clock). The history is cleared when a window starts and turned off when
-  it ends (a program's own ``_record_memory_history`` session is ended by a capture).
+  both the realtime clock). The history is cleared when it starts and turned off when it is
+  read (a program's own ``_record_memory_history`` session is ended by a capture). Model-file
+  captures read it at the end of each window (:meth:`CaptureMeter.end`); ``graphscope run``
+  keeps it on across a program's consecutive captures and reads it once for all of them, when
+  the program first replays one (``keep_history``: :meth:`CaptureMeter.stop` per window,
+  :meth:`CaptureMeter.read` for the batch).
 
-:meth:`CaptureMeter.info` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
+:meth:`CaptureMeter.end` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
 up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator history off (pool totals stay).
 """
 
@@ -26,20 +30,14 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from .. import native
 
 HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
+END_SLACK_US = 500.0  # see CaptureMeter._attribute
 OUTSIDE = "(outside modules)"  # allocations and time of a capture outside every module scope
-PENDING = "_pending"  # info key of a deferred capture's sums, until complete()
-
-
-def complete(info: dict[str, Any]) -> dict[str, Any]:
-    """A deferred capture's info (``end(defer=True)``) with its per-module sums filled in."""
-    for fn in info.pop(PENDING, ()):
-        info.update(fn())
-    return info
 
 
 def history_wanted() -> bool:
@@ -85,54 +83,71 @@ def scope_name(scope_id: int) -> str:
     return str(name) if name else OUTSIDE
 
 
-class CaptureMeter:
-    """Time, memory and per-scope attribution of captures (one window at a time)."""
+@dataclass
+class Window:
+    """One capture window, stopped (:meth:`CaptureMeter.stop`) and not yet read."""
 
-    def __init__(self, history: Optional[bool] = None, scopes: bool = True) -> None:
+    pool: Optional[tuple[int, ...]]
+    wall0_ns: int
+    end_ns: int
+    marks: list[tuple[int, int]]
+    armed: bool  # the allocator history ran through it
+    reserved_from_history: bool = False  # capture_reserved_bytes is the history's to give
+
+
+class CaptureMeter:
+    """Time, memory and per-scope attribution of captures (one window at a time).
+
+    ``keep_history``: the allocator history runs on across consecutive windows and is read
+    once, by :meth:`read`, for all of them (``graphscope run``: a program's capture loop pays
+    for no snapshot); without it each window's :meth:`end` reads its own."""
+
+    def __init__(self, history: Optional[bool] = None, scopes: bool = True,
+                 keep_history: bool = False) -> None:
         self.history = history_wanted() if history is None else history
         self.scopes = scopes  # time per module: its hooks registered after graphscope's
+        self.keep_history = keep_history
         # allocator time_us - time.time_ns() / 1000: both are CLOCK_REALTIME (torch converts
         # its approximate clock to c10::getTime()), so 0 but for the conversion's error
         self._offset_us = 0.0
         self._hooks: list[Any] = []
-        self._marks: list[tuple[int, int]] = []  # (time_ns, scope id) at each scope change
+        # (time_ns, scope id) at each scope change; one list for the meter's life, so that
+        # hooks outside the meter (graphscope run's module hooks) can append to it
+        self.marks: list[tuple[int, int]] = []
         self._reserved0: Optional[int] = None  # torch.cuda.memory_reserved() at the start
         self._t0 = 0.0
         self._wall0_ns = 0
         self._armed = False
+        self._from_history = False
+        self._history_on = False
 
     # -- the window
     def begin(self) -> None:
         """Just before the capture starts."""
-        self._marks = []
-        self._armed = False
+        self.marks.clear()
         self._wall0_ns = time.time_ns()
-        if self.history:
+        if self.history and not self._history_on:
             with contextlib.suppress(Exception):
                 self._start_history()
-                self._armed = True
+                self._history_on = True
+        self._armed = self._history_on
         if self.scopes:
             self._install_hooks()
-        self._reserved0 = _reserved()
-        self._marks.append((time.time_ns(), native.current_scope()))
+        # with the history kept across windows, the reserved bytes come from its segment
+        # events when it is read (memory_reserved() builds torch's whole stats dict)
+        self._from_history = self.keep_history and self._armed
+        self._reserved0 = None if self._from_history else _reserved()
+        self.marks.append((time.time_ns(), native.current_scope()))
         self._t0 = time.perf_counter()
 
-    def end(self, cuda_graph: Any, defer: bool = False) -> dict[str, Any]:
-        """Just after ``capture_end``: the graph-info fields of this capture. ``defer``: the
-        per-module sums (time between scope marks, allocations by scope) are left for
-        :func:`complete`, so that a program's capture loop pays only for the snapshot."""
+    def stop(self, cuda_graph: Any) -> tuple[dict[str, Any], Window]:
+        """Just after ``capture_end``: the capture's time and reserved bytes now, and its
+        window, for :meth:`read` to add the pool's and the allocator history's facts."""
         capture_s = time.perf_counter() - self._t0
         end_ns = time.time_ns()
-        reserved1 = _reserved()
+        reserved1 = _reserved() if self._reserved0 is not None else None
         self._remove_hooks()
         info: dict[str, Any] = {"capture_s": round(capture_s, 6)}
-        names = self._names()
-        if defer:
-            marks = list(self._marks)
-            info[PENDING] = [lambda: {"capture_by_module_s": self._scope_time(end_ns, marks,
-                                                                            names)}]
-        else:
-            info.update(self._scope_info(end_ns, self._marks, names))
         if self._reserved0 is not None and reserved1 is not None:
             # all the device memory the caching allocator reserved during the capture, in the
             # graph's pool or not (a library's workspace on another stream, say)
@@ -142,6 +157,16 @@ class CaptureMeter:
             pool = tuple(int(x) for x in cuda_graph.pool())
         if pool is not None:
             info["pool_id"] = list(pool)
+        window = Window(pool, self._wall0_ns, end_ns, list(self.marks), self._armed,
+                        reserved_from_history=self._from_history)
+        if not self.keep_history:
+            self._end_history()
+        return info, window
+
+    def read(self, windows: list[tuple[dict[str, Any], Window]]) -> None:
+        """One allocator snapshot for all ``windows`` (stopped, not yet read): each info gets
+        its pool's reserved and allocated bytes, its per-module capture time and its
+        allocations by module. The history is turned off."""
         snap = None
         try:
             import torch
@@ -150,27 +175,43 @@ class CaptureMeter:
         except Exception:
             snap = None
         finally:
-            if self._armed:
-                self._stop_history()
-        if snap is None or pool is None:
+            self._end_history()
+        history = _History(snap, self._offset_us) if any(w.armed for _, w in windows) else None
+        for info, w in windows:
+            info.update(self._window_facts(snap, w, history))
+
+    def end(self, cuda_graph: Any) -> dict[str, Any]:
+        """Just after ``capture_end``: the graph-info fields of this capture (stop, read)."""
+        info, window = self.stop(cuda_graph)
+        self.read([(info, window)])
+        return info
+
+    def _window_facts(self, snap: Optional[dict[str, Any]], w: Window,
+                      history: Optional[_History] = None) -> dict[str, Any]:
+        names = self._names(w.marks)
+        info: dict[str, Any] = self._scope_info(w.end_ns, w.marks, names)
+        if w.armed and w.reserved_from_history and history is not None:
+            # what memory_reserved grew by, from the history's segment events (no
+            # memory_reserved() call inside the program's capture loop)
+            reserved = history.reserved_delta(w.wall0_ns, w.end_ns)
+            if reserved is not None:
+                info["capture_reserved_bytes"] = reserved
+        if snap is None or w.pool is None:
             return info
+        pool = w.pool
         segs = [s for s in snap.get("segments", ())
                 if tuple(s.get("segment_pool_id", ())) == pool]
         info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
         info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
-        if self._armed:
+        if w.armed:
             try:
-                traces = snap.get("device_traces") or []
-                dev = _device_index()
-                entries = traces[dev] if dev < len(traces) else []
-                if defer:
-                    marks = list(self._marks)
-                    wall0 = self._wall0_ns
-                    info[PENDING].append(lambda: self._attribute(entries, segs, pool, marks,
-                                                                 wall0, names))
+                history = history or _History(snap, self._offset_us)
+                if history.lost(w.wall0_ns):
+                    info["memory_note"] = ("allocator history overflowed before it was read: "
+                                           "memory by module not known for this capture")
                 else:
-                    info.update(self._attribute(entries, segs, pool, self._marks,
-                                                self._wall0_ns, names))
+                    info.update(self._attribute(history.during(w.wall0_ns, w.end_ns), segs,
+                                                pool, w.marks, w.wall0_ns, names, w.end_ns))
             except (KeyError, TypeError, ValueError) as exc:  # said, never a failed capture
                 info["memory_note"] = f"allocator history not read: {exc!r}"
         return info
@@ -189,15 +230,21 @@ class CaptureMeter:
         info.update(self.end(cuda_graph))
 
     def cancel(self) -> None:
-        """The capture failed: hooks removed, history off, nothing recorded."""
+        """The capture failed: hooks removed, nothing recorded (the history stays on for the
+        windows still to be read, where it is kept across windows)."""
         self._remove_hooks()
-        if self._armed:
-            self._stop_history()
-            self._armed = False
+        if not self.keep_history:
+            self._end_history()
 
-    def _names(self) -> dict[int, str]:
-        """The module each scope id of this window's marks names (each id looked up once)."""
-        return {sid: scope_name(sid) for sid in {s for _, s in self._marks}}
+    def _end_history(self) -> None:
+        if self._history_on:
+            self._stop_history()
+            self._history_on = False
+
+    def _names(self, marks: Optional[list[tuple[int, int]]] = None) -> dict[int, str]:
+        """The module each scope id of a window's marks names (each id looked up once)."""
+        marks = self.marks if marks is None else marks
+        return {sid: scope_name(sid) for sid in {s for _, s in marks}}
 
     def _scope_info(self, end_ns: int, marks: list[tuple[int, int]],
                     names: dict[int, str]) -> dict[str, Any]:
@@ -234,8 +281,8 @@ class CaptureMeter:
 
     def _attribute(self, entries: list[dict[str, Any]], segs: list[dict[str, Any]],
                    pool: tuple[int, ...], marks: Optional[list[tuple[int, int]]] = None,
-                   wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None
-                   ) -> dict[str, Any]:
+                   wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None,
+                   end_ns: Optional[int] = None) -> dict[str, Any]:
         """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;
         and per module scope, bytes allocated and bytes still held."""
         starts = sorted((int(s["address"]), int(s["address"]) + int(s["total_size"]))
@@ -250,10 +297,14 @@ class CaptureMeter:
             i = bisect.bisect_right(lo, addr) - 1
             return i >= 0 and addr < starts[i][1]
 
-        marks = self._marks if marks is None else marks
-        names = self._names() if names is None else names
+        marks = self.marks if marks is None else marks
+        names = self._names(marks) if names is None else names
         offset = self._offset_us
         begin_us = (self._wall0_ns if wall0_ns is None else wall0_ns) / 1000 + offset
+        # the history may run on past the window (kept across a program's captures): entries
+        # after its end are the next window's, or the program's between them (frees of its
+        # outputs); END_SLACK_US covers the allocator clock's conversion error
+        end_us = float("inf") if end_ns is None else end_ns / 1000 + offset + END_SLACK_US
         times = [t / 1000 + offset for t, _ in marks]
         mark_names = [names.get(s, OUTSIDE) for _, s in marks]
         live: dict[int, tuple[int, str]] = {}
@@ -261,7 +312,7 @@ class CaptureMeter:
         cur = peak = total = new_segments = 0
         for e in entries:
             t = float(e.get("time_us", begin_us))
-            if t < begin_us or not in_pool(e):
+            if t < begin_us or t > end_us or not in_pool(e):
                 continue
             act, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
             if act == "alloc":
@@ -293,7 +344,7 @@ class CaptureMeter:
 
         from ..annotate.training import no_dynamo
 
-        marks = self._marks
+        marks = self.marks
 
         @no_dynamo
         def mark(*_: Any) -> None:
@@ -305,6 +356,47 @@ class CaptureMeter:
     def _remove_hooks(self) -> None:
         while self._hooks:
             self._hooks.pop().remove()
+
+
+class _History:
+    """The allocator history of one snapshot, indexed by time: the entries of a window in
+    one bisection (a batch of windows reads one history, not one scan per window)."""
+
+    def __init__(self, snap: Optional[dict[str, Any]], offset_us: float) -> None:
+        traces = (snap or {}).get("device_traces") or []
+        dev = _device_index() if traces else 0
+        entries = traces[dev] if dev < len(traces) else []
+        times = [float(e.get("time_us", 0.0)) for e in entries]
+        if any(b < a for a, b in zip(times, times[1:])):
+            order = sorted(range(len(entries)), key=times.__getitem__)
+            entries = [entries[i] for i in order]
+            times = [times[i] for i in order]
+        self.entries, self.times, self.offset_us = entries, times, offset_us
+        self.valid = snap is not None and "device_traces" in snap
+
+    def lost(self, wall0_ns: int) -> bool:
+        """The ring buffer wrapped past the window's start."""
+        return (len(self.entries) >= HISTORY_ENTRIES
+                and self.times[0] > wall0_ns / 1000 + self.offset_us)
+
+    def during(self, wall0_ns: int, end_ns: int) -> list[dict[str, Any]]:
+        lo = bisect.bisect_left(self.times, wall0_ns / 1000 + self.offset_us)
+        hi = bisect.bisect_right(self.times, end_ns / 1000 + self.offset_us + END_SLACK_US)
+        return self.entries[lo:hi]
+
+    def reserved_delta(self, wall0_ns: int, end_ns: int) -> Optional[int]:
+        """Segments reserved less segments released in the window (all pools), as
+        ``torch.cuda.memory_reserved()`` would have grown; None without a history."""
+        if not self.valid:
+            return None
+        delta = 0
+        for e in self.during(wall0_ns, end_ns):
+            act = e.get("action")
+            if act in ("segment_alloc", "segment_map"):
+                delta += int(e.get("size", 0))
+            elif act in ("segment_free", "segment_unmap"):
+                delta -= int(e.get("size", 0))
+        return delta
 
 
 def pool_facts(cuda_graph: Any) -> dict[str, Any]:

@@ -149,6 +149,19 @@ def test_capture_and_instantiate_times_for_every_graph(ladder_run):
     assert any(r["capture_s"] > 0 for r in s["memory"]["by_module"] if r["module"] == "L")
 
 
+def test_static_inputs_and_outputs_per_bucket(ladder_run):
+    _, _, s = ladder_run
+    rows = {g["name"]: g for g in s["memory"]["graphs"]}
+    seen = 0
+    for bs in SIZES:
+        (row,) = [r for n, r in rows.items() if n.endswith(f" [{bs}]")]
+        print(bs, row.get("static_input_bytes"), row.get("static_output_bytes"))
+        assert row["static_input_bytes"] == bs * 8  # tok[:bs], int64
+        assert row["static_output_bytes"] == bs * 1000 * 4  # the head's fp32 logits
+        seen += 1
+    assert seen == len(SIZES)
+
+
 def test_ladder_view(ladder_run):
     out, _, s = ladder_run
     (site,) = s["ladder"]
@@ -180,6 +193,7 @@ def test_model_file_captures_record_cost_and_pools(tmp_path, mode, model):
         assert "pool" in g
         if mode != "callables":  # make_graphed_callables is timed as one window
             assert g["capture_s"] > 0 and g["instantiate_s"] > 0
+            assert g["static_input_bytes"] > 0 and g["static_output_bytes"] > 0, g
     if mode == "callables":
         assert len(mem["pools"]) == 1 and mem["capture_s"] > 0  # fwd and bwd share a pool
     else:

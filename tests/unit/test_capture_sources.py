@@ -175,6 +175,63 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     assert [m for m, _ in returned] == [model, loss]
 
 
+def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them():
+    # GIVEN graphscope run's module hooks with a depth limit and the meter's marks list
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import current, fake_session
+
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def forward(self, x):
+            seen.append(current().get("module_name"))
+            return x
+
+    inner = torch.nn.Sequential(Probe(), torch.nn.Sequential(Probe()))
+    model = torch.nn.Sequential(Probe(), inner, inner)  # one module called twice per step
+    names = ModuleNames()
+    marks = []
+    import graphscope.capture.program.names as N
+
+    resolved = []
+    real_normalize = N.normalize
+    N.normalize = lambda d: resolved.append(d) or real_normalize(d)
+    try:
+        # WHEN the program runs the model in three capture windows, the hooks installed per
+        # window as graphscope run does
+        for _ in range(3):
+            names.new_window()
+            hooks = module_hooks(names, 1, lambda m, a: None, None, marks)
+            try:
+                with fake_session():
+                    model(torch.ones(1))
+            finally:
+                for h in hooks:
+                    h.remove()
+    finally:
+        N.normalize = real_normalize
+    # the first window resolves L, L.0, L.1 (deeper modules open no scope); the later ones
+    # hit the cache: only the root (an outermost call) is resolved again
+    assert [d["module_name"] for d in resolved] == ["L", "L.0", "L.1", "L", "L"]
+    assert len(names.scope_cache[1]) == 5
+    # THEN every window gets the first window's scopes; modules deeper than depth 1 (L.1.0,
+    # L.1.1.0) run in L.1's
+    first = seen[:5]
+    assert first == ["L.0", "L.1", "L.1", "L.1", "L.1"]
+    assert seen == first * 3
+    # and the marks name each scope change in order, every window alike
+    names_marked = [dict(ann_scope(s)).get("module_name") for _, s in marks]
+    assert names_marked[:4] == ["L", "L.0", "L", "L.1"]
+    assert len(marks) == 3 * (len(marks) // 3)
+    assert all(t2 >= t1 for (t1, _), (t2, _) in zip(marks, marks[1:]))
+
+
+def ann_scope(sid):
+    from graphscope import annotate as A
+
+    return A.ATTRIBUTION.scopes.annotation(sid) if sid >= 0 else {}
+
+
 def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, capsys):
     # GIVEN graphscope run with options, and the library call it makes replaced (no GPU here)
     import graphscope.capture as C

@@ -174,7 +174,7 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
     attn, mlp = _scope("L.attn"), _scope("L.mlp")
     m._offset_us = 1000.0  # allocator clock = ours + 1 ms
     m._wall0_ns = 0
-    m._marks = [(0, -1), (10_000, attn), (20_000, -1), (30_000, mlp), (40_000, -1)]
+    m.marks[:] = [(0, -1), (10_000, attn), (20_000, -1), (30_000, mlp), (40_000, -1)]
     seg = [{"address": 1 << 20, "total_size": 4 * MiB}]
     base = 1 << 20
 
@@ -198,14 +198,14 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
     assert out["capture_live_bytes"] == 1307
     assert out["capture_peak_bytes"] == 1500
     assert out["capture_segment_bytes"] == 4 * MiB
-    spans = m._scope_time(50_000, m._marks, m._names())
+    spans = m._scope_time(50_000, m.marks, m._names())
     assert spans == {OUTSIDE: pytest.approx(30e-6), "L.attn": pytest.approx(10e-6),
                      "L.mlp": pytest.approx(10e-6)}
 
 
 def test_meter_uses_the_entry_pool_id_when_given():
     m = CaptureMeter(history=False)
-    m._marks = [(0, -1)]
+    m.marks[:] = [(0, -1)]
     entries = [{"action": "alloc", "time_us": 1, "addr": 5, "size": 10, "pool_id": (0, 1)},
                {"action": "alloc", "time_us": 1, "addr": 6, "size": 20, "pool_id": (0, 2)}]
     assert m._attribute(entries, [], (0, 1))["capture_alloc_bytes"] == 10
@@ -355,25 +355,69 @@ def test_recorded_ladder_view():
     assert "Bucket ladder" in out and "never replayed: 2 bucket(s)" in out
 
 
-def test_meter_defers_the_sums_to_complete(monkeypatch):
-    """`run` leaves the per-module sums of each capture for the end (its capture loop pays
-    only for the snapshot): complete() gives what end() without defer gives."""
+def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
+    """`run` keeps the allocator history on across a program's consecutive captures and reads
+    it once (its capture loop pays for no snapshot): stop() per window, read() for all gives
+    each window what end() gives it alone, the history started once and stopped once."""
+    import time
+
+    import torch
+    from torch import nn
+
     from graphscope.capture import meter as mt
 
-    m = CaptureMeter(history=False)
-    attn = _scope("L.attn")
-    m._marks = [(0, -1), (10_000, attn), (20_000, -1)]
-    monkeypatch.setattr(mt.time, "time_ns", lambda: 30_000)
-    monkeypatch.setattr(mt.time, "perf_counter", lambda: 1.0)
-    m._t0 = 0.5
+    snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
+                          "segment_pool_id": (0, 3)}], "device_traces": [[]]}
+    history, snaps = [], []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot",
+                        lambda *a, **k: snaps.append(1) or snap)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(mt, "scope_name", lambda sid: {7: "L.a", 8: "L.b"}.get(sid, OUTSIDE))
 
-    class G:
+    class Graph:
         def pool(self):
-            raise RuntimeError("no pool")
+            return (0, 3)
 
-    now = m.end(G(), defer=False)
-    m._marks = [(0, -1), (10_000, attn), (20_000, -1)]
-    later = m.end(G(), defer=True)
-    assert mt.PENDING in later and "capture_by_module_s" not in later
-    assert mt.complete(later) == now
-    assert now["capture_by_module_s"] == {OUTSIDE: 2e-05, "L.attn": 1e-05}
+    def window(m, sid, addr, size):
+        m.begin()
+        m.marks.append((time.time_ns(), sid))
+        time.sleep(0.002)
+        now_us = time.time_ns() / 1000
+        snap["device_traces"][0].append({"action": "segment_alloc", "addr": 1 << 40,
+                                         "size": 2 * size, "time_us": now_us})
+        snap["device_traces"][0].append({"action": "alloc", "addr": addr, "size": size,
+                                         "time_us": now_us})
+        time.sleep(0.002)
+        m.marks.append((time.time_ns(), -1))
+        return m.stop(Graph())
+
+    m = CaptureMeter(history=True, scopes=False, keep_history=True)
+    w1 = window(m, 7, 4096, 1024)
+    time.sleep(0.002)
+    snap["device_traces"][0].append({"action": "alloc", "addr": 9000, "size": 5,  # between
+                                     "time_us": time.time_ns() / 1000})
+    snap["device_traces"][0].append({"action": "segment_alloc", "addr": 1 << 41, "size": 99,
+                                     "time_us": time.time_ns() / 1000})
+    w2 = window(m, 8, 8192, 2048)
+    assert history == ["all"] and not snaps  # nothing read inside the loop
+    assert "pool_bytes" not in w1[0] and "memory_by_module" not in w2[0]
+    m.read([w1, w2])
+    assert history == ["all", None] and snaps == [1]
+    a, b = w1[0], w2[0]
+    assert a["memory_by_module"] == {"L.a": [1024, 1024]}
+    assert b["memory_by_module"] == {"L.b": [2048, 2048]}
+    assert a["pool_bytes"] == b["pool_bytes"] == 2 * MiB
+    # memory_reserved's growth per window, from the history's segment events (no
+    # memory_reserved() call in the loop); the segment between the windows is neither's
+    assert (a["capture_reserved_bytes"], b["capture_reserved_bytes"]) == (2048, 4096)
+    assert a["capture_by_module_s"]["L.a"] >= 0.003 and "L.a" not in b["capture_by_module_s"]
+    # without keep_history each window reads its own history at end(): the same facts
+    single = CaptureMeter(history=True, scopes=False)
+    snap["device_traces"][0].clear()
+    info, w = window(single, 7, 4096, 1024)
+    assert history[-1] is None  # stopped with the window
+    single.read([(info, w)])
+    assert info["memory_by_module"] == a["memory_by_module"]
+    assert info["pool_bytes"] == a["pool_bytes"]

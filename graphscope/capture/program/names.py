@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any, Callable, Optional
 
@@ -88,6 +89,8 @@ class ModuleNames:
         self.roots: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
         self.local = threading.local()
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
+        # module_hooks' caches (one per depth limit), kept across capture windows (see there)
+        self.scope_cache: dict[Optional[int], dict[tuple[int, int, int], Any]] = {}
 
     def new_window(self) -> None:
         self._in_window.clear()
@@ -115,15 +118,44 @@ class ModuleNames:
 
 
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
-                 outer_return: Optional[Callable[[Any, Any], None]] = None) -> list[Any]:
+                 outer_return: Optional[Callable[[Any, Any], None]] = None,
+                 marks: Optional[list[tuple[int, int]]] = None) -> list[Any]:
     """Global forward pre/post hooks that push module scopes; installed per capture window,
     inert on other threads' eager work, and never traced by dynamo. ``first_call(module,
     args)`` sees the first outermost module called in the window, ``outer_return(module,
-    output)`` every outermost module's return."""
+    output)`` every outermost module's return; ``marks`` (the capture meter's) gets
+    ``(time_ns, scope)`` at each scope change.
+
+    A module entered inside a root (a submodule call) is looked up in a cache by (module,
+    root, the scope it opens in): its scope id, or that it opens none (deeper than ``depth``),
+    as the first entry resolved it; captures of a program's loop enter the same modules in
+    the same scopes, so after the first the hook is two dict lookups and a push."""
     from torch.nn.modules import module as m
 
     local = names.local
     attribution = state.ATTRIBUTION
+    # (id(module), id(root), parent scope) -> (weakref to module, to root, scope id or -1:
+    # none opened); the weak references check identity (an id may be reused after a module
+    # is freed) without keeping a program's modules alive
+    cache = names.scope_cache.setdefault(depth, {})
+    current = native.current_scope
+    now = time.time_ns
+
+    def resolve(module: Any, stack: list[Any], parent_root: Any) -> tuple[Any, int]:
+        table = names.names_of(parent_root) if parent_root is not None else None
+        if table is None or module not in table:
+            root, table = module, names.names_of(module)
+            if not stack:
+                first_call(module, stack_args[0])
+        else:
+            root = parent_root
+        fqn = table[module]
+        if depth is not None and fqn.count(".") > depth:
+            return root, -1
+        ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
+        return root, attribution.scopes.child(current(), ann_dict, True, frozen)
+
+    stack_args: list[Any] = [None]
 
     @no_dynamo
     def pre(module: Any, args: Any) -> None:
@@ -132,20 +164,27 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
             stack.append((None, False))
             return
         parent_root = stack[-1][0] if stack else None
-        table = names.names_of(parent_root) if parent_root is not None else None
-        if table is None or module not in table:
-            root, table = module, names.names_of(module)
-            if not stack:
-                first_call(module, args)
+        hit = None
+        if parent_root is not None:
+            key = (id(module), id(parent_root), current())
+            hit = cache.get(key)
+            if hit is not None and (hit[0]() is not module or hit[1]() is not parent_root):
+                hit = None
+        if hit is not None:
+            root, sid = parent_root, hit[2]
         else:
-            root = parent_root
-        fqn = table[module]
-        if depth is not None and fqn.count(".") > depth:
+            stack_args[0] = args
+            root, sid = resolve(module, stack, parent_root)
+            stack_args[0] = None
+            if parent_root is not None and root is parent_root:
+                cache[key] = (weakref.ref(module), weakref.ref(root), sid)
+        if sid < 0:
             stack.append((root, False))
             return
-        ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
-        push(attribution.scopes.child(native.current_scope(), ann_dict, True, frozen))
+        push(sid)
         stack.append((root, True))
+        if marks is not None:
+            marks.append((now(), sid))
 
     @no_dynamo
     def post(module: Any, args: Any, output: Any) -> None:
@@ -154,6 +193,8 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
             root, pushed = stack.pop()
             if pushed:
                 pop()
+                if marks is not None:
+                    marks.append((now(), current()))
             if not stack and root is not None and outer_return is not None:
                 outer_return(module, output)
 

@@ -15,7 +15,8 @@ import sys
 import time
 from typing import Any, Callable
 
-_METHODS = ("__init__", "capture_begin", "capture_end", "instantiate", "replay")
+_METHODS = ("__init__", "capture_begin", "capture_end", "instantiate", "replay", "reset",
+            "__del__")
 
 
 def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:
@@ -66,6 +67,8 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
 
     def replay(self: Any) -> None:
         plain = _parent(cls, "replay", real)
+        if watch.pending:  # the program replays: its capture batch is read first
+            watch.flush()
         rec = watch.by_id.get(id(self))
         if rec is None or rec.failed:
             return plain(self)
@@ -78,7 +81,23 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
             watch.traced.close()  # the window holds consecutive traced replays only
             plain(self)
 
+    def reset(self: Any) -> None:
+        watch.graph_going(self)  # its template goes: inspected first if still waiting
+        _parent(cls, "reset", real)(self)
+
+    real_del = real.get("__del__")
+
+    def __del__(self: Any) -> None:
+        try:
+            watch.graph_going(self)
+        except Exception:  # noqa: BLE001 - never raise under GC
+            pass
+        if real_del is not None:
+            real_del(self)
+
     cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.reset = reset  # type: ignore[method-assign]
+    cls.__del__ = __del__  # type: ignore[attr-defined]
     cls.capture_begin = capture_begin  # type: ignore[method-assign]
     cls.capture_end = capture_end  # type: ignore[method-assign]
     cls.instantiate = instantiate  # type: ignore[method-assign]

@@ -2,13 +2,22 @@
 ``capture_begin`` to the end of the instantiate that follows ``capture_end`` (and never longer);
 module, optimizer and inductor hooks are installed for that window only, so the program's eager
 work outside captures runs untouched. Where the program asked for ``keep_graph=False``
-graphscope instantiates right after ``capture_end``, as torch would have."""
+graphscope instantiates right after ``capture_end``, as torch would have.
+
+Inside a program's capture loop graphscope does only what cannot wait: the node records, the
+scopes, the capture's times. Everything that reads a finished graph — the template's inspection
+and DOT, the allocator history (kept on across consecutive captures, one snapshot for all), the
+published annotations — waits in :attr:`GraphWatch.pending` until the program first replays a
+graph, resets or frees a pending one, pauses between captures for ``FLUSH_AFTER_S``, or the watch
+ends (:meth:`GraphWatch.flush`). A graph freed first is inspected in its ``__del__``, while its
+template still exists."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -18,7 +27,7 @@ from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.training import optimizer_hooks
 from ...bundle_files import TREES_FILE
-from ..meter import CaptureMeter, complete, tensor_bytes
+from ..meter import CaptureMeter, Window, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
@@ -28,6 +37,8 @@ from .trees import TreeEvents
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
+
+FLUSH_AFTER_S = 2.0  # a pause this long after a capture ends the batch: it is read then
 
 
 @dataclass
@@ -53,6 +64,7 @@ class ProgramGraph:
     static_input_bytes: Optional[int] = None  # the first module's inputs (eager captures)
     static_output_bytes: Optional[int] = None  # what the outermost modules returned
     outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
+    window: Optional[Window] = None  # the meter's window, until the batch is read
 
     @property
     def exec_id(self) -> int:
@@ -75,6 +87,18 @@ class ProgramGraph:
         return info
 
 
+@dataclass
+class Pending:
+    """A finished capture whose graph is not read yet (see the module's docstring)."""
+
+    rec: ProgramGraph
+    graph: Any  # weakref to the torch.cuda.CUDAGraph
+    records: Any  # the recorder's CreatedNodes
+    inspection: Any = None
+    dot: str = ""
+    inspected: bool = False
+
+
 class GraphWatch:
     """Records every capture made while installed (``torch.cuda.CUDAGraph`` patched)."""
 
@@ -89,10 +113,16 @@ class GraphWatch:
         self.trees = TreeEvents()  # torch.compile's cudagraph trees (trees.py)
         self.warnings: list[str] = []
         self.traced = TracedReplays(self.cfg, self.warnings)
-        self.meter = CaptureMeter()
+        # the allocator history runs across consecutive captures, read once per batch; the
+        # time between scope entries is marked by graphscope's own module hooks
+        self.meter = CaptureMeter(scopes=False, keep_history=True)
+        self.pending: dict[int, Pending] = {}  # id(CUDAGraph) -> its capture, not read yet
+        self._last_end = 0.0
         # graphscope's own seconds per capture step, summed over the run (what ``run`` adds to
         # a program's capture wall, by cause: bench/bench_ladder.py prints them)
         self.overhead: dict[str, float] = {}
+        # and its seconds reading the finished graphs of a batch (flush), outside the loop
+        self.read_overhead: dict[str, float] = {}
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
@@ -110,19 +140,25 @@ class GraphWatch:
 
     def uninstall(self) -> None:
         self._close_window()
+        self.flush()
         while self._undo:
             self._undo.pop()()
         self.provenance.uninstall()
         self.trees.uninstall()
 
     # -- capture window
-    def _spent(self, what: str, since: float) -> float:
+    def _spent(self, what: str, since: float, later: bool = False) -> float:
         now = time.perf_counter()
-        self.overhead[what] = self.overhead.get(what, 0.0) + now - since
+        into = self.read_overhead if later else self.overhead
+        into[what] = into.get(what, 0.0) + now - since
         return now
 
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
         t = time.perf_counter()
+        if self.pending and (id(cuda_graph) in self.pending
+                             or t - self._last_end > FLUSH_AFTER_S):
+            self.flush()  # a graph captured again, or the program paused: read the batch
+            t = time.perf_counter()
         site, kind = capture_site(self._torch_dir)
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
@@ -140,7 +176,7 @@ class GraphWatch:
             self._records = stack.enter_context(ann.session(self.cfg.record_ops))
             t = self._spent("subscribe", t)
             hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
-                                 self._outer_return)
+                                 self._outer_return, self.meter.marks)
             hooks += optimizer_hooks()
             stack.callback(lambda: [h.remove() for h in hooks])
             active = state.ATTRIBUTION.active
@@ -157,7 +193,7 @@ class GraphWatch:
         self._window = stack
         self.current = rec
         t = self._spent("hooks", t)
-        self.meter.begin()  # last: its hooks see the scopes graphscope's hooks push
+        self.meter.begin()
         self._spent("meter", t)
 
     def _first_call(self, module: Any, args: Any) -> None:
@@ -187,37 +223,27 @@ class GraphWatch:
             rec.failed = why
             rec.outputs = []  # a failed capture's tensors are not kept alive by graphscope
             self.meter.cancel()
+            self.pending.pop(id(cuda_graph), None)
             self._close_window()
 
     def end(self, cuda_graph: Any) -> None:
         rec = self.by_id.get(id(cuda_graph))
         if rec is None or rec is not self.current:
             return
-        inspection = None
-        dot = ""
         t = time.perf_counter()
-        rec.cost = self.meter.end(cuda_graph, defer=True)  # sums in result(): not in the loop
+        rec.cost, rec.window = self.meter.stop(cuda_graph)  # the history is read with the batch
         if rec.outputs:
             rec.static_output_bytes = tensor_bytes(rec.outputs)
             rec.outputs = []
         t = self._spent("meter", t)
         try:
-            ptr = cuda_graph.raw_cuda_graph()
-            inspection = native.inspect_graph(ptr)
-            t = self._spent("inspect", t)
-            dot = read_dot(ptr) if self.cfg.dot else ""
-            t = self._spent("dot", t)
-        except GraphscopeError as exc:
-            rec.failed = f"could not inspect the graph: {exc}"
+            if not rec.user_keep:  # what torch's capture_end would have done
+                cuda_graph.instantiate()
+                t = time.perf_counter()
         finally:
-            try:
-                if not rec.user_keep:  # what torch's capture_end would have done
-                    cuda_graph.instantiate()
-                    t = time.perf_counter()
-            finally:
-                records = self._close_window()
-                t = self._spent("unsubscribe", t)
-        if records is None or inspection is None:
+            records = self._close_window()
+            t = self._spent("unsubscribe", t)
+        if records is None:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
             return
@@ -226,12 +252,64 @@ class GraphWatch:
         rec.ordinal = ordinal
         label = rec.site + (" compiled" if rec.kind == "compiled" else "")
         rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
-        rec.raw = RawGraph(rec.name, inspection, records, rec.exec_id, dot)
-        pool = rec.cost.get("pool_id")
-        rec.pool = tuple(pool) if pool is not None else None
-        rec.pool_bytes = rec.cost.get("pool_bytes")
-        ann.publish(records, cuda_graph)
-        self._spent("publish", t)
+        self.pending[id(cuda_graph)] = Pending(rec, weakref.ref(cuda_graph), records)
+        self._last_end = time.perf_counter()
+
+    # -- reading finished graphs (outside the program's capture loop)
+    def _inspect(self, p: Pending, cuda_graph: Any) -> None:
+        """The template's nodes and DOT, while it exists (keep_graph=True keeps it)."""
+        if p.inspected:
+            return
+        p.inspected = True
+        t = time.perf_counter()
+        try:
+            ptr = cuda_graph.raw_cuda_graph()
+            p.inspection = native.inspect_graph(ptr)
+            t = self._spent("inspect", t, later=True)
+            p.dot = read_dot(ptr) if self.cfg.dot else ""
+            self._spent("dot", t, later=True)
+        except GraphscopeError as exc:
+            p.rec.failed = f"could not inspect the graph: {exc}"
+
+    def graph_going(self, cuda_graph: Any) -> None:
+        """``cuda_graph`` is being reset or freed: inspect it now, if it is waiting."""
+        p = self.pending.get(id(cuda_graph))
+        if p is None:
+            return
+        self._inspect(p, cuda_graph)
+        if self._window is None:  # not inside another capture: read the batch now
+            self.flush()
+
+    def flush(self) -> None:
+        """Read every pending capture: one allocator snapshot for the batch, each template's
+        inspection and DOT, the annotations published (and rekeyed where instantiated)."""
+        if not self.pending or self._window is not None:
+            return
+        batch, self.pending = list(self.pending.values()), {}
+        t = time.perf_counter()
+        self.meter.read([(p.rec.cost, p.rec.window) for p in batch if p.rec.window is not None])
+        t = self._spent("meter", t, later=True)
+        for p in batch:
+            rec, g = p.rec, p.graph()
+            rec.window = None
+            if g is not None:
+                self._inspect(p, g)
+            elif not p.inspected:
+                rec.failed = "the graph was freed before graphscope could inspect it"
+            if p.inspection is None:
+                rec.failed = rec.failed or "no records"
+                self.warnings.append(f"{rec.site}: {rec.failed}")
+                continue
+            rec.raw = RawGraph(rec.name, p.inspection, p.records, rec.exec_id, p.dot)
+            pool = rec.cost.get("pool_id")
+            rec.pool = tuple(pool) if pool is not None else None
+            rec.pool_bytes = rec.cost.get("pool_bytes")
+            t = time.perf_counter()
+            ann.publish(p.records, g)
+            if g is not None and rec.exec_ids and not len(p.records.exec_id):
+                with contextlib.suppress(Exception):  # instantiated after its window
+                    ann.remap_to_exec_graph(g)
+            self._spent("publish", t, later=True)
 
     def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
         rec = self.by_id.get(id(cuda_graph))
@@ -250,6 +328,7 @@ class GraphWatch:
     # -- results
     def result(self) -> RawCapture:
         """Everything observed so far, as a raw capture with its traced replays joined."""
+        self.flush()
         done = [g for g in self.graphs if g.raw is not None and not g.failed
                 and len(g.raw.inspection.node_id)]
         raws = []
@@ -257,7 +336,6 @@ class GraphWatch:
             raw = g.raw
             assert raw is not None
             raw.exec_id = g.exec_id
-            complete(g.cost)
             raw.info = g.info()
             if g.kind == "compiled":
                 raw.place = lambda node: self.provenance.place(node.source)
@@ -273,6 +351,8 @@ class GraphWatch:
         }
         if self.overhead:
             meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
+        if self.read_overhead:
+            meta["read_overhead_s"] = {k: round(v, 6) for k, v in self.read_overhead.items()}
         if self.warnings:
             meta["warnings"] = list(self.warnings)
         raw_capture = RawCapture(raws, join=self.traced.join(done), meta=meta)

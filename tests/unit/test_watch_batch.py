@@ -1,0 +1,173 @@
+"""graphscope run's capture loop pays only for what cannot wait: a finished capture waits in
+GraphWatch.pending (no inspection, DOT, allocator snapshot or publishing inside the loop) until
+the program replays, resets or frees a graph, pauses, or the watch ends. CUDA is faked here
+(recorder, inspection, DOT, allocator); the watch, the patches and the meter are real."""
+
+import contextlib
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+from graphscope import native
+from graphscope.capture.program import watch as W
+from graphscope.capture.program.patch import patch_cuda_graph
+from graphscope.config import CaptureConfig
+
+U8 = np.uint64
+
+
+def _nodes(n):
+    z = np.zeros(0, dtype=U8)
+    return native.CreatedNodes(
+        node_id=np.arange(n, dtype=U8), graph_id=np.zeros(n, np.uint32),
+        node_type=np.zeros(n, np.int32), scope=np.full(n, -1, np.int64),
+        op=np.full(n, -1, np.int64), thread=np.zeros(n, U8), clone_id=z, clone_origin=z,
+        exec_id=np.zeros(0, np.uint32), exec_graph=np.zeros(0, np.uint32), callback_errors=0)
+
+
+def _inspection(n):
+    z = np.zeros(n, dtype=np.int64)
+    return native.GraphInspection(
+        graph_id=1, node_id=np.arange(n, dtype=U8), node_type=np.zeros(n, np.int32),
+        grid=np.zeros((n, 3), np.int64), block=np.zeros((n, 3), np.int64), smem=z, bytes=z,
+        name_idx=z, names=["k"], demangled=["k"], edge_from=np.zeros(0, U8),
+        edge_to=np.zeros(0, U8))
+
+
+class FakeGraph:
+    """torch.cuda.CUDAGraph's surface that the patches use."""
+
+    alive = 0
+
+    def __init__(self, keep_graph=False):
+        self.template = True
+        FakeGraph.alive += 1
+
+    def capture_begin(self, *a, **k):
+        pass
+
+    def capture_end(self):
+        pass
+
+    def instantiate(self):
+        pass
+
+    def replay(self):
+        pass
+
+    def reset(self):
+        self.template = False
+
+    def raw_cuda_graph(self):
+        if not self.template:
+            raise AssertionError("template read after reset")
+        return 1234
+
+    def raw_cuda_graph_exec(self):
+        return 5678
+
+    def pool(self):
+        return (0, 9)
+
+
+@pytest.fixture()
+def watch(monkeypatch):
+    events = []
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(W.native, "inspect_graph",
+                        lambda ptr: events.append("inspect") or _inspection(3))
+    monkeypatch.setattr(W, "read_dot", lambda ptr: events.append("dot") or "digraph {}")
+    monkeypatch.setattr(W.native, "exec_id", lambda ptr: 7)
+    monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
+
+    @contextlib.contextmanager
+    def session(record_ops):
+        out = []
+        yield out
+        out.append(_nodes(3))
+
+    monkeypatch.setattr(W.ann, "session", session)
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot",
+                        lambda *a, **k: events.append("snapshot") or {"segments": []})
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)
+    monkeypatch.setattr(W, "optimizer_hooks", lambda: [])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    w = W.GraphWatch(CaptureConfig(mode="run", replays=0))
+    undo = patch_cuda_graph(w)
+    w.events = events
+    yield w
+    undo()
+
+
+def _capture(n=1):
+    gs = []
+    for _ in range(n):
+        g = torch.cuda.CUDAGraph()
+        g.capture_begin()
+        torch.nn.Linear(2, 2)(torch.ones(1, 2))  # modules run in the window
+        g.capture_end()
+        gs.append(g)
+    return gs
+
+
+def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
+    gs = _capture(4)
+    # inside the loop: records kept, nothing read
+    assert len(watch.pending) == 4 and watch.events == []
+    assert all(g.raw is None for g in watch.graphs)
+    assert "inspect" not in watch.overhead and "meter" in watch.overhead
+    gs[0].replay()
+    # the first replay reads the batch: one allocator snapshot, each template once
+    assert watch.events.count("snapshot") == 1
+    assert watch.events.count("inspect") == watch.events.count("publish") == 4
+    assert not watch.pending and all(g.raw is not None for g in watch.graphs)
+    assert set(watch.read_overhead) >= {"meter", "inspect", "publish"}
+    assert [g.name.split(" ", 1)[1] for g in watch.graphs] == ["#0", "#1", "#2", "#3"]
+    gs[1].replay()
+    assert watch.events.count("snapshot") == 1  # read once
+    raw = watch.result()
+    assert len(raw.graphs) == 4 and raw.meta["read_overhead_s"]
+
+
+def test_a_graph_reset_or_freed_before_any_replay_is_inspected_first(watch):
+    a, b, c = _capture(3)
+    a.reset()  # the template goes: read now (with the rest of the batch)
+    assert watch.events.count("inspect") == 3 and not watch.pending
+    d, e = _capture(2)
+    del d  # freed: its __del__ reads it while the template exists
+    gc.collect()
+    assert watch.events.count("inspect") == 5 and not watch.pending
+    raw = watch.result()
+    assert len(raw.graphs) == 5 and not raw.meta.get("failed_captures")
+
+
+def test_a_graph_freed_inside_another_capture_is_inspected_and_read_later(watch):
+    (a,) = _capture(1)
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    del a
+    gc.collect()
+    # inspected in its __del__, but the batch is not read inside a capture window
+    assert watch.events == ["inspect", "dot"] and len(watch.pending) == 1
+    g.capture_end()
+    assert len(watch.pending) == 2 and "snapshot" not in watch.events
+    raw = watch.result()
+    assert len(raw.graphs) == 2 and watch.events.count("snapshot") == 1
+
+
+def test_a_pause_between_captures_reads_the_batch(watch, monkeypatch):
+    kept = _capture(2)
+    assert not watch.events
+    monkeypatch.setattr(W, "FLUSH_AFTER_S", 0.0)
+    kept += _capture(1)  # begins after a "long" pause: the first two are read first
+    assert watch.events.count("snapshot") == 1 and len(watch.pending) == 1
+
+
+def test_uninstall_reads_what_is_left(watch):
+    kept = _capture(2)
+    assert not watch.events
+    watch.uninstall()
+    assert kept
+    assert not watch.pending and watch.events.count("inspect") == 2
