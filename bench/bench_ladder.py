@@ -2,8 +2,9 @@
 (vLLM's 67 default sizes: 1, 2, 4, then 8..512 by 8) captured largest first into one shared
 memory pool, as vLLM does. The program times its own capture loop, its first replays (the ones
 ``graphscope run`` traces) and the replays after them (untraced, at plain speed), plain and under
-``graphscope run``, in alternating fresh processes of one bench run (paired rounds). Prints
-JSON; the figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]``.
+``graphscope run`` and under ``graphscope run --no-ops``, in alternating fresh processes of one
+bench run (paired rounds). Prints JSON; the figures go to docs/benchmarks.md. Needs a GPU:
+``python bench/bench_ladder.py [ROUNDS]``.
 """
 
 from __future__ import annotations
@@ -99,10 +100,11 @@ print("RESULT", json.dumps({"capture_s": capture_s, "graphs": len(graphs),
 '''
 
 
-def once(path: str, observed: bool, traced: int, untraced: int) -> dict:
+def once(path: str, observed: bool, traced: int, untraced: int, *flags: str) -> dict:
     args = [path, str(traced), str(untraced)]
-    cmd = ([sys.executable, "-m", "graphscope", "run", "-o", path + ".run", "--force",
-            "--replays", str(traced), *args] if observed else [sys.executable, *args])
+    out_dir = path + (".run" if not flags else ".run_noops")
+    cmd = ([sys.executable, "-m", "graphscope", "run", "-o", out_dir, "--force",
+            "--replays", str(traced), *flags, *args] if observed else [sys.executable, *args])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
     return json.loads(line.split(" ", 1)[1])
@@ -118,6 +120,7 @@ def ladder_facts(bundle: str) -> dict:
     b = read_bundle(bundle)
     mem = memory_summary(b) or {}
     return {"overhead_by_cause_s": b.manifest.get("capture_overhead_s"),
+            "read_after_loop_s": b.manifest.get("read_overhead_s"),
             "pools": len(mem.get("pools", [])),
             "total_reserved_bytes": mem.get("total_reserved_bytes"),
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
@@ -128,22 +131,28 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
             f.write(PROGRAM)
-        plain, run = [], []
-        for _ in range(rounds):  # paired: one plain and one observed process per round
+        plain, run, noops = [], [], []
+        for _ in range(rounds):  # paired: plain, run, run --no-ops processes per round
             plain.append(once(path, False, traced, untraced))
             run.append(once(path, True, traced, untraced))
+            noops.append(once(path, True, traced, untraced, "--no-ops"))
             print(f"round {len(run)}: plain {plain[-1]['capture_s']:.2f} s, run "
-                  f"{run[-1]['capture_s']:.2f} s", file=sys.stderr, flush=True)
+                  f"{run[-1]['capture_s']:.2f} s, run --no-ops {noops[-1]['capture_s']:.2f} s",
+                  file=sys.stderr, flush=True)
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:
         return statistics.median(r[k] for r in rs)
 
     ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, run)]
+    noops_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, noops)]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
+        "no_ops_capture_s": med(noops, "capture_s"),
+        "no_ops_capture_ratio": statistics.median(noops_ratios),
+        "no_ops_capture_ratio_all": noops_ratios,
         "traced_replays_per_graph": traced,
         "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
         "run_traced_replay_ms": med(run, "traced_replay_ms"),
@@ -153,7 +162,7 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         "run_untraced_replay_ms": med(run, "untraced_replay_ms"),
         "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
         "bundle": facts,
-        "plain_all": plain, "run_all": run,
+        "plain_all": plain, "run_all": run, "no_ops_all": noops,
     }
     print(json.dumps(res, indent=1))
 

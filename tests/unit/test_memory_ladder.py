@@ -362,7 +362,6 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
     import time
 
     import torch
-    from torch import nn
 
     from graphscope.capture import meter as mt
 

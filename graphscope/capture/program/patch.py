@@ -97,7 +97,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
 
     cls.__init__ = __init__  # type: ignore[method-assign]
     cls.reset = reset  # type: ignore[method-assign]
-    cls.__del__ = __del__  # type: ignore[attr-defined]
+    cls.__del__ = __del__  # type: ignore[method-assign,attr-defined,unused-ignore]
     cls.capture_begin = capture_begin  # type: ignore[method-assign]
     cls.capture_end = capture_end  # type: ignore[method-assign]
     cls.instantiate = instantiate  # type: ignore[method-assign]
