@@ -16,14 +16,14 @@ import subprocess
 import sys
 import tempfile
 
-PROGRAM = r'''
+# the decoder and its inputs (bench_ladder_parts.py runs the same)
+MODEL = r'''
 import json, sys, time, torch
 from torch import nn
 import torch.nn.functional as F
 
 LAYERS, HIDDEN, HEADS, CTX = 16, 1024, 8, 128
 SIZES = [1, 2, 4] + list(range(8, 513, 8))  # vLLM's default capture sizes: 67
-TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
 D = HIDDEN // HEADS
 
 
@@ -63,6 +63,10 @@ class Decoder(nn.Module):
 
 model = Decoder().cuda().half().eval()
 tokens = torch.zeros(max(SIZES), dtype=torch.long, device="cuda")
+'''
+
+PROGRAM = MODEL + r'''
+TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
 pool = torch.cuda.graph_pool_handle()
 graphs, outs = {}, {}
 with torch.inference_mode():

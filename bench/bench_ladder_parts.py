@@ -13,48 +13,16 @@ import pstats
 import time
 
 import torch
-import torch.nn.functional as F
-from torch import nn
+from bench_ladder import MODEL  # run as python bench/bench_ladder_parts.py
 
 from graphscope.capture.program import watch as W
 from graphscope.capture.program import watching
 from graphscope.config import CaptureConfig
 
-LAYERS, HIDDEN, HEADS, CTX = 16, 1024, 8, 128
-SIZES = [1, 2, 4] + list(range(8, 513, 8))
-D = HIDDEN // HEADS
+_ns: dict = {}
+exec(MODEL, _ns)  # the bench's own decoder and inputs
+model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
 
-class Layer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
-        self.qkv, self.out = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
-        self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(),
-                                 nn.Linear(4 * HIDDEN, HIDDEN))
-        shape = (max(SIZES), HEADS, CTX, D)
-        self.register_buffer("k", torch.randn(shape, dtype=torch.float16, device="cuda"))
-        self.register_buffer("v", torch.randn(shape, dtype=torch.float16, device="cuda"))
-    def forward(self, x):
-        b = x.shape[0]
-        q = self.qkv(self.ln1(x))[:, :HIDDEN].view(b, HEADS, 1, D)
-        a = F.scaled_dot_product_attention(q, self.k[:b], self.v[:b])
-        x = x + self.out(a.reshape(b, HIDDEN))
-        return x + self.mlp(self.ln2(x))
-
-class Decoder(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = nn.Embedding(32000, HIDDEN)
-        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
-        self.head = nn.Linear(HIDDEN, 32000)
-    def forward(self, tok):
-        x = self.embed(tok)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(x)
-
-model = Decoder().cuda().half().eval()
-tokens = torch.zeros(max(SIZES), dtype=torch.long, device="cuda")
 
 def loop():
     pool = torch.cuda.graph_pool_handle()

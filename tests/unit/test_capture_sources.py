@@ -141,18 +141,26 @@ def test_join_traced_rekeys_earlier_instantiates_to_the_last_exec_id():
     assert int(recs.graph_node_id[0]) == (3 << 32) | 4
 
 
-def test_run_module_hooks_push_scopes_named_by_the_rule():
-    # GIVEN graphscope run's module hooks in a (GPU-less) annotated window, and modules that
-    # note the module scope their work would get
-    from graphscope.capture.program.names import ModuleNames, module_hooks
-    from tests.unit._fake import current, fake_session
-
-    seen = []
+def _probe(seen):
+    """A module class whose forward notes the module scope its work would get."""
+    from tests.unit._fake import current
 
     class Probe(torch.nn.Module):
         def forward(self, x):
             seen.append(current().get("module_name"))
             return x
+
+    return Probe
+
+
+def test_run_module_hooks_push_scopes_named_by_the_rule():
+    # GIVEN graphscope run's module hooks in a (GPU-less) annotated window, and modules that
+    # note the module scope their work would get
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import fake_session
+
+    seen = []
+    Probe = _probe(seen)
 
     model = torch.nn.Sequential(Probe(), torch.nn.Sequential(Probe()))
     loss = Probe()
@@ -177,22 +185,17 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
 
 def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them():
     # GIVEN graphscope run's module hooks with a depth limit and the meter's marks list
+    import graphscope.capture.program.names as N
     from graphscope.capture.program.names import ModuleNames, module_hooks
-    from tests.unit._fake import current, fake_session
+    from tests.unit._fake import fake_session
 
     seen = []
-
-    class Probe(torch.nn.Module):
-        def forward(self, x):
-            seen.append(current().get("module_name"))
-            return x
+    Probe = _probe(seen)
 
     inner = torch.nn.Sequential(Probe(), torch.nn.Sequential(Probe()))
     model = torch.nn.Sequential(Probe(), inner, inner)  # one module called twice per step
     names = ModuleNames()
     marks = []
-    import graphscope.capture.program.names as N
-
     resolved = []
     real_normalize = N.normalize
     N.normalize = lambda d: resolved.append(d) or real_normalize(d)
