@@ -5,8 +5,9 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
 ``capture_end``):
 
 - **time**: the capture's wall time and, per module scope, the time between scope entries
-  (global forward pre/post hooks registered after graphscope's own, so they see the scope the
-  next interval runs in: ``native.current_scope()``);
+  (``marks``: the meter's own global forward pre/post hooks, registered after graphscope's so
+  they see the scope the next interval runs in, ``native.current_scope()``; under
+  ``graphscope run`` its module hooks append the marks themselves, ``scopes=False``);
 - **memory**: the caching allocator's own history (``torch.cuda.memory._record_memory_history``
   without stacks: a C++ ring buffer, nothing in Python per allocation), read with
   ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
@@ -190,7 +191,7 @@ class CaptureMeter:
                       history: Optional[_History] = None) -> dict[str, Any]:
         names = self._names(w.marks)
         info: dict[str, Any] = self._scope_info(w.end_ns, w.marks, names)
-        if w.armed and w.reserved_from_history and history is not None:
+        if w.reserved_from_history and history is not None:
             # what memory_reserved grew by, from the history's segment events (no
             # memory_reserved() call inside the program's capture loop)
             reserved = history.reserved_delta(w.wall0_ns, w.end_ns)

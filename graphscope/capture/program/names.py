@@ -141,12 +141,13 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     current = native.current_scope
     now = time.time_ns
 
-    def resolve(module: Any, stack: list[Any], parent_root: Any) -> tuple[Any, int]:
+    def resolve(module: Any, args: Any, stack: list[Any], parent_root: Any) -> tuple[Any, int]:
+        """(the module's root, the scope it opens or -1), by the naming rule."""
         table = names.names_of(parent_root) if parent_root is not None else None
         if table is None or module not in table:
             root, table = module, names.names_of(module)
             if not stack:
-                first_call(module, stack_args[0])
+                first_call(module, args)
         else:
             root = parent_root
         fqn = table[module]
@@ -154,8 +155,6 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
             return root, -1
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
         return root, attribution.scopes.child(current(), ann_dict, True, frozen)
-
-    stack_args: list[Any] = [None]
 
     @no_dynamo
     def pre(module: Any, args: Any) -> None:
@@ -173,9 +172,7 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         if hit is not None:
             root, sid = parent_root, hit[2]
         else:
-            stack_args[0] = args
-            root, sid = resolve(module, stack, parent_root)
-            stack_args[0] = None
+            root, sid = resolve(module, args, stack, parent_root)
             if parent_root is not None and root is parent_root:
                 cache[key] = (weakref.ref(module), weakref.ref(root), sid)
         if sid < 0:

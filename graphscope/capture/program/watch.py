@@ -223,7 +223,6 @@ class GraphWatch:
             rec.failed = why
             rec.outputs = []  # a failed capture's tensors are not kept alive by graphscope
             self.meter.cancel()
-            self.pending.pop(id(cuda_graph), None)
             self._close_window()
 
     def end(self, cuda_graph: Any) -> None:
