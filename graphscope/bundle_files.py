@@ -9,7 +9,8 @@ import os
 from typing import Any, Optional
 
 from ._errors import BundleError
-from .bundle import _INT, _NUM, _STR, COUNTERS_FILE, COUNTERS_VERSION, _fits, _load_json
+from .bundle import COUNTERS_FILE, COUNTERS_VERSION, _load_json
+from .bundle_check import _INT, _NUM, _STR, _fits
 
 
 def read_counters(path: str) -> Optional[dict[str, Any]]:
