@@ -59,7 +59,7 @@ def _wall(replay, n):
 def main(argv):
     import torch
 
-    from graphscope import native
+    from graphscope import native, pmsampling
     from graphscope.analysis.counters import METRICS
     from graphscope.capture.counters import HW_BUFFER_BYTES, INTERVAL_NS, collect, sample_budget
 
@@ -71,7 +71,7 @@ def main(argv):
         g.replay()
         plain = _wall(g.replay, N)
         budget = sample_budget(int(plain / N * 1e9), N)
-        with native.pm_sampling(metrics, interval_ns=INTERVAL_NS,
+        with pmsampling.pm_sampling(metrics, interval_ns=INTERVAL_NS,
                                 hw_buffer_bytes=HW_BUFFER_BYTES, max_samples=budget) as pm:
             sampled = _wall(g.replay, N)
         s = pm[0]

@@ -31,7 +31,8 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from graphscope.native import pm_sampling_trial, probe
+    from graphscope.native import probe
+    from graphscope.pmsampling import pm_sampling_trial
 
     caps = probe(try_subscribe=not no_subscribe)
     counters_why = pm_sampling_trial() if caps.cupti else "no GPU or CUPTI here"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import native
+from .. import native, pmsampling
 from .._errors import CuptiError, GraphscopeError
 from ..analysis import counters as ct
 
@@ -35,7 +35,7 @@ class CountersUnavailableError(GraphscopeError):
 
 def require_counters() -> None:
     """Raise :class:`CountersUnavailableError` with one line when PM sampling cannot work."""
-    why = native.pm_sampling_why()
+    why = pmsampling.pm_sampling_why()
     if why:
         raise CountersUnavailableError(f"--counters: hardware counters are not available "
                                        f"here: {why}")
@@ -64,11 +64,11 @@ def collect(replay: Callable[[], None], exec_node_ids: Mapping[int, str], replay
     budget = sample_budget(wall, replays, interval_ns)
     names = {k: v[0] for k, v in ct.METRICS.items()}
     missing: list[str] = []
-    pm: list[native.PmSamples] = []
+    pm: list[pmsampling.PmSamples] = []
     for attempt in range(2):
         try:
             with native.tracing() as traced:
-                with native.pm_sampling(list(names.values()), interval_ns=interval_ns,
+                with pmsampling.pm_sampling(list(names.values()), interval_ns=interval_ns,
                                         hw_buffer_bytes=HW_BUFFER_BYTES, max_samples=budget,
                                         device=torch.cuda.current_device()) as pm:
                     for _ in range(replays):

@@ -207,10 +207,10 @@ def _fake_cupti(monkeypatch, fail_first=False):
 
     import torch
 
-    from graphscope import native
+    from graphscope import native, pmsampling
     from graphscope._errors import CuptiError
 
-    monkeypatch.setattr(native, "pm_sampling_why", lambda: "")
+    monkeypatch.setattr(pmsampling, "pm_sampling_why", lambda: "")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     calls = {"setup": [], "replays": 0}
@@ -241,12 +241,12 @@ def _fake_cupti(monkeypatch, fail_first=False):
         yield out
         start = np.arange(5, dtype=np.uint64) * 20 * US
         vals = {m: np.where(np.arange(5) < 2, 90.0, 10.0) for m in metrics}
-        out.append(native.PmSamples(start, start + 20 * US,
+        out.append(pmsampling.PmSamples(start, start + 20 * US,
                                     np.stack([vals[m] for m in metrics], axis=1), list(metrics),
                                     False, 0, "GH100"))
 
     monkeypatch.setattr(native, "tracing", tracing)
-    monkeypatch.setattr(native, "pm_sampling", pm_sampling)
+    monkeypatch.setattr(pmsampling, "pm_sampling", pm_sampling)
 
     def replay():
         calls["replays"] += 1
@@ -280,7 +280,7 @@ def test_collect_drops_the_optional_tensor_metric_where_the_chip_lacks_it(monkey
 def test_collect_other_cupti_failures_are_one_line_not_retried(monkeypatch):
     import contextlib
 
-    from graphscope import native
+    from graphscope import pmsampling
     from graphscope._errors import CuptiPrivilegesError
     from graphscope.capture.counters import CountersUnavailableError, collect
 
@@ -292,17 +292,18 @@ def test_collect_other_cupti_failures_are_one_line_not_retried(monkeypatch):
         raise CuptiPrivilegesError("cuptiPmSamplingEnable: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES", 35)
         yield []
 
-    monkeypatch.setattr(native, "pm_sampling", refused)
+    monkeypatch.setattr(pmsampling, "pm_sampling", refused)
     with pytest.raises(CountersUnavailableError, match="INSUFFICIENT_PRIVILEGES") as e:
         collect(replay, ids, 2)
     assert len(calls["setup"]) == 1 and "\n" not in str(e.value)
 
 
 def test_counters_unavailable_is_one_line(monkeypatch):
-    from graphscope import native
+    from graphscope import pmsampling
     from graphscope.capture.counters import CountersUnavailableError, require_counters
 
-    monkeypatch.setattr(native, "pm_sampling_why", lambda: "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
+    monkeypatch.setattr(pmsampling, "pm_sampling_why",
+                        lambda: "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
     with pytest.raises(CountersUnavailableError) as e:
         require_counters()
     assert "\n" not in str(e.value) and "--counters" in str(e.value)

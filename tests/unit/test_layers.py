@@ -29,7 +29,7 @@ PKG = "graphscope"
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": ("graphscope._errors", "graphscope._version", "graphscope._yaml", "graphscope.streamio",
              "graphscope.userregex", "graphscope.outputs", "graphscope.render.fmt"),
-    "native": ("graphscope.native",),
+    "native": ("graphscope.native", "graphscope.pmsampling"),
     "model": ("graphscope.model", "graphscope.bundle", "graphscope.bundle_check",
               "graphscope.bundle_files",
               "graphscope.ranks"),
