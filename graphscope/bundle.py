@@ -373,7 +373,7 @@ def _read_bundle(path: str) -> Bundle:
 
 
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
-SUMMARY_FORMAT = b"summary-2\0"  # 2: kernel names unique per bundle, shared pools
+SUMMARY_FORMAT = b"summary-3\0"  # 2: unique kernel names, shared pools; 3: number order
 _DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
 
 

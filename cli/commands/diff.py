@@ -22,9 +22,10 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     import math
 
     from rich.console import Console
+    from rich.markup import escape
 
     from graphscope._errors import GraphscopeError
-    from graphscope.analysis.diff import diff_summary, worst_regression_pct
+    from graphscope.analysis.diff import diff_summary, worst_regression
     from graphscope.bundle import read_bundle
     from graphscope.render.table import diff_table
 
@@ -42,7 +43,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     d = diff_summary(ba, bb, depth)
     for w in unrelated_warnings(ba, bb, d):
         click.echo(f"warning: {w}", err=True)
-    worst = worst_regression_pct(d)
+    worst, where = worst_regression(d)
     failed = fail_above is not None and worst > fail_above
     from graphscope.analysis.diff import diagnosis_deltas
 
@@ -51,7 +52,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     eager = _eager_pair(a, ba, b, bb)
     if as_json:
         extra = {"counters": counters} if counters else {}
-        click.echo(json.dumps({**d, "worst_regression_pct": worst, "failed": failed,
+        click.echo(json.dumps({**d, "worst_regression_pct": worst, "worst_regression_in": where,
+                               "failed": failed,
                                "diagnosis": diag, **extra,
                                **({"eager": eager} if eager else {})}, sort_keys=True, indent=1))
         return 1 if failed else 0
@@ -75,7 +77,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         con.print(eager_module_diff_table(eager["a"], eager["b"]))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
-        con.print(f"worst regression {worst:+.1f}% (limit {fail_above:+.1f}%): {verdict}")
+        con.print(f"worst regression {worst:+.1f}% GPU work in {escape(where)} (limit "
+                  f"{fail_above:+.1f}%): {verdict}")
     return 1 if failed else 0
 
 

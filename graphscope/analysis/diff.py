@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..model.graph import Bundle
+from .stats import tree_key
 from .summary import module_rows, summarize
 
 
@@ -12,7 +13,7 @@ def diff_rows(a: Bundle, b: Bundle, depth: Optional[int] = None) -> list[dict[st
     """Rows for every module in either bundle (median time per replay, kernel counts)."""
     ra = {r["module"]: r for r in module_rows(a, depth)}
     rb = {r["module"]: r for r in module_rows(b, depth)}
-    order = list(ra) + [m for m in rb if m not in ra]
+    order = sorted(set(ra) | set(rb), key=tree_key)  # a module new in B under its parent
     rows = []
     for m in order:
         x, y = ra.get(m), rb.get(m)
@@ -24,7 +25,9 @@ def diff_rows(a: Bundle, b: Bundle, depth: Optional[int] = None) -> list[dict[st
             "a_ns": a_ns,
             "b_ns": b_ns,
             "delta_ns": b_ns - a_ns,
-            "delta_pct": (100.0 * (b_ns - a_ns) / a_ns) if a_ns else (100.0 if b_ns else 0.0),
+            # None for a module on one side only: no percentage of nothing
+            "delta_pct": (100.0 * (b_ns - a_ns) / a_ns if a_ns else (0.0 if not b_ns else None))
+            if x and y else None,
             "a_kernels": x["kernels"] if x else 0,
             "b_kernels": y["kernels"] if y else 0,
             "only_in": None if (x and y) else ("a" if x else "b"),
@@ -45,11 +48,19 @@ def diff_summary(a: Bundle, b: Bundle, depth: Optional[int] = None) -> dict[str,
     }
 
 
+def worst_regression(d: dict[str, Any]) -> tuple[float, str]:
+    """The largest GPU-work increase in % and where: the total (every kernel's time summed
+    per replay) or a module present in both."""
+    best = (d["total"]["delta_pct"], "total")
+    for r in d["modules"]:
+        if r["only_in"] is None and r["delta_pct"] is not None and r["delta_pct"] > best[0]:
+            best = (r["delta_pct"], r["module"])
+    return best
+
+
 def worst_regression_pct(d: dict[str, Any]) -> float:
-    """The largest time increase in %, over the total and every module present in both."""
-    pcts = [d["total"]["delta_pct"]]
-    pcts += [r["delta_pct"] for r in d["modules"] if r["only_in"] is None]
-    return max(pcts)
+    """The largest GPU-work increase in %, over the total and every module present in both."""
+    return worst_regression(d)[0]
 
 
 def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..model.graph import Bundle
+from .stats import tree_key
 
 GRAPH_KEYS = ("capture_s", "instantiate_s", "capture_alloc_bytes", "capture_live_bytes",
               "capture_peak_bytes", "capture_segment_bytes", "static_input_bytes",
@@ -80,7 +81,7 @@ def by_module(infos: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for p in _prefixes(mod):
                 secs[p] = secs.get(p, 0.0) + float(s)
     names = sorted(set(alloc) | set(secs),
-                   key=lambda n: (1 if n.startswith("(") else 0, n.split(".")))
+                   key=tree_key)
     return [{"module": n, "level": 0 if n.startswith("(") else n.count("."),
              "alloc_bytes": alloc.get(n, 0), "held_bytes": held.get(n, 0),
              "capture_s": round(secs.get(n, 0.0), 6)} for n in names]

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..model.graph import UNATTRIBUTED, Bundle, Node
 from .ddp import ddp_rows
-from .stats import median
+from .stats import median, tree_key
 
 ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
 
@@ -77,7 +77,7 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     med_a = _median_rows(ta)
     total = median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
-    for name in sorted(prefixes, key=_tree_key):
+    for name in sorted(prefixes, key=tree_key):
         lvl = 0 if name == UNATTRIBUTED else name.count(".")
         if depth is not None and lvl > depth:
             continue
@@ -99,11 +99,6 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
             }
         )
     return rows
-
-
-def _tree_key(name: str) -> tuple[int, list[str]]:
-    # Unattributed and (loss)-style pseudo modules last; otherwise path order.
-    return (1 if name.startswith("(") else 0, name.split("."))
 
 
 def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict[str, Any]]:
@@ -202,7 +197,7 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[
             table.setdefault(row["module"], [0.0] * len(cols))[i] = row["median_ns"]
             levels[row["module"]] = row["level"]
     rows = [{"module": m, "level": levels[m], "per_graph_ns": table[m]}
-            for m in sorted(table, key=_tree_key)]
+            for m in sorted(table, key=tree_key)]
     return {"graphs": cols, "rows": rows}
 
 

@@ -349,7 +349,9 @@ def resolve_graph(bundle: Bundle, name: str) -> str:
 def only_graph(bundle: Bundle, name: str) -> Bundle:
     """``bundle`` restricted to one graph (see :func:`resolve_graph`).
 
-    Per-replay totals are recomputed from that graph's nodes; events keep that graph's only.
+    Per-replay totals are recomputed from that graph's nodes; events keep that graph's only;
+    spans are the bundle's when it holds just this graph, else this graph's own over the
+    replays whose events were kept.
     """
     g = bundle.graph(resolve_graph(bundle, name))
     import numpy as np
@@ -361,10 +363,20 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
         k = min(len(n.durations_ns), r)
         mat[i, :k] = n.durations_ns[:k]
     per_replay = mat.sum(axis=0).tolist()
+    events = bundle.events_by_graph.get(g.name, ())
+    if len(bundle.graphs) == 1:
+        spans = bundle.replay_span_ns
+    else:  # the graph's own span in each replay whose events were kept
+        lo: dict[Any, int] = {}
+        hi: dict[Any, int] = {}
+        for e in events:
+            r_, s_ = e.get("replay"), int(e.get("start_ns", 0))
+            lo[r_] = min(lo.get(r_, s_), s_)
+            hi[r_] = max(hi.get(r_, s_), s_ + int(e.get("dur_ns", 0)))
+        spans = tuple(hi[k] - lo[k] for k in lo)
     return dataclasses.replace(
         bundle, graphs=(g,), replay_kernel_ns=tuple(int(x) for x in per_replay),
-        replay_span_ns=(),
-        events=bundle.events_by_graph.get(g.name, ()))
+        replay_span_ns=spans, events=events)
 
 
 # Names that say little alone: qualify them with what their template arguments instantiate.

@@ -137,14 +137,18 @@ def header(summary: dict[str, Any]) -> _RichText:
         # A program's graphs replay apart from each other: one span over them means nothing,
         # and their work is one replay of each, summed
         apart = any("site" in g for g in summary["graphs"])
+        # a program replays its graphs as often as it likes: the header counts the traced ones
+        count = (f"traced replays: {summary['replays']}" if apart
+                 else f"replays: {summary['replays']}")
         if apart and len(summary["graphs"]) > 1:
-            line = (f"replays: {summary['replays']}, graph work "
-                    f"{fmt_ns(summary['replay_kernel_median_ns'])} for one replay of each of "
-                    f"the {len(summary['graphs'])} graphs")
+            never = sum(1 for g in summary["graphs"] if g.get("traced_replays") == 0)
+            of = (f"the {len(summary['graphs']) - never} traced graphs ({never} never "
+                  f"traced)" if never else f"the {len(summary['graphs'])} graphs")
+            line = (f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} for one "
+                    f"replay of each of {of}")
         else:
-            line = (f"replays: {summary['replays']}, graph work "
-                    f"{fmt_ns(summary['replay_kernel_median_ns'])} per replay")
-        if not apart:
+            line = f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} per replay"
+        if not apart and summary.get("replay_span_median_ns"):  # none recorded: not "0 ns"
             line += f", span {fmt_ns(summary['replay_span_median_ns'])}"
         lines.append(line)
     # each line escaped on its own: the newline between them is ours, not a name's
@@ -226,13 +230,13 @@ def _pct(v: float) -> str:
 
 def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
     """`graphscope diff`: ``d`` is :func:`graphscope.analysis.diff.diff_summary` of bundles
-    ``a`` and ``b``."""
+    ``a`` and ``b``; times are GPU work (kernel time summed, median per replay), not spans."""
     t = Table(title=Text(f"{a} → {b}"), title_justify="left")
     for col, just in (("module", "left"), ("A", "right"), ("B", "right"), ("Δ", "right"),
                       ("Δ%", "right"), ("kernels A→B", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     tot = d["total"]
-    t.add_row(Text("total", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
+    t.add_row(Text("total GPU work", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
               _signed_ns(tot["delta_ns"]),
               _pct(tot["delta_pct"]), f"{tot['a_kernels']}→{tot['b_kernels']}")
     for r in d["modules"]:
@@ -241,7 +245,9 @@ def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
             name += f" (only in {r['only_in'].upper()})"
         dn = r["delta_ns"]
         t.add_row(Text(name), fmt_ns(r["a_ns"]), fmt_ns(r["b_ns"]),
-                  _signed_ns(dn), _pct(r["delta_pct"]),
+                  _signed_ns(dn),
+                  _pct(r["delta_pct"]) if r["delta_pct"] is not None
+                  else ("new" if r["only_in"] == "b" else "gone"),
                   f"{r['a_kernels']}→{r['b_kernels']}")
     return t
 

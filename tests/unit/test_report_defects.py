@@ -38,7 +38,7 @@ def _edit_graphs(b, fn):
 def test_header_newline_is_a_newline(capsys, monkeypatch, name):
     out = _report(capsys, monkeypatch, os.path.join(DATA, name))
     assert "\\x0a" not in out
-    assert any(line.startswith("replays: ") for line in out.splitlines())
+    assert any(line.startswith(("replays: ", "traced replays: ")) for line in out.splitlines())
 
 
 # ------------------------------------------------------------------ 2: forward-only bundles
@@ -223,3 +223,74 @@ def test_slow_matching_ends_in_an_error_not_a_hang(monkeypatch):
     with pytest.raises(GraphscopeError, match="more than 0.5 s"):
         resolve_graph(b, ".*.*.*.*.*.*.*z")  # polynomial, not exponential: not refused
     assert time.monotonic() - t < 5
+
+
+# ------------------------------------------------------------------ a newcomer's try (session 3)
+def test_report_of_one_graph_keeps_its_span(capsys, monkeypatch):
+    # --graph of a one-graph bundle: the bundle's span, not "span 0 ns"
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step"), "--graph", "step",
+                  "--no-diagnosis")
+    whole = _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step"), "--no-diagnosis")
+    line = next(ln for ln in out.splitlines() if ln.startswith("replays: "))
+    assert "span 0 ns" not in line
+    assert line == next(ln for ln in whole.splitlines() if ln.startswith("replays: "))
+
+
+def test_one_graph_of_several_gets_its_own_span_from_its_events():
+    from graphscope.model.graph import only_graph
+
+    b = read_bundle(os.path.join(DATA, "branches_2s_forward"))
+    assert len(b.graphs) == 1
+    b2 = read_bundle(os.path.join(DATA, "run_decode"))
+    g = b2.graphs[1]
+    one = only_graph(b2, g.name)
+    evs = [e for e in b2.events if e["graph"] == g.name]
+    replays = sorted({e["replay"] for e in evs})
+    assert len(one.replay_span_ns) == len(replays) > 0
+    r0 = [e for e in evs if e["replay"] == replays[0]]
+    assert one.replay_span_ns[0] == (max(e["start_ns"] + e["dur_ns"] for e in r0)
+                                     - min(e["start_ns"] for e in r0))
+
+
+def test_run_header_counts_traced_replays_and_traced_graphs(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--no-diagnosis")
+    line = next(ln for ln in out.splitlines() if ln.startswith("traced replays: "))
+    assert line.startswith("traced replays: 3, graph work ")
+    assert line.endswith("for one replay of each of the 8 traced graphs (2 never traced)")
+
+
+def test_module_rows_in_number_order(capsys, monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "branches_forward"), "--no-diagnosis",
+                  "--depth", "2")
+    rows = [ln.strip("│ ").split(" ")[0] for ln in out.splitlines()
+            if ln.startswith("│     ") and ln.strip("│ ").split(" ")[0].isdigit()]
+    left = [int(x) for x in rows[:32]]
+    assert left == list(range(32)), rows[:12]
+
+
+def test_diff_places_new_modules_under_their_parent_without_a_percentage(capsys, monkeypatch):
+    from graphscope.analysis.diff import diff_summary, worst_regression
+
+    a = read_bundle(os.path.join(DATA, "mlp_step"))
+    b = read_bundle(os.path.join(DATA, "gpt_step_eager"))
+    d = diff_summary(a, b, depth=1)
+    names = [r["module"] for r in d["modules"]]
+    assert names.index("L.blocks") < names.index("L.head") < names.index("(loss)")
+    new = next(r for r in d["modules"] if r["module"] == "L.blocks")
+    assert new["only_in"] == "b" and new["delta_pct"] is None
+    worst, where = worst_regression(d)
+    assert where == "L" and worst == max(r["delta_pct"] for r in d["modules"]
+                                         if r["delta_pct"] is not None)
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["diff", os.path.join(DATA, "branches_forward"),
+                 os.path.join(DATA, "branches_2s_forward"), "--fail-above", "5",
+                 "--depth", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "total GPU work" in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("worst regression +11.4% GPU work in L.left (limit +5.0%)"), last
+    assert main(["diff", os.path.join(DATA, "mlp_step"), os.path.join(DATA, "gpt_step_eager"),
+                 "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    row = next(ln for ln in out.splitlines() if "blocks (only in B)" in ln)
+    assert row.split("│")[5].strip() == "new", row
