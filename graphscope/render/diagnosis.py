@@ -10,7 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from .fmt import fmt_ns, safe
+from .fmt import fmt_ns, keep_figures, safe
 
 MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all
 
@@ -73,7 +73,7 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
             fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded")
             else ("n/r" if timed else "-"),
             what_if)
-    return t
+    return keep_figures(t)
 
 
 def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
@@ -163,4 +163,4 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
     g = diag.get("between_replays_gap_ns") or {}
     if g.get("a") is not None or g.get("b") is not None:
         t.add_row(Text("between replays (gap)"), "", cell(g), "", "")
-    return t
+    return keep_figures(t)

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from .fmt import fmt_ns, safe
+from .fmt import fmt_ns, keep_figures, safe
 
 MAX_CHANGES = 3  # kernel names shown per cell
 
@@ -74,7 +74,7 @@ def eager_table(cmp: dict[str, Any]) -> Table:
                   Text(("+" if d > 0 else "-" if d < 0 else "") + fmt_ns(abs(d)),
                        style="red" if r["slower_in_graph"] else ""),
                   f"{r['eager_kernels']:g}/{r['graph_kernels']}", Text(" · ".join(parts)))
-    return t
+    return keep_figures(t)
 
 
 def render_eager(cmp: dict[str, Any]) -> Group:
@@ -99,7 +99,7 @@ def eager_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
     t.add_row("GPU speed-up", _x(sa["gpu_speedup"]), _x(sb["gpu_speedup"]))
     t.add_row("kernel set changed", str(a["kernel_set_changed"]).lower(),
               str(b["kernel_set_changed"]).lower())
-    return t
+    return keep_figures(t)
 
 
 def eager_module_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
@@ -122,7 +122,7 @@ def eager_module_diff_table(a: dict[str, Any], b: dict[str, Any]) -> Table:
     for key in sorted(set(ra) | set(rb)):
         (da, ka), (db, kb) = cells(ra.get(key)), cells(rb.get(key))
         t.add_row(Text(key[0]), key[1], da, db, ka, kb)
-    return t
+    return keep_figures(t)
 
 
 MAX_TREE_LINES = 10

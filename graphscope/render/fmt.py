@@ -1,10 +1,11 @@
-"""The formatting every output shares: durations, byte sizes, names made safe for a terminal.
-Plain functions of numbers and strings (no rich, no model): capture's messages use them too."""
+"""The formatting every output shares: durations, byte sizes, names made safe for a terminal,
+figures kept whole in narrow tables. Plain functions of numbers and strings (no rich import, no
+model): capture's messages use them too."""
 
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Optional
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -40,3 +41,37 @@ def svg_key(rank: Optional[int], graph: str) -> str:
     import json
 
     return json.dumps([rank, graph])
+
+
+_MARKUP = re.compile(r"\[/?[a-z #0-9]*\]")  # rich's colour tags around a figure
+_FIGURE = re.compile(r"^(?:[-+±]?\d[\d.,]*(?: ?[a-zA-Zµ%]+)?|[\d.]+/[\d.]+|-|new|gone|n/r)$")
+
+
+def keep_figures(table: Any, width: Optional[int] = None) -> Any:
+    """A rich ``Table`` whose columns of figures (``190.0 µs``, ``36.0 MiB``, ``+11.4%``,
+    ``-``) do not wrap inside a figure: such a column gets a minimum width of its widest cell
+    (its header may still wrap), so a narrow terminal wraps names and headers instead
+    (``190.`` over ``0 µs`` reads as two values). Only where the table still fits ``width``
+    (the terminal's, ``COLUMNS`` first): rich crops a table wider than that, which would hide
+    whole columns. Duck-typed: no rich import here."""
+    import shutil
+
+    width = width or shutil.get_terminal_size((80, 24)).columns
+    mins = []
+    need = 1
+    for col in table.columns:
+        cells = [_MARKUP.sub("", c) if isinstance(c, str) else str(getattr(c, "plain", c))
+                 for c in getattr(col, "_cells", ())]
+        figures = [c.strip() for c in cells if c.strip()]
+        head = max((len(x) for x in str(getattr(col.header, "plain", col.header)).split()),
+                   default=1)
+        if figures and all(_FIGURE.match(c) for c in figures):
+            w = max(len(c) for c in figures)
+            mins.append((col, w))
+        else:  # a name column: what it needs at least (it wraps)
+            w = min(8, max((len(c) for c in cells), default=1))
+        need += max(w, min(head, 8)) + 3  # a header word, padding and the border
+    if need <= width:
+        for col, w in mins:
+            col.min_width = max(col.min_width or 0, w)
+    return table

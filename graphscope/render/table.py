@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from .fmt import fmt_bytes, fmt_ns, safe
+from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
 
 
 def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
@@ -50,7 +51,7 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
         if acc and not timed:
             cells.append(str(row.get("acc_kernels") or ""))
         t.add_row(Text(cells[0]), *cells[1:])
-    return t
+    return keep_figures(t)
 
 
 def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
@@ -70,7 +71,7 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
         if timed:
             cells += [fmt_ns(r["median_ns"]), f"{r['pct']:.1f}"]
         t.add_row(*cells)
-    return t
+    return keep_figures(t)
 
 
 def pool_cell(g: dict[str, Any]) -> str:
@@ -111,7 +112,7 @@ def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         t.caption = (f"{max_rows} of {len(graphs)} graphs shown: report --graph NAME for one, "
                      "--json or --html for all")
         t.caption_justify = "left"
-    return t
+    return keep_figures(t)
 
 
 def coverage_text(cov: dict[str, Any]) -> str:
@@ -155,19 +156,44 @@ def header(summary: dict[str, Any]) -> _RichText:
     return _RichText("\n".join(safe(x) for x in lines))
 
 
-def by_graph_table(by: dict[str, Any], depth: Optional[int] = None) -> Table:
-    """Module time with one column per graph (a forward-mode bundle's buckets)."""
-    t = Table(title="GPU time by module per graph (median per replay)", title_justify="left")
-    t.add_column("module", no_wrap=True, overflow="ellipsis")
-    for name in by["graphs"]:
-        t.add_column(Text(str(name)), justify="right", overflow="fold")
-    for row in by["rows"]:
-        if depth is not None and row["level"] > depth:
-            continue
-        label = ("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
-                                         else row["module"])
-        t.add_row(Text(label), *[fmt_ns(x) if x else "-" for x in row["per_graph_ns"]])
-    return t
+def by_graph_table(by: dict[str, Any], depth: Optional[int] = None,
+                   width: Optional[int] = None) -> Group:
+    """Module time with one column per graph (a forward-mode bundle's buckets, a program's
+    graphs): names without the capture site they share, and as many tables as the terminal
+    needs (``width``, the terminal's by default) so that no figure wraps."""
+    import shutil
+
+    names = [str(n) for n in by["graphs"]]
+    site = os.path.commonprefix(names)
+    site = site[: site.rfind(" ") + 1] if " " in site else ""
+    heads = [n[len(site):] for n in names] if site else names
+    rows = [r for r in by["rows"] if depth is None or r["level"] <= depth]
+    labels = [("  " * r["level"]) + (r["module"].rsplit(".", 1)[-1] if r["level"]
+                                     else r["module"]) for r in rows]
+    cells = [[fmt_ns(x) if x else "-" for x in r["per_graph_ns"]] for r in rows]
+    width = width or shutil.get_terminal_size((80, 24)).columns
+    name_w = max((len(x) for x in labels), default=6) + 3
+    col_w = max([len(c) for row in cells for c in row] + [min(len(h), 12) for h in heads]
+                + [1]) + 3
+    per = max(1, (width - name_w - 1) // col_w)
+    chunks = -(-len(names) // per)
+    per = -(-len(names) // chunks)  # the tables about as wide as each other
+    title = (f"GPU time by module per graph of {site.strip()} (median per replay)" if site
+             else "GPU time by module per graph (median per replay)")
+    tables = []
+    for lo in range(0, len(names), per):
+        hi = min(lo + per, len(names))
+        more = f"graph {hi} of {len(names)}" if hi == lo + 1 else (
+            f"graphs {lo + 1}-{hi} of {len(names)}")
+        t = Table(title=Text(title if lo == 0 else f"... {more}"),
+                  title_justify="left")
+        t.add_column("module", no_wrap=True, overflow="ellipsis")
+        for h in heads[lo: lo + per]:
+            t.add_column(Text(h), justify="right", overflow="fold")
+        for label, row in zip(labels, cells):
+            t.add_row(Text(label), *row[lo: lo + per])
+        tables.append(keep_figures(t, width))
+    return Group(*tables)
 
 
 def ddp_table(rows: list[dict[str, Any]]) -> Table:
@@ -183,7 +209,7 @@ def ddp_table(rows: list[dict[str, Any]]) -> Table:
         t.add_row(str(r["bucket"]), fmt_bytes(r.get("bucket_bytes")), str(r["nodes"]),
                   fmt_ns(r["median_ns"]), fmt_ns(r["comm_ns"]),
                   f"{r['overlap_pct']:.0f}%" if "overlap_pct" in r else "-", Text(shown))
-    return t
+    return keep_figures(t)
 
 
 def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True) -> Group:
@@ -249,7 +275,7 @@ def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
                   _pct(r["delta_pct"]) if r["delta_pct"] is not None
                   else ("new" if r["only_in"] == "b" else "gone"),
                   f"{r['a_kernels']}→{r['b_kernels']}")
-    return t
+    return keep_figures(t)
 
 
 def render_ranks(m: dict[str, Any], depth: Optional[int] = None) -> Group:
@@ -295,7 +321,7 @@ def check_table(results: list[Any]) -> Table:
     for r in results:
         t.add_row(Text(r.name), Text("pass", style="green") if r.passed
                   else Text("FAIL", style="red"), Text(r.message))
-    return t
+    return keep_figures(t)
 
 
 
@@ -335,7 +361,7 @@ def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
             continue
         lv = r["level"]
         row(("  " * lv) + r["name"].rsplit(".", 1)[-1] if lv else r["name"], r)
-    return t
+    return keep_figures(t)
 
 
 def counters_notes(c: dict[str, Any]) -> list[str]:
@@ -383,7 +409,7 @@ def counters_diff_table(rows: list[dict[str, Any]]) -> Table:
             f"{r['verdict_a']} → {r['verdict_b']}")
         t.add_row(Text(name), d(r, "dram_pct"), d(r, "sm_active_pct"), d(r, "tensor_pct"),
                   d(r, "warps_active_pct"), Text(v))
-    return t
+    return keep_figures(t)
 
 
 # -- what graphs cost: pools once, capture cost, memory by module, the bucket ladder
@@ -419,7 +445,7 @@ def pools_table(mem: dict[str, Any]) -> Table:
                  + f"; capture {_s(mem.get('capture_s'))}, instantiate "
                  f"{_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
     t.caption_justify = "left"
-    return t
+    return keep_figures(t)
 
 
 def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
@@ -437,7 +463,7 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
     if len(mem["graphs"]) > max_rows:
         t.caption = f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all"
         t.caption_justify = "left"
-    return t
+    return keep_figures(t)
 
 
 def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None) -> Table:
@@ -452,7 +478,7 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
             continue
         t.add_row(Text("  " * r["level"] + r["module"]), _b(r["alloc_bytes"]),
                   _b(r["held_bytes"]), _s(r["capture_s"]))
-    return t
+    return keep_figures(t)
 
 
 def memory_group(mem: dict[str, Any], depth: Optional[int] = None) -> Group:
@@ -467,7 +493,7 @@ def ladder_table(site: dict[str, Any]) -> Table:
     memory, capture cost, structure group."""
     t = Table(title=f"Bucket ladder: {site['site']}", title_justify="left")
     t.add_column("bucket", overflow="fold", ratio=1)
-    for col in ("batch", "replays", "time/replay", "time/row", "peak mem", "new pool",
+    for col in ("batch", "replays", "time per replay", "time per row", "peak mem", "new pool",
                 "capture", "instantiate", "structure"):
         t.add_column(col, justify="right")  # may wrap: the bucket keeps a width
     for b in site["buckets"]:
@@ -489,7 +515,7 @@ def ladder_table(site: dict[str, Any]) -> Table:
                  "kernels and edges (other launch dimensions)" for s in shared[:5])
     t.caption = "\n".join(lines)
     t.caption_justify = "left"
-    return t
+    return keep_figures(t)
 
 
 def ladder_group(sites: list[dict[str, Any]]) -> Group:

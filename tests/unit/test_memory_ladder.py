@@ -142,7 +142,7 @@ def test_report_ladder_cli(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "160")
     assert main(["report", os.path.join(DATA, "run_decode"), "--ladder", "--no-diagnosis"]) == 0
     out = capsys.readouterr().out
-    assert "Bucket ladder: decode.py:71" in out and "time/row" in out
+    assert "Bucket ladder: decode.py:71" in out and "per row" in out
     assert main(["report", os.path.join(DATA, "decode_kv_forward"), "--ladder", "--json",
                  "--no-diagnosis"]) == 0
     d = json.loads(capsys.readouterr().out)

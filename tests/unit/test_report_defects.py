@@ -294,3 +294,44 @@ def test_diff_places_new_modules_under_their_parent_without_a_percentage(capsys,
     out = capsys.readouterr().out
     row = next(ln for ln in out.splitlines() if "blocks (only in B)" in ln)
     assert row.split("│")[5].strip() == "new", row
+
+
+@pytest.mark.parametrize("columns", [80, 100, 120])
+def test_figures_do_not_break_and_the_per_graph_table_splits_to_fit(capsys, monkeypatch,
+                                                                   columns):
+    import re
+
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--depth", "1",
+                  "--no-diagnosis", columns=columns)
+    assert all(len(ln) <= columns for ln in out.splitlines())
+    start = out.index("GPU time by module per graph")
+    block = out[start:out.index("Memory pools")]
+    # the shared capture site leaves the column headers; every graph is in one of the tables
+    assert "per graph of ladder.py:45" in " ".join(x.strip() for x in block.splitlines()[:2])
+    heads = re.findall(r"#(\d) \[\d+\]", block)
+    assert sorted(set(heads)) == [str(i) for i in range(10)]
+    # no figure broken over two lines: each body line's cells are whole figures or empty
+    for ln in block.splitlines():
+        if ln.startswith("│"):
+            for cell in ln.strip("│").split("│")[1:]:
+                c = cell.strip()
+                assert c in ("", "-") or re.fullmatch(r"\d+(\.\d+)? (ns|µs|ms)", c), ln
+
+
+def test_keep_figures_only_where_the_table_fits():
+    from rich.table import Table
+
+    from graphscope.render.fmt import keep_figures
+
+    t = Table()
+    t.add_column("name")
+    t.add_column("time", justify="right")
+    t.add_row("a long module name", "190.0 µs")
+    keep_figures(t, width=80)
+    assert t.columns[1].min_width == 8 and not t.columns[0].min_width
+    narrow = Table()
+    for i in range(12):
+        narrow.add_column(f"c{i}")
+    narrow.add_row(*["190.0 µs"] * 12)
+    keep_figures(narrow, width=80)  # 12 x 11 > 80: rich would crop, so nothing is pinned
+    assert all(not c.min_width for c in narrow.columns)
