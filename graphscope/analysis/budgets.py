@@ -201,6 +201,9 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
                            bundle.has_timings)
     if budgets.graphs:
         out += graph_budgets(bundle, budgets.graphs)
+    if baseline is None and "max_pct" in budgets.regression:
+        out.append(CheckResult("regression", False, None, budgets.regression["max_pct"],
+                               "no baseline to compare with: pass --baseline BUNDLE"))
     if baseline is not None and "max_pct" in budgets.regression:
         limit = budgets.regression["max_pct"]
         d = diff_summary(baseline, bundle)
@@ -282,7 +285,8 @@ def eager_budgets(bundle: Bundle, budgets: Budgets, eager: Optional[dict[str, An
             lim = budgets.eager[key]
             v = step[what] if step is not None else None
             if v is None:
-                why = ("no eager baseline in the bundle (set capture: {eager_baseline: true})"
+                why = ("no eager baseline in the bundle (capture with --eager-baseline, or "
+                       "set capture: {eager_baseline: true} in the budgets file)"
                        if step is None else "no graph time to compare with")
                 out.append(CheckResult(f"eager.{what}", False, None, lim, why))
                 continue
@@ -294,7 +298,8 @@ def eager_budgets(bundle: Bundle, budgets: Budgets, eager: Optional[dict[str, An
         cov = graph_coverage(bundle, outside)
         if cov is None:
             out.append(CheckResult("graph_coverage", False, None, lim,
-                                   "the bundle's timeline records no outside-graph time"))
+                                   "not measured: the bundle predates the record of GPU time "
+                                   "outside graphs (capture it again)"))
         else:
             out.append(CheckResult("graph_coverage", cov["pct"] >= lim, cov["pct"], lim,
                                    f"{cov['pct']:.2f}% of traced GPU time in graphs "

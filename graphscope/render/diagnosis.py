@@ -103,15 +103,16 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
                 f"#{x['local_id']} {x['name']} (slack {fmt_ns(x['slack_ns'])})" for x in near))
         ser = o.get("serialization") or {}
         if ser.get("op_info") and ser.get("stream_order_only_edges"):
-            chains = "; ".join(f"#{c['first']}–#{c['last']} {c['module']} {fmt_ns(c['work_ns'])}"
-                               for c in ser["chains"][:4])
-            edges = ", ".join(f"#{u}→#{v}" for u, v in ser.get("edges", [])[:4])
+            chains = "; ".join(_run(c) for c in ser["chains"][:4])
+            if len(ser["chains"]) > 4:
+                chains += f"; … ({len(ser['chains']) - 4} more)"
+            edges = _edges(ser.get("edges", []), ser["stream_order_only_edges"])
             out.append(head + f"{ser['stream_order_only_edges']} stream-order-only edge(s) "
                        f"({edges}); the runs of one stream they cut: {chains}")
         ren = ser.get("renamed") or {}
         if ser.get("op_info") and not ser.get("stream_order_only_edges") and ren.get(
                 "stream_order_only_edges"):
-            edges = ", ".join(f"#{u}→#{v}" for u, v in ren.get("edges", [])[:4])
+            edges = _edges(ren.get("edges", []), ren["stream_order_only_edges"])
             out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
                        f"memory ({edges}): with blocks of their own the chains could overlap")
         if ser.get("nodes_without_op_info") and ser.get("op_info"):
@@ -164,3 +165,15 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
     if g.get("a") is not None or g.get("b") is not None:
         t.add_row(Text("between replays (gap)"), "", cell(g), "", "")
     return keep_figures(t)
+
+
+def _edges(edges: list[Any], total: int, shown: int = 4) -> str:
+    """The first ``shown`` edges, and how many more there are."""
+    out = ", ".join(f"#{u}→#{v}" for u, v in edges[:shown])
+    return out + (f", … {total - shown} more" if total > shown else "")
+
+
+def _run(c: dict[str, Any]) -> str:
+    """One stream run a false edge cut: its nodes (one node: ``#15``), modules, work."""
+    nodes = f"#{c['first']}" if c["first"] == c["last"] else f"#{c['first']}–#{c['last']}"
+    return f"{nodes} {c['module']} {fmt_ns(c['work_ns'])}"

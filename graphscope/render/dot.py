@@ -89,7 +89,13 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
 
         rx = compile_user_regex(opts.filter, "--filter")
         with time_limit("--filter"):
-            nodes = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
+            kept = [n for n in nodes if rx.search(n.module) or rx.search(n.short_name)]
+        if not kept:  # an empty graph written with exit 0 would look like a result
+            from .._errors import ConfigError
+
+            raise ConfigError(f"--filter {opts.filter!r}: no node of graph {g.name!r} has a "
+                              f"module or kernel name that matches ({len(nodes)} nodes)")
+        nodes = kept
     collapse = opts.collapse
     if collapse is None:
         collapse = len(nodes) > AUTO_COLLAPSE_NODES

@@ -48,6 +48,9 @@ def test_regression_against_baseline(tmp_path):
     p = _yaml(tmp_path, "regression: {max_pct: 1000}\n")
     res = evaluate(_b("mlp_step"), load_budgets(p), baseline=_b("mlp_step"))
     assert res and all(r.passed for r in res) and res[0].measured == 0.0
+    # without a baseline the budget is not dropped: it fails and says what to pass
+    (r,) = evaluate(_b("mlp_step"), load_budgets(p), baseline=None)
+    assert r.name == "regression" and not r.passed and "--baseline" in r.message
 
 
 @pytest.mark.parametrize(("text", "msg"), [

@@ -335,3 +335,21 @@ def test_keep_figures_only_where_the_table_fits():
     narrow.add_row(*["190.0 µs"] * 12)
     keep_figures(narrow, width=80)  # 12 x 11 > 80: rich would crop, so nothing is pinned
     assert all(not c.min_width for c in narrow.columns)
+
+
+def test_stream_order_edges_say_how_many_more_and_one_node_runs_are_one_node(capsys,
+                                                                            monkeypatch):
+    out = _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step_eager"), columns=300)
+    line = next(ln for ln in out.splitlines() if "stream-order-only edge(s) (" in ln)
+    assert line.startswith("step: 7 stream-order-only edge(s)") and "… 3 more)" in line
+    assert "#15–#15" not in line and "#15 L.head" in line
+
+
+def test_dump_filter_matching_nothing_is_an_error_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "g.dot"
+    assert main(["dump", os.path.join(DATA, "mlp_step"), "--dot", "--filter", "nomatch",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--filter 'nomatch': no node of graph 'step'" in err and not out.exists()
+    assert main(["dump", os.path.join(DATA, "mlp_step"), "--dot", "--filter", "fc1",
+                 "-o", str(out)]) == 0 and "fc1" in out.read_text()
