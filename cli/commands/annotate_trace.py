@@ -59,10 +59,13 @@ def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: 
                             module_track=not no_module_track, gzip_level=gzip_level,
                             force=force, min_match=min_match)
     echo = functools.partial(click.echo, err=out == "-")
-    echo(f"{r.events_in} events in, {r.events_out} out; {r.graphed_events} graphed, "
-               f"{r.annotated_events} annotated; {r.noise_removed} noise events removed; "
-               f"{r.moved_overlapping} overlapping kernels moved; {r.timestamps_fixed} "
-               f"timestamps clamped; {r.module_spans} module spans")
+    added = r.events_out - r.events_in + r.events_dropped
+    echo(f"{r.events_in} events in, {r.events_out} out: {r.events_dropped} dropped "
+         f"({r.noise_removed} noise, {r.events_dropped - r.noise_removed} metadata of emptied "
+         f"lanes), {added} added ({r.module_spans} module spans, {added - r.module_spans} "
+         f"track and lane names); {r.graphed_events} graphed, {r.annotated_events} annotated; "
+         f"{r.moved_overlapping} overlapping kernels moved; {r.timestamps_fixed} timestamps "
+         f"clamped")
     if r.match_rate is not None:
         echo(f"no graph node ids in the trace: matched {r.matched_by_sequence} of "
                    f"{r.sequence_candidates} graph-launched kernels to the bundle by kernel "

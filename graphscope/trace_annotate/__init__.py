@@ -101,6 +101,7 @@ def _decide(scan: TraceScan, table: AnnotationTable, bundle: Any, default_stream
     kept_noise_tids = rules.drop_noise_on_empty_lanes(scan, ac2g_tid, work_tids, drop, res)
     named, gpu_pid = rules.drop_metadata_of_empty_lanes(
         scan, scan.other_tids | lanes.new_tids | kept_noise_tids, drop)
+    res.events_dropped = len(drop)
     final_tid = rules.move_overlapping_to_stream(scan, lanes.new_tid, default_stream,
                                                  overlap_stream, res)
     new_ts = rules.fix_overlapping_timestamps(

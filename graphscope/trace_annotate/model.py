@@ -31,6 +31,7 @@ class AnnotateResult:
     moved_overlapping: int = 0
     timestamps_fixed: int = 0
     noise_removed: int = 0
+    events_dropped: int = 0  # noise, and metadata of lanes left empty
     module_spans: int = 0
     notes: list[str] = field(default_factory=list)
     # graphed events of a graph (exec id) that the annotations know

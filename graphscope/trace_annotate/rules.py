@@ -104,10 +104,14 @@ def drop_noise_on_empty_lanes(scan: TraceScan, ac2g_tid: dict[int, int], work_ti
 
 def drop_metadata_of_empty_lanes(scan: TraceScan, all_tids: set[int],
                                  drop: set[int]) -> tuple[set[int], Any]:
-    """Metadata of lanes left without events is added to ``drop``. Returns the lanes that keep
-    a ``thread_name`` and the GPU's pid (that of the first "stream N" thread name; None)."""
+    """Metadata of lanes (threads) left without events is added to ``drop``; a process's own
+    metadata (``process_name``, ``process_labels``, ``process_sort_index``, on tid 0 whether or
+    not a lane 0 has events) always stays. Returns the lanes that keep a ``thread_name`` and
+    the GPU's pid (that of the first "stream N" thread name; None)."""
     named: set[int] = set()
     for ordinal, t, e in scan.meta:
+        if str(e.get("name", "")).startswith("process_"):
+            continue
         if t not in all_tids:
             drop.add(ordinal)
         elif e.get("name") == "thread_name":
