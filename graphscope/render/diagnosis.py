@@ -38,6 +38,8 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         notes.append(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
                      "path first; --json has all)")
     marks = [o for o in rows if "error" not in o and o.get("timed")]
+    if marks:  # the header's graph work is the median of each replay's sum: a hair apart
+        notes.append("path and work add each node's median duration (no latencies)")
     if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
         notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
     if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
@@ -93,7 +95,8 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
                        f"{fmt_ns(med.get('idle_ns'))}, tail {fmt_ns(med.get('tail_ns'))}"
                        + (f", two or more nodes running {_share(o.get('concurrency_pct'))} of "
                           "the span" if o.get("streams", 0) > 1 else ", one stream"))
-        mods = o["critical_path"]["modules"][:4]
+        cp = o["critical_path"]
+        mods = (cp.get("modules_rolled_up") or cp["modules"])[:4]
         if mods and o.get("timed"):
             out.append(head + "critical path by module: " + ", ".join(
                 f"{m['module']} {m['pct']:.0f}%" for m in mods))

@@ -564,3 +564,18 @@ def test_run_labels_say_which_modules_a_run_spans():
     assert run_label(["L.blocks.0.attn", "L.blocks.0.mlp"]) == "L.blocks.0 (2 modules)"
     assert run_label(["L.fc1", "L.act", "(loss)"]) == "L.fc1 … (loss) (3 modules)"
     assert run_label(["L.act", "L.fc2"]) == "L.act … L.fc2 (2 modules)"  # only the root shared
+
+
+def test_critical_path_by_module_rolls_up_to_a_level_that_says_something():
+    # 64 layers of two branches: 1-2% each; their branches: half each
+    o = one(_fixture("branches_forward"))
+    cp = o["critical_path"]
+    assert max(m["pct"] for m in cp["modules"]) < 5
+    rolled = {m["module"]: round(m["pct"]) for m in cp["modules_rolled_up"]}
+    assert rolled == {"L.left": 50, "L.right": 50}
+    assert sum(m["ns"] for m in cp["modules"]) == pytest.approx(
+        sum(m["ns"] for m in cp["modules_rolled_up"]), rel=0.01)
+    # a small model keeps its own modules: their top 4 already cover most of the path
+    o = one(_fixture("mlp_step_eager"))
+    assert [m["module"] for m in o["critical_path"]["modules_rolled_up"][:4]] == [
+        m["module"] for m in o["critical_path"]["modules"][:4]]
