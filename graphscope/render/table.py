@@ -151,6 +151,9 @@ def header(summary: dict[str, Any]) -> _RichText:
             line = f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} per replay"
         if not apart and summary.get("replay_span_median_ns"):  # none recorded: not "0 ns"
             line += f", span {fmt_ns(summary['replay_span_median_ns'])}"
+            if len(summary["graphs"]) > 1:  # several graphs replayed one after the other
+                line += (f" (from the first node of its {len(summary['graphs'])} graphs to the "
+                         "last, the time between the graphs' launches included)")
         lines.append(line)
     # each line escaped on its own: the newline between them is ours, not a name's
     return _RichText("\n".join(safe(x) for x in lines))
