@@ -207,6 +207,9 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     return {
         "graphs": graph_rows(bundle),
         "replays": bundle.replays,
+        # a program's graphs that none of the traced replays ran (graphs of a model file
+        # are all replayed by graphscope: 0)
+        "untraced_graphs": sum(1 for g in bundle.graphs if g.info.get("traced_replays") == 0),
         "replay_kernel_median_ns": median([float(x) for x in bundle.replay_kernel_ns]),
         "replay_span_median_ns": median([float(x) for x in bundle.replay_span_ns]),
         "work_nodes": len(work),

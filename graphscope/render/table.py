@@ -142,7 +142,7 @@ def header(summary: dict[str, Any]) -> _RichText:
         count = (f"traced replays: {summary['replays']}" if apart
                  else f"replays: {summary['replays']}")
         if apart and len(summary["graphs"]) > 1:
-            never = sum(1 for g in summary["graphs"] if g.get("traced_replays") == 0)
+            never = summary.get("untraced_graphs") or 0
             of = (f"the {len(summary['graphs']) - never} traced graphs ({never} never "
                   f"traced)" if never else f"the {len(summary['graphs'])} graphs")
             line = (f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} for one "
