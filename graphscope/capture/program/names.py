@@ -16,7 +16,7 @@ from ...annotate import state
 from ...annotate.backward import pop, push
 from ...annotate.modules import ROOT, module_fqn, other_root
 from ...annotate.scopes import MODULE_KEY, normalize
-from ...annotate.training import leaf_scopes, no_dynamo
+from ...annotate.training import leaf_scopes
 
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,29 +117,62 @@ class ModuleNames:
         return leaf_scopes(owner)
 
 
+class _CallPatch:
+    """``nn.Module.__call__`` replaced for one capture window; ``remove()`` puts it back."""
+
+    def __init__(self, cls: Any, real: Any, call: Any) -> None:
+        self.cls, self.real, self.call = cls, real, call
+        cls.__call__ = call
+
+    def remove(self) -> None:
+        if self.cls.__dict__.get("__call__") is self.call:
+            self.cls.__call__ = self.real
+
+
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
                  outer_return: Optional[Callable[[Any, Any], None]] = None,
                  marks: Optional[list[tuple[int, int]]] = None) -> list[Any]:
-    """Global forward pre/post hooks that push module scopes; installed per capture window,
-    inert on other threads' eager work, and never traced by dynamo. ``first_call(module,
-    args)`` sees the first outermost module called in the window, ``outer_return(module,
-    output)`` every outermost module's return; ``marks`` (the capture meter's) gets
-    ``(time_ns, scope)`` at each scope change.
+    """Module scopes for one capture window: ``nn.Module.__call__`` wrapped so that each
+    module call pushes its scope; installed per capture window, inert on other threads' eager
+    work and while dynamo traces. ``first_call(module, args)`` sees the first outermost module
+    called in the window, ``outer_return(module, output)`` every outermost module's return;
+    ``marks`` (the capture meter's) gets ``(time_ns, scope)`` at each scope change. Returns
+    handles with ``remove()``, as hooks have.
+
+    Not global forward hooks: with any global hook every module call in the window takes
+    torch's slow ``_call_impl`` path (the hook lists built and walked per call); wrapping
+    ``__call__`` keeps torch's fast path and costs one Python frame per module call (measured
+    on a 16-layer decoder's 147 module calls per capture: bench/bench_ladder_parts.py). The
+    wrapper runs the module's own ``__call__`` (hooks the program registered included) inside
+    the scope, and closes the scope however the call ends.
 
     A module entered inside a root (a submodule call) is looked up in a cache by (module,
     root, the scope it opens in): its scope id, or that it opens none (deeper than ``depth``),
     as the first entry resolved it; captures of a program's loop enter the same modules in
-    the same scopes, so after the first the hook is two dict lookups and a push."""
+    the same scopes, so after the first the wrapper does one dict lookup and a push."""
+    from torch import compiler
     from torch.nn.modules import module as m
 
-    local = names.local
     attribution = state.ATTRIBUTION
     # (id(module), id(root), parent scope) -> (weakref to module, to root, scope id or -1:
     # none opened); the weak references check identity (an id may be reused after a module
     # is freed) without keeping a program's modules alive
     cache = names.scope_cache.setdefault(depth, {})
-    current = native.current_scope
+    current = native.extension().current_scope
     now = time.time_ns
+    own = attribution.ownership
+    if own.native is not None:  # the native op observer notes ownership with the push
+        push_fn, pop_fn = own.native.own_push, own.native.own_pop
+    else:
+        push_fn, pop_fn = push, pop
+    # dynamo traces compiled code (never this wrapper: it calls the module as it is); a
+    # program that has not loaded dynamo cannot be compiling
+    is_compiling = compiler.is_compiling if "torch._dynamo" in sys.modules else bool
+    cls = m.Module
+    real = cls.__dict__.get("__call__", m.Module._wrapped_call_impl)
+    main = threading.get_ident()
+    get_ident = threading.get_ident
+    stack: list[Any] = []  # the roots of the module calls open on the main thread
 
     def resolve(module: Any, args: Any, stack: list[Any], parent_root: Any) -> tuple[Any, int]:
         """(the module's root, the scope it opens or -1), by the naming rule."""
@@ -156,16 +189,14 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
         return root, attribution.scopes.child(current(), ann_dict, True, frozen)
 
-    @no_dynamo
-    def pre(module: Any, args: Any) -> None:
-        stack = local.__dict__.setdefault("stack", [])
-        if attribution.active is None:
-            stack.append((None, False))
-            return
-        parent_root = stack[-1][0] if stack else None
+    def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+        if attribution.active is None or get_ident() != main or is_compiling():
+            return real(module, *args, **kwargs)
+        parent_root = stack[-1] if stack else None
         hit = None
+        outer = current()  # the scope the call runs in, and the one open again after it
         if parent_root is not None:
-            key = (id(module), id(parent_root), current())
+            key = (id(module), id(parent_root), outer)
             hit = cache.get(key)
             if hit is not None and (hit[0]() is not module or hit[1]() is not parent_root):
                 hit = None
@@ -175,25 +206,21 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
             root, sid = resolve(module, args, stack, parent_root)
             if parent_root is not None and root is parent_root:
                 cache[key] = (weakref.ref(module), weakref.ref(root), sid)
-        if sid < 0:
-            stack.append((root, False))
-            return
-        push(sid)
-        stack.append((root, True))
-        if marks is not None:
-            marks.append((now(), sid))
-
-    @no_dynamo
-    def post(module: Any, args: Any, output: Any) -> None:
-        stack = local.__dict__.get("stack")
-        if stack:
-            root, pushed = stack.pop()
-            if pushed:
-                pop()
+        stack.append(root)
+        if sid >= 0:
+            push_fn(sid)
+            if marks is not None:
+                marks.append((now(), sid))
+        try:
+            out = real(module, *args, **kwargs)
+        finally:
+            stack.pop()
+            if sid >= 0:
+                pop_fn()
                 if marks is not None:
-                    marks.append((now(), current()))
-            if not stack and root is not None and outer_return is not None:
-                outer_return(module, output)
+                    marks.append((now(), outer))
+        if not stack and outer_return is not None:
+            outer_return(module, out)
+        return out
 
-    return [m.register_module_forward_pre_hook(pre),
-            m.register_module_forward_hook(post, always_call=True)]
+    return [_CallPatch(cls, real, call)]
