@@ -83,6 +83,10 @@ False serialization
     on two streams lies above it. Two conflicting nodes the captured graph leaves unordered
     (a race in the program) are ordered by the visit order, which can only lengthen the
     what-if path.
+    The what-if is about the chains on more streams, not about deleting the edges inside one:
+    library workspaces are no op's argument (cuBLAS's belongs to the handle and the stream, and
+    its split-K GEMMs zero and count in it), so two GEMMs of one stream share one while two
+    streams get one each. Deleting such an edge in a one-stream graph hung the H200.
     The chains reported are the runs of one stream's nodes, in visit order, between
     stream-order-only edges (stream -1: nodes without events). Where no captured edge is
     stream-order-only the what-if path is the critical path itself.

@@ -229,6 +229,50 @@ def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them():
     assert all(t2 >= t1 for (t1, _), (t2, _) in zip(marks, marks[1:]))
 
 
+def test_run_module_scopes_leave_torch_as_found_and_skip_other_threads_and_failures():
+    # GIVEN graphscope run's module scopes for one window (nn.Module.__call__ wrapped)
+    import threading
+
+    from graphscope import native
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import fake_session
+
+    seen = []
+    Probe = _probe(seen)
+
+    class Boom(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    model = torch.nn.Sequential(Probe(), Boom())
+    real_call = torch.nn.Module.__call__
+    names = ModuleNames()
+    names.new_window()
+    hooks = module_hooks(names, None, lambda m, a: None)
+    try:
+        with fake_session():
+            assert torch.nn.Module.__call__ is not real_call
+            depth = native.extension().scope_depth()
+            # WHEN a module raises inside the model
+            with pytest.raises(ValueError, match="boom"):
+                model(torch.ones(1))
+            # THEN every scope it opened is closed again
+            assert native.extension().scope_depth() == depth
+            # AND a module called on another thread opens no scope there
+            other = Probe()
+            t = threading.Thread(target=other, args=(torch.ones(1),))
+            t.start()
+            t.join()
+    finally:
+        for h in hooks:
+            h.remove()
+    assert seen == ["L.0", None]
+    # AND torch's own __call__ is back once the window's handles are removed
+    assert torch.nn.Module.__call__ is real_call
+    hooks[0].remove()  # twice: a no-op
+    assert torch.nn.Module.__call__ is real_call
+
+
 def ann_scope(sid):
     from graphscope import annotate as A
 
