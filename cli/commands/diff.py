@@ -49,7 +49,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
     diag = diagnosis_deltas(ba, bb)
     counters = _counter_deltas(a, ba, b, bb)
-    eager = _eager_pair(a, ba, b, bb)
+    eager = _eager_pair(a, ba, b, bb, depth)
     if as_json:
         extra = {"counters": counters} if counters else {}
         click.echo(json.dumps({**d, "worst_regression_pct": worst, "worst_regression_in": where,
@@ -93,7 +93,8 @@ def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
     return diff(analyze(ba, ca), analyze(bb, cb))
 
 
-def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
+def _eager_pair(a: str, ba: object, b: str, bb: object, depth: Optional[int] = None
+                ) -> Optional[dict]:
     """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
     from graphscope.analysis.eager import compare
     from graphscope.bundle_files import read_eager
@@ -103,4 +104,4 @@ def _eager_pair(a: str, ba: object, b: str, bb: object) -> Optional[dict]:
         return None
     if da is None or db is None:  # said, not silently left out
         return {"only": "a" if db is None else "b"}
-    return {"a": compare(ba, da), "b": compare(bb, db)}  # type: ignore[arg-type]
+    return {"a": compare(ba, da, depth), "b": compare(bb, db, depth)}  # type: ignore[arg-type]

@@ -96,7 +96,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             from graphscope.analysis.summary import graph_rows
 
             s = {**s, "ladder": ladder_of(b, graph_rows(b))}
-    eager = _eager(bundle, b, graph_name)
+    eager = _eager(bundle, b, graph_name, depth)
     skipped = diagnosis is None and (
         _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
     diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
@@ -142,7 +142,8 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     return 0
 
 
-def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
+def _eager(path: str, b: object, graph_name: Optional[str], depth: Optional[int] = None
+           ) -> dict:
     """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
     its timeline records the eager time of the traced windows (analysis/eager.py)."""
     from graphscope.bundle import read_bundle
@@ -167,7 +168,7 @@ def _eager(path: str, b: object, graph_name: Optional[str]) -> dict:
     if cov is not None:
         out["graph_coverage"] = cov
     if doc is not None:
-        out["eager"] = compare(b, doc)
+        out["eager"] = compare(b, doc, depth)
     if trees is not None:
         out["cudagraph_trees"] = tree_summary(trees)
     return out

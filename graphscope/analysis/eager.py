@@ -85,12 +85,36 @@ SLOWER_MIN_NS = 1_000
 SLOWER_MIN_FRAC = 0.10
 
 
-def compare(bundle: Bundle, eager: Mapping[str, Any]) -> dict[str, Any]:
-    """Per module and phase: eager vs graph GPU time and kernels; for the step: eager wall
-    time vs replay wall time (the speed-up graphing bought; below 1 it cost)."""
+def module_at(module: str, depth: Optional[int]) -> str:
+    """``module`` rolled up to ``depth`` levels below the root (``L.layers.3.mlp`` at depth 1:
+    ``L.layers``); pseudo modules (``(loss)``) and ``depth`` None leave it as it is."""
+    if depth is None or module.startswith("("):
+        return module
+    return ".".join(module.split(".")[: depth + 1])
+
+
+def _rolled(rows: Mapping[Key, Mapping[str, list[float]]], depth: Optional[int]
+            ) -> dict[Key, dict[str, list[float]]]:
+    """Per (module, phase) kernel rows with every module rolled up to ``depth`` (summed)."""
+    if depth is None:
+        return {k: dict(v) for k, v in rows.items()}
+    out: dict[Key, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    for (module, phase), kernels in rows.items():
+        dst = out[(module_at(module, depth), phase)]
+        for name, (count, ns) in kernels.items():
+            dst[name][0] += count
+            dst[name][1] += ns
+    return out
+
+
+def compare(bundle: Bundle, eager: Mapping[str, Any], depth: Optional[int] = None
+            ) -> dict[str, Any]:
+    """Per module and phase: eager vs graph GPU time and kernels (modules rolled up to
+    ``depth`` levels below the root when given); for the step: eager wall time vs replay
+    wall time (the speed-up graphing bought; below 1 it cost)."""
     shown = set(eager["graphs"]) & {g.name for g in bundle.graphs}  # report --graph: one
-    gk = graph_kernels(bundle, shown)
-    ek = eager_kernels(eager, shown)
+    gk = _rolled(graph_kernels(bundle, shown), depth)
+    ek = _rolled(eager_kernels(eager, shown), depth)
     rows: list[dict[str, Any]] = []
     for key in sorted(set(gk) | set(ek)):
         g, e = gk.get(key, {}), ek.get(key, {})

@@ -113,6 +113,34 @@ def test_compare_per_module_phase_and_step():
     assert s["eager_kernels"] == 5 and s["graph_kernels"] == 4
 
 
+def test_compare_rolls_modules_up_to_depth():
+    # GIVEN the comparison of a recorded GPT step (tests/data/gpt_step_eager)
+    import os
+
+    from graphscope.bundle import read_bundle
+    from graphscope.bundle_files import read_eager
+    from tests.conftest import DATA
+
+    path = os.path.join(DATA, "gpt_step_eager")
+    b, doc = read_bundle(path), read_eager(path)
+    full, top = compare(b, doc), compare(b, doc, depth=1)
+    # WHEN rolled up to one level below the root
+    mods = {r["module"] for r in top["modules"]}
+    # THEN every module is at most L.<child> (pseudo modules whole), each row the sum of the
+    # full rows it holds, kernels and times alike, and the step is the same
+    assert mods and all(m.startswith("(") or m.count(".") <= 1 for m in mods)
+    assert len(top["modules"]) < len(full["modules"])
+    for r in top["modules"]:
+        inner = [x for x in full["modules"] if x["phase"] == r["phase"] and (
+            x["module"] == r["module"] or (r["module"] != "L" and x["module"].startswith(
+                r["module"] + ".")))]
+        assert inner
+        assert r["graph_ns"] == pytest.approx(sum(x["graph_ns"] for x in inner))
+        assert r["eager_ns"] == pytest.approx(sum(x["eager_ns"] for x in inner))
+        assert r["graph_kernels"] == sum(x["graph_kernels"] for x in inner)
+    assert top["step"] == full["step"]
+
+
 def test_slower_in_the_graph_only_past_noise():
     """Slower in the graph: more than 1 µs and 10% over the eager time."""
     nodes = [node(0, GEMM, "L.a", 20_000), node(1, GEMM, "L.b", 10_500),
