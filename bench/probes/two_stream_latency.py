@@ -15,20 +15,12 @@ import statistics
 import sys
 
 import torch
+from counters.probe import capture as _capture  # bench/probes/counters/probe.py
 
 
 def capture(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    torch.cuda.synchronize()
-    return g
+    """``fn`` warmed up on a side stream, then captured into a graph."""
+    return _capture(torch, fn)
 
 
 def timed(g, reps=60):
