@@ -63,6 +63,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Run the CLI; return the exit code (GraphscopeError -> one stderr line)."""
     args = list(sys.argv[1:] if argv is None else argv)
     STATE.verbose = False
+    was_null = _is_devnull()
     try:
         # EOFError/KeyboardInterrupt inside a command must not read as click's "Aborted"
         rv: Any = cli.main(args=args, prog_name="graphscope", standalone_mode=False)
@@ -76,6 +77,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except SystemExit:
+        # click's and rich's answer to a reader that closed the pipe (`| head`): exit(1),
+        # which reads as a failed gate for diff and check; 141 is the shell's code for SIGPIPE
+        if isinstance(sys.stdout, _PACIFIED) or (_is_devnull() and not was_null):
+            return EXIT_BROKEN_PIPE
+        raise
     except _NO_ARGS as exc:  # a bare command: its help, as click shows it
         exc.show()
         return exc.exit_code
@@ -106,6 +113,17 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 _DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+_PACIFIED: Any = getattr(click.utils, "PacifyFlushWrapper", ())
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+def _is_devnull() -> bool:
+    """Whether standard output is /dev/null (rich points it there on a broken pipe)."""
+    try:
+        a, b = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _unexpected(exc: BaseException) -> int:

@@ -247,3 +247,18 @@ def test_command_modules_have_no_import_time_side_effects():
         assert r.returncode == 0, r.stderr
         extra = set(json.loads(r.stdout)) - allowed - {module}
         assert not extra, f"importing {name}'s module loads {sorted(extra)}"
+
+
+def test_a_closed_pipe_is_not_a_failed_gate():
+    # GIVEN diff and report writing into a pipe whose reader has gone (`| head -1` in CI)
+    for args in (["report", _fixture("run_ladder")],
+                 ["diff", _fixture("branches_forward"), _fixture("branches_2s_forward")]):
+        p = subprocess.Popen([sys.executable, "-m", "graphscope", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        p.stdout.close()  # WHEN the reader closes before the first line
+        err = p.stderr.read().decode()
+        p.wait(timeout=120)
+        # THEN the exit code is the shell's for SIGPIPE (141), not 1 ("regression found"),
+        # and nothing is printed about it
+        assert p.returncode == 141, (args, p.returncode, err)
+        assert err == ""
