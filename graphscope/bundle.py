@@ -232,6 +232,15 @@ def _load_json(path: str, name: str) -> dict[str, Any]:
         with open(member(path, name), "rb") as f:
             data = _loads(f.read())
     except FileNotFoundError:
+        if name == "manifest.json":
+            from .ranks import rank_dirs
+
+            ranks = rank_dirs(path)
+            if ranks:  # capture --nproc's directory of rank<r>/ bundles
+                raise BundleError(
+                    f"{path}: a multi-rank bundle ({len(ranks)} ranks): pass one rank's "
+                    f"bundle ({path.rstrip('/')}/rank{ranks[0][0]} ...); graphscope report "
+                    "reads them all") from None
         raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
     except _DecodeError as exc:
         raise BundleError(f"{p}: invalid JSON ({exc})") from None

@@ -17,4 +17,14 @@ def unrelated_warnings(a: Any, b: Any, d: dict[str, Any]) -> list[str]:
                    f"{mb.get('path')})")
     if not any(r["only_in"] is None for r in d["modules"]):
         out.append("the bundles share no module: they look like different models")
+    na, nb = ([g.name for g in x.graphs] for x in (a, b))
+    only_a, only_b = [g for g in na if g not in nb], [g for g in nb if g not in na]
+    if only_a or only_b:
+        out.append("the bundles hold different graphs, so totals compare different sets ("
+                   + "; ".join(f"{len(xs)} only in {side}: {_names(xs)}"
+                               for side, xs in (("A", only_a), ("B", only_b)) if xs) + ")")
     return out
+
+
+def _names(xs: list[str], n: int = 3) -> str:
+    return ", ".join(xs[:n]) + (f", … ({len(xs) - n} more)" if len(xs) > n else "")

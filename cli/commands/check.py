@@ -39,7 +39,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     MODEL may instead be a bundle directory (recorded on a GPU earlier): its budgets are
     checked without capturing, so that a CI machine without a GPU can hold it to them."""
 
-    from graphscope._errors import GraphscopeError
+    from graphscope._errors import ConfigError, GraphscopeError
     from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
     from graphscope.bundle import read_bundle
     from graphscope.config import merge
@@ -57,6 +57,8 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     budgets = load_budgets(budget_path)
     merge(budgets.capture, where=f"{budget_path}: capture")  # its values, naming the file
     base = read_bundle(baseline) if baseline else None
+    if model and not os.path.exists(model):  # not a GPU question: a typo
+        raise ConfigError(f"{model}: no such bundle directory or model file")
     if model and os.path.isdir(model):  # a recorded bundle: its budgets, no capture
         if output:
             raise click.UsageError("--output keeps a captured bundle: MODEL is a bundle "
@@ -67,6 +69,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         results = [CheckResult("bundle", True, None, None, f"read {model}")]
         results += evaluate(bundle, budgets, base, eager=read_eager(model),
                             outside=read_outside(model))
+        _warn_unrelated(base, bundle, baseline)
         return _finish(results, junit, as_json, force)
     # the temporary bundle is check's own; --output is replaced only with --force
     opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}
@@ -85,14 +88,20 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
 
         results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
                             outside=read_outside(res.bundle_path))
-        if base is not None:
-            from graphscope.analysis.diff import diff_summary
-
-            from ._compare import unrelated_warnings
-
-            for w in unrelated_warnings(base, res.bundle, diff_summary(base, res.bundle)):
-                click.echo(f"warning: --baseline {baseline}: {w}", err=True)
+        _warn_unrelated(base, res.bundle, baseline)
     return _finish(results, junit, as_json, force)
+
+
+def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:
+    """``diff``'s warnings about a baseline from another model, mode or graph set."""
+    if base is None:
+        return
+    from graphscope.analysis.diff import diff_summary
+
+    from ._compare import unrelated_warnings
+
+    for w in unrelated_warnings(base, bundle, diff_summary(base, bundle)):
+        click.echo(f"warning: --baseline {baseline}: {w}", err=True)
 
 
 def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool) -> int:

@@ -68,6 +68,9 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
             write_html(ranks[0][1], html_path, force=force, inputs=(bundle,), ranks=ranks,
                        graph_svg=graph_svgs(ranks[0][1], ranks))
             _wrote(html_path, as_json)
+        if diagnosis and tables:  # asked for: said where it is, not dropped in silence
+            click.echo(f"Diagnosis is per rank's graphs: graphscope report "
+                       f"{bundle.rstrip('/')}/rank<r> --diagnosis", err=True)
         return _report_ranks(bundle, depth, as_json) if tables else 0
     # summary.json holds exactly what summarize() gives with the default --top: no need to
     # load every node for it.

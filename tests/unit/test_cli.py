@@ -262,3 +262,26 @@ def test_a_closed_pipe_is_not_a_failed_gate():
         # and nothing is printed about it
         assert p.returncode == 141, (args, p.returncode, err)
         assert err == ""
+
+
+def test_check_and_diff_say_what_they_compare(tmp_path, capsys):
+    # GIVEN a regression budget, and bundles of other models, other graphs or several ranks
+    budget = tmp_path / "b.yaml"
+    budget.write_text("regression: {max_pct: 10}\n")
+    # WHEN check reads a recorded bundle against a baseline of another model
+    rc = main(["check", _fixture("mlp_step"), "--budget", str(budget), "--baseline",
+               _fixture("branches_forward")])
+    err = capsys.readouterr().err
+    # THEN it warns as diff does (the gate's figure compares two models)
+    assert rc == 0 and "different model files" in err, err
+    # AND a diff of bundles with different graphs says the totals compare different sets
+    main(["diff", _fixture("decode_kv_forward"), _fixture("run_decode")])
+    err = capsys.readouterr().err
+    assert "3 only in A: bucket0" in err and "2 only in B: decode.py:71 #0" in err, err
+    # AND a mistyped bundle path is not a GPU question
+    assert main(["check", str(tmp_path / "nope"), "--budget", str(budget)]) == 2
+    assert "nope: no such bundle directory or model file" in capsys.readouterr().err
+    # AND a multi-rank directory names the rank bundles to pass
+    assert main(["diff", _fixture("ddp_mlp_step"), _fixture("ddp_mlp_step")]) == 2
+    err = capsys.readouterr().err
+    assert "a multi-rank bundle (2 ranks)" in err and "ddp_mlp_step/rank0" in err, err
