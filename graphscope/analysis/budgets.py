@@ -81,6 +81,7 @@ class CheckResult:
     measured: Optional[float]
     limit: Optional[float]
     message: str
+    skipped: bool = False  # nothing to hold to the budget (a bucket never replayed): passes
 
 
 def _type_ok(value: Any, t: type) -> bool:
@@ -231,9 +232,18 @@ def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list
         if not matched:
             out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
                                    f"no graph matches {pattern!r}"))
+        timed = [g for g in matched if diag[g].get("timed")]
+        if matched and not timed:
+            out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
+                                   f"no graph matching {pattern!r} was replayed while traced"))
         for g in matched:
             o = diag[g]
-            cp = o.get("critical_path", {}).get("length_ns") if o.get("timed") else None
+            if not o.get("timed"):  # a ladder's bucket the program never replayed traced
+                out.append(CheckResult(f"graphs[{g}]", True, None, None,
+                                       f"{g}: never replayed while traced: not checked",
+                                       skipped=True))
+                continue
+            cp = o.get("critical_path", {}).get("length_ns")
             values = {"max_critical_path_us": (cp, 1e3, "critical path", "µs",
                                                "no critical path (no timed replays)"),
                       "max_idle_pct": (o.get("idle_pct"), 1.0, "idle", "% of the span",

@@ -18,12 +18,17 @@ def _xml_text(s: str) -> str:
 def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
     """JUnit XML, one testcase per check."""
     fails = sum(not r.passed for r in results)
+    skips = sum(r.skipped for r in results)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}">']
+             f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}" '
+             f'skipped="{skips}">']
     for r in results:
         name = quoteattr(_xml_text(r.name))
         lines.append(f'  <testcase classname={quoteattr(suite)} name={name}>')
-        if not r.passed:
+        if r.skipped:
+            msg = _xml_text(r.message)
+            lines.append(f'    <skipped message={quoteattr(msg)}/>')
+        elif not r.passed:
             msg = _xml_text(r.message)
             lines.append(f'    <failure message={quoteattr(msg)}>{escape(msg)}</failure>')
         lines.append("  </testcase>")

@@ -316,14 +316,17 @@ def render_ranks(m: dict[str, Any], depth: Optional[int] = None) -> Group:
 def check_table(results: list[Any]) -> Table:
     """`graphscope check`: one row per budget result (``CheckResult``s)."""
     failed = sum(not r.passed for r in results)
-    t = Table(title=f"graphscope check ({len(results) - failed}/{len(results)} passed)",
-              title_justify="left")
+    skipped = sum(bool(getattr(r, "skipped", False)) for r in results)
+    run = len(results) - skipped
+    t = Table(title=f"graphscope check ({run - failed}/{run} passed"
+              + (f", {skipped} skipped" if skipped else "") + ")", title_justify="left")
     t.add_column("check", no_wrap=True)
     t.add_column("result")
     t.add_column("detail")
     for r in results:
-        t.add_row(Text(r.name), Text("pass", style="green") if r.passed
-                  else Text("FAIL", style="red"), Text(r.message))
+        status = (Text("skip", style="dim") if getattr(r, "skipped", False)
+                  else Text("pass", style="green") if r.passed else Text("FAIL", style="red"))
+        t.add_row(Text(r.name), status, Text(r.message))
     return keep_figures(t)
 
 

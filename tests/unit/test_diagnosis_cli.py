@@ -60,6 +60,31 @@ def test_graph_budgets_pass_fail_and_missing(tmp_path):
     assert not evaluate(b, load_budgets(p))[0].passed
 
 
+def test_graph_budgets_skip_buckets_never_replayed(tmp_path):
+    # GIVEN a recorded ladder whose program never replayed its first two buckets while traced
+    from graphscope.render.junit import junit_xml
+
+    b = _b("run_ladder")
+    p = _yaml(tmp_path, """
+        graphs:
+          "ladder.py:45 #*": {max_critical_path_us: 100000, max_idle_pct: 100}
+          "ladder.py:45 #0*": {max_idle_pct: 100}
+    """)
+    res = evaluate(b, load_budgets(p))
+    by = {r.name: r for r in res}
+    # THEN each such bucket is one skipped result that passes, the replayed ones are checked
+    skipped = [r for r in res if r.skipped]
+    assert {r.name for r in skipped} >= {"graphs[ladder.py:45 #0 [96]]",
+                                         "graphs[ladder.py:45 #1 [64]]"}
+    assert all(r.passed and "never replayed while traced" in r.message for r in skipped)
+    assert by["graphs[ladder.py:45 #2 [48]].critical_path"].passed
+    # AND a pattern that matches only never-replayed buckets fails: it checked nothing
+    assert not by["graphs[ladder.py:45 #0*]"].passed
+    # AND JUnit marks the skips as skipped, not as failures
+    xml = junit_xml(res)
+    assert xml.count("<skipped ") == len(skipped) and f'skipped="{len(skipped)}"' in xml
+
+
 @pytest.mark.parametrize(("text", "msg"), [
     ("graphs:\n  step:\n    max_idle: 3\n",
      r"budgets\.yaml:3: unknown key 'graphs\.step\.max_idle'"),
