@@ -20,6 +20,7 @@ import gc
 import json
 import os
 import pickle
+import re
 import shutil
 import stat
 import tempfile
@@ -226,6 +227,22 @@ def member(path: str, rel: str, what: str = "file") -> str:
     return p
 
 
+_RANK_DIR = re.compile(r"^rank(\d+)$")
+
+
+def rank_dirs(path: str) -> list[tuple[int, str]]:
+    """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file):
+    ``capture --nproc`` writes one bundle per rank there."""
+    if not os.path.isdir(path):
+        return []
+    out = []
+    for name in os.listdir(path):
+        m = _RANK_DIR.match(name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(path, name)))
+    return sorted(out)
+
+
 def _load_json(path: str, name: str) -> dict[str, Any]:
     p = os.path.join(path, name)
     try:
@@ -233,8 +250,6 @@ def _load_json(path: str, name: str) -> dict[str, Any]:
             data = _loads(f.read())
     except FileNotFoundError:
         if name == "manifest.json":
-            from .ranks import rank_dirs
-
             ranks = rank_dirs(path)
             if ranks:  # capture --nproc's directory of rank<r>/ bundles
                 raise BundleError(

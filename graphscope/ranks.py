@@ -8,18 +8,16 @@ Layout: a multi-rank bundle is a directory holding ``rank<r>/`` bundles, one per
 from __future__ import annotations
 
 import os
-import re
 import sys
 from dataclasses import dataclass
 from typing import Optional
 
 from ._errors import BundleError
-from .bundle import read_bundle
+from .bundle import rank_dirs, read_bundle
 from .model.graph import Bundle
 
 NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                         "NVSHMEM_DISABLE_NVLS": "1"}
-_RANK_DIR = re.compile(r"^rank(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -63,18 +61,6 @@ def torchrun_env(base: Optional[dict[str, str]] = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     env.update(NVLINK_MULTICAST_OFF)
     return env
-
-
-def rank_dirs(path: str) -> list[tuple[int, str]]:
-    """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file)."""
-    if not os.path.isdir(path):
-        return []
-    out = []
-    for name in os.listdir(path):
-        m = _RANK_DIR.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(path, name)))
-    return sorted(out)
 
 
 def is_multirank(path: str) -> bool:

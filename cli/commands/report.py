@@ -167,7 +167,8 @@ def _eager(path: str, b: object, graph_name: Optional[str], depth: Optional[int]
         if graph_name:
             b = only_graph(b, graph_name)
     out: dict = {}
-    cov = graph_coverage(b, outside)
+    # the program's share of GPU time in graphs: not a figure of one graph's view (--graph)
+    cov = graph_coverage(b, outside) if not graph_name else None
     if cov is not None:
         out["graph_coverage"] = cov
     if doc is not None:

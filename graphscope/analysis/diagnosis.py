@@ -355,13 +355,16 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     off = np.flatnonzero(~on & is_work)
     near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
     out["critical_path"] = {
-        "length_ns": length, "nodes": dag.lids[path].tolist(),
+        # untimed, lengths are node counts: in their own field, never in an _ns one
+        "length_ns": length if timed else None, "nodes": dag.lids[path].tolist(),
         "exec_node_ids": dag.exec_ids[path].tolist(),
         "work_nodes": int(is_work[path].sum()) if path else 0,
         "modules": [{"module": m, "ns": t, "pct": 100.0 * t / length if length else 0.0}
                     for m, t in sorted(mods.items(), key=lambda kv: (-kv[1], kv[0]))],
         "modules_rolled_up": _rolled_up(mods, length),
     }
+    if not timed:
+        out["critical_path"]["length_nodes"] = int(round(length))
     out["slack"] = {
         "on_path": len(path), "zero_slack_off_path": zero_off,
         "off_path": n - len(path),
@@ -370,7 +373,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                           for i in near],
     }
     out["slack_ns"] = dict(zip(dag.lids.tolist(), slack.tolist()))
-    out["work_ns"] = work
+    out["work_ns"] = work if timed else None
     out["dag_parallelism"] = work / length if length else None
     out["streams"] = len(set(sm.tolist()) - {-1})
     # where the span goes

@@ -351,12 +351,17 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
 
     Per-replay totals are recomputed from that graph's nodes; events keep that graph's only;
     spans are the bundle's when it holds just this graph, else this graph's own over the
-    replays whose events were kept.
+    replays whose events were kept. A graph no traced replay ran (a program's bucket it never
+    replayed while traced) is a view without timed replays, as an annotate bundle is: its
+    figures read "-", not 0 ns.
     """
     g = bundle.graph(resolve_graph(bundle, name))
     import numpy as np
 
     work = [n for n in g.nodes if n.is_work]
+    if work and not any(n.durations_ns for n in work):
+        return dataclasses.replace(bundle, graphs=(g,), replays=0, replay_kernel_ns=(),
+                                   replay_span_ns=(), events=(), launches=())
     r = bundle.replays
     mat = np.zeros((len(work), r), dtype=np.int64)
     for i, n in enumerate(work):

@@ -68,7 +68,7 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         par, dag = o.get("parallelism"), o.get("dag_parallelism")
         t.add_row(
             Text(o["graph"]),
-            fmt_ns(cp["length_ns"]) if timed else f"{cp['length_ns']:.0f} nodes",
+            fmt_ns(cp["length_ns"]) if timed else f"{cp['length_nodes']} nodes",
             fmt_ns(o["work_ns"]) if timed else "-", fmt_ns(o.get("span_ns")),
             "-" if par is None or dag is None else f"{par:.2f}/{dag:.2f}",
             _share(o.get("idle_pct")),

@@ -285,3 +285,18 @@ def test_check_and_diff_say_what_they_compare(tmp_path, capsys):
     assert main(["diff", _fixture("ddp_mlp_step"), _fixture("ddp_mlp_step")]) == 2
     err = capsys.readouterr().err
     assert "a multi-rank bundle (2 ranks)" in err and "ddp_mlp_step/rank0" in err, err
+
+
+def test_report_of_a_graph_never_replayed_shows_no_times(capsys):
+    # GIVEN a recorded ladder whose first two buckets the program never replayed while traced
+    # WHEN one of them is reported alone
+    assert main(["report", _fixture("run_ladder"), "--graph", "#1"]) == 0
+    out = capsys.readouterr().out
+    # THEN no 0-ns figures stand for "not measured": no per-replay work, no program coverage
+    assert "graph work 0 ns" not in out and "0 ns │ 0.0" not in out
+    assert "graph coverage" not in out
+    assert "29 nodes" in out  # the diagnosis counts nodes, and says so
+    assert main(["report", _fixture("run_ladder"), "--graph", "#1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    o = d["diagnosis"]["graphs"][0]
+    assert o["critical_path"]["length_ns"] is None and o["critical_path"]["length_nodes"] == 29
