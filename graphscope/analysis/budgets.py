@@ -18,6 +18,8 @@ budgets.yaml::
         max_kernels: 60
     regression:                   # against --baseline BUNDLE
       max_pct: 10                 # total and every module present in both
+      min_us: 1                   # increases under this are noise, never regressions (1)
+      depth: 2                    # modules this deep below the root (default: all)
     graphs:                       # glob patterns on graph names; every match must pass
       "*":                        # (the diagnosis: graphscope/analysis/diagnosis.py)
         max_critical_path_us: 500   # critical path through the DAG (median durations)
@@ -41,7 +43,7 @@ from typing import Any, Optional
 from .._errors import ConfigError
 from .._yaml import read_yaml
 from ..model.graph import Bundle
-from .diff import diff_summary
+from .diff import NOISE_FLOOR_NS, diff_summary, is_regression
 from .summary import coverage, module_rows, summarize
 
 _LIMITS: dict[str, type] = {"max_time_us": float, "max_kernels": int}
@@ -54,7 +56,7 @@ _SCHEMA: dict[str, Any] = {
     "min_coverage": {"forward": float, "backward": float},
     "total": _LIMITS,
     "modules": "patterns",
-    "regression": {"max_pct": float},
+    "regression": {"max_pct": float, "min_us": float, "depth": int},
     "graphs": "patterns",
     "eager": {"min_speedup": float, "min_gpu_speedup": float},
     "graph_coverage": {"min_pct": float},
@@ -206,17 +208,29 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
         out.append(CheckResult("regression", False, None, budgets.regression["max_pct"],
                                "no baseline to compare with: pass --baseline BUNDLE"))
     if baseline is not None and "max_pct" in budgets.regression:
-        limit = budgets.regression["max_pct"]
-        d = diff_summary(baseline, bundle)
-        t = d["total"]
-        out.append(CheckResult("regression.total", t["delta_pct"] <= limit, t["delta_pct"], limit,
-                               f"total {t['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
-        for r in d["modules"]:
-            if r["only_in"] is None:
-                out.append(CheckResult(
-                    f"regression[{r['module']}]", r["delta_pct"] <= limit, r["delta_pct"], limit,
-                    f"{r['module']} {r['delta_pct']:+.1f}% vs baseline (max +{limit}%)"))
+        out += _regressions(bundle, baseline, budgets.regression)
     out += eager_budgets(bundle, budgets, eager, outside or {})
+    return out
+
+
+def _regressions(bundle: Bundle, baseline: Bundle, budget: dict[str, float]
+                 ) -> list[CheckResult]:
+    """The ``regression`` budget: the total and every module in both bundles (rolled up to
+    ``depth`` when given), each within ``max_pct`` or under the ``min_us`` noise floor."""
+    limit = budget["max_pct"]
+    floor_ns = 1e3 * budget.get("min_us", NOISE_FLOOR_NS / 1e3)
+    depth = budget.get("depth")
+    d = diff_summary(baseline, bundle, None if depth is None else int(depth))
+    out = []
+    for name, what, r in [("regression.total", "total", d["total"])] + [
+            (f"regression[{m['module']}]", m["module"], m) for m in d["modules"]
+            if m["only_in"] is None]:
+        pct, dns = r["delta_pct"], r["delta_ns"]
+        bad = is_regression(pct, dns, limit, floor_ns)
+        noise = (f"; +{dns / 1e3:.2f} µs, under the {floor_ns / 1e3:g} µs noise floor"
+                 if pct is not None and pct > limit and not bad else "")
+        out.append(CheckResult(name, not bad, pct, limit,
+                               f"{what} {pct:+.1f}% vs baseline (max +{limit}%){noise}"))
     return out
 
 

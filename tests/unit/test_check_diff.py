@@ -53,6 +53,33 @@ def test_regression_against_baseline(tmp_path):
     assert r.name == "regression" and not r.passed and "--baseline" in r.message
 
 
+def test_regression_gates_have_a_noise_floor_and_a_depth(tmp_path, capsys):
+    # GIVEN two recordings of one model (mlp_step and mlp_step_eager: leaves move by a few
+    # hundred ns, +6% on a 6 µs module) and a 5% gate
+    a, b = os.path.join(DATA, "mlp_step"), os.path.join(DATA, "mlp_step_eager")
+    d = diff_summary(_b("mlp_step"), _b("mlp_step_eager"))
+    small = [r for r in d["modules"] if r["only_in"] is None and r["delta_pct"] is not None
+             and r["delta_pct"] > 5 and r["delta_ns"] < 1000]
+    assert small  # the case: above 5%, under 1 µs
+    # THEN diff does not fail on them, and check counts them as noise and says so
+    assert main(["diff", a, b, "--fail-above", "5"]) == 0
+    capsys.readouterr()
+    res = {r.name: r for r in evaluate(_b("mlp_step_eager"), load_budgets(
+        _yaml(tmp_path, "regression: {max_pct: 5}\n")), baseline=_b("mlp_step"))}
+    r = res[f"regression[{small[0]['module']}]"]
+    assert r.passed and "under the 1 µs noise floor" in r.message
+    # AND a floor of 0 brings them back
+    res0 = {r.name: r for r in evaluate(_b("mlp_step_eager"), load_budgets(
+        _yaml(tmp_path, "regression: {max_pct: 5, min_us: 0}\n")), baseline=_b("mlp_step"))}
+    assert not res0[f"regression[{small[0]['module']}]"].passed
+    # AND depth limits the modules held to the gate (the branches at depth 1: L, L.left, ...)
+    res1 = evaluate(_b("branches_2s_forward"), load_budgets(
+        _yaml(tmp_path, "regression: {max_pct: 10, depth: 1}\n")),
+        baseline=_b("branches_forward"))
+    assert [r.name for r in res1] == ["regression.total", "regression[L]", "regression[L.left]",
+                                      "regression[L.right]"]
+
+
 @pytest.mark.parametrize(("text", "msg"), [
     ("totl: {max_kernels: 1}\n", r"budgets\.yaml:1: unknown key 'totl'"),
     ("total:\n  max_kernel: 1\n", r"budgets\.yaml:2: unknown key 'total\.max_kernel'"),
