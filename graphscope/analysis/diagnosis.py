@@ -55,7 +55,9 @@ Verdicts (only where the numbers support them; thresholds below)
         from graphscope's own replay loop (``capture``), and ``between_replays`` says so in
         its ``note``.
     "serialized on one stream"  achieved parallelism < SERIAL_PARALLELISM while the DAG or
-        the data DAG (below) allows work / critical path >= SERIAL_DAG_PARALLELISM.
+        the data DAG (below) allows work / critical path >= SERIAL_DAG_PARALLELISM; where the
+        DAG allows it and the graph's events use several streams, "under-parallelized on its
+        N streams".
 
 False serialization
     Nodes may carry ``reads``/``writes``: [start, end) byte ranges of the memory their op read
@@ -498,7 +500,9 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
     wi_par = ser.get("what_if_parallelism") or 0.0
     if par is not None and par < SERIAL_PARALLELISM:
         if dag_par >= SERIAL_DAG_PARALLELISM:
-            v.append(f"serialized on one stream: the DAG allows {dag_par:.2f}x parallelism, "
+            where = ("serialized on one stream" if o.get("streams", 0) <= 1 else
+                     f"under-parallelized on its {o['streams']} streams")
+            v.append(f"{where}: the DAG allows {dag_par:.2f}x parallelism, "
                      f"the replay achieved {par:.2f}x")
         elif wi_par >= SERIAL_DAG_PARALLELISM:
             v.append(f"serialized on one stream: {ser['stream_order_only_edges']} "

@@ -64,7 +64,7 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         elif (ren := ser.get("renamed") or {}).get("stream_order_only_edges"):
             what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% (renamed)"
         else:
-            what_if = "= path"
+            what_if = "no gain"
         par, dag = o.get("parallelism"), o.get("dag_parallelism")
         t.add_row(
             Text(o["graph"]),
