@@ -302,6 +302,11 @@ def _read_bundle(path: str) -> Bundle:
     timeline: dict[str, Any] = {}
     if os.path.lexists(os.path.join(path, "timeline.json")):
         timeline = _load_json(path, "timeline.json")
+    elif "timeline.json" in manifest["files"] or manifest.get("replays"):
+        # the manifest says the replays were timed: a bundle that lost its timings is not
+        # one that has none (`graphscope annotate` writes no timeline and says 0 replays)
+        raise BundleError(f"{path}: timeline.json is missing (the manifest lists it: "
+                          "the bundle was copied incompletely; copy or record it again)")
     where = f"{path}/timeline.json"
     if timeline.get("durations_file") is not None:
         name = timeline["durations_file"]

@@ -138,6 +138,11 @@ def test_missing_and_corrupt_bundles(tmp_path):
         f.write('{"schema_version": 1, "graphs": [{"nodes": [')
     with pytest.raises(BundleError, match="graph.json: invalid JSON"):
         read_bundle(p)
+    # a timed bundle that lost its timeline is refused, not read as one never replayed
+    p = _copy_of(tmp_path, "branches_forward")
+    os.remove(os.path.join(p, "timeline.json"))
+    with pytest.raises(BundleError, match="timeline.json is missing .the manifest lists it"):
+        read_bundle(p)
 
 
 @pytest.mark.parametrize("name", ["mlp_step", "gpt_step", "cnn_step", "mlp_callables"])
