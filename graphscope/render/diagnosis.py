@@ -62,7 +62,7 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         elif ser.get("stream_order_only_edges"):
             what_if = f"{fmt_ns(ser['what_if_ns'])} -{ser['gain_pct']:.0f}%"
         elif (ren := ser.get("renamed") or {}).get("stream_order_only_edges"):
-            what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% (renamed)"
+            what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% renamed"
         else:
             what_if = "no gain"
         par, dag = o.get("parallelism"), o.get("dag_parallelism")
