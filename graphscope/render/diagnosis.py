@@ -42,6 +42,13 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
         notes.append("path and work add each node's median duration (no latencies)")
     if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
         notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
+    apart = [o for o in marks if _spans_apart(o)]
+    if apart:  # idle is measured on the replays kept as events, span on every traced one
+        o = apart[0]
+        notes.append(f"idle %: of the {len(o.get('replays', []))} replays kept as events "
+                     f"(median span {fmt_ns(o['median']['span_ns'])}"
+                     + (f" for {o['graph']}" if len(marks) > 1 else "")
+                     + "; the span column is every traced replay's)")
     if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
         notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
     t = Table(title="Diagnosis (median per replay)", title_justify="left",
@@ -76,6 +83,13 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
             else ("n/r" if timed else "-"),
             what_if)
     return keep_figures(t)
+
+
+def _spans_apart(o: dict[str, Any]) -> bool:
+    """Whether the span of the replays with events (idle's) and the span shown differ by
+    more than 2%."""
+    a, b = (o.get("median") or {}).get("span_ns"), o.get("span_ns")
+    return bool(a and b and abs(a - b) > 0.02 * b)
 
 
 def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
