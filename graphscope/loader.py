@@ -61,7 +61,8 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
     ``loss``, ``step`` and ``settings``.
     """
     if not os.path.isfile(path):
-        raise ModelFileError(f"{path}: no such model file")
+        raise ModelFileError(f"{path}: " + ("a directory, not a model file"
+                                            if os.path.isdir(path) else "no such model file"))
     name = "graphscope_user_model_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -78,10 +79,12 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
         raise ModelFileError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
     fn = getattr(module, entry, None)
     if not callable(fn):
-        raise ModelFileError(
-            f"{path}: defines no function `{entry}()`; define it to return (model, args) "
-            "or pass --entry NAME"
-        )
+        found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                       and getattr(v, "__module__", None) == name and not isinstance(v, type))
+        hint = ("define it to return (model, args) or pass --entry NAME" if entry == DEFAULT_ENTRY
+                else "pass --entry with one of the file's functions"
+                + (f" ({', '.join(found[:8])})" if found else ""))
+        raise ModelFileError(f"{path}: defines no function `{entry}()`; {hint}")
     try:
         got = fn()
     except Exception as exc:

@@ -14,14 +14,14 @@ from ..options import bundle_argument, command, depth_option, force_option, outp
 # Long on purpose (~80 lines): the five outputs of dump and the one-file-per-graph rule.
 @command()
 @bundle_argument
-@click.option("--dot", "what", flag_value="dot", default=True, help="Annotated DOT (default).")
-@click.option("--raw", "what", flag_value="raw", help="The driver's verbose DOT (debug_dump).")
-@click.option("--trace", "what", flag_value="trace", help="Chrome/Perfetto trace JSON.")
-@click.option("--annotations", "what", flag_value="annotations",
+@click.option("--dot", "as_dot", is_flag=True, help="Annotated DOT (the default).")
+@click.option("--raw", "as_raw", is_flag=True, help="The driver's verbose DOT (debug_dump).")
+@click.option("--trace", "as_trace", is_flag=True, help="Chrome/Perfetto trace JSON.")
+@click.option("--annotations", "as_annotations", is_flag=True,
               help="The {exec node id: [dict]} map as JSON.")
 @output_option("Output file (default: next to the bundle; '-' for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
-              show_default=True, help="Render DOT with Graphviz's `dot`.")
+              show_default=True, help="Render the annotated DOT with Graphviz's `dot`.")
 @click.option("--graph", default=None,
               help="Graph name (step, forward, backward, or a run bundle's graph: exact name, "
               "unique prefix or regex).")
@@ -32,13 +32,23 @@ from ..options import bundle_argument, command, depth_option, force_option, outp
               help="One node per module with counts and time (default: above 2000 nodes).")
 @click.option("--filter", "regex", default=None, help="Keep nodes whose module/kernel matches.")
 @force_option()
-def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optional[str],
-         group: str, depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
+def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations: bool,
+         output: Optional[str], fmt: str, graph: Optional[str], group: str,
+         depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
          force: bool) -> int:
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
     from graphscope.bundle import read_bundle
     from graphscope.outputs import check_output, write_output
     from graphscope.ranks import is_multirank, read_ranks
+
+    asked = [w for w, on in (("dot", as_dot), ("raw", as_raw), ("trace", as_trace),
+                             ("annotations", as_annotations)) if on]
+    if len(asked) > 1:
+        raise click.UsageError("--" + ", --".join(asked) + ": dump writes one of them")
+    what = asked[0] if asked else "dot"
+    if fmt != "dot" and what != "dot":
+        raise click.UsageError(f"--format {fmt} renders the annotated DOT; --{what} writes "
+                               "text as it is")
 
     if output:  # refused before any work if it would destroy data
         check_output(output, force=force, inputs=[bundle])
@@ -96,14 +106,18 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
     elif what == "trace":
         from graphscope.render.perfetto import build_trace
 
-        if not b.events:
+        view = _one_graph(b, gname) if graph else b
+        if not view.events:
             from graphscope._errors import BundleError
 
+            if graph and b.events:
+                raise BundleError(f"{b.path}: {gname} has no replay events (never replayed "
+                                  "while traced, or its replays were not kept as events)")
             raise BundleError(f"{b.path}: no replay events (recorded by `graphscope annotate`?);"
                               " capture with `graphscope capture` for a timeline")
-        data, ext = json.dumps(build_trace(b), sort_keys=True) + "\n", "trace.json"
+        data, ext = json.dumps(build_trace(view), sort_keys=True) + "\n", "trace.json"
     else:
-        amap = b.annotation_map()
+        amap = (_one_graph(b, gname) if graph else b).annotation_map()
         text = json.dumps({str(k): v for k, v in sorted(amap.items())}, sort_keys=True, indent=1)
         data, ext = text + "\n", "annotations.json"
     for n in notes:
@@ -114,6 +128,13 @@ def dump(bundle: str, what: str, output: Optional[str], fmt: str, graph: Optiona
     if out != "-":
         click.echo(f"Wrote {out}", err=output == "-")
     return 0
+
+
+def _one_graph(b: Any, gname: str) -> Any:
+    """``b`` holding only the graph ``gname`` (dump --graph for the trace and annotations)."""
+    from graphscope.model.graph import only_graph
+
+    return only_graph(b, gname)
 
 
 def _graph_text(b: Any, what: str, gname: str, fmt: str, group: str, depth: Optional[int],

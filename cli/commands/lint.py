@@ -45,7 +45,8 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
 
     path = model_path(model)
     if not os.path.isfile(path):
-        raise GraphscopeError(f"{path}: no such model file")
+        raise GraphscopeError(f"{path}: " + ("a directory, not a model file"
+                                            if os.path.isdir(path) else "no such model file"))
     report = lint_in_child(os.path.abspath(path), entry, timeout)
     failing = report.at_or_above(fail_on)
     if as_json:

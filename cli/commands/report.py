@@ -20,7 +20,7 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
 @bundle_argument
 @depth_option("Module levels to show.")
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
-              help="Top kernels/ops rows.")
+              help="Top kernels/ops rows (0: every row).")
 @click.option("--recompute", is_flag=True,
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
@@ -129,7 +129,9 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
     if ladder and not s.get("ladder"):
-        con.print("Bucket ladder: no capture site captured several graphs in this bundle")
+        con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
+                  if graph_name else
+                  "Bucket ladder: no capture site captured several graphs in this bundle")
     _print_eager(eager, con)
     if diag is not None:
         from graphscope.render.diagnosis import print_diagnosis

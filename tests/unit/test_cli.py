@@ -251,7 +251,7 @@ def test_command_modules_have_no_import_time_side_effects():
 
 def test_a_closed_pipe_is_not_a_failed_gate():
     # GIVEN diff and report writing into a pipe whose reader has gone (`| head -1` in CI)
-    for args in (["report", _fixture("run_ladder")],
+    for args in (["report", _fixture("run_ladder")], ["report", _fixture("run_ladder"), "--json"],
                  ["diff", _fixture("branches_forward"), _fixture("branches_2s_forward")]):
         p = subprocess.Popen([sys.executable, "-m", "graphscope", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
@@ -300,3 +300,39 @@ def test_report_of_a_graph_never_replayed_shows_no_times(capsys):
     d = json.loads(capsys.readouterr().out)
     o = d["diagnosis"]["graphs"][0]
     assert o["critical_path"]["length_ns"] is None and o["critical_path"]["length_nodes"] == 29
+
+
+def test_dump_refuses_two_outputs_and_keeps_to_its_graph(tmp_path, capsys):
+    # GIVEN dump asked for two kinds of output at once, or a rendering of plain text
+    assert main(["dump", _fixture("mlp_step"), "--trace", "--raw", "-o", "-"]) == 2
+    assert "--raw, --trace: dump writes one of them" in capsys.readouterr().err
+    assert main(["dump", _fixture("mlp_step"), "--annotations", "--format", "png", "-o",
+                 str(tmp_path / "a.png")]) == 2
+    assert "--format png renders the annotated DOT" in capsys.readouterr().err
+    assert not (tmp_path / "a.png").exists()
+    # WHEN a trace or the annotations are asked for one graph of a ladder
+    whole, one = tmp_path / "all.json", tmp_path / "one.json"
+    assert main(["dump", _fixture("run_ladder"), "--trace", "-o", str(whole)]) == 0
+    assert main(["dump", _fixture("run_ladder"), "--trace", "--graph", "#3", "-o",
+                 str(one)]) == 0
+    # THEN the trace holds that graph's events only
+    ev = [e for e in json.loads(one.read_text())["traceEvents"] if e.get("ph") == "X"]
+    ev_all = [e for e in json.loads(whole.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert 0 < len(ev) < len(ev_all)
+    capsys.readouterr()
+    assert main(["dump", _fixture("run_ladder"), "--annotations", "--graph", "#3", "-o",
+                 "-"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 39
+    # AND a graph never replayed has no trace to give, said in one line
+    assert main(["dump", _fixture("run_ladder"), "--trace", "--graph", "#1", "-o",
+                 str(tmp_path / "none.json")]) == 2
+    assert "never replayed while traced" in capsys.readouterr().err
+
+
+def test_an_unwritable_output_directory_is_one_line(capsys):
+    # GIVEN an output in a directory nobody may write (as root: /proc refuses new files)
+    assert main(["dump", _fixture("mlp_step"), "-o", "/proc/graphscope-test.dot"]) == 2
+    err = capsys.readouterr().err
+    # THEN one line names the directory, not an "unexpected" error
+    assert err.startswith("graphscope: error: /proc: cannot write there"), err
+    assert "unexpected" not in err
