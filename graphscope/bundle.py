@@ -402,7 +402,8 @@ def _read_bundle(path: str) -> Bundle:
 
 
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
-SUMMARY_FORMAT = b"summary-3\0"  # 2: unique kernel names, shared pools; 3: number order
+SUMMARY_FORMAT = b"summary-4\0"  # 2: unique kernel names, shared pools; 3: number order;
+# 4: optimizer time apart from forward (opt_ns, opt_kernels)
 _DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
 
 

@@ -51,14 +51,18 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     dur = bundle.durations
     codes, modules = _factorize([n.module for n in work])
     bwd = np.fromiter((n.phase == "backward" for n in work), dtype=bool, count=len(work))
+    # optimizer work is neither forward nor backward (fwd = all - bwd - opt)
+    opt = np.fromiter((n.phase == "optimizer" for n in work), dtype=bool, count=len(work))
     acc = np.fromiter((bool(n.annotation.get(ACCUMULATION_KEY)) for n in work), dtype=bool,
                       count=len(work))
     n_mod = len(modules)
     t_mod = _group_sum(codes, n_mod, dur)
     tb_mod = _group_sum(codes[bwd], n_mod, dur[bwd])
+    to_mod = _group_sum(codes[opt], n_mod, dur[opt])
     ta_mod = _group_sum(codes[acc], n_mod, dur[acc])
     k_mod = np.bincount(codes, minlength=n_mod)
     kb_mod = np.bincount(codes[bwd], minlength=n_mod)
+    ko_mod = np.bincount(codes[opt], minlength=n_mod)
     ka_mod = np.bincount(codes[acc], minlength=n_mod)
     prefixes: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
@@ -69,11 +73,14 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
     n_pre = len(prefixes)
     t = _group_sum(dst, n_pre, t_mod[src])
     tb = _group_sum(dst, n_pre, tb_mod[src])
+    to = _group_sum(dst, n_pre, to_mod[src])
     k = np.bincount(dst, weights=k_mod[src], minlength=n_pre).astype(np.int64)
     kb = np.bincount(dst, weights=kb_mod[src], minlength=n_pre).astype(np.int64)
+    ko = np.bincount(dst, weights=ko_mod[src], minlength=n_pre).astype(np.int64)
     ta = _group_sum(dst, n_pre, ta_mod[src])
     ka = np.bincount(dst, weights=ka_mod[src], minlength=n_pre).astype(np.int64)
-    med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb)
+    med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb - to)
+    med_o = _median_rows(to)
     med_a = _median_rows(ta)
     total = median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
@@ -87,11 +94,13 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
                 "module": name,
                 "level": lvl,
                 "kernels": int(k[i]),
-                "fwd_kernels": int(k[i] - kb[i]),
+                "fwd_kernels": int(k[i] - kb[i] - ko[i]),
                 "bwd_kernels": int(kb[i]),
+                "opt_kernels": int(ko[i]),
                 "median_ns": float(med[i]),
                 "fwd_ns": float(med_f[i]),
                 "bwd_ns": float(med_b[i]),
+                "opt_ns": float(med_o[i]),
                 "acc_kernels": int(ka[i]),
                 "acc_ns": float(med_a[i]),
                 "pct": (100.0 * float(med[i]) / total) if total else 0.0,

@@ -28,9 +28,12 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     # "acc": of bwd, the gradient-accumulation adds (time when timed, else kernels)
     # a forward-only bundle (inference, --mode forward): no fwd/bwd split to show
     split = any(r.get("bwd_kernels") for r in summary["modules"])
-    cols = (["time", "%"] + (["fwd", "bwd"] if split else []) + (["acc"] if acc else [])
-            ) if timed else []
-    cols += ["kernels"] + (["fwd/bwd"] if split else []) + (["acc"] if acc and not timed else [])
+    # an optimizer step in the graph: its time is neither forward nor backward
+    opt = split and any(r.get("opt_kernels") for r in summary["modules"])
+    cols = (["time", "%"] + (["fwd", "bwd"] if split else []) + (["opt"] if opt else [])
+            + (["acc"] if acc else [])) if timed else []
+    cols += (["kernels"] + (["fwd/bwd/opt" if opt else "fwd/bwd"] if split else [])
+             + (["acc"] if acc and not timed else []))
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for row in summary["modules"]:
@@ -43,11 +46,14 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
             cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}"]
             if split:
                 cells += [fmt_ns(row["fwd_ns"]), fmt_ns(row["bwd_ns"])]
+            if opt:
+                cells.append(fmt_ns(row.get("opt_ns")) if row.get("opt_kernels") else "")
             if acc:
                 cells.append(fmt_ns(row.get("acc_ns")) if row.get("acc_kernels") else "")
         cells += [str(row["kernels"])]
         if split:
-            cells.append(f"{row['fwd_kernels']}/{row['bwd_kernels']}")
+            cells.append(f"{row['fwd_kernels']}/{row['bwd_kernels']}"
+                         + (f"/{row.get('opt_kernels', 0)}" if opt else ""))
         if acc and not timed:
             cells.append(str(row.get("acc_kernels") or ""))
         t.add_row(Text(cells[0]), *cells[1:])
