@@ -169,6 +169,29 @@ def _launches(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
             for x in getattr(bundle, "launches", ())}
 
 
+def _bundle_busy(bundle: Bundle) -> dict[tuple[str, int], int]:
+    """:func:`_busy_until` over every graph of ``bundle``, from its events (kept on it: the
+    views of its graphs share it)."""
+    got = bundle.__dict__.get("_busy_until")
+    if got is not None:
+        return got
+    evs = bundle.events
+    spans: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    if evs:
+        m = len(evs)
+        names = [str(e.get("graph")) for e in evs]
+        rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
+                      for k in ("replay", "start_ns", "dur_ns"))
+        uniq, code = np.unique(np.array(names, dtype=object).astype(str), return_inverse=True)
+        o = np.argsort(code, kind="stable")
+        cut = np.flatnonzero(np.r_[True, code[o][1:] != code[o][:-1]])
+        for g, part in zip(uniq[code[o][cut]].tolist(), np.split(o, cut[1:])):
+            spans[g] = (rp[part], st[part], st[part] + du[part])
+    busy = _busy_until(spans)
+    bundle.__dict__["_busy_until"] = busy
+    return busy
+
+
 def _busy_until(spans: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
                 ) -> dict[tuple[str, int], int]:
     """Per replay with events: the end of the last node of every replay (any graph) that
@@ -613,7 +636,9 @@ def _diagnose(bundle: Bundle) -> dict[str, Any]:
     launches = _launches(bundle)
     cols = {g.name: _event_columns(events.get(g.name, []), dag.exec_ids)
             for g, dag in zip(bundle.graphs, dags)}
-    busy = _busy_until({k: (c[0], c[2], c[3]) for k, c in cols.items()})
+    spans = {k: (c[0], c[2], c[3]) for k, c in cols.items()}
+    # a view of one graph: its launches queued behind every graph of the bundle it came from
+    busy = _busy_until(spans) if bundle.parent is None else _bundle_busy(bundle.parent)
     graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy,
                              cols[g.name], dag) for g, dag in zip(bundle.graphs, dags)]
     between = _between(bundle, graphs, launches)

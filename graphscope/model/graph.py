@@ -229,6 +229,9 @@ class Bundle:
     unjoined_records: int = 0
     # per traced replay: the host's cudaGraphLaunch call {graph, replay, start_ns, end_ns}
     launches: tuple[Mapping[str, Any], ...] = ()
+    # a view of some graphs (only_graph): the bundle it was taken from, so that a launch queued
+    # behind other graphs' replays stays queued time (analysis/diagnosis.py)
+    parent: Optional[Bundle] = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # kernel names unique over the whole bundle; a view of some graphs keeps them
@@ -381,7 +384,7 @@ def only_graph(bundle: Bundle, name: str) -> Bundle:
         spans = tuple(hi[k] - lo[k] for k in lo)
     return dataclasses.replace(
         bundle, graphs=(g,), replay_kernel_ns=tuple(int(x) for x in per_replay),
-        replay_span_ns=spans, events=events)
+        replay_span_ns=spans, events=events, parent=bundle.parent or bundle)
 
 
 # Names that say little alone: qualify them with what their template arguments instantiate.

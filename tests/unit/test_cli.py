@@ -336,3 +336,18 @@ def test_an_unwritable_output_directory_is_one_line(capsys):
     # THEN one line names the directory, not an "unexpected" error
     assert err.startswith("graphscope: error: /proc: cannot write there"), err
     assert "unexpected" not in err
+
+
+def test_a_graph_view_keeps_the_launch_queue_of_the_whole_bundle(capsys):
+    # GIVEN a ladder whose replays queue behind other graphs' (launch_queued_ns > 0)
+    def graph3(args):
+        assert main(["report", _fixture("run_ladder"), "--json", *args]) == 0
+        d = json.loads(capsys.readouterr().out)["diagnosis"]
+        return next(o for o in d["graphs"] if "#3" in o["graph"])
+
+    whole, view = graph3([]), graph3(["--graph", "#3"])
+    # THEN the graph's own view gives it the same launch latency and queued time
+    assert whole["replays"][0]["launch_queued_ns"] > 0
+    for k in ("launch_ns", "launch_queued_ns"):
+        assert [m[k] for m in view["replays"]] == [m[k] for m in whole["replays"]]
+    assert view["launch_latency_ns"] == whole["launch_latency_ns"]
