@@ -100,7 +100,8 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
             "never_replayed": [b["name"] for b in buckets if b["replays"] == 0],
             "structures": [{"structure": order[k], "graphs": names}
                            for k, names in groups.items()],
-            "pools": len(pool_ids),
+            # None: a bundle from before pool ids (its pools cannot be told apart), not 0
+            "pools": len(pool_ids) if pool_ids else None,
             "capture_s": round(sum(caps), 6) if caps else None,
             "instantiate_s": round(sum(insts), 6) if insts else None,
         })

@@ -420,3 +420,13 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
     single.read([(info, w)])
     assert info["memory_by_module"] == a["memory_by_module"]
     assert info["pool_bytes"] == a["pool_bytes"]
+
+
+
+def test_ladder_pools_unknown_in_a_bundle_without_pool_ids():
+    # GIVEN a run bundle recorded before graphs carried their pool ids (run_decode), and one
+    # with them (run_ladder: one shared pool)
+    (old,) = ladder(_bundle("run_decode"), graph_rows(_bundle("run_decode")))
+    (new,) = ladder(_bundle("run_ladder"), graph_rows(_bundle("run_ladder")))
+    # THEN the old one's pool count is unknown (None), not "0 pools"
+    assert old["pools"] is None and new["pools"] == 1
