@@ -191,7 +191,7 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
                                f"{phase} module coverage {got:.2f}% (min {minimum}%)"))
     s = summarize(bundle)
     # a bundle of several graphs: one replay of each traced graph, summed (the report's header)
-    traced = sum(1 for g in bundle.graphs if any(n.durations_ns for n in g.nodes if n.is_work))
+    traced = len(bundle.graphs) - s.get("untraced_graphs", 0)
     per = ("per replay" if len(bundle.graphs) <= 1 else
            f"per replay of each of the {traced} traced graphs, summed")
     if budgets.total:

@@ -106,14 +106,24 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from itertools import chain, compress, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import Any, Optional
 
 import numpy as np
 
 from ..model.graph import Bundle, CapturedGraph
 from .dag import EPS, Dag, longest
+from .replays import (
+    bundle_busy,
+    busy_until,
+    event_columns,
+    events_by_graph,
+    launches_of,
+    node_gaps,
+    replay_metrics,
+)
 from .serialization import serialization
+from .stats import module_at
 
 LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
 LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
@@ -155,156 +165,6 @@ def _node_durations(bundle: Bundle, dags: Optional[Sequence[Dag]] = None) -> dic
     return {n.exec_node_id: m for n, m in zip(bundle.work, med) if n.durations_ns}
 
 
-def _events_by_graph(bundle: Bundle) -> dict[str, list[Mapping[str, Any]]]:
-    if len(bundle.graphs) == 1:  # events of other graphs find no node and are left out
-        return {bundle.graphs[0].name: list(bundle.events)}
-    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for e in bundle.events:
-        out[str(e.get("graph"))].append(e)
-    return out
-
-
-def _launches(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
-    return {(str(x["graph"]), int(x["replay"])): (int(x["start_ns"]), int(x["end_ns"]))
-            for x in getattr(bundle, "launches", ())}
-
-
-def _bundle_busy(bundle: Bundle) -> dict[tuple[str, int], int]:
-    """:func:`_busy_until` over every graph of ``bundle``, from its events (kept on it: the
-    views of its graphs share it)."""
-    got = bundle.__dict__.get("_busy_until")
-    if got is not None:
-        return got
-    evs = bundle.events
-    spans: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    if evs:
-        m = len(evs)
-        names = [str(e.get("graph")) for e in evs]
-        rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
-                      for k in ("replay", "start_ns", "dur_ns"))
-        uniq, code = np.unique(np.array(names, dtype=object).astype(str), return_inverse=True)
-        o = np.argsort(code, kind="stable")
-        cut = np.flatnonzero(np.r_[True, code[o][1:] != code[o][:-1]])
-        for g, part in zip(uniq[code[o][cut]].tolist(), np.split(o, cut[1:])):
-            spans[g] = (rp[part], st[part], st[part] + du[part])
-    busy = _busy_until(spans)
-    bundle.__dict__["_busy_until"] = busy
-    return busy
-
-
-def _busy_until(spans: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
-                ) -> dict[tuple[str, int], int]:
-    """Per replay with events: the end of the last node of every replay (any graph) that
-    started before it, on the events' clock: until then its launch queued behind them.
-    ``spans``: per graph, its events' (replay, start, end) columns."""
-    keys: list[tuple[str, int]] = []
-    firsts, lasts = [], []
-    for gname, (rp, st, en) in spans.items():
-        if not len(rp):
-            continue
-        o = np.argsort(rp, kind="stable")
-        r = rp[o]
-        cut = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-        firsts.append(np.minimum.reduceat(st[o], cut))
-        lasts.append(np.maximum.reduceat(en[o], cut))
-        keys += [(gname, int(x)) for x in r[cut].tolist()]
-    if not keys:
-        return {}
-    f, la = np.concatenate(firsts), np.concatenate(lasts)
-    o = np.argsort(f, kind="stable")
-    reach = np.maximum.accumulate(la[o])
-    return {keys[k]: int(reach[i - 1]) for i, k in enumerate(o.tolist()) if i}
-
-
-# ---------------------------------------------------------------- per replay, from events
-
-def _replay_metrics(dag: Dag, pos: np.ndarray, start: np.ndarray, end: np.ndarray,
-                    launch: Optional[tuple[int, int]], busy: Optional[int] = None
-                    ) -> dict[str, Any]:
-    t0, t1 = int(start.min()), int(end.max())
-    span = t1 - t0
-    o = np.argsort(start, kind="stable")
-    s, e = start[o], end[o]
-    reach = np.maximum.accumulate(e)
-    idle = int(np.clip(s[1:] - reach[:-1], 0, None).sum()) if len(s) > 1 else 0
-    # concurrency: +1 at starts, -1 at ends (ends first where they meet a start)
-    t = np.concatenate([start, end])
-    delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    k = np.lexsort((delta, t))
-    t, delta = t[k], delta[k]
-    running = np.cumsum(delta)
-    concurrent = int(np.diff(t)[running[:-1] >= 2].sum()) if len(t) > 1 else 0
-    # dependency-resolution gaps: a node's start - its last timed predecessor's end
-    n = dag.n
-    st = np.full(n, np.nan)
-    en = np.full(n, np.nan)
-    st[pos] = start
-    en[pos] = end
-    dep = 0
-    if len(dag.src):
-        pe = en[dag.src]
-        ok = ~np.isnan(pe)
-        last = np.full(n, -np.inf)
-        np.maximum.at(last, dag.dst[ok], pe[ok])
-        g = st - last
-        g = g[np.isfinite(g)]
-        dep = int(np.clip(g, 0, None).sum())
-    out: dict[str, Any] = {"span_ns": span, "first_ns": t0, "last_ns": t1, "idle_ns": idle,
-                           "busy_ns": span - idle, "dep_gap_ns": dep,
-                           "concurrent_ns": concurrent, "launch_ns": None,
-                           "launch_call_ns": None, "launch_queued_ns": None, "tail_ns": None}
-    if launch is not None:
-        ready = launch[0] if busy is None else max(launch[0], min(busy, t0))
-        out["launch_ns"] = t0 - ready
-        out["launch_queued_ns"] = ready - launch[0]
-        out["launch_call_ns"] = launch[1] - launch[0]
-    return out
-
-
-def _node_gaps(dag: Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
-               en: np.ndarray) -> np.ndarray:
-    """Per node: the median over replays of its start - its last timed predecessor's end
-    (>= 0; 0 where never measured)."""
-    n = dag.n
-    if not len(rp) or not len(dag.src):
-        return np.zeros(n)
-    rows = []
-    for r in np.unique(rp).tolist():
-        k = rp == r
-        s_, e_ = np.full(n, np.nan), np.full(n, np.nan)
-        s_[pos[k]], e_[pos[k]] = st[k], en[k]
-        last = np.full(n, -np.inf)
-        pe = e_[dag.src]
-        ok = ~np.isnan(pe)
-        np.maximum.at(last, dag.dst[ok], pe[ok])
-        gap = s_ - last
-        gap[~np.isfinite(gap)] = np.nan
-        rows.append(np.clip(gap, 0, None))
-    m = np.array(rows)
-    have = ~np.isnan(m).all(axis=0)
-    out = np.zeros(n)
-    if have.any():
-        out[have] = np.nanmedian(m[:, have], axis=0)
-    return out
-
-
-# ---------------------------------------------------------------- one graph
-
-def _event_columns(evs: Sequence[Mapping[str, Any]], ids: np.ndarray
-                   ) -> tuple[np.ndarray, ...]:
-    """(replay, position, start, end, stream or -1) of the events of a graph's nodes (``ids``:
-    their exec node ids by position)."""
-    m = len(evs)
-    ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
-                      for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
-    sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64, m)
-    srt = np.argsort(ids, kind="stable")
-    i = np.clip(np.searchsorted(ids[srt], ex), 0, max(len(ids) - 1, 0))
-    ok = ids[srt][i] == ex if len(ids) else np.zeros(m, bool)
-    pos = srt[i] if len(ids) else i
-    return rp[ok], pos[ok], st[ok], st[ok] + du[ok], sm[ok]
-
-
 # Long on purpose (~110 lines): one graph's figures in the order the docstring defines them.
 def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    durations: Optional[Mapping[int, float]] = None,
@@ -314,14 +174,14 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
                    columns: Optional[tuple[np.ndarray, ...]] = None,
                    dag: Optional[Dag] = None) -> dict[str, Any]:
     """The diagnosis of one graph of ``bundle`` as plain data (module docstring).
-    ``columns``: :func:`_event_columns` of its events, ``dag``: ``Dag(g)``, where the caller
+    ``columns``: :func:`event_columns` of its events, ``dag``: ``Dag(g)``, where the caller
     made them."""
     if durations is None:
         durations = _node_durations(bundle)
     if events is None:
-        events = _events_by_graph(bundle).get(g.name, [])
+        events = events_by_graph(bundle).get(g.name, [])
     if launches is None:
-        launches = _launches(bundle)
+        launches = launches_of(bundle)
     if dag is None:
         dag = Dag(g)
     n = dag.n
@@ -336,7 +196,7 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
         out["error"] = "the edges form a cycle: no critical path"
         return out
     rp, pos, st, en, sm = (columns if columns is not None
-                           else _event_columns(events, dag.exec_ids))
+                           else event_columns(events, dag.exec_ids))
     stream = np.full(n, -1, np.int64)
     o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
     stream[pos[o]] = sm[o]
@@ -438,7 +298,7 @@ def _rolled_up(mods: dict[str, float], length: float, top: int = 4,
     def at(depth: int) -> list[tuple[str, float]]:
         out: dict[str, float] = {}
         for m, t in mods.items():
-            key = m if m.startswith("(") else ".".join(m.split(".")[: depth + 1])
+            key = module_at(m, depth)
             out[key] = out.get(key, 0.0) + t
         return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
 
@@ -477,7 +337,7 @@ def _replays(g: CapturedGraph, dag: Dag, cols: tuple[np.ndarray, ...],
         rs = rp[srt]
         cut = np.flatnonzero(np.r_[True, rs[1:] != rs[:-1]])
         for r, part in zip(rs[cut].tolist(), np.split(srt, cut[1:])):
-            m = _replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)),
+            m = replay_metrics(dag, pos[part], st[part], en[part], launches.get((g.name, r)),
                                 busy.get((g.name, r)))
             m["replay"] = r
             reps.append(m)
@@ -491,7 +351,7 @@ def _with_latency(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray
     start - its last predecessor's end, median over replays) in its weight: chains moved to
     other streams still pay it."""
     assert dag.order is not None
-    lat = _node_gaps(dag, *cols)
+    lat = node_gaps(dag, *cols)
     d_lat, (lat_len, lat_path) = d, cp
     if lat.any():
         d_lat = (np.asarray(d) + lat).tolist()
@@ -632,13 +492,13 @@ def diagnose(bundle: Bundle) -> dict[str, Any]:
 def _diagnose(bundle: Bundle) -> dict[str, Any]:
     dags = [Dag(g) for g in bundle.graphs]
     durations = _node_durations(bundle, dags)
-    events = _events_by_graph(bundle)
-    launches = _launches(bundle)
-    cols = {g.name: _event_columns(events.get(g.name, []), dag.exec_ids)
+    events = events_by_graph(bundle)
+    launches = launches_of(bundle)
+    cols = {g.name: event_columns(events.get(g.name, []), dag.exec_ids)
             for g, dag in zip(bundle.graphs, dags)}
     spans = {k: (c[0], c[2], c[3]) for k, c in cols.items()}
     # a view of one graph: its launches queued behind every graph of the bundle it came from
-    busy = _busy_until(spans) if bundle.parent is None else _bundle_busy(bundle.parent)
+    busy = busy_until(spans) if bundle.parent is None else bundle_busy(bundle.parent)
     graphs = [diagnose_graph(bundle, g, durations, events.get(g.name, []), launches, busy,
                              cols[g.name], dag) for g, dag in zip(bundle.graphs, dags)]
     between = _between(bundle, graphs, launches)

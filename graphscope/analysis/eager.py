@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..model.graph import Bundle, NodeKind, short_kernel_name
+from .stats import module_at
 
 Key = tuple[str, str]  # (module, phase)
 
@@ -83,14 +84,6 @@ def kernel_changes(graph: Mapping[str, list[float]], eager: Mapping[str, list[fl
 # "slower in the graph" only past run-to-run noise: at least 1 µs and 10% of the eager time
 SLOWER_MIN_NS = 1_000
 SLOWER_MIN_FRAC = 0.10
-
-
-def module_at(module: str, depth: Optional[int]) -> str:
-    """``module`` rolled up to ``depth`` levels below the root (``L.layers.3.mlp`` at depth 1:
-    ``L.layers``); pseudo modules (``(loss)``) and ``depth`` None leave it as it is."""
-    if depth is None or module.startswith("("):
-        return module
-    return ".".join(module.split(".")[: depth + 1])
 
 
 def _rolled(rows: Mapping[Key, Mapping[str, list[float]]], depth: Optional[int]

@@ -139,8 +139,8 @@ def _imported(*args):
 
 @pytest.mark.parametrize(("args", "bound"), [
     (["--help"], 10),
-    (["report", "@mlp_step"], 24),  # the diagnosis (dag, serialization) and bundle_files
-    (["report", "@mlp_step", "--json"], 24),
+    (["report", "@mlp_step"], 25),  # the diagnosis (dag, replays, serialization), bundle_files
+    (["report", "@mlp_step", "--json"], 25),
 ])
 def test_commands_import_only_what_they_use(args, bound):
     args = [_fixture(a[1:]) if a.startswith("@") else a for a in args]
