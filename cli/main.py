@@ -107,12 +107,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except OSError as exc:
-        tmp = _our_temp(exc.filename)
-        if tmp is not None:  # an atomic write's temporary file: the directory refused it
-            click.echo(f"graphscope: error: {tmp}: cannot write there "
-                       f"({os.strerror(exc.errno) if exc.errno else exc}): choose another -o",
-                       err=True)
-            return 2
         if exc.errno not in _DISK_ERRORS:
             return _unexpected(exc)
         # a full disk or quota while writing: the user's to fix, not a bug
@@ -128,17 +122,6 @@ def main(argv: Optional[list[str]] = None) -> int:
 _DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 _PACIFIED: Any = getattr(click.utils, "PacifyFlushWrapper", ())
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
-
-
-def _our_temp(filename: Any) -> Optional[str]:
-    """The directory of ``filename`` when it is the temporary file of graphscope's atomic
-    writes (``.NAME.XXXXXXXX.tmp`` beside the output), else None."""
-    if not isinstance(filename, str):
-        return None
-    base = os.path.basename(filename)
-    if (base.startswith(".") and base.endswith(".tmp")) or base.startswith(".graphscope-"):
-        return os.path.dirname(filename) or "."
-    return None
 
 
 def _is_devnull() -> bool:

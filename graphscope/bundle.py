@@ -82,7 +82,11 @@ def write_bundle(
         raise BundleError(f"{path} already exists: pass --force to replace it or choose -o PATH")
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".graphscope-", dir=parent)
+    try:
+        tmp = tempfile.mkdtemp(prefix=".graphscope-", dir=parent)
+    except OSError as exc:
+        raise BundleError(f"{parent}: cannot write there ({exc.strerror or exc}): choose "
+                          "another -o") from None
     try:
         files = ["manifest.json", "graph.json", "annotations.json", "annotations.pkl"]
         bundle = Bundle(path, manifest, tuple(graphs), 0)

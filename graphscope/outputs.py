@@ -150,8 +150,7 @@ def open_output(path: str, mode: str = "w", *, force: bool, inputs: Sequence[str
         with _write_errors(path, what), open(path, mode, encoding=enc) as f:
             yield f
         return
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
+    fd, tmp = _temp_beside(path)
     try:
         with _write_errors(path, what), os.fdopen(fd, mode, encoding=enc) as f:
             yield f
@@ -173,10 +172,20 @@ def write_output(path: str, data: Any, *, force: bool, inputs: Sequence[str] = (
 
 def temp_path_for(path: str) -> str:
     """A fresh temp file name beside ``path`` (for writers that need a path, not a file)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
+    fd, tmp = _temp_beside(path)
     os.close(fd)
     return tmp
+
+
+def _temp_beside(path: str) -> tuple[int, str]:
+    """The atomic write's temporary file beside ``path``; a directory that refuses it is one
+    line naming the directory (not an unexpected error)."""
+    where = os.path.dirname(os.path.abspath(path))
+    try:
+        return tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=where)
+    except OSError as exc:
+        raise GraphscopeError(f"{where}: cannot write there ({exc.strerror or exc}): choose "
+                              "another -o") from None
 
 
 def _umask() -> int:

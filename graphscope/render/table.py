@@ -322,7 +322,7 @@ def render_ranks(m: dict[str, Any], depth: Optional[int] = None) -> Group:
 def check_table(results: list[Any]) -> Table:
     """`graphscope check`: one row per budget result (``CheckResult``s)."""
     failed = sum(not r.passed for r in results)
-    skipped = sum(bool(getattr(r, "skipped", False)) for r in results)
+    skipped = sum(r.skipped for r in results)
     run = len(results) - skipped
     t = Table(title=f"graphscope check ({run - failed}/{run} passed"
               + (f", {skipped} skipped" if skipped else "") + ")", title_justify="left")
@@ -330,7 +330,7 @@ def check_table(results: list[Any]) -> Table:
     t.add_column("result")
     t.add_column("detail")
     for r in results:
-        status = (Text("skip", style="dim") if getattr(r, "skipped", False)
+        status = (Text("skip", style="dim") if r.skipped
                   else Text("pass", style="green") if r.passed else Text("FAIL", style="red"))
         t.add_row(Text(r.name), status, Text(r.message))
     return keep_figures(t)
