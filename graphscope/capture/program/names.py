@@ -87,7 +87,6 @@ class ModuleNames:
 
     def __init__(self) -> None:
         self.roots: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
-        self.local = threading.local()
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
         # module_hooks' caches (one per depth limit), kept across capture windows (see there)
         self.scope_cache: dict[Optional[int], dict[tuple[int, int, int], Any]] = {}
