@@ -177,3 +177,14 @@ def test_multirank_trace_is_strict_trace_event_json(tmp_path):
     assert main(["dump", os.path.join(DATA, "ddp_mlp_step"), "--trace", "-o", str(out)]) == 0
     evs = _strict_trace_events(out.read_text())
     assert len({e["pid"] for e in evs if e["ph"] == "X"}) >= 2  # a process per rank
+
+
+def test_one_graphs_trace_is_strict_trace_event_json(tmp_path):
+    # dump --graph --trace: the view of one ladder bucket, in the format Perfetto reads
+    from graphscope.cli.main import main
+
+    out = tmp_path / "t.json"
+    assert main(["dump", os.path.join(DATA, "run_ladder"), "--trace", "--graph", "#3", "-o",
+                 str(out)]) == 0
+    evs = _strict_trace_events(out.read_text())
+    assert any(e.get("cat") == "kernel" for e in evs)
