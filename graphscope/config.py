@@ -32,6 +32,7 @@ class CaptureConfig:
     dot: bool = True  # keep the driver's verbose DOT of every graph
     counters: int = 0  # dedicated PM-sampled replays after the timed ones (0: no counters)
     eager_baseline: bool = False  # also run the step eagerly, traced (eager.json)
+    try_streams: int = 0  # forward mode: also capture over N streams, timed (capture/streams.py)
 
     def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
         for f in fields(self):
@@ -54,7 +55,8 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
-_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters")
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters",
+                 "try_streams")
 
 
 def _check(key: str, value: Any, where: str) -> Any:

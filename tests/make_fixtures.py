@@ -28,6 +28,8 @@ SCENARIOS = [
     ("branches_forward", "branches.py", "forward", True),
     ("branches_2s_forward", "branches.py:two_streams", "forward", True),
     ("tiny_forward", "tiny_kernels.py", "forward", True),
+    # the what-if measured: the one-stream branches re-captured over more streams
+    ("branches_try_streams", "branches.py", "forward", True),
     # eager vs graph: the step's eager baseline beside its graph (eager.json)
     ("mlp_step_eager", "mlp.py", "step", True),
     ("gpt_step_eager", "gpt.py", "step", True),
@@ -50,11 +52,14 @@ def record(name: str) -> None:
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", model), mode=mode, replays=4,
                         keep_events=2, output=os.path.join(OUT, name), force=True,
                         entry=entry or "graphscope_model",
-                        eager_baseline=name.endswith("_eager")).validate()
+                        eager_baseline=name.endswith("_eager"),
+                        try_streams=4 if name.endswith("_try_streams") else 0).validate()
     cmd = "capture" if timing else "annotate"
     argv = ["graphscope", cmd, f"sample_models/{model}", "--mode", mode]
     if name.endswith("_eager"):
         argv.append("--eager-baseline")
+    if name.endswith("_try_streams"):
+        argv += ["--try-streams", "4"]
     res = run_capture(cfg, timing=timing, command=cmd,
                       argv=argv + (["--entry", entry] if entry else []))
     print(name, res.bundle_path, res.summary["work_nodes"], "work nodes",

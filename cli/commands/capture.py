@@ -25,12 +25,16 @@ from ..options import capture_options, command, json_option
               help="Also run the step eagerly (as many times as --replays) under the same "
               "tracer: eager vs graph per module, and the speed-up graphing bought "
               "(eager.json; --mode step or forward).")
+@click.option("--try-streams", type=click.IntRange(min=2), default=None, metavar="N",
+              help="--mode forward: also capture each graph with its independent ops spread "
+              "over up to N streams and trace it beside the one-stream graph (the diagnosis's "
+              "what-if, measured; outputs compared).")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
             counters: bool, counter_replays: Optional[int], nproc: Optional[int],
-            eager_baseline: Optional[bool], as_json: bool) -> int:
+            eager_baseline: Optional[bool], try_streams: Optional[int], as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -51,7 +55,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                 depth=depth, output=output, force=force or None,
                                 replays=replays,
                                 counters=_counter_replays(counters, counter_replays),
-                                eager_baseline=eager_baseline)
+                                eager_baseline=eager_baseline, try_streams=try_streams)
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         check_capture_output(cfg, "capture")

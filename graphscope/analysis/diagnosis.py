@@ -92,6 +92,11 @@ False serialization
     The chains reported are the runs of one stream's nodes, in visit order, between
     stream-order-only edges (stream -1: nodes without events). Where no captured edge is
     stream-order-only the what-if path is the critical path itself.
+    Measured (``capture --mode forward --try-streams N``, graph info ``what_if_streams``): the
+    forward captured again with its independent ops over up to N streams (capture/streams.py)
+    and traced alternately with the graph: ``what_if_measured`` holds both median spans, the
+    gain, and how far the measured span lies above the bound (``above_bound_pct``: what
+    side-by-side kernels cost each other), and whether the two graphs' outputs are equal.
     Cost: one sort of every (node, elementary segment, read/write) access, O(A log A), and
     running max/min sweeps over it (no pairwise interval tests); the reachability checks
     visit at most REACH_BUDGET nodes per graph, and edges left unchecked are counted
@@ -283,8 +288,34 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     if timed:
         out["serialization"] = _with_latency(g, dag, d, stream, (rp, pos, st, en),
                                              (length, path), work)
+    wi = (g.info or {}).get("what_if_streams")
+    if isinstance(wi, Mapping):
+        out["what_if_measured"] = measured_what_if(wi, out)
     out["verdicts"] = _verdicts(out, np.asarray(d)[is_work])
     return out
+
+
+def measured_what_if(wi: Mapping[str, Any], o: Mapping[str, Any]) -> dict[str, Any]:
+    """``capture --try-streams``'s measurement (graph info ``what_if_streams``,
+    capture/streams.py) beside this graph's bound: the spans of the graph re-captured over
+    more streams and of the graph itself, traced alternately in one window (medians)."""
+    if wi.get("error"):
+        return {"max_streams": wi.get("max_streams"), "error": wi["error"]}
+    one, alt = wi.get("median_one_stream_ns"), wi.get("median_ns")
+    ser = o.get("serialization") or {}
+    ren = ser.get("renamed") or {}
+    bound = (ser.get("what_if_ns") if ser.get("stream_order_only_edges")
+             else ren.get("what_if_ns") if ren.get("stream_order_only_edges") else None)
+    return {
+        "max_streams": wi.get("max_streams"), "streams": wi.get("streams"),
+        "ops": wi.get("ops"), "cross_stream_waits": wi.get("cross_stream_waits"),
+        "replays": wi.get("replays"), "one_stream_ns": one, "span_ns": alt,
+        "gain_pct": 100.0 * (1.0 - alt / one) if one and alt else None,
+        "bound_ns": bound,
+        # how far the measured span lies above the bound (contention the bound leaves out)
+        "above_bound_pct": 100.0 * (alt / bound - 1.0) if alt and bound else None,
+        "outputs_equal": wi.get("outputs_equal"), "max_abs_diff": wi.get("max_abs_diff"),
+    }
 
 
 def _rolled_up(mods: dict[str, float], length: float, top: int = 4,
@@ -402,6 +433,18 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
                      f"streams could take the critical path (with its measured latencies) from "
                      f"{_t(ser.get('path_with_latency_ns', o['critical_path']['length_ns']))} "
                      f"to {_t(ren['what_if_ns'])} (-{ren['gain_pct']:.0f}%)")
+    m = o.get("what_if_measured") or {}
+    if m.get("span_ns") and m.get("one_stream_ns"):
+        v.append(f"measured on {m['streams']} stream(s) (--try-streams {m['max_streams']}): "
+                 f"span {_t(m['span_ns'])} against {_t(m['one_stream_ns'])} on one stream "
+                 + (f"(-{m['gain_pct']:.0f}%)" if m["gain_pct"] >= 1.0 else "(no gain)")
+                 + ("" if m.get("outputs_equal") else
+                    f"; its outputs differ from the graph's (max |diff| "
+                    f"{m.get('max_abs_diff')}): an ordering the stream plan missed, or a "
+                    "nondeterministic model"))
+    elif m.get("error"):
+        v.append(f"--try-streams {m.get('max_streams')}: the capture over more streams "
+                 f"failed: {m['error']}")
     return v
 
 

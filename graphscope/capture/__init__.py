@@ -133,7 +133,7 @@ def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
     return ModelJob(model=model, args=args, kwargs=kwargs,
                     loss_fn=spec.loss or default_loss, warmup=warm, depth=cfg.depth,
                     backward=cfg.backward, record_ops=cfg.record_ops, settings=spec.settings,
-                    buckets=buckets, step=spec.step)
+                    buckets=buckets, step=spec.step, try_streams=cfg.try_streams)
 
 
 def run_capture(
@@ -195,10 +195,17 @@ EAGER_MODES = ("step", "forward")
 
 
 def check_eager_mode(cfg: CaptureConfig) -> None:
-    """``--eager-baseline`` needs a source whose graphs are one eager step (before any work)."""
+    """``--eager-baseline`` needs a source whose graphs are one eager step, ``--try-streams``
+    the forward source (refused before any work)."""
     if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
         raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
                           f"{cfg.mode!r} (its graphs are not one eager step)")
+    if cfg.try_streams and cfg.mode != "forward":
+        raise ConfigError(f"--try-streams takes --mode forward, not {cfg.mode!r} (backward "
+                          "ops run on the streams autograd picks)")
+    if cfg.try_streams == 1:
+        raise ConfigError("--try-streams needs at least 2 streams (the graph as captured is "
+                          "the one-stream case)")
 
 
 def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str

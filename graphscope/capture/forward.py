@@ -2,7 +2,8 @@
 
 Each input set (``"args"``/``"kwargs"``, or every entry of ``"buckets"``) is warmed up and
 captured under ``torch.inference_mode()`` with the model in eval mode: no loss, no autograd,
-no backward hooks. One bundle holds a graph per bucket.
+no backward hooks. One bundle holds a graph per bucket. With ``--try-streams N`` each graph
+is also captured with its independent ops over N streams and timed beside it (streams.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .meter import CaptureMeter, tensor_bytes
 from .program.names import describe_shapes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import warmup
+from .streams import WHAT_IF_KEY, try_streams
 
 
 def bucket_name(i: int, args: tuple, kwargs: dict, n: int) -> str:
@@ -40,7 +42,7 @@ class ForwardSource:
         model = job.model
         if hasattr(model, "eval"):
             model.eval()
-        raws, graphs = [], []
+        raws, graphs, outs = [], [], []
         meter = CaptureMeter()
         handle = ann.register_module_annotations(model, depth=job.depth, backward=False)
         try:
@@ -66,10 +68,16 @@ class ForwardSource:
                 raw.info["instantiate_s"] = round(time.perf_counter() - t, 6)
                 set_exec_id(raw, g)
                 ann.remap_to_exec_graph(g)
+                outs.append(out)
                 raws.append(raw)
                 graphs.append(g)
         finally:
             handle.remove()
+        if job.try_streams > 1:  # outside the annotation hooks: a plain capture
+            for (args, kwargs), raw, g, out in zip(sets, raws, graphs, outs):
+                phase("what-if")
+                raw.info[WHAT_IF_KEY] = try_streams(functools.partial(model, *args, **kwargs),
+                                                    g, raw.exec_id, out, job.try_streams)
 
         def replay() -> None:
             for g in graphs:

@@ -65,6 +65,7 @@ class ModelJob:
     settings: Mapping[str, Any] = field(default_factory=dict)
     buckets: tuple = ()  # extra input sets (forward mode)
     step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
+    try_streams: int = 0  # forward mode: also capture over this many streams (streams.py)
 
 
 @dataclass

@@ -57,6 +57,9 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("what-if", justify="right")
+    tried = any((o.get("what_if_measured") or {}).get("max_streams") for o in rows)
+    if tried:  # capture --try-streams: the what-if measured
+        t.add_column("tried", justify="right")
     for o in rows:
         if "error" in o:
             t.add_row(Text(o["graph"]), Text(o["error"]))
@@ -81,8 +84,18 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
             _share(o.get("idle_pct")),
             fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded")
             else ("n/r" if timed else "-"),
-            what_if)
+            what_if, *([_tried(o.get("what_if_measured") or {})] if tried else []))
     return keep_figures(t)
+
+
+def _tried(m: dict[str, Any]) -> str:
+    """The ``tried`` cell: the span measured over more streams and its gain."""
+    if m.get("error"):
+        return "failed"
+    if not m.get("span_ns"):
+        return "-"
+    gain = m.get("gain_pct") or 0.0
+    return f"{fmt_ns(m['span_ns'])} " + (f"-{gain:.0f}%" if gain >= 1.0 else "no gain")
 
 
 def _spans_apart(o: dict[str, Any]) -> bool:
@@ -132,6 +145,17 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
             edges = _edges(ren.get("edges", []), ren["stream_order_only_edges"])
             out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
                        f"memory ({edges}): with blocks of their own the chains could overlap")
+        m = o.get("what_if_measured") or {}
+        if m.get("span_ns") and m.get("one_stream_ns"):
+            out.append(head + f"re-captured over {m['streams']} of up to {m['max_streams']} "
+                       f"streams ({m['ops']} ops, {m['cross_stream_waits']} cross-stream "
+                       f"wait(s)): span {fmt_ns(m['span_ns'])} against "
+                       f"{fmt_ns(m['one_stream_ns'])} on one stream, {m['replays']} replays "
+                       "of each alternated"
+                       + (f"; the bound {fmt_ns(m['bound_ns'])} lies "
+                          f"{m['above_bound_pct']:.0f}% below it (what kernels side by side "
+                          "cost each other)" if m.get("above_bound_pct") is not None else "")
+                       + ("; outputs equal" if m.get("outputs_equal") else ""))
         if ser.get("nodes_without_op_info") and ser.get("op_info"):
             out.append(head + f"{ser['nodes_without_op_info']} node(s) without op info kept as "
                        "hard dependencies")

@@ -38,13 +38,13 @@ def _accounted(b, d):
             assert o["critical_path"]["length_nodes"] <= o["work_nodes"]
 
 
-def _capture_entry(tmp_path, model, entry, mode="forward", replays=10):
+def _capture_entry(tmp_path, model, entry, mode="forward", replays=10, **kw):
     from graphscope.capture import run_capture
     from graphscope.config import CaptureConfig
 
     out = str(tmp_path / entry)
     cfg = CaptureConfig(model=model, mode=mode, replays=replays, output=out,
-                        entry=entry).validate()
+                        entry=entry, **kw).validate()
     run_capture(cfg)
     return read_bundle(out)
 
@@ -144,3 +144,71 @@ def test_real_models_every_node_accounted_for(tmp_path, name):
     r = subprocess.run([sys.executable, "-m", "graphscope", "report", str(out)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0 and "Diagnosis" in r.stdout
+
+
+def test_try_streams_measures_the_what_if_within_15pct_of_two_streams(tmp_path):
+    # GIVEN the branches sample captured on one stream with --try-streams 4, and the same
+    # model written by hand with its right branch on a side stream
+    model = os.path.join(SAMPLES, "branches.py")
+    b1 = _capture_entry(tmp_path, model, "graphscope_model", try_streams=4)
+    b2 = _capture_entry(tmp_path, model, "two_streams")
+    o1, o2 = diagnose(b1)["graphs"][0], diagnose(b2)["graphs"][0]
+    m = o1["what_if_measured"]
+    print("measured what-if", {k: m[k] for k in ("streams", "ops", "cross_stream_waits",
+                                                 "one_stream_ns", "span_ns", "bound_ns")},
+          "two streams by hand", o2["span_ns"])
+    # THEN graphscope found the two branches (two streams used, one wait to join them), the
+    # re-captured graph computes what the graph computes, and it gained
+    assert "error" not in m, m
+    assert m["streams"] == 2 and m["outputs_equal"], m
+    assert m["gain_pct"] > 20, m
+    # AND its span is within 15% of the span of the hand-written two-stream capture
+    assert abs(m["span_ns"] - o2["span_ns"]) <= 0.15 * o2["span_ns"], (m, o2["span_ns"])
+    # AND the terminal says it
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report", b1.path],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0 and "measured on 2 stream(s)" in r.stdout, r.stdout[-2000:]
+
+
+REAL_FORWARD = {
+    "googlenet": ("torchvision", "import torchvision\n"
+                  "    m = torchvision.models.googlenet(weights=None, aux_logits=False, "
+                  "init_weights=False)\n    x = torch.randn(8, 3, 224, 224)"),
+    "resnet50": ("torchvision", "import torchvision\n"
+                 "    m = torchvision.models.resnet50(weights=None)\n"
+                 "    x = torch.randn(8, 3, 224, 224)"),
+    "bert": ("transformers", "from transformers import BertConfig, BertModel\n"
+             "    m = BertModel(BertConfig(num_hidden_layers=4))\n"
+             "    x = torch.randint(0, 1000, (4, 128))"),
+    "gpt2": ("transformers", "from transformers import GPT2Config, GPT2Model\n"
+             "    m = GPT2Model(GPT2Config(n_layer=4))\n"
+             "    x = torch.randint(0, 1000, (4, 128))"),
+    "vit": ("timm", "import timm\n"
+            "    m = timm.create_model('vit_small_patch16_224', pretrained=False)\n"
+            "    x = torch.randn(8, 3, 224, 224)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_FORWARD))
+def test_try_streams_on_real_models(tmp_path, name):
+    # GIVEN a real model's inference forward captured with --try-streams 4
+    lib, build = REAL_FORWARD[name]
+    pytest.importorskip(lib)
+    f = tmp_path / f"{name}.py"
+    f.write_text("import torch\n\n\ndef graphscope_model():\n    torch.manual_seed(0)\n"
+                 f"    {build}\n    return m.eval(), (x,)\n")
+    out = tmp_path / "b"
+    p = subprocess.run([sys.executable, "-m", "graphscope", "capture", str(f), "--mode",
+                        "forward", "--try-streams", "4", "--replays", "5", "-o", str(out)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    b = read_bundle(str(out))
+    d = diagnose(b)
+    _accounted(b, d)
+    m = d["graphs"][0]["what_if_measured"]
+    print(name, m)
+    # THEN the multi-stream graph was captured and traced, and computes the same outputs
+    # (bitwise, or within float noise where a kernel's reduction order is not fixed)
+    assert "error" not in m, m
+    assert m["span_ns"] and m["one_stream_ns"] and m["streams"] >= 1
+    assert m["outputs_equal"] or (m["max_abs_diff"] is not None and m["max_abs_diff"] < 1e-3), m

@@ -12,7 +12,7 @@ from graphscope._errors import ConfigError
 from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.analysis.diff import diagnosis_deltas
 from graphscope.cli.main import cli
-from tests.conftest import DATA
+from tests.conftest import DATA, SAMPLES
 from tests.unit.test_check_diff import _b, _yaml
 
 
@@ -29,6 +29,65 @@ def test_report_prints_the_diagnosis_and_json_has_it():
     assert o["critical_path"]["length_ns"] < o["work_ns"] and o["concurrency_pct"] > 0
     r = CliRunner().invoke(cli, ["report", p, "--json", "--no-diagnosis"])
     assert "diagnosis" not in json.loads(r.output)
+
+
+def test_report_says_what_the_measured_what_if_found():
+    """branches_try_streams (H200): the one-stream branches re-captured over up to 4
+    streams by capture --try-streams; the terminal, --json and the verdicts carry it."""
+    p = os.path.join(DATA, "branches_try_streams")
+    r = CliRunner().invoke(cli, ["report", p, "--json"])
+    o = json.loads(r.output)["diagnosis"]["graphs"][0]
+    m = o["what_if_measured"]
+    info = _b("branches_try_streams").graphs[0].info["what_if_streams"]
+    # the medians of what was traced, and the gain and distance to the bound from them
+    assert m["span_ns"] == info["median_ns"] and m["one_stream_ns"] == info[
+        "median_one_stream_ns"]
+    assert m["streams"] == 2 and m["max_streams"] == 4 and m["outputs_equal"] is True
+    assert m["gain_pct"] == pytest.approx(100 * (1 - m["span_ns"] / m["one_stream_ns"]))
+    assert m["bound_ns"] == o["serialization"]["renamed"]["what_if_ns"]
+    assert m["above_bound_pct"] == pytest.approx(100 * (m["span_ns"] / m["bound_ns"] - 1))
+    assert 20 < m["gain_pct"] < 60 and 0 < m["above_bound_pct"] < 25
+    assert any(v.startswith("measured on 2 stream(s) (--try-streams 4): span ")
+               for v in o["verdicts"])
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], terminal_width=160)
+    assert r.exit_code == 0, r.output
+    assert "re-captured over 2 of up to 4 streams (129 ops, 1 cross-stream wait(s))" in (
+        " ".join(r.output.split()))
+    assert "measured" in r.output
+
+
+def test_a_failed_try_streams_capture_is_a_verdict_not_a_crash():
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.model.graph import Bundle
+
+    b = _b("branches_forward")
+    g = b.graphs[0]
+    import dataclasses
+
+    g2 = dataclasses.replace(g, info={**g.info, "what_if_streams": {
+        "max_streams": 3, "error": "RuntimeError: operation not permitted when stream is "
+        "capturing"}})
+    d = diagnose(Bundle(b.path, b.manifest, (g2,), b.replays, b.replay_kernel_ns,
+                        b.replay_span_ns, b.events, b.unjoined_records, b.launches))
+    o = d["graphs"][0]
+    assert o["what_if_measured"] == {"max_streams": 3, "error": g2.info["what_if_streams"][
+        "error"]}
+    assert ("--try-streams 3: the capture over more streams failed: RuntimeError: operation "
+            "not permitted when stream is capturing") in o["verdicts"]
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--mode", "step", "--try-streams", "2"],
+     "--try-streams takes --mode forward, not 'step'"),
+    (["--mode", "forward", "--try-streams", "1"], "1 is not in the range x>=2"),
+])
+def test_try_streams_refused_before_any_work(tmp_path, capsys, args, msg):
+    from graphscope.cli.main import main
+
+    out = tmp_path / "b"
+    assert main(["capture", os.path.join(SAMPLES, "branches.py"), "-o", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and not out.exists()
 
 
 def test_report_run_bundle_gaps_between_replays():

@@ -69,3 +69,16 @@ def test_never_replayed_graphs_read_not_replayed_in_chromium(tmp_path):
     assert sorted(r.split("ladder.py:45 ")[1][:7] for r in never) == ["#0 [96]", "#1 [64]"]
     assert "not recorded" not in "".join(ladder)
     assert all(re.search(r"\|[\d.]+ µs\|", r) for r in ladder if r not in never)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_measured_what_if_is_a_bar_of_the_figure_in_chromium(tmp_path):
+    """branches_try_streams (H200, capture --try-streams 4): the what-if figure draws the
+    span measured over more streams beside the bound and the one-stream span."""
+    page = tmp_path / "report.html"
+    page.write_text(_page("branches_try_streams"))
+    res, _ = selftest(tmp_path, page)
+    labels = res["views"][0]["whatIfLabels"]
+    m = _payload(page.read_text())["views"][0]["diagnosis"]["graphs"][0]["what_if_measured"]
+    i = labels.index("measured on 2 streams (--try-streams)")
+    assert labels[i + 1].replace("\u00b5", "u").startswith(f"{m['span_ns'] / 1000:.1f}"[:3])
