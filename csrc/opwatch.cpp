@@ -16,6 +16,18 @@
 // The op id handed to graphscope._native's per-thread state is OP_BASE + the index in this
 // module's table (ops.OpTable resolves it); the table only grows.
 //
+// Cost (every eager op pays it): per thread, a recorded op's start finds its OpInfo and its
+// (op, source line, input signature) -> op id without a lock; only a first sight formats the
+// shapes and takes the table's mutex. An op whose first calls on a thread averaged 1.5 or more
+// nested ops turns RecordFunction off for the thread (at::enableRecordFunction(false), what
+// DisableRecordFunctionGuard sets) from its start to its end callback, so that its nested ops
+// take the dispatcher's fast path instead of boxing their inputs for a callback that ignores
+// them. Its own RecordFunction keeps the callbacks it was built with, so its end still runs.
+// While the flag is off, other RecordFunction observers (torch.profiler, other global
+// callbacks) miss that op's nested ops on that thread, as does work that copies the thread's
+// state there (at::launch inside a kernel); a backward call made inside an op's kernel would
+// lose its BACKWARD_FUNCTION records (the engine copies the flag when the call starts).
+//
 // Backward attribution (what annotate/backward.py does with one Python pre-hook per autograd
 // node) is done here from the engine's own RecordFunctions: a BACKWARD_FUNCTION record carries
 // the node's sequence number, whose owner scope the forward noted (own_note: the autograd
@@ -69,41 +81,35 @@ constexpr int64_t kOpBase = int64_t(1) << 40;
 constexpr int64_t kCallBase = int64_t(2) << 40;
 using SetOpFn = int64_t (*)(int64_t);
 
-// torch.dtype names as Python prints them (str(dtype) without "torch.").
-std::string dtype_name(c10::ScalarType t) {
+// torch.dtype names as Python prints them (str(dtype) without "torch."), appended to `out`.
+void append_dtype(std::string& out, c10::ScalarType t) {
   using S = c10::ScalarType;
-  switch (t) {
-    case S::Byte: return "uint8";
-    case S::Char: return "int8";
-    case S::Short: return "int16";
-    case S::Int: return "int32";
-    case S::Long: return "int64";
-    case S::Half: return "float16";
-    case S::Float: return "float32";
-    case S::Double: return "float64";
-    case S::ComplexHalf: return "complex32";
-    case S::ComplexFloat: return "complex64";
-    case S::ComplexDouble: return "complex128";
-    case S::Bool: return "bool";
-    case S::QInt8: return "qint8";
-    case S::QUInt8: return "quint8";
-    case S::QInt32: return "qint32";
-    case S::BFloat16: return "bfloat16";
-    case S::QUInt4x2: return "quint4x2";
-    case S::QUInt2x4: return "quint2x4";
-    case S::Float8_e5m2: return "float8_e5m2";
-    case S::Float8_e4m3fn: return "float8_e4m3fn";
-    case S::Float8_e5m2fnuz: return "float8_e5m2fnuz";
-    case S::Float8_e4m3fnuz: return "float8_e4m3fnuz";
-    case S::UInt16: return "uint16";
-    case S::UInt32: return "uint32";
-    case S::UInt64: return "uint64";
-    default: {
-      std::string s = c10::toString(t);  // newer dtypes: "Float8_e8m0fnu" -> "float8_e8m0fnu"
-      for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      return s;
-    }
+  switch (t) {  // the names that are not c10's lowercased
+    case S::Byte: out += "uint8"; return;
+    case S::Char: out += "int8"; return;
+    case S::Short: out += "int16"; return;
+    case S::Int: out += "int32"; return;
+    case S::Long: out += "int64"; return;
+    case S::Half: out += "float16"; return;
+    case S::Float: out += "float32"; return;
+    case S::Double: out += "float64"; return;
+    case S::ComplexHalf: out += "complex32"; return;
+    case S::ComplexFloat: out += "complex64"; return;
+    case S::ComplexDouble: out += "complex128"; return;
+    default:  // "Bool" -> "bool", "BFloat16" -> "bfloat16", "Float8_e4m3fn" -> "float8_e4m3fn"
+      for (const char* c = c10::toString(t); *c; ++c)
+        out += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
   }
+}
+
+void append_int(std::string& out, int64_t v) {
+  char b[24];
+  out.append(b, static_cast<size_t>(std::to_chars(b, b + sizeof(b), v).ptr - b));
+}
+
+void append_float(std::string& out, double v) {
+  char b[40];
+  out.append(b, gs::py_float_repr_to(v, b));
 }
 
 using PushFn = void (*)(int64_t);
@@ -117,6 +123,7 @@ struct OpInfo {
   std::vector<uint8_t> skip_int;     // per argument: an Int that Python sees as dtype/layout/...
   size_t kwarg_only_start = 0;
   std::string name;                  // "aten::addmm"
+  uint32_t name_id = 0;              // name's index in st.name_ids (the intern key's first part)
   std::vector<uint8_t> is_write;     // per argument: annotated `(a!)` (in-place, out=)
 };
 
@@ -130,13 +137,20 @@ struct CallRec {
 struct State {
   std::mutex mu;                     // guards table/index/ops (callbacks run on many threads)
   std::vector<std::tuple<std::string, std::string, std::string>> table;  // op, shapes, source
+  // (name id, source id, shapes) -> op id; name and source ids are permanent like the table
   std::unordered_map<std::string, int64_t> index;
+  std::unordered_map<std::string, uint32_t> name_ids;  // op name -> id
   std::unordered_map<const char*, OpInfo> ops;  // by RecordFunction::name() pointer (schema's)
-  // source lines (capturing thread only, under the GIL)
-  std::unordered_map<PyObject*, bool> skip_code;        // code object -> in a skipped dir
-  // code, instruction offset -> "file:line (function)": PyFrame_GetLineNumber decodes the
-  // code's line table on every call (13% of the observer's cost on a 16-layer model)
-  std::unordered_map<PyObject*, std::unordered_map<int, std::string>> lines;
+  // Source lines (capturing thread only, under the GIL): per code object whether its file is
+  // in a skipped dir, and instruction offset -> source id (PyFrame_GetLineNumber decodes the
+  // code's line table on every call: 13% of the observer's cost on a 16-layer model).
+  struct CodeInfo {
+    bool skip = false;
+    std::unordered_map<int, uint32_t> lines;
+  };
+  std::unordered_map<PyObject*, CodeInfo> code;  // holds a reference to each code object
+  std::vector<std::string> sources;              // source id -> "file:line (function)"
+  std::unordered_map<std::string, uint32_t> source_ids;
   std::vector<std::string> skip_dirs;
   bool record_source = true;
   pthread_t main_thread{};
@@ -173,15 +187,43 @@ struct State {
   std::atomic<uint64_t> errors{0};
 } st;
 
+// An op's calls on one thread: whether its start turns RecordFunction off (see the top).
+// Turning it off and on rebuilds the thread's callback cache twice (~0.35 us on CPU), about
+// what 1.5 nested ops cost with it on; the op's first kProbeCalls calls count them.
+constexpr uint32_t kProbeCalls = 8;
+struct OpStat {
+  const OpInfo* info = nullptr;
+  uint32_t calls = 0;   // probed calls, up to kProbeCalls
+  uint32_t nested = 0;  // nested ops seen in them
+  bool rf_off() const { return calls >= kProbeCalls && 2 * nested >= 3 * calls; }
+};
+
 // Per thread: the depth of recorded (outermost non-composite) ops open here.
 struct ThreadOps {
   int depth = 0;          // >0: inside a recorded op; nested ops are the op's own business
   int64_t prev = -1;      // the op id to restore when the outermost recorded op ends
   int64_t call = -1;      // its row in st.calls (record_memory), for the outputs at its end
+  uint32_t nested = 0;    // nested ops started in it (while RecordFunction is on)
+  OpStat* probe = nullptr;  // its OpStat while probing (stable: see op_stat)
+  bool rf_off = false;    // its start turned RecordFunction off for the thread...
+  bool rf_prev = true;    // ...from this
 };
 thread_local ThreadOps tops;
 
-const OpInfo* op_info(const at::RecordFunction& fn) {
+// Per thread: what a recorded op's start reuses (no lock, no allocation once warm).
+struct ThreadCache {
+  uint64_t gen = 0;                               // st.generation the infos are from
+  std::unordered_map<const char*, OpStat> infos;  // st.ops, by RecordFunction::name()
+  // (name id, source id, signature) -> op id: never stale (ids, name and source ids are
+  // permanent and a signature determines its shapes string), so hits take no lock
+  std::unordered_map<std::string, int64_t> ids;
+  std::string sig, shapes, key;                   // scratch
+};
+thread_local ThreadCache tcache;
+
+constexpr uint32_t kNoSource = UINT32_MAX;
+
+const OpInfo* find_op_info(const at::RecordFunction& fn) {
   const char* key = fn.name();
   {
     std::lock_guard<std::mutex> g(st.mu);
@@ -214,7 +256,25 @@ const OpInfo* op_info(const at::RecordFunction& fn) {
                         k == c10::TypeKind::QSchemeType) ? 1 : 0;
   }
   std::lock_guard<std::mutex> g(st.mu);
+  info.name_id = st.name_ids.emplace(info.name, static_cast<uint32_t>(st.name_ids.size()))
+                     .first->second;
   return &st.ops.emplace(key, std::move(info)).first->second;
+}
+
+// find_op_info through the thread's cache (st.ops is cleared, and the generation bumped, by
+// enable(); named ranges, which have no OpInfo, are not cached: their name is the record's
+// own). Only a start at depth 0 clears the cache, so the OpStat stays put while its op runs.
+OpStat* op_stat(const at::RecordFunction& fn, ThreadCache& c) {
+  const uint64_t g = st.generation.load(std::memory_order_relaxed);
+  if (c.gen != g) {
+    c.infos.clear();
+    c.gen = g;
+  }
+  auto it = c.infos.find(fn.name());
+  if (it != c.infos.end()) return &it->second;
+  const OpInfo* info = find_op_info(fn);
+  if (info == nullptr) return nullptr;
+  return &c.infos.emplace(fn.name(), OpStat{info}).first->second;
 }
 
 void describe_tensor(std::string& out, const at::Tensor& t) {
@@ -222,18 +282,28 @@ void describe_tensor(std::string& out, const at::Tensor& t) {
     out += "None";
     return;
   }
-  out += dtype_name(t.scalar_type());
+  append_dtype(out, t.scalar_type());
   out += '[';
   bool first = true;
   for (auto d : t.sizes()) {
     if (!first) out += ',';
     first = false;
-    out += std::to_string(d);
+    append_int(out, d);
   }
   out += ']';
 }
 
-// One argument as ops._describe writes it; false when _describe leaves it out.
+bool describe_value(std::string& out, const c10::IValue& v, bool skip_int);
+
+// One item of a ", "-separated list: `out` as it was where _describe leaves the value out.
+void describe_item(std::string& out, const c10::IValue& v, bool skip_int, bool& first) {
+  const size_t mark = out.size();
+  if (!first) out += ", ";
+  if (describe_value(out, v, skip_int)) first = false; else out.resize(mark);
+}
+
+// One argument as ops._describe writes it, appended to `out`; false when _describe leaves it
+// out (then nothing was appended).
 bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
@@ -242,10 +312,10 @@ bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
       switch (t.scalar_type()) {
         // A CPU scalar: read in place (t.item() would dispatch an op from inside a callback).
         case c10::ScalarType::Long:
-          out += std::to_string(*static_cast<const int64_t*>(t.const_data_ptr()));
+          append_int(out, *static_cast<const int64_t*>(t.const_data_ptr()));
           return true;
         case c10::ScalarType::Double:
-          out += gs::py_float_repr(*static_cast<const double*>(t.const_data_ptr()));
+          append_float(out, *static_cast<const double*>(t.const_data_ptr()));
           return true;
         case c10::ScalarType::Bool:
           out += *static_cast<const bool*>(t.const_data_ptr()) ? "True" : "False";
@@ -270,21 +340,15 @@ bool describe_value(std::string& out, const c10::IValue& v, bool skip_int) {
     if (l.empty() || !l[0].isTensor() || !l[0].toTensor().defined()) return false;
     out += '[';
     bool first = true;
-    for (const auto& e : l) {
-      std::string part;
-      if (!describe_value(part, e, false)) continue;
-      if (!first) out += ", ";
-      first = false;
-      out += part;
-    }
+    for (const auto& e : l) describe_item(out, e, false, first);
     out += ']';
   } else if (v.isBool()) {
     out += v.toBool() ? "True" : "False";
   } else if (v.isInt()) {
     if (skip_int) return false;
-    out += std::to_string(v.toInt());
+    append_int(out, v.toInt());
   } else if (v.isDouble()) {
-    out += gs::py_float_repr(v.toDouble());
+    append_float(out, v.toDouble());
   } else {
     return false;
   }
@@ -303,21 +367,71 @@ bool is_default(const c10::Argument& a, const c10::IValue& v) {
   }
 }
 
-std::string describe_inputs(const OpInfo& info, c10::ArrayRef<const c10::IValue> inputs) {
+// How many leading inputs _describe looks at: the positional ones, trailing defaults dropped.
+size_t described_end(const OpInfo& info, c10::ArrayRef<const c10::IValue> inputs) {
   const auto& args = info.schema->arguments();
-  size_t n = std::min(inputs.size(), args.size());
-  size_t end = std::min(info.kwarg_only_start, n);
+  size_t end = std::min(info.kwarg_only_start, std::min(inputs.size(), args.size()));
   while (end > 0 && is_default(args[end - 1], inputs[end - 1])) --end;
-  std::string out;
+  return end;
+}
+
+// The first `end` inputs as ops._describe writes them, appended to `out`.
+void describe_inputs(std::string& out, const OpInfo& info,
+                     c10::ArrayRef<const c10::IValue> inputs, size_t end) {
   bool first = true;
-  for (size_t i = 0; i < end; ++i) {
-    std::string part;
-    if (!describe_value(part, inputs[i], info.skip_int[i])) continue;
-    if (!first) out += ", ";
-    first = false;
-    out += part;
+  for (size_t i = 0; i < end; ++i) describe_item(out, inputs[i], info.skip_int[i], first);
+}
+
+// A signature of what describe_value reads (raw bytes, appended to `k`): equal signatures
+// describe alike, so a signature seen before needs no formatting.
+template <class T>
+void put(std::string& k, const T& v) { k.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+
+void sign_tensor(std::string& k, const at::Tensor& t) {
+  if (!t.defined()) {
+    k += 'N';
+    return;
   }
-  return out;
+  k += 'T';
+  put(k, t.scalar_type());
+  const auto sizes = t.sizes();
+  put(k, static_cast<uint32_t>(sizes.size()));
+  k.append(reinterpret_cast<const char*>(sizes.data()), sizes.size() * sizeof(int64_t));
+}
+
+void sign_value(std::string& k, const c10::IValue& v, bool skip_int) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      k += 'W';  // one CPU scalar
+      put(k, t.scalar_type());
+      k.append(static_cast<const char*>(t.const_data_ptr()), t.element_size());
+      return;
+    }
+    sign_tensor(k, t);
+  } else if (v.isNone()) {
+    k += 'n';
+  } else if (v.isTensorList()) {
+    auto l = v.toTensorList();
+    k += 'L';
+    put(k, static_cast<uint32_t>(l.size()));
+    for (size_t i = 0; i < l.size(); ++i) sign_tensor(k, l.get(i));
+  } else if (v.isList()) {
+    auto l = v.toListRef();
+    k += 'G';
+    put(k, static_cast<uint32_t>(l.size()));
+    for (const auto& e : l) sign_value(k, e, false);
+  } else if (v.isBool()) {
+    k += v.toBool() ? 'B' : 'b';
+  } else if (v.isInt()) {
+    k += skip_int ? 's' : 'i';
+    if (!skip_int) put(k, v.toInt());
+  } else if (v.isDouble()) {
+    k += 'd';
+    put(k, v.toDouble());
+  } else {
+    k += 'o';  // describe_value leaves it out
+  }
 }
 
 // The bytes a CUDA tensor's elements span: [lowest element, highest element + 1).
@@ -359,43 +473,43 @@ int64_t new_call(const OpInfo& info, int64_t op, c10::ArrayRef<const c10::IValue
 
 bool starts_with(const char* s, const std::string& p) { return std::strncmp(s, p.data(), p.size()) == 0; }
 
-// The user's source line: the innermost frame whose file is outside the skipped directories.
-std::string user_source() {
+// The user's source line: the innermost frame whose file is outside the skipped directories,
+// as a source id (kNoSource: none).
+uint32_t user_source() {
   PyGILState_STATE g = PyGILState_Ensure();
-  std::string out;
+  uint32_t out = kNoSource;
   PyFrameObject* f = PyThreadState_GetFrame(PyThreadState_Get());  // new reference
   while (f != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(f);  // new reference
     PyObject* key = reinterpret_cast<PyObject*>(code);
-    auto it = st.skip_code.find(key);
-    bool skip;
-    if (it != st.skip_code.end()) {
-      skip = it->second;
-    } else {
+    auto it = st.code.find(key);
+    if (it == st.code.end()) {
       const char* fn = PyUnicode_AsUTF8(code->co_filename);
-      skip = fn == nullptr || fn[0] == '<';
+      bool skip = fn == nullptr || fn[0] == '<';
       for (const auto& d : st.skip_dirs)
         if (!skip && fn && starts_with(fn, d)) skip = true;
       if (fn == nullptr) PyErr_Clear();
       Py_INCREF(key);  // the cache keeps its code objects alive until disable()
-      st.skip_code.emplace(key, skip);
+      it = st.code.emplace(key, State::CodeInfo{skip, {}}).first;
     }
-    if (!skip) {
+    if (!it->second.skip) {
 #if PY_VERSION_HEX >= 0x030B0000
       int lasti = PyFrame_GetLasti(f);
 #else
       int lasti = PyFrame_GetLineNumber(f);  // no PyFrame_GetLasti before 3.11
 #endif
-      auto& per_code = st.lines[key];  // key is kept alive by skip_code
-      auto lt = per_code.find(lasti);
-      if (lt == per_code.end()) {
+      auto& lines = it->second.lines;
+      auto lt = lines.find(lasti);
+      if (lt == lines.end()) {
         int line = PyFrame_GetLineNumber(f);
         const char* fn = PyUnicode_AsUTF8(code->co_filename);
         const char* name = PyUnicode_AsUTF8(code->co_name);
         std::string s = std::string(fn ? fn : "?") + ":" + std::to_string(line) + " (" +
                         (name ? name : "?") + ")";
         if (!fn || !name) PyErr_Clear();
-        lt = per_code.emplace(lasti, std::move(s)).first;
+        auto sid = st.source_ids.emplace(s, static_cast<uint32_t>(st.sources.size()));
+        if (sid.second) st.sources.push_back(std::move(s));
+        lt = lines.emplace(lasti, sid.first->second).first;
       }
       out = lt->second;
       Py_DECREF(code);
@@ -411,20 +525,20 @@ std::string user_source() {
   return out;
 }
 
-int64_t intern(const std::string& op, std::string&& shapes, std::string&& source, bool has_src) {
-  std::string key;
-  key.reserve(op.size() + shapes.size() + source.size() + 3);
-  key += op;
-  key += '\x1f';
+// The op id of (op, shapes, source), adding a table row on first sight. `key` is scratch.
+int64_t intern(const OpInfo& info, const std::string& shapes, uint32_t src, std::string& key) {
+  key.clear();
+  key.append(reinterpret_cast<const char*>(&info.name_id), sizeof(info.name_id));
+  key.append(reinterpret_cast<const char*>(&src), sizeof(src));
   key += shapes;
-  key += has_src ? '\x1f' : '\x1e';
-  key += source;
   std::lock_guard<std::mutex> g(st.mu);
   auto it = st.index.find(key);
   if (it != st.index.end()) return it->second;
   int64_t id = kOpBase + static_cast<int64_t>(st.table.size());
-  st.table.emplace_back(op, std::move(shapes), has_src ? std::move(source) : std::string("\x1e"));
-  st.index.emplace(std::move(key), id);
+  // st.sources grows on the capturing thread only, the one that has source ids
+  st.table.emplace_back(info.name, shapes,
+                        src == kNoSource ? std::string("\x1e") : st.sources[src]);
+  st.index.emplace(key, id);
   return id;
 }
 
@@ -594,26 +708,47 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!st.enabled.load(std::memory_order_relaxed)) return nullptr;
   if (tops.depth > 0) {
     ++tops.depth;
+    ++tops.nested;
     return nullptr;
   }
   try {
-    const OpInfo* info = op_info(fn);
-    if (info == nullptr || !info->record) return nullptr;
-    std::string shapes = describe_inputs(*info, fn.inputs());
-    bool on_main = pthread_equal(pthread_self(), st.main_thread);
-    std::string src;
-    bool has_src = false;
-    if (on_main && st.record_source) {
-      src = user_source();
-      has_src = !src.empty();
+    ThreadCache& c = tcache;
+    OpStat* stat = op_stat(fn, c);
+    if (stat == nullptr || !stat->info->record) return nullptr;
+    const OpInfo* info = stat->info;
+    const auto inputs = fn.inputs();
+    const size_t end = described_end(*info, inputs);
+    uint32_t src = kNoSource;
+    if (st.record_source && pthread_equal(pthread_self(), st.main_thread)) src = user_source();
+    c.sig.clear();
+    put(c.sig, info->name_id);
+    put(c.sig, src);
+    for (size_t i = 0; i < end; ++i) sign_value(c.sig, inputs[i], info->skip_int[i]);
+    int64_t id;
+    auto hit = c.ids.find(c.sig);
+    if (hit != c.ids.end()) {
+      id = hit->second;
+    } else {
+      c.shapes.clear();
+      describe_inputs(c.shapes, *info, inputs, end);
+      id = intern(*info, c.shapes, src, c.key);
+      c.ids.emplace(c.sig, id);
     }
-    int64_t id = intern(info->name, std::move(shapes), std::move(src), has_src);
     tops.call = st.record_memory ? new_call(*info, id, fn.inputs()) : -1;
     tops.prev = st.set_op(tops.call >= 0 ? kCallBase + tops.call : id);
-    tops.depth = 1;
     if (st.logging) {
       std::lock_guard<std::mutex> g(st.mu);
       st.log.push_back(id);
+    }
+    // nothing below throws: on_end undoes all of it
+    tops.depth = 1;
+    tops.nested = 0;
+    tops.probe = stat->calls < kProbeCalls ? stat : nullptr;
+    if (tops.probe != nullptr) ++stat->calls;
+    tops.rf_off = stat->rf_off();
+    if (tops.rf_off) {
+      tops.rf_prev = at::isRecordFunctionEnabled();
+      at::enableRecordFunction(false);
     }
   } catch (...) {
     st.errors++;
@@ -625,18 +760,22 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (tops.depth == 0) return;
   if (--tops.depth == 0) {
     st.set_op(tops.prev);
-    if (tops.call >= 0) {  // the outputs: written by the op's kernels
-      try {
+    if (tops.probe != nullptr) tops.probe->nested += tops.nested;
+    try {
+      if (tops.rf_off) at::enableRecordFunction(tops.rf_prev);
+      if (tops.call >= 0) {  // the outputs: written by the op's kernels
         std::vector<uint64_t> w;
         for (const c10::IValue& v : fn.outputs()) add_ranges(w, v);
-        std::lock_guard<std::mutex> g(st.mu);
-        auto& dst = st.calls[static_cast<size_t>(tops.call)].writes;
-        dst.insert(dst.end(), w.begin(), w.end());
-      } catch (...) {
-        st.errors++;
+        if (!w.empty()) {
+          std::lock_guard<std::mutex> g(st.mu);
+          auto& dst = st.calls[static_cast<size_t>(tops.call)].writes;
+          dst.insert(dst.end(), w.begin(), w.end());
+        }
       }
-      tops.call = -1;
+    } catch (...) {
+      st.errors++;
     }
+    tops.call = -1;
   }
 }
 
@@ -709,9 +848,8 @@ void disable() {
   }
   forget_graph();
   st.generation.fetch_add(1);
-  for (auto& kv : st.skip_code) Py_DECREF(kv.first);  // called with the GIL held
-  st.skip_code.clear();
-  st.lines.clear();
+  for (auto& kv : st.code) Py_DECREF(kv.first);  // called with the GIL held
+  st.code.clear();
 }
 
 void set_scope_fns(std::vector<uintptr_t> a) {
