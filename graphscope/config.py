@@ -55,8 +55,8 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
-_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters",
-                 "try_streams")
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters")
+MAX_TRY_STREAMS = 16  # PyTorch hands out streams from a pool of 32 per priority
 
 
 def _check(key: str, value: Any, where: str) -> Any:
@@ -76,6 +76,9 @@ def _check(key: str, value: Any, where: str) -> Any:
         raise ConfigError(f"{where}: key {key!r} must be {t}, not {type(value).__name__}")
     if key in _NON_NEGATIVE and value is not None and value < 0:
         raise ConfigError(f"{where}: {key} must be >= 0, not {value}")
+    if key == "try_streams" and (value == 1 or not 0 <= value <= MAX_TRY_STREAMS):
+        raise ConfigError(f"{where}: try_streams must be 0 (off) or 2..{MAX_TRY_STREAMS} "
+                          f"streams, not {value}")
     if key == "mode" and value not in [*mode_names(), "run"]:  # run: graphscope run's
         raise ConfigError(f"{where}: mode must be one of {', '.join(mode_names())}, "
                           f"not {value!r}")
@@ -109,7 +112,8 @@ def load_yaml(path: str) -> dict[str, Any]:
 def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
-    for key in ("mode", "warmup", "replays", "depth", "entry", "skip_replays", "graphs"):
+    for key in ("mode", "warmup", "replays", "depth", "entry", "skip_replays", "graphs",
+                "try_streams"):
         raw = env.get(ENV_PREFIX + key.upper())
         if raw is None:
             continue

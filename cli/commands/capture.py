@@ -25,10 +25,11 @@ from ..options import capture_options, command, json_option
               help="Also run the step eagerly (as many times as --replays) under the same "
               "tracer: eager vs graph per module, and the speed-up graphing bought "
               "(eager.json; --mode step or forward).")
-@click.option("--try-streams", type=click.IntRange(min=2), default=None, metavar="N",
+@click.option("--try-streams", type=int, default=None, metavar="N",
               help="--mode forward: also capture each graph with its independent ops spread "
-              "over up to N streams and trace it beside the one-stream graph (the diagnosis's "
-              "what-if, measured; outputs compared).")
+              "over up to N streams (2-16; 0: off) and trace as many replays of it as "
+              "--replays, alternated with the one-stream graph's (the diagnosis's what-if, "
+              "measured; outputs compared).")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
@@ -58,6 +59,9 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                 eager_baseline=eager_baseline, try_streams=try_streams)
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
+        from graphscope.capture import check_eager_mode
+
+        check_eager_mode(cfg)  # options refused here, not once per rank
         check_capture_output(cfg, "capture")
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)

@@ -295,6 +295,20 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     return out
 
 
+def gain_words(pct: float) -> str:
+    """A measured change of span in words: "-45%", "no gain" (under 1% either way), "+21%,
+    slower"."""
+    if pct >= 1.0:
+        return f"-{pct:.0f}%"
+    return "no gain" if pct > -1.0 else f"+{-pct:.0f}%, slower"
+
+
+def differ_words(m: Mapping[str, Any]) -> str:
+    """How a --try-streams graph's outputs differ from the graph's."""
+    d = m.get("max_abs_diff")
+    return "output structure differs" if d is None else f"max |diff| {d:.3g}"
+
+
 def measured_what_if(wi: Mapping[str, Any], o: Mapping[str, Any]) -> dict[str, Any]:
     """``capture --try-streams``'s measurement (graph info ``what_if_streams``,
     capture/streams.py) beside this graph's bound: the spans of the graph re-captured over
@@ -302,6 +316,8 @@ def measured_what_if(wi: Mapping[str, Any], o: Mapping[str, Any]) -> dict[str, A
     if wi.get("error"):
         return {"max_streams": wi.get("max_streams"), "error": wi["error"]}
     one, alt = wi.get("median_one_stream_ns"), wi.get("median_ns")
+    spread = {k: _quartiles(wi.get(f)) for k, f in (("one_stream_iqr_ns", "one_stream_span_ns"),
+                                                     ("span_iqr_ns", "span_ns"))}
     ser = o.get("serialization") or {}
     ren = ser.get("renamed") or {}
     bound = (ser.get("what_if_ns") if ser.get("stream_order_only_edges")
@@ -315,7 +331,16 @@ def measured_what_if(wi: Mapping[str, Any], o: Mapping[str, Any]) -> dict[str, A
         # how far the measured span lies above the bound (contention the bound leaves out)
         "above_bound_pct": 100.0 * (alt / bound - 1.0) if alt and bound else None,
         "outputs_equal": wi.get("outputs_equal"), "max_abs_diff": wi.get("max_abs_diff"),
+        **spread,
     }
+
+
+def _quartiles(xs: Any) -> Optional[list[float]]:
+    """[first, third] quartile of a list of spans, or None."""
+    if not isinstance(xs, list) or len(xs) < 2:
+        return None
+    q = statistics.quantiles([float(x) for x in xs], n=4)
+    return [q[0], q[2]]
 
 
 def _rolled_up(mods: dict[str, float], length: float, top: int = 4,
@@ -436,12 +461,11 @@ def _verdicts(o: dict[str, Any], work_d: np.ndarray) -> list[str]:
     m = o.get("what_if_measured") or {}
     if m.get("span_ns") and m.get("one_stream_ns"):
         v.append(f"measured on {m['streams']} stream(s) (--try-streams {m['max_streams']}): "
-                 f"span {_t(m['span_ns'])} against {_t(m['one_stream_ns'])} on one stream "
-                 + (f"(-{m['gain_pct']:.0f}%)" if m["gain_pct"] >= 1.0 else "(no gain)")
+                 f"span {_t(m['span_ns'])} against {_t(m['one_stream_ns'])} on one stream in "
+                 f"the same replays ({gain_words(m['gain_pct'])})"
                  + ("" if m.get("outputs_equal") else
-                    f"; its outputs differ from the graph's (max |diff| "
-                    f"{m.get('max_abs_diff')}): an ordering the stream plan missed, or a "
-                    "nondeterministic model"))
+                    f"; its outputs differ from the graph's ({differ_words(m)}): an ordering "
+                    "the stream plan missed, or a nondeterministic model"))
     elif m.get("error"):
         v.append(f"--try-streams {m.get('max_streams')}: the capture over more streams "
                  f"failed: {m['error']}")

@@ -80,8 +80,9 @@ def worst_regression_pct(d: dict[str, Any]) -> float:
 
 
 def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:
-    """Critical path, span, idle and launch latency per graph present in both bundles (by
-    name), and the median gap between replays, as A / B / delta."""
+    """Critical path, span, idle, launch latency and the span measured over more streams
+    (``capture --try-streams``) per graph present in both bundles (by name), and the median gap
+    between replays, as A / B / delta."""
     from ..analysis.diagnosis import diagnose
 
     da, db = diagnose(a), diagnose(b)
@@ -103,6 +104,9 @@ def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:
                             y.get("median", {}).get("idle_ns")),
             "idle_pct": pair(x.get("idle_pct"), y.get("idle_pct")),
             "launch_latency_ns": pair(x.get("launch_latency_ns"), y.get("launch_latency_ns")),
+            # capture --try-streams: the span measured over more streams, where either has one
+            "tried_ns": pair((x.get("what_if_measured") or {}).get("span_ns"),
+                             (y.get("what_if_measured") or {}).get("span_ns")),
         })
     btw = [d.get("between_replays") or {} for d in (da, db)]
     return {"graphs": rows,

@@ -133,7 +133,8 @@ def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
     return ModelJob(model=model, args=args, kwargs=kwargs,
                     loss_fn=spec.loss or default_loss, warmup=warm, depth=cfg.depth,
                     backward=cfg.backward, record_ops=cfg.record_ops, settings=spec.settings,
-                    buckets=buckets, step=spec.step, try_streams=cfg.try_streams)
+                    buckets=buckets, step=spec.step, try_streams=cfg.try_streams,
+                    replays=cfg.replays)
 
 
 def run_capture(
@@ -201,11 +202,8 @@ def check_eager_mode(cfg: CaptureConfig) -> None:
         raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
                           f"{cfg.mode!r} (its graphs are not one eager step)")
     if cfg.try_streams and cfg.mode != "forward":
-        raise ConfigError(f"--try-streams takes --mode forward, not {cfg.mode!r} (backward "
-                          "ops run on the streams autograd picks)")
-    if cfg.try_streams == 1:
-        raise ConfigError("--try-streams needs at least 2 streams (the graph as captured is "
-                          "the one-stream case)")
+        raise ConfigError(f"--try-streams takes --mode forward, not {cfg.mode!r}: add --mode "
+                          "forward (backward ops run on the streams autograd picks)")
 
 
 def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str

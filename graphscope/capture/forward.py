@@ -77,7 +77,8 @@ class ForwardSource:
             for (args, kwargs), raw, g, out in zip(sets, raws, graphs, outs):
                 phase("what-if")
                 raw.info[WHAT_IF_KEY] = try_streams(functools.partial(model, *args, **kwargs),
-                                                    g, raw.exec_id, out, job.try_streams)
+                                                    g, raw.exec_id, out, job.try_streams,
+                                                    max(job.replays, 3))
 
         def replay() -> None:
             for g in graphs:

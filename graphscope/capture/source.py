@@ -66,6 +66,7 @@ class ModelJob:
     buckets: tuple = ()  # extra input sets (forward mode)
     step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
     try_streams: int = 0  # forward mode: also capture over this many streams (streams.py)
+    replays: int = 20  # traced replays (--try-streams times as many of each graph)
 
 
 @dataclass

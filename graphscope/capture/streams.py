@@ -1,6 +1,7 @@
 """``capture --try-streams N``: the what-if of the diagnosis, measured. Each forward graph is
 captured a second time with its independent ops spread over up to N streams, and that graph's
-replays are traced beside the one-stream graph's, alternately, in one window.
+replays are traced beside the one-stream graph's, alternated, in one window (``--replays`` of
+each).
 
 The diagnosis (analysis/diagnosis.py) bounds what more streams could gain from the captured
 DAG and the ops' memory ranges; that bound leaves out what side-by-side kernels cost each
@@ -320,17 +321,18 @@ def _compare(a: Any, b: Any) -> tuple[bool, Optional[float]]:
 
 def measure(graph: Any, exec_id: int, output: Any, alt: StreamsCapture, replays: int,
             max_streams: int) -> dict[str, Any]:
-    """Trace ``replays`` replays of each graph, alternately, and compare their outputs (after
-    one more replay of each, from the same static inputs)."""
+    """Trace ``replays`` replays of each graph, alternated (ABBA...), and compare their
+    outputs (after one more replay of each, from the same static inputs)."""
     import torch
 
     graph.replay()
     alt.graph.replay()
     torch.cuda.synchronize()
     with native.tracing() as cols:
-        for _ in range(replays):  # back to back, as the timed replays: no idle GPU between
-            graph.replay()
-            alt.graph.replay()
+        for i in range(replays):  # back to back, as the timed replays: no idle GPU between
+            first, second = (graph, alt.graph) if i % 2 == 0 else (alt.graph, graph)
+            first.replay()  # which goes first alternates too
+            second.replay()
         torch.cuda.synchronize()
     one = _spans(cols, exec_id)
     others = _exec_ids(cols) - {exec_id}
@@ -349,11 +351,8 @@ def measure(graph: Any, exec_id: int, output: Any, alt: StreamsCapture, replays:
     }
 
 
-WHAT_IF_REPLAYS = 20
-
-
 def try_streams(run: Callable[[], Any], graph: Any, exec_id: int, output: Any, n: int,
-                replays: int = WHAT_IF_REPLAYS) -> dict[str, Any]:
+                replays: int) -> dict[str, Any]:
     """The graph's ``info`` entry: ``run`` captured over ``n`` streams and measured beside
     ``graph``; a capture that fails is reported in it (``error``), not raised: the one-stream
     bundle stands without it."""

@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
+from ..analysis.diagnosis import differ_words, gain_words
 from .fmt import fmt_ns, keep_figures, safe
 
 MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all
@@ -24,7 +25,11 @@ def _share(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
-def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
+TRIED_MIN_WIDTH = 120  # narrower terminals get the measured what-if in the lines below only
+
+
+def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
+                    width: Optional[int] = None) -> Table:
     """One row per graph: critical path against work and span, parallelism achieved / the DAG
     allows, idle share of the span, launch latency and the what-if of removing
     stream-order-only edges (analysis/diagnosis.py defines each). Above ``max_rows`` graphs,
@@ -33,6 +38,8 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     if len(rows) > max_rows:
         rows = sorted(rows, key=lambda o: -float((o.get("critical_path") or {})
                                                  .get("length_ns") or 0))[:max_rows]
+    tried = any((o.get("what_if_measured") or {}).get("max_streams") for o in rows) and (
+        width is None or width >= TRIED_MIN_WIDTH)
     notes = []
     if len(rows) < len(diag["graphs"]):
         notes.append(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
@@ -40,6 +47,12 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     marks = [o for o in rows if "error" not in o and o.get("timed")]
     if marks:  # the header's graph work is the median of each replay's sum: a hair apart
         notes.append("path and work add each node's median duration (no latencies)")
+    if any(((o.get("serialization") or {}).get("renamed") or {}).get("stream_order_only_edges")
+           and not o["serialization"].get("stream_order_only_edges") for o in marks):
+        notes.append("renamed: once the allocator's reuse of blocks across chains is undone")
+    if tried:
+        notes.append("tried: the span over more streams (--try-streams), against the graph's in "
+                     "the same alternated replays")
     if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
         notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
     apart = [o for o in marks if _spans_apart(o)]
@@ -57,7 +70,6 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("what-if", justify="right")
-    tried = any((o.get("what_if_measured") or {}).get("max_streams") for o in rows)
     if tried:  # capture --try-streams: the what-if measured
         t.add_column("tried", justify="right")
     for o in rows:
@@ -94,8 +106,36 @@ def _tried(m: dict[str, Any]) -> str:
         return "failed"
     if not m.get("span_ns"):
         return "-"
-    gain = m.get("gain_pct") or 0.0
-    return f"{fmt_ns(m['span_ns'])} " + (f"-{gain:.0f}%" if gain >= 1.0 else "no gain")
+    return (f"{fmt_ns(m['span_ns'])} {gain_words(m.get('gain_pct') or 0.0)}"
+            + ("" if m.get("outputs_equal") else " (outputs differ)"))
+
+
+def _measured_line(m: dict[str, Any]) -> Optional[str]:
+    """What capture --try-streams found, in one line (None: nothing measured)."""
+    if m.get("error"):
+        return (f"--try-streams {m.get('max_streams')}: the capture over more streams failed: "
+                f"{m['error']}")
+    if not (m.get("span_ns") and m.get("one_stream_ns")):
+        if m.get("max_streams"):
+            return (f"--try-streams {m['max_streams']}: no span measured (the tracer kept no "
+                    "record of the re-captured graph's replays)")
+        return None
+    iqr = m.get("span_iqr_ns")
+    out = (f"re-captured over {m['streams']} of up to {m['max_streams']} streams "
+           f"({m['ops']} aten ops, {m['cross_stream_waits']} cross-stream wait(s)): span "
+           f"{fmt_ns(m['span_ns'])}"
+           + (f" (IQR {fmt_ns(iqr[0])}-{fmt_ns(iqr[1])})" if iqr else "")
+           + f" against {fmt_ns(m['one_stream_ns'])} on one stream, {m['replays']} replays of "
+           f"each alternated ({gain_words(m.get('gain_pct') or 0.0)})")
+    above = m.get("above_bound_pct")
+    if above is not None:
+        out += (f"; it lies {above:.0f}% above the what-if bound {fmt_ns(m['bound_ns'])} "
+                "(what kernels side by side cost each other)" if above >= 0.5 else
+                f"; it lies {-above:.0f}% below the what-if bound {fmt_ns(m['bound_ns'])}"
+                if above <= -0.5 else f"; it matches the what-if bound {fmt_ns(m['bound_ns'])}")
+    out += ("; outputs equal" if m.get("outputs_equal") else
+            f"; outputs DIFFER ({differ_words(m)})")
+    return out
 
 
 def _spans_apart(o: dict[str, Any]) -> bool:
@@ -145,17 +185,9 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
             edges = _edges(ren.get("edges", []), ren["stream_order_only_edges"])
             out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
                        f"memory ({edges}): with blocks of their own the chains could overlap")
-        m = o.get("what_if_measured") or {}
-        if m.get("span_ns") and m.get("one_stream_ns"):
-            out.append(head + f"re-captured over {m['streams']} of up to {m['max_streams']} "
-                       f"streams ({m['ops']} ops, {m['cross_stream_waits']} cross-stream "
-                       f"wait(s)): span {fmt_ns(m['span_ns'])} against "
-                       f"{fmt_ns(m['one_stream_ns'])} on one stream, {m['replays']} replays "
-                       "of each alternated"
-                       + (f"; the bound {fmt_ns(m['bound_ns'])} lies "
-                          f"{m['above_bound_pct']:.0f}% below it (what kernels side by side "
-                          "cost each other)" if m.get("above_bound_pct") is not None else "")
-                       + ("; outputs equal" if m.get("outputs_equal") else ""))
+        measured = _measured_line(o.get("what_if_measured") or {})
+        if measured and "error" not in (o.get("what_if_measured") or {}):
+            out.append(head + measured)  # a failure is a verdict
         if ser.get("nodes_without_op_info") and ser.get("op_info"):
             out.append(head + f"{ser['nodes_without_op_info']} node(s) without op info kept as "
                        "hard dependencies")
@@ -176,7 +208,7 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
 
 def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> None:
     con = console or Console()
-    con.print(diagnosis_table(diag))
+    con.print(diagnosis_table(diag, width=con.width))
     con.print(diagnosis_lines(diag))
 
 
@@ -184,7 +216,9 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
     """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
     t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
-    for col in ("critical path", "span", "idle", "launch"):
+    tried = any(r.get("tried_ns", {}).get(k) is not None for r in diag["graphs"]
+                for k in ("a", "b"))
+    for col in ("critical path", "span", "idle", "launch", *(["tried"] if tried else [])):
         t.add_column(col, justify="right")
 
     def cell(p: dict[str, Any], pct: bool = False) -> str:
@@ -201,10 +235,11 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
 
     for r in diag["graphs"]:
         t.add_row(Text(r["graph"]), cell(r["critical_path_ns"]), cell(r["span_ns"]),
-                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]))
+                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]),
+                  *([cell(r["tried_ns"])] if tried else []))
     g = diag.get("between_replays_gap_ns") or {}
     if g.get("a") is not None or g.get("b") is not None:
-        t.add_row(Text("between replays (gap)"), "", cell(g), "", "")
+        t.add_row(Text("between replays (gap)"), "", cell(g), "", "", *([""] if tried else []))
     return keep_figures(t)
 
 

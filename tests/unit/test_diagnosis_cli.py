@@ -7,6 +7,7 @@ import os
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from graphscope._errors import ConfigError
 from graphscope.analysis.budgets import evaluate, load_budgets
@@ -47,13 +48,71 @@ def test_report_says_what_the_measured_what_if_found():
     assert m["bound_ns"] == o["serialization"]["renamed"]["what_if_ns"]
     assert m["above_bound_pct"] == pytest.approx(100 * (m["span_ns"] / m["bound_ns"] - 1))
     assert 20 < m["gain_pct"] < 60 and 0 < m["above_bound_pct"] < 25
+    assert m["span_iqr_ns"][0] <= m["span_ns"] <= m["span_iqr_ns"][1]
     assert any(v.startswith("measured on 2 stream(s) (--try-streams 4): span ")
-               for v in o["verdicts"])
-    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], terminal_width=160)
+               and v.endswith("on one stream in the same replays (-45%)") for v in o["verdicts"])
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], env={"COLUMNS": "160"})
     assert r.exit_code == 0, r.output
-    assert "re-captured over 2 of up to 4 streams (129 ops, 1 cross-stream wait(s))" in (
-        " ".join(r.output.split()))
-    assert "measured" in r.output
+    text = " ".join(r.output.split())
+    assert ("re-captured over 2 of up to 4 streams (129 aten ops, 1 cross-stream wait(s)): span "
+            "777.4 µs (IQR 772.9 µs-779.6 µs) against 1.40 ms on one stream, 20 replays of each "
+            "alternated (-45%); it lies 9% above the what-if bound 711.8 µs") in text
+    assert "│ 711.8 µs -50% renamed │ 777.4 µs -45% │" in r.output
+    # a terminal under 120 columns leaves the column out (the line above holds it)
+    r = CliRunner().invoke(cli, ["report", p, "--depth", "0"], env={"COLUMNS": "100"})
+    assert "tried" not in r.output.split("path and work")[0] and "777.4 µs" in r.output
+
+
+def _tried(**change):
+    """branches_try_streams's diagnosis with its measurement changed."""
+    import dataclasses
+
+    from graphscope.analysis.diagnosis import diagnose
+
+    b = _b("branches_try_streams")
+    g = b.graphs[0]
+    wi = {**g.info["what_if_streams"], **change}
+    return diagnose(dataclasses.replace(b, graphs=(dataclasses.replace(
+        g, info={**g.info, "what_if_streams": wi}),)))
+
+
+def test_diff_has_the_measured_span_where_a_side_has_one():
+    d = diagnosis_deltas(_b("branches_forward"), _b("branches_try_streams"))
+    (row,) = d["graphs"]
+    assert row["tried_ns"] == {"a": None, "b": 777396.5, "delta": None}
+    r = CliRunner().invoke(cli, ["diff", os.path.join(DATA, "branches_forward"),
+                                 os.path.join(DATA, "branches_try_streams")],
+                           env={"COLUMNS": "160"})
+    assert r.exit_code == 0 and "- → 777.4 µs │" in r.output, r.output
+
+
+def test_a_slower_or_wrong_measurement_says_so():
+    from graphscope.render.diagnosis import diagnosis_lines, diagnosis_table
+
+    # slower over more streams: "+21%, slower", not "no gain"
+    d = _tried(median_ns=1.21 * 1402186.5, median_one_stream_ns=1402186.5)
+    o = d["graphs"][0]
+    assert o["verdicts"][-1].endswith("in the same replays (+21%, slower)")
+    con = Console(width=160, record=True)
+    con.print(diagnosis_table(d, width=160))
+    assert "1.70 ms +21%, slower" in con.export_text()
+    # outputs that differ are flagged in the cell, the line and the verdict
+    d = _tried(outputs_equal=False, max_abs_diff=0.626)
+    con = Console(width=200, record=True)
+    con.print(diagnosis_table(d, width=200))
+    con.print(diagnosis_lines(d))
+    text = " ".join(con.export_text().split())
+    assert "777.4 µs -45% (outputs differ)" in text
+    assert "outputs DIFFER (max |diff| 0.626)" in text
+    assert "its outputs differ from the graph's (max |diff| 0.626): an ordering the stream plan " \
+        "missed, or a nondeterministic model" in text
+    d = _tried(outputs_equal=False, max_abs_diff=None)
+    assert "(output structure differs)" in d["graphs"][0]["verdicts"][-1]
+    # faster than the bound: below it, not "-9% below"
+    d = _tried(median_ns=600000.0)
+    con = Console(width=200, record=True)
+    con.print(diagnosis_lines(d))
+    assert "it lies 16% below the what-if bound 711.8 µs" in " ".join(con.export_text().split())
 
 
 def test_a_failed_try_streams_capture_is_a_verdict_not_a_crash():
@@ -78,8 +137,13 @@ def test_a_failed_try_streams_capture_is_a_verdict_not_a_crash():
 
 @pytest.mark.parametrize("args,msg", [
     (["--mode", "step", "--try-streams", "2"],
-     "--try-streams takes --mode forward, not 'step'"),
-    (["--mode", "forward", "--try-streams", "1"], "1 is not in the range x>=2"),
+     "--try-streams takes --mode forward, not 'step': add --mode forward"),
+    (["--try-streams", "2"], "add --mode forward"),  # step is the default
+    (["--mode", "forward", "--try-streams", "1"],
+     "command line: try_streams must be 0 (off) or 2..16 streams, not 1"),
+    (["--mode", "forward", "--try-streams", "64"], "must be 0 (off) or 2..16 streams, not 64"),
+    (["--mode", "step", "--try-streams", "2", "--nproc", "2"],
+     "--try-streams takes --mode forward"),  # refused by the launcher, not by each rank
 ])
 def test_try_streams_refused_before_any_work(tmp_path, capsys, args, msg):
     from graphscope.cli.main import main
@@ -87,7 +151,22 @@ def test_try_streams_refused_before_any_work(tmp_path, capsys, args, msg):
     out = tmp_path / "b"
     assert main(["capture", os.path.join(SAMPLES, "branches.py"), "-o", str(out), *args]) == 2
     err = capsys.readouterr().err
-    assert msg in err and not out.exists()
+    assert msg in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_try_streams_from_yaml_and_environment_name_where(tmp_path, capsys):
+    from graphscope.cli.main import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("mode: forward\ntry_streams: 1\n")
+    assert main(["capture", "--config", str(cfg), "-o", str(tmp_path / "b")]) == 2
+    assert f"{cfg}:2: try_streams must be 0 (off) or 2..16 streams, not 1" in (
+        capsys.readouterr().err)
+    from graphscope.config import from_env
+
+    assert from_env({"GRAPHSCOPE_TRY_STREAMS": "4"}) == {"try_streams": 4}
+    with pytest.raises(ConfigError, match=r"\$GRAPHSCOPE_TRY_STREAMS: try_streams must be"):
+        from_env({"GRAPHSCOPE_TRY_STREAMS": "-3"})
 
 
 def test_report_run_bundle_gaps_between_replays():
