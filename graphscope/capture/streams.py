@@ -149,11 +149,10 @@ def _written_args(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
     return out
 
 
-def plan_mode(n: int, keep: Optional[list[Any]] = None) -> Any:
+def plan_mode(n: int) -> Any:
     """A ``TorchDispatchMode`` that runs each op on the stream a :class:`Planner` of ``n``
     streams picks (module docstring). Enter it where the capture stream is current: its
-    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back.
-    ``keep``: every planned op's output is appended to it (to check a plan op by op)."""
+    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -163,12 +162,11 @@ def plan_mode(n: int, keep: Optional[list[Any]] = None) -> Any:
             self.side = [torch.cuda.Stream() for _ in range(n - 1)]
             self.plan = Planner(n)
             self.events: list[Any] = []  # per planned op: recorded on its stream after it
-            self.names: list[str] = []  # per planned op: the aten op (what the plan placed)
             self.main: Any = None
 
         def __enter__(self) -> Any:
             self.plan = Planner(n)
-            self.events, self.names = [], []
+            self.events = []
             self.main = torch.cuda.current_stream()
             for s in self.side:  # fork: part of the capture, ordered after nothing in it
                 s.wait_stream(self.main)
@@ -223,9 +221,6 @@ def plan_mode(n: int, keep: Optional[list[Any]] = None) -> Any:
             ev = torch.cuda.Event()  # in a capture: an edge source, no node
             ev.record(stream)
             self.events.append(ev)
-            self.names.append(str(func.name()))
-            if keep is not None:
-                keep.append(out)
             self.plan.done(s, rkeys, wkeys, okeys)
             return out
 
