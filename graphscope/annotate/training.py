@@ -13,6 +13,7 @@ from . import state
 from .backward import pop, push
 from .modules import module_fqn
 from .scopes import MODULE_KEY, PHASE_KEY, normalize
+from .tensors import storage_key, tensors_in
 
 OPTIMIZER_SCOPE = "(optimizer)"
 
@@ -169,31 +170,12 @@ class DDPWatch:
             out = kwargs.get("out") if kwargs else None
             if out is None and args and str(func.name()).endswith("_"):
                 out = args[0]
-            ptr = _storage(out)
+            ptr = storage_key(out)
             if ptr:
                 self.buffers.setdefault(ptr, bucket)
         if self.buffers:
-            for t in _tensors(args, kwargs):
-                b = self.buffers.get(_storage(t))
+            for t in tensors_in((args, kwargs)):
+                b = self.buffers.get(storage_key(t))
                 if b is not None:
                     return self.scopes[b]
         return -1
-
-
-def _storage(t: Any) -> int:
-    try:
-        return int(t.untyped_storage().data_ptr())
-    except Exception:
-        return 0
-
-
-def _tensors(args: Any, kwargs: Any) -> list[Any]:
-    import torch
-
-    out = []
-    for a in list(args) + list((kwargs or {}).values()):
-        if isinstance(a, torch.Tensor):
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            out.extend(x for x in a if isinstance(x, torch.Tensor))
-    return out

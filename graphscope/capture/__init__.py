@@ -9,12 +9,12 @@ raw capture -> Graph model -> joined timings -> bundle.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import native
 from .._errors import CaptureError, ConfigError, GraphscopeError, NoGPUError
+from ..annotate.tensors import tensors_in
 from ..bundle_files import EAGER_FILE
 from ..loader import ModelSpec, default_model_path, load_model_file
 from ..render.fmt import fmt_bytes
@@ -64,27 +64,6 @@ def to_cuda(x: Any) -> Any:
     return x
 
 
-def _float_leaves(x: Any, out: list[Any], depth: int = 0) -> None:
-    """Floating-point tensors in an output: tensors, tuples/lists, dicts (Hugging Face's
-    ``ModelOutput`` is one) and dataclasses, in order."""
-    import torch
-
-    if depth > 32:
-        return
-    if isinstance(x, torch.Tensor):
-        if x.is_floating_point() and x.requires_grad:
-            out.append(x)
-    elif isinstance(x, Mapping):
-        for v in x.values():
-            _float_leaves(v, out, depth + 1)
-    elif isinstance(x, (tuple, list)):
-        for v in x:
-            _float_leaves(v, out, depth + 1)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-        for f in dataclasses.fields(x):
-            _float_leaves(getattr(x, f.name, None), out, depth + 1)
-
-
 def default_loss(out: Any) -> Any:
     """A scalar to call backward on: the output's ``loss`` when it has one (Hugging Face models
     given labels), else the sum of every floating-point output that requires grad."""
@@ -93,8 +72,7 @@ def default_loss(out: Any) -> Any:
     loss = out.get("loss") if isinstance(out, Mapping) else getattr(out, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.requires_grad:
         return loss
-    ts: list[Any] = []
-    _float_leaves(out, ts)
+    ts = [t for t in tensors_in(out) if t.is_floating_point() and t.requires_grad]
     if not ts:
         raise CaptureError(f"the model returned no floating-point tensor that requires grad to "
                            f"call backward on (got {type(out).__name__}); return one or give "

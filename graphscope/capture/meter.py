@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .. import native
+from ..annotate.tensors import tensors_in
 
 HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
 END_SLACK_US = 500.0  # see CaptureMeter._attribute
@@ -45,29 +46,14 @@ def history_wanted() -> bool:
     return os.environ.get("GRAPHSCOPE_MEMORY_HISTORY", "1") not in ("0", "false", "no", "")
 
 
-def tensor_bytes(values: Any, depth: int = 0) -> int:
-    """Bytes of the distinct CUDA tensors among ``values`` (tuples, lists, dicts)."""
-    import torch
-
+def tensor_bytes(values: Any) -> int:
+    """Bytes of the distinct CUDA tensors among ``values`` (tuples, lists, dicts, dataclasses)."""
     seen: set[int] = set()
     total = 0
-
-    def walk(x: Any, d: int) -> None:
-        nonlocal total
-        if d > 16:
-            return
-        if isinstance(x, torch.Tensor):
-            if x.is_cuda and x.data_ptr() not in seen:
-                seen.add(x.data_ptr())
-                total += x.numel() * x.element_size()
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v, d + 1)
-        elif isinstance(x, (tuple, list)):
-            for v in x:
-                walk(v, d + 1)
-
-    walk(values, depth)
+    for x in tensors_in(values):
+        if x.is_cuda and x.data_ptr() not in seen:
+            seen.add(x.data_ptr())
+            total += x.numel() * x.element_size()
     return total
 
 

@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .. import native
+from ..annotate.tensors import storage_key, tensors_in
 
 WHAT_IF_KEY = "what_if_streams"  # the graph's info key (graph.json)
 
@@ -118,23 +119,12 @@ class Planner:
         return sum(1 for t in self.tail if t >= 0)
 
 
-def _tensors(x: Any, out: list[Any]) -> None:
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        out.append(x)
-    elif isinstance(x, (list, tuple)):
-        for v in x:
-            _tensors(v, out)
-
-
 def _key(t: Any) -> Optional[int]:
+    """A CUDA tensor's storage (the plan's unit of memory), or None: not on the GPU, empty or
+    without storage."""
     if t.device.type != "cuda" or t.is_sparse or t.numel() == 0:
         return None
-    try:
-        return int(t.untyped_storage().data_ptr()) or None
-    except (RuntimeError, NotImplementedError):  # no storage (a nested or functional tensor)
-        return None
+    return storage_key(t) or None
 
 
 def _written_args(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
@@ -145,7 +135,7 @@ def _written_args(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
         if alias is None or not alias.is_write:
             continue
         v = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
-        _tensors(v, out)
+        out += tensors_in(v)
     return out
 
 
@@ -186,8 +176,7 @@ def plan_mode(n: int) -> Any:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
-            ins: list[Any] = []
-            _tensors(list(args) + list(kwargs.values()), ins)
+            ins = tensors_in((args, kwargs))
             written = _written_args(func, args, kwargs)
             wkeys = [k for k in map(_key, written) if k is not None]
             wids = {id(t) for t in written}
@@ -212,8 +201,7 @@ def plan_mode(n: int) -> Any:
                         pass
             with torch.cuda.stream(stream):
                 out = func(*args, **kwargs)
-            outs: list[Any] = []
-            _tensors(out if isinstance(out, (list, tuple)) else [out], outs)
+            outs = tensors_in(out)
             okeys = [k for t in outs if id(t) not in wids and (k := _key(t)) is not None
                      and k not in rkeys]
             if maybe_view and not okeys:
@@ -287,25 +275,12 @@ def _exec_ids(cols: Sequence[native.ActivityRecords]) -> set[int]:
     return ids - {0}
 
 
-def _leaves(x: Any) -> list[Any]:
-    """The tensors of a model output (tensors, tuples/lists, dicts such as ModelOutput)."""
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in _leaves(v)]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in _leaves(v)]
-    return []
-
-
 def _compare(a: Any, b: Any) -> tuple[bool, Optional[float]]:
     """(bitwise equal, the largest absolute difference of floating-point outputs or None
     when their structure differs)."""
     import torch
 
-    ta, tb = _leaves(a), _leaves(b)
+    ta, tb = tensors_in(a), tensors_in(b)
     if len(ta) != len(tb) or any(x.shape != y.shape for x, y in zip(ta, tb)):
         return False, None
     equal = all(bool(torch.equal(x, y)) for x, y in zip(ta, tb))
@@ -357,12 +332,15 @@ def try_streams(run: Callable[[], Any], graph: Any, exec_id: int, output: Any, n
         with torch.inference_mode():
             alt = capture_on_streams(run, n)
     except Exception as exc:  # torch.cuda.graph ended the capture; the process goes on
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return {"max_streams": n, "error": f"{type(exc).__name__}: {first}"}
+        return {"max_streams": n, "error": _one_line(exc)}
     try:
         return measure(graph, exec_id, output, alt, replays, n)
     except Exception as exc:  # the tracer refused (a profiler active) or a replay failed
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return {"max_streams": n, "error": f"measuring: {type(exc).__name__}: {first}"}
+        return {"max_streams": n, "error": "measuring: " + _one_line(exc)}
     finally:
         del alt
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
