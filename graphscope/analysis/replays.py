@@ -5,7 +5,6 @@ docstring). Pure functions of a Bundle and numpy arrays."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import Any, Optional
@@ -16,13 +15,12 @@ from ..model.graph import Bundle
 from .dag import Dag
 
 
-def events_by_graph(bundle: Bundle) -> dict[str, list[Mapping[str, Any]]]:
-    if len(bundle.graphs) == 1:  # events of other graphs find no node and are left out
-        return {bundle.graphs[0].name: list(bundle.events)}
-    out: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for e in bundle.events:
-        out[str(e.get("graph"))].append(e)
-    return out
+def events_by_graph(bundle: Bundle) -> dict[str, Sequence[Mapping[str, Any]]]:
+    """The kept events of each graph, by name (the model's grouping); a bundle of one graph
+    gives it all its events (those of no node of it are left out when joined)."""
+    if len(bundle.graphs) == 1:
+        return {bundle.graphs[0].name: bundle.events}
+    return {str(k): v for k, v in bundle.events_by_graph.items()}
 
 
 def launches_of(bundle: Bundle) -> dict[tuple[str, int], tuple[int, int]]:
