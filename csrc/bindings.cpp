@@ -4,6 +4,7 @@
 //   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
 //   join.*      activity records -> captured nodes (no CUDA)
 //   markscope.* mark_kernels as a C type, with its scope cache
+//   modulecall.* nn.Module.__call__ as a C type: module scopes in graphscope run's captures
 //   store.*     the exec-id annotation map's per-node loop
 //   pmsampling.* CUPTI PM sampling: hardware counters at a fixed GPU-time interval
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
@@ -20,6 +21,7 @@
 #include "inspect.h"
 #include "join.h"
 #include "markscope.h"
+#include "modulecall.h"
 #include "pmsampling.h"
 #include "recorder.h"
 #include "scopes.h"
@@ -107,6 +109,9 @@ NB_MODULE(_native, m) {
   m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("own_note"),
         "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
+  m.attr("module_call") = module_call_type();
+  m.def("module_scope_cache", &module_scope_cache);
+  m.def("module_scope_cache_size", &module_scope_cache_size, nb::arg("cache"));
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
         nb::arg("anns"), "live[nodes[i]] = anns[index[i]]; nodes u64, index i32.");
   m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));

@@ -318,12 +318,16 @@ struct MarkKernels {
   int pushed;  // scopes this object pushed and has not popped yet (re-entry nests)
 };
 
+}  // namespace
+
 bool annotating() {
   PyObject* a = hooks.state_dict ? PyDict_GetItemWithError(hooks.state_dict, hooks.active_key)
                                  : nullptr;
   if (a == nullptr) PyErr_Clear();
   return a != nullptr && a != Py_None;
 }
+
+namespace {
 
 PyObject* mk_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   // mark_kernels(annotation, *, backward=True), parsed by hand (this runs per block entered)
@@ -385,7 +389,9 @@ void mk_dealloc(PyObject* o) {
   Py_DECREF(tp);
 }
 
-bool push_scope(ThreadState& t, int64_t sid) {
+}  // namespace
+
+bool scope_push(ThreadState& t, int64_t sid) {
   if (hooks.own_note != nullptr) {
     try {
       t.scopes.push_back(sid);
@@ -408,7 +414,7 @@ bool push_scope(ThreadState& t, int64_t sid) {
   return r != nullptr;
 }
 
-bool pop_scope() {
+bool scope_pop() {
   if (hooks.own_note != nullptr) {
     try {
       ThreadState& t = tls;
@@ -425,6 +431,8 @@ bool pop_scope() {
   Py_XDECREF(r);
   return r != nullptr;
 }
+
+namespace {
 
 PyObject* mk_enter(PyObject* o, PyObject*) {
   auto* self = reinterpret_cast<MarkKernels*>(o);
@@ -448,7 +456,7 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
   const bool bw = self->backward != 0;
   int64_t sid = -1;
   if (guessed(ann, parent, bw, &sid)) {
-    if (!push_scope(t, sid)) return nullptr;
+    if (!scope_push(t, sid)) return nullptr;
     self->pushed++;
     Py_INCREF(o);
     return o;
@@ -466,7 +474,7 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
     if (sid == -1 && PyErr_Occurred()) return nullptr;
     if (cacheable) remember(key, fp, parent, bw, sid);
   }
-  if (!push_scope(t, sid)) return nullptr;
+  if (!scope_push(t, sid)) return nullptr;
   self->pushed++;
   Py_INCREF(o);
   return o;
@@ -476,7 +484,7 @@ PyObject* mk_exit(PyObject* o, PyObject* const*, Py_ssize_t) {
   auto* self = reinterpret_cast<MarkKernels*>(o);
   if (self->pushed > 0) {
     self->pushed--;
-    if (!pop_scope()) return nullptr;
+    if (!scope_pop()) return nullptr;
   }
   Py_RETURN_NONE;
 }

@@ -21,4 +21,12 @@ void mark_kernels_setup(nb::object attribution, nb::object resolve, nb::object c
 void mark_kernels_use_native(uintptr_t own_note);
 size_t mark_kernels_cache_size();
 
+struct ThreadState;
+// Whether an annotated capture is running (the attribution's `active` is not None).
+bool annotating();
+// Push/pop a scope on this thread's stack, then note ownership (graphscope._opwatch's
+// own_note) or, on the hook path, call Python's push/pop. False with a Python error set.
+bool scope_push(ThreadState& t, int64_t sid);
+bool scope_pop();
+
 }  // namespace gs

@@ -216,7 +216,9 @@ def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them():
     # the first window resolves L, L.0, L.1 (deeper modules open no scope); the later ones
     # hit the cache: only the root (an outermost call) is resolved again
     assert [d["module_name"] for d in resolved] == ["L", "L.0", "L.1", "L", "L"]
-    assert len(names.scope_cache[1]) == 5
+    from graphscope import native
+
+    assert native.extension().module_scope_cache_size(names.scope_cache[1]) == 5
     # THEN every window gets the first window's scopes; modules deeper than depth 1 (L.1.0,
     # L.1.1.0) run in L.1's
     first = seen[:5]
@@ -271,6 +273,36 @@ def test_run_module_scopes_leave_torch_as_found_and_skip_other_threads_and_failu
     assert torch.nn.Module.__call__ is real_call
     hooks[0].remove()  # twice: a no-op
     assert torch.nn.Module.__call__ is real_call
+
+
+def test_run_module_scopes_under_torch_compile_in_the_window():
+    # GIVEN graphscope run's module scopes installed (a capture window open) and a model
+    # compiled for the first time inside that window
+    import torch._dynamo
+
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import fake_session
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(),
+                                torch.nn.Sequential(torch.nn.Linear(4, 4)))
+    x = torch.ones(2, 4)
+    want = model(x)
+    names = ModuleNames()
+    names.new_window()
+    torch._dynamo.reset()
+    hooks = module_hooks(names, None, lambda m, a: None)
+    try:
+        # WHEN the compiled model runs inside the annotated window (graphscope's resolver is
+        # called from C while dynamo's frame callback is set)
+        with fake_session():
+            got = torch.compile(model, backend="eager")(x)
+    finally:
+        for h in hooks:
+            h.remove()
+        torch._dynamo.reset()
+    # THEN it returns what the model computes, and dynamo never traced graphscope's frames
+    # (that failed with an assertion inside dynamo before the resolver ran with it off)
+    assert torch.equal(got, want)
 
 
 def ann_scope(sid):

@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 import weakref
 from typing import Any, Callable, Optional
 
 from ... import native
 from ...annotate import state
-from ...annotate.backward import pop, push
 from ...annotate.modules import ROOT, module_fqn, other_root
 from ...annotate.scopes import MODULE_KEY, normalize
 from ...annotate.training import leaf_scopes
@@ -89,7 +87,7 @@ class ModuleNames:
         self.roots: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
         # module_hooks' caches (one per depth limit), kept across capture windows (see there)
-        self.scope_cache: dict[Optional[int], dict[tuple[int, int, int], Any]] = {}
+        self.scope_cache: dict[Optional[int], Any] = {}
 
     def new_window(self) -> None:
         self._in_window.clear()
@@ -131,54 +129,60 @@ class _CallPatch:
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
                  outer_return: Optional[Callable[[Any, Any], None]] = None,
                  marks: Optional[list[tuple[int, int]]] = None) -> list[Any]:
-    """Module scopes for one capture window: ``nn.Module.__call__`` wrapped so that each
-    module call pushes its scope; installed per capture window, inert on other threads' eager
-    work and while dynamo traces. ``first_call(module, args)`` sees the first outermost module
-    called in the window, ``outer_return(module, output)`` every outermost module's return;
-    ``marks`` (the capture meter's) gets ``(time_ns, scope)`` at each scope change. Returns
-    handles with ``remove()``, as hooks have.
+    """Module scopes for one capture window: ``nn.Module.__call__`` replaced by
+    ``graphscope._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
+    scope; installed per capture window, inert on other threads' work. ``first_call(module,
+    args)`` sees the first outermost module called in the window, ``outer_return(module,
+    output)`` every outermost module's return; ``marks`` (the capture meter's) gets
+    ``(time_ns, scope)`` at each scope change. Returns handles with ``remove()``, as hooks have.
 
     Not global forward hooks: with any global hook every module call in the window takes
-    torch's slow ``_call_impl`` path (the hook lists built and walked per call); wrapping
-    ``__call__`` keeps torch's fast path and costs one Python frame per module call (measured
-    on a 16-layer decoder's 147 module calls per capture: bench/bench_ladder_parts.py). The
-    wrapper runs the module's own ``__call__`` (hooks the program registered included) inside
-    the scope, and closes the scope however the call ends.
+    torch's slow ``_call_impl`` path (the hook lists built and walked per call). Not a Python
+    wrapper either: its frame, the arguments packed again and its cache lookups cost about
+    4 us per module call (CPU), a fifth of a 16-layer decoder's capture time (150 module calls
+    per capture; bench/bench_ladder_parts.py). The replacement runs the module's own
+    ``__call__`` (hooks the program registered included) inside the scope, and closes the scope
+    however the call ends.
 
     A module entered inside a root (a submodule call) is looked up in a cache by (module,
     root, the scope it opens in): its scope id, or that it opens none (deeper than ``depth``),
-    as the first entry resolved it; captures of a program's loop enter the same modules in
-    the same scopes, so after the first the wrapper does one dict lookup and a push."""
-    from torch import compiler
+    as the first entry resolved it (:func:`_resolver`); the cache is kept across windows (a
+    program's capture loop enters the same modules in the same scopes), so after the first
+    capture a call is one lookup and a push.
+
+    While dynamo traces a function inside the window it sees ``__call__`` as a C callable it
+    cannot inline (graphscope's resolver runs with dynamo's frame callback off); torch.compile
+    traces before a cudagraph tree records, so this only touches a function compiled for the
+    first time inside a program's own capture, which then runs uncompiled in that window."""
+    import torch
     from torch.nn.modules import module as m
 
-    attribution = state.ATTRIBUTION
-    # (id(module), id(root), parent scope) -> (weakref to module, to root, scope id or -1:
-    # none opened); the weak references check identity (an id may be reused after a module
-    # is freed) without keeping a program's modules alive
-    cache = names.scope_cache.setdefault(depth, {})
-    current = native.extension().current_scope
-    now = time.time_ns
-    own = attribution.ownership
-    if own.native is not None:  # the native op observer notes ownership with the push
-        push_fn, pop_fn = own.native.own_push, own.native.own_pop
-    else:
-        push_fn, pop_fn = push, pop
-    # dynamo traces compiled code (never this wrapper: it calls the module as it is); a
-    # program that has not loaded dynamo cannot be compiling
-    is_compiling = compiler.is_compiling if "torch._dynamo" in sys.modules else bool
+    ext = native.extension()
+    eval_frame = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    cache = names.scope_cache.get(depth)
+    if cache is None:
+        cache = names.scope_cache[depth] = ext.module_scope_cache()
     cls = m.Module
     real = cls.__dict__.get("__call__", m.Module._wrapped_call_impl)
-    main = threading.get_ident()
-    get_ident = threading.get_ident
-    stack: list[Any] = []  # the roots of the module calls open on the main thread
+    call = ext.module_call(real, _resolver(names, depth, first_call), outer_return, marks,
+                           cache, threading.get_ident(),
+                           getattr(eval_frame, "set_eval_frame", None))
+    return [_CallPatch(cls, real, call)]
 
-    def resolve(module: Any, args: Any, stack: list[Any], parent_root: Any) -> tuple[Any, int]:
-        """(the module's root, the scope it opens or -1), by the naming rule."""
+
+def _resolver(names: ModuleNames, depth: Optional[int],
+              first_call: Callable[[Any, Any], None]) -> Callable[[Any, Any, Any], Any]:
+    """``(module, args, parent root or None) -> (root, scope id or -1)`` by the naming rule:
+    the module's root is the parent root where the module is one of its submodules, else the
+    module itself (a new outermost module, named by :meth:`ModuleNames.names_of`)."""
+    attribution = state.ATTRIBUTION
+    current = native.extension().current_scope
+
+    def resolve(module: Any, args: Any, parent_root: Any) -> tuple[Any, int]:
         table = names.names_of(parent_root) if parent_root is not None else None
         if table is None or module not in table:
             root, table = module, names.names_of(module)
-            if not stack:
+            if parent_root is None:
                 first_call(module, args)
         else:
             root = parent_root
@@ -188,38 +192,4 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
         return root, attribution.scopes.child(current(), ann_dict, True, frozen)
 
-    def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-        if attribution.active is None or get_ident() != main or is_compiling():
-            return real(module, *args, **kwargs)
-        parent_root = stack[-1] if stack else None
-        hit = None
-        outer = current()  # the scope the call runs in, and the one open again after it
-        if parent_root is not None:
-            key = (id(module), id(parent_root), outer)
-            hit = cache.get(key)
-            if hit is not None and (hit[0]() is not module or hit[1]() is not parent_root):
-                hit = None
-        if hit is not None:
-            root, sid = parent_root, hit[2]
-        else:
-            root, sid = resolve(module, args, stack, parent_root)
-            if parent_root is not None and root is parent_root:
-                cache[key] = (weakref.ref(module), weakref.ref(root), sid)
-        stack.append(root)
-        if sid >= 0:
-            push_fn(sid)
-            if marks is not None:
-                marks.append((now(), sid))
-        try:
-            out = real(module, *args, **kwargs)
-        finally:
-            stack.pop()
-            if sid >= 0:
-                pop_fn()
-                if marks is not None:
-                    marks.append((now(), outer))
-        if not stack and outer_return is not None:
-            outer_return(module, out)
-        return out
-
-    return [_CallPatch(cls, real, call)]
+    return resolve

@@ -1,0 +1,396 @@
+// graphscope run's module scopes: `nn.Module.__call__` replaced, for one capture window, by a
+// C callable that opens the scope of each module call (graphscope/capture/program/names.py
+// says what the scopes are and how a module's is resolved).
+//
+// A Python wrapper cost about 4 us per module call (CPU: a frame, the arguments packed again,
+// a cache key built and looked up, two weak references read, native push/pop and marks
+// calls); a capture of a 16-layer decoder makes about 150 module calls, which made the
+// wrapper a fifth of the capture's own time. Here a call that hits the cache costs a hash
+// lookup, the push and pop (with the op observer's ownership note) and, while the capture
+// meter marks scope changes, two (time, scope) tuples.
+//
+// The cache maps (module, the root it is called under, the scope it opens in) to the scope it
+// opens (-1: none, deeper than the depth limit) and lives in a capsule that graphscope keeps
+// across capture windows: a program's capture loop enters the same modules in the same scopes,
+// so after the first capture every call hits. Entries hold weak references to the module and
+// the root, compared on every hit: an address reused by a later object is a miss, and the
+// cache keeps no program object alive. A miss, and every call of an outermost module (no
+// root open), goes to the Python resolver; so does a module that cannot be weakly referenced
+// (never cached).
+//
+// The type is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR), as functions are: calling a
+// module looks `__call__` up on its type and calls it with the module prepended, with no
+// bound method made. Inert (the original `__call__` called as it is) off the capturing thread
+// and outside an annotated capture. All of it runs with the GIL held.
+
+#include "modulecall.h"
+
+#include <Python.h>
+#include <structmember.h>
+
+#include <cstddef>
+#include <ctime>
+#include <unordered_map>
+#include <vector>
+
+#include "markscope.h"
+#include "scopes.h"
+
+namespace gs {
+namespace {
+
+struct Key {
+  const void* module;
+  const void* root;
+  int64_t outer;
+  bool operator==(const Key& o) const {
+    return module == o.module && root == o.root && outer == o.outer;
+  }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = reinterpret_cast<uintptr_t>(k.module) * 0x9E3779B97F4A7C15ull;
+    h ^= reinterpret_cast<uintptr_t>(k.root) + 0x7F4A7C159E3779B9ull + (h << 6) + (h >> 2);
+    h ^= static_cast<uint64_t>(k.outer) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    return static_cast<size_t>(h);
+  }
+};
+struct Entry {
+  PyObject* module_ref;  // weak references (owned)
+  PyObject* root_ref;
+  int64_t sid;
+};
+using Cache = std::unordered_map<Key, Entry, KeyHash>;
+
+constexpr const char* kCacheName = "graphscope.module_scope_cache";
+
+void cache_free(PyObject* capsule) {  // runs with the GIL held (the capsule's dealloc)
+  auto* c = static_cast<Cache*>(PyCapsule_GetPointer(capsule, kCacheName));
+  if (c == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  for (auto& kv : *c) {
+    Py_XDECREF(kv.second.module_ref);
+    Py_XDECREF(kv.second.root_ref);
+  }
+  delete c;
+}
+
+// Whether the weak reference `ref` still points at `obj`.
+bool refers_to(PyObject* ref, PyObject* obj) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* o = nullptr;
+  if (PyWeakref_GetRef(ref, &o) < 0) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_XDECREF(o);  // only compared: `obj` is alive (the caller holds it)
+  return o == obj;
+#else
+  return PyWeakref_GetObject(ref) == obj;
+#endif
+}
+
+struct ModuleCall {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* real;          // the __call__ replaced
+  PyObject* resolve;       // (module, args, parent root or None) -> (root, scope id or -1)
+  PyObject* outer_return;  // (module, output) for each outermost module's return, or None
+  PyObject* marks;         // a list that gets (time_ns, scope) at each scope change, or None
+  PyObject* cache_capsule;
+  PyObject* set_eval_frame;  // torch._C._dynamo.eval_frame.set_eval_frame, or None
+  Cache* cache;
+  unsigned long main_thread;
+  std::vector<PyObject*>* roots;  // the roots of the calls open (owned references)
+};
+
+bool mark(ModuleCall* self, int64_t sid) {
+  if (self->marks == Py_None) return true;
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);  // time.time_ns()'s clock (the allocator's too)
+  PyObject* t = PyTuple_New(2);
+  if (t == nullptr) return false;
+  PyObject* ns = PyLong_FromLongLong(static_cast<long long>(ts.tv_sec) * 1000000000LL +
+                                     ts.tv_nsec);
+  PyObject* s = PyLong_FromLongLong(static_cast<long long>(sid));
+  if (ns == nullptr || s == nullptr) {
+    Py_XDECREF(ns);
+    Py_XDECREF(s);
+    Py_DECREF(t);
+    return false;
+  }
+  PyTuple_SET_ITEM(t, 0, ns);
+  PyTuple_SET_ITEM(t, 1, s);
+  const int r = PyList_Append(self->marks, t);
+  Py_DECREF(t);
+  return r == 0;
+}
+
+// Call `fn(a, b, c)` (c may be nullptr) with dynamo's frame callback off, as its `disable`
+// does: inside a compiled function's graph break dynamo would try to compile graphscope's own
+// resolver frames (and fail on them).
+PyObject* call_plain(ModuleCall* self, PyObject* fn, PyObject* a, PyObject* b, PyObject* c) {
+  PyObject* prior = nullptr;
+  if (self->set_eval_frame != Py_None) {
+    prior = PyObject_CallOneArg(self->set_eval_frame, Py_None);
+    if (prior == nullptr) return nullptr;
+  }
+  PyObject* r = PyObject_CallFunctionObjArgs(fn, a, b, c, nullptr);
+  if (prior != nullptr) {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyObject* back = PyObject_CallOneArg(self->set_eval_frame, prior);
+    Py_DECREF(prior);
+    if (back == nullptr) {  // the callback could not be put back: that error wins
+      Py_XDECREF(et);
+      Py_XDECREF(ev);
+      Py_XDECREF(tb);
+      Py_XDECREF(r);
+      return nullptr;
+    }
+    Py_DECREF(back);
+    PyErr_Restore(et, ev, tb);
+  }
+  return r;
+}
+
+// (root, scope id) for `module` called under `parent` (nullptr: no root open) from the
+// resolver, caching it where the module is a submodule of `parent`. `root` is a new reference.
+bool resolve(ModuleCall* self, PyObject* module, PyObject* const* args, Py_ssize_t nargs,
+             PyObject* parent, int64_t outer, PyObject** root, int64_t* sid) {
+  PyObject* pos = PyTuple_New(nargs);
+  if (pos == nullptr) return false;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SET_ITEM(pos, i, args[i]);
+  }
+  PyObject* r = call_plain(self, self->resolve, module, pos, parent != nullptr ? parent : Py_None);
+  Py_DECREF(pos);
+  if (r == nullptr) return false;
+  if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+    Py_DECREF(r);
+    PyErr_SetString(PyExc_TypeError, "graphscope: the module scope resolver must return "
+                                     "(root, scope id)");
+    return false;
+  }
+  *root = PyTuple_GET_ITEM(r, 0);
+  *sid = PyLong_AsLongLong(PyTuple_GET_ITEM(r, 1));
+  if (*sid == -1 && PyErr_Occurred()) {
+    Py_DECREF(r);
+    return false;
+  }
+  Py_INCREF(*root);
+  Py_DECREF(r);
+  if (parent != nullptr && *root == parent) {
+    PyObject* mref = PyWeakref_NewRef(module, nullptr);
+    PyObject* rref = mref != nullptr ? PyWeakref_NewRef(parent, nullptr) : nullptr;
+    if (mref == nullptr || rref == nullptr) {  // not weakly referenceable: never cached
+      Py_XDECREF(mref);
+      PyErr_Clear();
+      return true;
+    }
+    Entry& e = (*self->cache)[Key{module, parent, outer}];
+    Py_XDECREF(e.module_ref);  // an entry for an object that is gone
+    Py_XDECREF(e.root_ref);
+    e = Entry{mref, rref, *sid};
+  }
+  return true;
+}
+
+PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<ModuleCall*>(o);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "Module.__call__ needs the module");
+    return nullptr;
+  }
+  if (!annotating() || PyThread_get_thread_ident() != self->main_thread)
+    return PyObject_Vectorcall(self->real, args, nargsf, kwnames);
+  PyObject* module = args[0];
+  ThreadState& t = tls;
+  const int64_t outer = t.current();  // the scope the call runs in, open again after it
+  PyObject* parent = self->roots->empty() ? nullptr : self->roots->back();
+  PyObject* root = nullptr;
+  int64_t sid = -1;
+  if (parent != nullptr) {
+    auto it = self->cache->find(Key{module, parent, outer});
+    if (it != self->cache->end() && refers_to(it->second.module_ref, module) &&
+        refers_to(it->second.root_ref, parent)) {
+      root = parent;
+      Py_INCREF(root);
+      sid = it->second.sid;
+    }
+  }
+  if (root == nullptr &&
+      !resolve(self, module, args + 1, nargs - 1, parent, outer, &root, &sid))
+    return nullptr;
+  self->roots->push_back(root);  // the reference moves to the stack
+  if (sid >= 0 && (!scope_push(t, sid) || !mark(self, sid))) {
+    self->roots->pop_back();
+    Py_DECREF(root);
+    return nullptr;
+  }
+  PyObject* out = PyObject_Vectorcall(self->real, args, nargsf, kwnames);
+  self->roots->pop_back();
+  Py_DECREF(root);
+  if (sid >= 0) {  // closed however the call ended; the call's own error wins
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    const bool ok = scope_pop() && mark(self, outer);
+    if (out == nullptr) {
+      PyErr_Restore(et, ev, tb);
+    } else if (!ok) {
+      Py_XDECREF(et);
+      Py_XDECREF(ev);
+      Py_XDECREF(tb);
+      Py_DECREF(out);
+      return nullptr;
+    }
+  }
+  if (out != nullptr && self->roots->empty() && self->outer_return != Py_None) {
+    PyObject* r = call_plain(self, self->outer_return, module, out, nullptr);
+    if (r == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(r);
+  }
+  return out;
+}
+
+PyObject* mc_descr_get(PyObject* o, PyObject* obj, PyObject*) {
+  if (obj == nullptr || obj == Py_None) {
+    Py_INCREF(o);
+    return o;
+  }
+  return PyMethod_New(o, obj);
+}
+
+int mc_traverse(PyObject* o, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<ModuleCall*>(o);
+  Py_VISIT(self->real);
+  Py_VISIT(self->resolve);
+  Py_VISIT(self->outer_return);
+  Py_VISIT(self->marks);
+  Py_VISIT(self->cache_capsule);
+  Py_VISIT(self->set_eval_frame);
+  Py_VISIT(Py_TYPE(o));
+  return 0;
+}
+
+int mc_clear(PyObject* o) {
+  auto* self = reinterpret_cast<ModuleCall*>(o);
+  Py_CLEAR(self->real);
+  Py_CLEAR(self->resolve);
+  Py_CLEAR(self->outer_return);
+  Py_CLEAR(self->marks);
+  Py_CLEAR(self->cache_capsule);
+  Py_CLEAR(self->set_eval_frame);
+  self->cache = nullptr;
+  return 0;
+}
+
+void mc_dealloc(PyObject* o) {
+  auto* self = reinterpret_cast<ModuleCall*>(o);
+  PyTypeObject* tp = Py_TYPE(o);
+  PyObject_GC_UnTrack(o);
+  mc_clear(o);
+  if (self->roots != nullptr) {
+    for (PyObject* r : *self->roots) Py_DECREF(r);
+    delete self->roots;
+    self->roots = nullptr;
+  }
+  tp->tp_free(o);
+  Py_DECREF(tp);
+}
+
+PyObject* mc_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  PyObject *real, *resolver, *outer_return, *marks, *cache, *set_eval_frame = Py_None;
+  unsigned long main_thread;
+  static const char* kw[] = {"real", "resolve", "outer_return", "marks", "cache", "main_thread",
+                             "set_eval_frame", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOk|O", const_cast<char**>(kw), &real,
+                                   &resolver, &outer_return, &marks, &cache, &main_thread,
+                                   &set_eval_frame))
+    return nullptr;
+  auto* c = static_cast<Cache*>(PyCapsule_GetPointer(cache, kCacheName));
+  if (c == nullptr) return nullptr;
+  if (!PyCallable_Check(real) || !PyCallable_Check(resolver) ||
+      (outer_return != Py_None && !PyCallable_Check(outer_return)) ||
+      (marks != Py_None && !PyList_Check(marks)) ||
+      (set_eval_frame != Py_None && !PyCallable_Check(set_eval_frame))) {
+    PyErr_SetString(PyExc_TypeError, "module_call(real, resolve, outer_return, marks, cache, "
+                                     "main_thread, set_eval_frame): callables, a list or None");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<ModuleCall*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->vectorcall = mc_vectorcall;
+  self->roots = new std::vector<PyObject*>();
+  Py_INCREF(real);
+  self->real = real;
+  Py_INCREF(resolver);
+  self->resolve = resolver;
+  Py_INCREF(outer_return);
+  self->outer_return = outer_return;
+  Py_INCREF(marks);
+  self->marks = marks;
+  Py_INCREF(cache);
+  self->cache_capsule = cache;
+  self->cache = c;
+  Py_INCREF(set_eval_frame);
+  self->set_eval_frame = set_eval_frame;
+  self->main_thread = main_thread;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyMemberDef mc_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ModuleCall, vectorcall), READONLY, nullptr},
+    {"__wrapped__", T_OBJECT, offsetof(ModuleCall, real), READONLY,
+     "The __call__ this replaces."},
+    {nullptr, 0, 0, 0, nullptr}};
+
+}  // namespace
+
+nb::object module_call_type() {
+  static PyType_Slot type_slots[] = {
+      {Py_tp_new, reinterpret_cast<void*>(mc_new)},
+      {Py_tp_dealloc, reinterpret_cast<void*>(mc_dealloc)},
+      {Py_tp_traverse, reinterpret_cast<void*>(mc_traverse)},
+      {Py_tp_clear, reinterpret_cast<void*>(mc_clear)},
+      {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
+      {Py_tp_descr_get, reinterpret_cast<void*>(mc_descr_get)},
+      {Py_tp_members, mc_members},
+      {Py_tp_doc, const_cast<char*>(
+           "module_call(real, resolve, outer_return, marks, cache, main_thread, "
+           "set_eval_frame=None): "
+           "nn.Module.__call__ opening each module call's scope (csrc/modulecall.cpp).")},
+      {0, nullptr}};
+  static PyType_Spec spec = {"graphscope._native.module_call", sizeof(ModuleCall), 0,
+                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                                 Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
+                             type_slots};
+  PyObject* t = PyType_FromSpec(&spec);
+  if (t == nullptr) throw nb::python_error();
+  return nb::steal(t);
+}
+
+nb::object module_scope_cache() {
+  auto* cache = new Cache();
+  PyObject* c = PyCapsule_New(cache, kCacheName, cache_free);
+  if (c == nullptr) {
+    delete cache;
+    throw nb::python_error();
+  }
+  return nb::steal(c);
+}
+
+size_t module_scope_cache_size(nb::object cache) {
+  auto* c = static_cast<Cache*>(PyCapsule_GetPointer(cache.ptr(), kCacheName));
+  if (c == nullptr) throw nb::python_error();
+  return c->size();
+}
+
+}  // namespace gs
