@@ -24,7 +24,8 @@ uint32_t graph_id_of(CUgraph g) {
 
 void CUPTIAPI resource_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                 const void* data) {
-  if (domain != CUPTI_CB_DOMAIN_RESOURCE || !data) return;
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || !data || !rec.gate.load(std::memory_order_acquire))
+    return;
   const auto* rd = static_cast<const CUpti_ResourceData*>(data);
   const auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
   if (!gd) return;
@@ -113,7 +114,15 @@ void recorder_start(bool clear) {
     }
   }
   rec.sub = sub;
+  rec.gate = true;
   rec.active = true;
+}
+
+void recorder_gate(bool open) { rec.gate.store(open, std::memory_order_release); }
+
+void recorder_clear() {
+  std::lock_guard<std::mutex> g(rec.mu);
+  rec.clear();
 }
 
 void recorder_stop() {

@@ -23,6 +23,9 @@ struct Recorder {
   std::mutex mu;
   CUpti_SubscriberHandle sub = nullptr;
   std::atomic<bool> active{false};
+  // whether callbacks record: graphscope run holds the subscription across a batch of
+  // captures and opens the gate for each capture window only
+  std::atomic<bool> gate{true};
   // GRAPHNODE_CREATED
   std::vector<uint64_t> node_id;
   std::vector<uint32_t> graph_id;
@@ -51,6 +54,8 @@ uint64_t node_id_of(CUgraphNode n);
 uint32_t graph_id_of(CUgraph g);
 void recorder_start(bool clear);
 void recorder_stop();
+void recorder_gate(bool open);
+void recorder_clear();
 nb::dict recorder_records();
 
 }  // namespace gs

@@ -23,6 +23,9 @@ class CaptureConfig:
     depth: Optional[int] = None
     backward: bool = True
     record_ops: bool = True
+    # mode "run": ops are recorded in the first N captures of each capture site (0: in every
+    # capture); a serving ladder's later buckets keep their module, phase and memory scopes
+    op_captures: int = 2
     keep_events: int = 3  # replays kept as full events in timeline.json
     output: Optional[str] = None
     force: bool = False
@@ -55,7 +58,8 @@ ENV_PREFIX = "GRAPHSCOPE_"
 _KEYS = {f.name for f in fields(CaptureConfig)}
 
 
-_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters")
+_NON_NEGATIVE = ("warmup", "replays", "keep_events", "depth", "skip_replays", "counters",
+                 "op_captures")
 MAX_TRY_STREAMS = 16  # PyTorch hands out streams from a pool of 32 per priority
 
 
@@ -113,7 +117,7 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for key in ("mode", "warmup", "replays", "depth", "entry", "skip_replays", "graphs",
-                "try_streams"):
+                "try_streams", "op_captures"):
         raw = env.get(ENV_PREFIX + key.upper())
         if raw is None:
             continue

@@ -9,6 +9,25 @@ import click
 from ..options import command, config_option, depth_option, force_option, output_option
 
 
+class OpCaptures(click.ParamType):
+    """``--op-captures``: a count >= 1, or ``all`` (0 in the config: every capture)."""
+
+    name = "N|all"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "all":
+            return 0
+        try:
+            n = int(value)
+        except ValueError:
+            n = -1
+        if n < 1:
+            self.fail(f"{value!r} is not a count of captures (1 or more) or 'all'", param, ctx)
+        return n
+
+
 @command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("-m", "as_module", is_flag=True,
               help="Run TARGET as a module (python -m TARGET), not a file.")
@@ -23,14 +42,18 @@ from ..options import command, config_option, depth_option, force_option, output
 @depth_option("Annotate modules at most this deep below the outermost module called.")
 @click.option("--no-ops", is_flag=True, default=None,
               help="Do not record aten ops, shapes and source lines.")
+@click.option("--op-captures", type=OpCaptures(), default=None, metavar="N|all",
+              help="Record aten ops, shapes and source lines in the first N captures of each "
+              "capture site (a bucket ladder's first N buckets; the others keep their module, "
+              "phase and memory scopes); 'all': in every capture.  [default: 2]")
 @config_option
 @force_option()
 @click.argument("target")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def run(as_module: bool, output: Optional[str], replays: Optional[int],
         skip_replays: Optional[int], graphs_regex: Optional[str], depth: Optional[int],
-        no_ops: Optional[bool], config_path: Optional[str], force: bool, target: str,
-        args: tuple[str, ...]) -> int:
+        no_ops: Optional[bool], op_captures: Optional[int], config_path: Optional[str],
+        force: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a module with -m) with ARGS in this process, as python would,
     and write a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
     tagged with its module, phase, aten op, shapes and source line, and replays timed.
@@ -53,7 +76,8 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
     check_target(target, as_module)
     opts: dict[str, Any] = dict(mode="run", model=target, output=output, replays=replays,
                                 skip_replays=skip_replays, graphs=graphs_regex, depth=depth,
-                                record_ops=False if no_ops else None, force=force)
+                                record_ops=False if no_ops else None, op_captures=op_captures,
+                                force=force)
     cfg = build_config(opts, config_path)
     job = ProgramJob(target, list(args), cfg, module=as_module)
     raw, res = run_program_capture(cfg, job, argv=["graphscope", *sys.argv[1:]])
@@ -66,5 +90,9 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                    "no bundle written", err=True)
         return code
     print_graphs(res.summary, Console(stderr=True))
+    for site, n in raw.meta.get("ops_not_recorded", {}).items():
+        click.echo(f"graphscope: {site}: aten ops, shapes and source lines recorded in its first "
+                   f"{cfg.op_captures} capture(s); {n} later one(s) keep module, phase and memory "
+                   "scopes (--op-captures all records every capture)", err=True)
     click.echo(f"Wrote {res.bundle_path}", err=True)
     return code

@@ -129,12 +129,14 @@ def annotations_active() -> bool:
 
 
 @contextlib.contextmanager
-def session(record_ops: bool = False) -> Iterator[list[native.CreatedNodes]]:
-    """Subscribe the recorder and start backward attribution; yields the records list."""
+def session(record_ops: bool = False, held: bool = False
+            ) -> Iterator[list[native.CreatedNodes]]:
+    """Subscribe the recorder and start backward attribution; yields the records list.
+    ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows."""
     attribution = state.ATTRIBUTION
     if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")
-    with native.recording() as records:
+    with (native.HELD.window() if held else native.recording()) as records:
         s = Session(record_ops)
         attribution.active = s
         try:

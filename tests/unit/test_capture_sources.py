@@ -348,3 +348,36 @@ def test_capture_refuses_the_run_mode_in_one_line():
     # THEN it says which modes a model file takes, before looking for a GPU
     with pytest.raises(ConfigError, match="runs a program.*callables, forward, step"):
         run_capture(CaptureConfig(mode="run", model="m.py"))
+
+
+@pytest.mark.parametrize("given,want", [(None, 2), ("all", 0), ("ALL", 0), ("5", 5)])
+def test_run_op_captures_option(tmp_path, monkeypatch, given, want):
+    # GIVEN graphscope run with or without --op-captures (the library call replaced)
+    import graphscope.capture as C
+    from graphscope.capture.source import RawCapture
+    from graphscope.cli.main import main
+
+    prog = tmp_path / "serve.py"
+    prog.write_text("pass\n")
+    seen = {}
+
+    def fake(cfg, job, argv=None):
+        seen["cfg"] = cfg
+        return RawCapture([], meta={}), None
+
+    monkeypatch.setattr(C, "run_program_capture", fake)
+    args = ["run"] + (["--op-captures", given] if given else []) + [str(prog)]
+    # WHEN it runs THEN the count reaches the config (0: every capture; default: 2)
+    assert main(args) == 0
+    assert seen["cfg"].op_captures == want
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "some"])
+def test_run_op_captures_refuses_what_is_not_a_count(tmp_path, capsys, bad):
+    from graphscope.cli.main import main
+
+    prog = tmp_path / "serve.py"
+    prog.write_text("pass\n")
+    assert main(["run", "--op-captures", bad, str(prog)]) != 0
+    err = capsys.readouterr().err
+    assert "--op-captures" in err and "1 or more" in err and "'all'" in err

@@ -83,7 +83,8 @@ def watch(monkeypatch):
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
 
     @contextlib.contextmanager
-    def session(record_ops):
+    def session(record_ops, held=False):
+        events.append(("ops" if record_ops else "no ops", held))
         out = []
         yield out
         out.append(_nodes(3))
@@ -94,7 +95,7 @@ def watch(monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)
     monkeypatch.setattr(W, "optimizer_hooks", lambda: [])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    w = W.GraphWatch(CaptureConfig(mode="run", replays=0))
+    w = W.GraphWatch(CaptureConfig(mode="run", replays=0, op_captures=2))
     undo = patch_cuda_graph(w)
     w.events = events
     yield w
@@ -112,10 +113,15 @@ def _capture(n=1):
     return gs
 
 
+def _read(events):
+    return [e for e in events if isinstance(e, str)]
+
+
 def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
     gs = _capture(4)
-    # inside the loop: records kept, nothing read
-    assert len(watch.pending) == 4 and watch.events == []
+    # inside the loop: records kept, nothing read; every window through the held subscription
+    assert len(watch.pending) == 4 and _read(watch.events) == []
+    assert {held for _, held in watch.events} == {True}
     assert all(g.raw is None for g in watch.graphs)
     assert "inspect" not in watch.overhead and "meter" in watch.overhead
     gs[0].replay()
@@ -125,10 +131,14 @@ def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
     assert not watch.pending and all(g.raw is not None for g in watch.graphs)
     assert set(watch.read_overhead) >= {"meter", "inspect", "publish"}
     assert [g.name.split(" ", 1)[1] for g in watch.graphs] == ["#0", "#1", "#2", "#3"]
+    # --op-captures 2: ops in the site's first two captures, scopes only in the others
+    assert [e[0] for e in watch.events if isinstance(e, tuple)] == ["ops"] * 2 + ["no ops"] * 2
+    assert [g.info().get("ops_recorded", True) for g in watch.graphs] == [True] * 2 + [False] * 2
     gs[1].replay()
     assert watch.events.count("snapshot") == 1  # read once
     raw = watch.result()
     assert len(raw.graphs) == 4 and raw.meta["read_overhead_s"]
+    assert raw.meta["ops_not_recorded"] == {watch.graphs[0].site: 2}
 
 
 def test_a_graph_reset_or_freed_before_any_replay_is_inspected_first(watch):
@@ -150,7 +160,7 @@ def test_a_graph_freed_inside_another_capture_is_inspected_and_read_later(watch)
     del a
     gc.collect()
     # inspected in its __del__, but the batch is not read inside a capture window
-    assert watch.events == ["inspect", "dot"] and len(watch.pending) == 1
+    assert _read(watch.events) == ["inspect", "dot"] and len(watch.pending) == 1
     g.capture_end()
     assert len(watch.pending) == 2 and "snapshot" not in watch.events
     raw = watch.result()
@@ -159,7 +169,7 @@ def test_a_graph_freed_inside_another_capture_is_inspected_and_read_later(watch)
 
 def test_a_pause_between_captures_reads_the_batch(watch, monkeypatch):
     kept = _capture(2)
-    assert not watch.events
+    assert not _read(watch.events)
     monkeypatch.setattr(W, "FLUSH_AFTER_S", 0.0)
     kept += _capture(1)  # begins after a "long" pause: the first two are read first
     assert watch.events.count("snapshot") == 1 and len(watch.pending) == 1
@@ -167,7 +177,7 @@ def test_a_pause_between_captures_reads_the_batch(watch, monkeypatch):
 
 def test_uninstall_reads_what_is_left(watch):
     kept = _capture(2)
-    assert not watch.events
+    assert not _read(watch.events)
     watch.uninstall()
     assert kept
     assert not watch.pending and watch.events.count("inspect") == 2

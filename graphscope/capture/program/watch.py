@@ -1,8 +1,10 @@
-"""Watching a program's captures: per capture, the CUPTI recorder is subscribed from
-``capture_begin`` to the end of the instantiate that follows ``capture_end`` (and never longer);
-module, optimizer and inductor hooks are installed for that window only, so the program's eager
-work outside captures runs untouched. Where the program asked for ``keep_graph=False``
-graphscope instantiates right after ``capture_end``, as torch would have.
+"""Watching a program's captures: per capture, the CUPTI recorder records from
+``capture_begin`` to the end of the instantiate that follows ``capture_end`` (its subscription
+is held across a batch of consecutive captures, :data:`graphscope.native.HELD`, and released
+when the batch is read, a capture fails or a torch.profiler session starts); module, optimizer
+and inductor hooks are installed for that window only, so the program's eager work outside
+captures runs untouched. Where the program asked for ``keep_graph=False`` graphscope
+instantiates right after ``capture_end``, as torch would have.
 
 Inside a program's capture loop graphscope does only what cannot wait: the node records, the
 scopes, the capture's times. Everything that reads a finished graph — the template's inspection
@@ -10,7 +12,9 @@ and DOT, the allocator history (kept on across consecutive captures, one snapsho
 published annotations — waits in :attr:`GraphWatch.pending` until the program first replays a
 graph, resets or frees a pending one, pauses between captures for ``FLUSH_AFTER_S``, or the watch
 ends (:meth:`GraphWatch.flush`). A graph freed first is inspected in its ``__del__``, while its
-template still exists."""
+template still exists. Ops (aten op, shapes, source line) are recorded in the first
+``op_captures`` captures of each capture site; a serving ladder's later buckets keep their
+module, phase and memory scopes."""
 
 from __future__ import annotations
 
@@ -65,6 +69,7 @@ class ProgramGraph:
     static_output_bytes: Optional[int] = None  # what the outermost modules returned
     outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
     window: Optional[Window] = None  # the meter's window, until the batch is read
+    ops_recorded: bool = True  # False: past the site's --op-captures (scopes only)
 
     @property
     def exec_id(self) -> int:
@@ -84,6 +89,8 @@ class ProgramGraph:
             info["static_input_bytes"] = self.static_input_bytes
         if self.static_output_bytes is not None:
             info["static_output_bytes"] = self.static_output_bytes
+        if not self.ops_recorded:
+            info["ops_recorded"] = False
         return info
 
 
@@ -133,6 +140,7 @@ class GraphWatch:
         import torch
 
         native.ensure_loaded()
+        native.op_observer()  # loaded now, not inside the program's first capture
         native.watch_profiler()  # the program's own torch.profiler sessions keep CUPTI
         self._torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
         self._undo.append(patch_cuda_graph(self))
@@ -169,11 +177,13 @@ class GraphWatch:
             return
         if kind == "compiled":
             rec.shapes = compiled_inputs()
+        limit = self.cfg.op_captures  # a ladder's later buckets: scopes only (0: every one)
+        rec.ops_recorded = self.cfg.record_ops and (not limit or self.sites.get(site, 0) < limit)
         self.module_names.new_window()
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
         try:
-            self._records = stack.enter_context(ann.session(self.cfg.record_ops))
+            self._records = stack.enter_context(ann.session(rec.ops_recorded, held=True))
             t = self._spent("subscribe", t)
             hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
                                  self._outer_return, self.meter.marks)
@@ -223,7 +233,10 @@ class GraphWatch:
             rec.failed = why
             rec.outputs = []  # a failed capture's tensors are not kept alive by graphscope
             self.meter.cancel()
-            self._close_window()
+            try:
+                self._close_window()
+            finally:
+                native.HELD.release()  # a failed capture leaves CUPTI to the program
 
     def end(self, cuda_graph: Any) -> None:
         rec = self.by_id.get(id(cuda_graph))
@@ -282,7 +295,10 @@ class GraphWatch:
     def flush(self) -> None:
         """Read every pending capture: one allocator snapshot for the batch, each template's
         inspection and DOT, the annotations published (and rekeyed where instantiated)."""
-        if not self.pending or self._window is not None:
+        if self._window is not None:
+            return
+        native.HELD.release()  # the batch's CUPTI subscription ends with it
+        if not self.pending:
             return
         batch, self.pending = list(self.pending.values()), {}
         t = time.perf_counter()
@@ -348,6 +364,13 @@ class GraphWatch:
             "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
                                 if g.failed],
         }
+        skipped: dict[str, int] = {}
+        if self.cfg.record_ops:
+            for g in done:
+                if not g.ops_recorded:
+                    skipped[g.site] = skipped.get(g.site, 0) + 1
+        if skipped:  # --op-captures: per site, the captures recorded without ops
+            meta["ops_not_recorded"] = skipped
         if self.overhead:
             meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
         if self.read_overhead:
