@@ -2,9 +2,9 @@
 (vLLM's 67 default sizes: 1, 2, 4, then 8..512 by 8) captured largest first into one shared
 memory pool, as vLLM does. The program times its own capture loop, its first replays (the ones
 ``graphscope run`` traces) and the replays after them (untraced, at plain speed), plain and under
-``graphscope run`` (ops recorded in the first 2 buckets, the default), ``graphscope run
---no-ops`` and ``graphscope run --op-captures all`` (ops in every bucket), in alternating fresh
-processes of one bench run (paired rounds). Prints JSON; the figures go to
+``graphscope run`` (ops recorded in the first 2 buckets, the default) and ``graphscope run
+--op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
+(paired rounds). Prints JSON; the figures go to
 docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]``.
 """
 
@@ -136,31 +136,25 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
             f.write(PROGRAM)
-        plain, run, noops, every = [], [], [], []
-        for _ in range(rounds):  # paired: plain, run, run --no-ops, --op-captures all
+        plain, run, every = [], [], []
+        for _ in range(rounds):  # paired: plain, run, run --op-captures all per round
             plain.append(once(path, False, traced, untraced))
             run.append(once(path, True, traced, untraced))
-            noops.append(once(path, True, traced, untraced, "--no-ops"))
             every.append(once(path, True, traced, untraced, "--op-captures", "all"))
             print(f"round {len(run)}: plain {plain[-1]['capture_s']:.3f} s, run "
-                  f"{run[-1]['capture_s']:.3f} s, run --no-ops {noops[-1]['capture_s']:.3f} s, "
-                  f"run --op-captures all {every[-1]['capture_s']:.3f} s",
-                  file=sys.stderr, flush=True)
+                  f"{run[-1]['capture_s']:.3f} s, run --op-captures all "
+                  f"{every[-1]['capture_s']:.3f} s", file=sys.stderr, flush=True)
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:
         return statistics.median(r[k] for r in rs)
 
     ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, run)]
-    noops_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, noops)]
     every_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, every)]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
-        "no_ops_capture_s": med(noops, "capture_s"),
-        "no_ops_capture_ratio": statistics.median(noops_ratios),
-        "no_ops_capture_ratio_all": noops_ratios,
         "all_ops_capture_s": med(every, "capture_s"),
         "all_ops_capture_ratio": statistics.median(every_ratios),
         "all_ops_capture_ratio_all": every_ratios,
@@ -173,7 +167,7 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         "run_untraced_replay_ms": med(run, "untraced_replay_ms"),
         "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
         "bundle": facts,
-        "plain_all": plain, "run_all": run, "no_ops_all": noops, "all_ops_all": every,
+        "plain_all": plain, "run_all": run, "all_ops_all": every,
     }
     print(json.dumps(res, indent=1))
 

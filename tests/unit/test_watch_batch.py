@@ -181,3 +181,25 @@ def test_uninstall_reads_what_is_left(watch):
     watch.uninstall()
     assert kept
     assert not watch.pending and watch.events.count("inspect") == 2
+
+
+def test_a_batch_installs_its_hooks_once_and_lets_go_when_read(watch, monkeypatch):
+    # GIVEN graphscope run's module scopes and optimizer hooks, counted
+    real_call = torch.nn.Module.__call__
+    made = []
+    real_hooks = W.module_hooks
+    monkeypatch.setattr(W, "module_hooks", lambda *a, **k: made.append(1) or real_hooks(*a, **k))
+    # WHEN a program captures three graphs in a loop
+    gs = _capture(3)
+    # THEN nn.Module.__call__ was replaced once for the batch (per window, the class attribute
+    # set and reset invalidated every module class's type cache twice per capture)
+    assert len(made) == 1 and torch.nn.Module.__call__ is not real_call
+    # AND the first replay reads the batch and puts torch back as it was
+    gs[0].replay()
+    assert torch.nn.Module.__call__ is real_call
+    # AND a capture that fails lets go of what the new batch held
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    assert torch.nn.Module.__call__ is not real_call and len(made) == 2
+    watch.abort(g, "boom")
+    assert torch.nn.Module.__call__ is real_call

@@ -117,8 +117,8 @@ class ModuleNames:
 class _CallPatch:
     """``nn.Module.__call__`` replaced for one capture window; ``remove()`` puts it back."""
 
-    def __init__(self, cls: Any, real: Any, call: Any) -> None:
-        self.cls, self.real, self.call = cls, real, call
+    def __init__(self, cls: Any, real: Any, call: Any, main: int) -> None:
+        self.cls, self.real, self.call, self.main = cls, real, call, main
         cls.__call__ = call
 
     def remove(self) -> None:
@@ -129,9 +129,10 @@ class _CallPatch:
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
                  outer_return: Optional[Callable[[Any, Any], None]] = None,
                  marks: Optional[list[tuple[int, int]]] = None) -> list[Any]:
-    """Module scopes for one capture window: ``nn.Module.__call__`` replaced by
+    """Module scopes in capture windows: ``nn.Module.__call__`` replaced by
     ``graphscope._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
-    scope; installed per capture window, inert on other threads' work. ``first_call(module,
+    scope inside an annotated capture on this thread and is inert elsewhere (graphscope run
+    holds it across a batch of captures). ``first_call(module,
     args)`` sees the first outermost module called in the window, ``outer_return(module,
     output)`` every outermost module's return; ``marks`` (the capture meter's) gets
     ``(time_ns, scope)`` at each scope change. Returns handles with ``remove()``, as hooks have.
@@ -164,10 +165,10 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         cache = names.scope_cache[depth] = ext.module_scope_cache()
     cls = m.Module
     real = cls.__dict__.get("__call__", m.Module._wrapped_call_impl)
+    main = threading.get_ident()
     call = ext.module_call(real, _resolver(names, depth, first_call), outer_return, marks,
-                           cache, threading.get_ident(),
-                           getattr(eval_frame, "set_eval_frame", None))
-    return [_CallPatch(cls, real, call)]
+                           cache, main, getattr(eval_frame, "set_eval_frame", None))
+    return [_CallPatch(cls, real, call, main)]
 
 
 def _resolver(names: ModuleNames, depth: Optional[int],

@@ -1,10 +1,12 @@
 """Watching a program's captures: per capture, the CUPTI recorder records from
-``capture_begin`` to the end of the instantiate that follows ``capture_end`` (its subscription
-is held across a batch of consecutive captures, :data:`graphscope.native.HELD`, and released
-when the batch is read, a capture fails or a torch.profiler session starts); module, optimizer
-and inductor hooks are installed for that window only, so the program's eager work outside
-captures runs untouched. Where the program asked for ``keep_graph=False`` graphscope
-instantiates right after ``capture_end``, as torch would have.
+``capture_begin`` to the end of the instantiate that follows ``capture_end``; module scopes are
+opened in that window only. What that costs to set up is held across a batch of consecutive
+captures and released when the batch is read, a capture fails or a torch.profiler session
+starts: CUPTI's subscription (:data:`graphscope.native.HELD`), the replaced
+``nn.Module.__call__`` (inert outside windows: torch's own call plus one check) and the
+optimizer hooks. Inductor hooks are installed for the window only. Where the program asked
+for ``keep_graph=False`` graphscope instantiates right after ``capture_end``, as torch would
+have.
 
 Inside a program's capture loop graphscope does only what cannot wait: the node records, the
 scopes, the capture's times. Everything that reads a finished graph — the template's inspection
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -133,6 +136,7 @@ class GraphWatch:
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
+        self._batch_hooks: list[Any] = []  # module scopes and optimizer hooks (_hold_batch)
         self._torch_dir = ""
 
     # -- install / uninstall
@@ -185,10 +189,7 @@ class GraphWatch:
         try:
             self._records = stack.enter_context(ann.session(rec.ops_recorded, held=True))
             t = self._spent("subscribe", t)
-            hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
-                                 self._outer_return, self.meter.marks)
-            hooks += optimizer_hooks()
-            stack.callback(lambda: [h.remove() for h in hooks])
+            self._hold_batch()
             active = state.ATTRIBUTION.active
             if active is not None:
                 active.leaf_scope = self.module_names.leaf_scopes()
@@ -205,6 +206,32 @@ class GraphWatch:
         t = self._spent("hooks", t)
         self.meter.begin()
         self._spent("meter", t)
+
+    def _hold_batch(self) -> None:
+        """The window's hooks, installed for the batch, not per window (each is inert outside
+        an annotated capture): ``nn.Module.__call__`` replaced (names.module_hooks) and the
+        optimizer hooks. Setting a class attribute of ``nn.Module`` invalidates the type cache
+        of every module class; per window, installing and removing these cost ~0.35 ms per
+        capture (CPU), as much as a small decode graph's capture takes in Python."""
+        main = threading.get_ident()
+        if self._batch_hooks and self._batch_hooks[0].main == main:
+            return
+        self._release_hooks()  # a capture on another thread: its scopes are opened there
+        self._batch_hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
+                                         self._outer_return, self.meter.marks)
+        self._batch_hooks += optimizer_hooks()
+
+    def _release_hooks(self) -> None:
+        hooks, self._batch_hooks = self._batch_hooks, []
+        for h in reversed(hooks):
+            h.remove()
+
+    def _release_batch(self) -> None:
+        """What a batch of captures holds, let go: CUPTI's subscription and the hooks."""
+        try:
+            self._release_hooks()
+        finally:
+            native.HELD.release()
 
     def _first_call(self, module: Any, args: Any) -> None:
         """The first outermost module of the window: its inputs name an eager graph."""
@@ -236,7 +263,7 @@ class GraphWatch:
             try:
                 self._close_window()
             finally:
-                native.HELD.release()  # a failed capture leaves CUPTI to the program
+                self._release_batch()  # a failed capture leaves CUPTI and torch as found
 
     def end(self, cuda_graph: Any) -> None:
         rec = self.by_id.get(id(cuda_graph))
@@ -297,7 +324,7 @@ class GraphWatch:
         inspection and DOT, the annotations published (and rekeyed where instantiated)."""
         if self._window is not None:
             return
-        native.HELD.release()  # the batch's CUPTI subscription ends with it
+        self._release_batch()
         if not self.pending:
             return
         batch, self.pending = list(self.pending.values()), {}
