@@ -11,7 +11,8 @@ makes every graph); ``cupti`` (and the CUPTI recorder subscribed around each cap
 ``session`` (and graphscope's annotated-capture session: backward attribution armed, no ops);
 ``session_ops`` (and per-op records: op, shapes, source, memory ranges; ``_nomem``: without the
 ranges); ``watch_bare`` (``graphscope run``'s watch with no op records and no module scopes);
-``watch_noops`` (and module scopes); ``watch_full`` (everything ``graphscope run`` records).
+``watch_noops`` (and module scopes); ``watch_full`` (everything ``graphscope run`` records:
+ops in the first 2 captures, ``--op-captures 2``); ``watch_allops`` (ops in every capture).
 """
 
 import contextlib
@@ -103,12 +104,13 @@ def sess_ops_nomem():
         del os.environ["GRAPHSCOPE_MEMORY_RANGES"]
 
 
-def under_watch(record_ops, hooks):
+def under_watch(record_ops, hooks, op_captures=2):
     real = W.module_hooks
     if not hooks:
         W.module_hooks = lambda *a, **k: []
     try:
-        with watching(CaptureConfig(mode="run", replays=0, record_ops=record_ops)):
+        with watching(CaptureConfig(mode="run", replays=0, record_ops=record_ops,
+                                    op_captures=op_captures)):
             return loop()
     finally:
         W.module_hooks = real
@@ -136,6 +138,7 @@ def main():
         "watch_bare": lambda: under_watch(False, False),
         "watch_noops": lambda: under_watch(False, True),
         "watch_full": lambda: under_watch(True, True),
+        "watch_allops": lambda: under_watch(True, True, 0),
     }
     res = {k: [] for k in variants}
     loop()

@@ -137,6 +137,7 @@ class GraphWatch:
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
         self._batch_hooks: list[Any] = []  # module scopes and optimizer hooks (_hold_batch)
+        self._batch_main = 0  # the thread they open scopes on
         self._torch_dir = ""
 
     # -- install / uninstall
@@ -214,9 +215,10 @@ class GraphWatch:
         of every module class; per window, installing and removing these cost ~0.35 ms per
         capture (CPU), as much as a small decode graph's capture takes in Python."""
         main = threading.get_ident()
-        if self._batch_hooks and self._batch_hooks[0].main == main:
+        if self._batch_hooks and self._batch_main == main:
             return
         self._release_hooks()  # a capture on another thread: its scopes are opened there
+        self._batch_main = main
         self._batch_hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
                                          self._outer_return, self.meter.marks)
         self._batch_hooks += optimizer_hooks()
