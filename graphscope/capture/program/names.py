@@ -117,8 +117,8 @@ class ModuleNames:
 class _CallPatch:
     """``nn.Module.__call__`` replaced for one capture window; ``remove()`` puts it back."""
 
-    def __init__(self, cls: Any, real: Any, call: Any, main: int) -> None:
-        self.cls, self.real, self.call, self.main = cls, real, call, main
+    def __init__(self, cls: Any, real: Any, call: Any) -> None:
+        self.cls, self.real, self.call = cls, real, call
         cls.__call__ = call
 
     def remove(self) -> None:
@@ -165,10 +165,10 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
         cache = names.scope_cache[depth] = ext.module_scope_cache()
     cls = m.Module
     real = cls.__dict__.get("__call__", m.Module._wrapped_call_impl)
-    main = threading.get_ident()
     call = ext.module_call(real, _resolver(names, depth, first_call), outer_return, marks,
-                           cache, main, getattr(eval_frame, "set_eval_frame", None))
-    return [_CallPatch(cls, real, call, main)]
+                           cache, threading.get_ident(),
+                           getattr(eval_frame, "set_eval_frame", None))
+    return [_CallPatch(cls, real, call)]
 
 
 def _resolver(names: ModuleNames, depth: Optional[int],
