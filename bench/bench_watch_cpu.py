@@ -1,0 +1,208 @@
+"""What ``graphscope run``'s watch itself costs per capture, on a CPU (no GPU needed): the
+bench_ladder.py decoder's shape (16 layers, 150 module calls and ~220 aten ops per forward, at
+hidden 64 so the CPU's own compute stays small) run at 67 batch sizes, each forward inside a
+"capture" whose CUDA parts are faked (``torch.cuda.CUDAGraph`` replaced by a stand-in; no
+CUPTI, no allocator history, no template to inspect). What runs for real is graphscope's part:
+the watch's begin/end, the annotated session, the native op observer, the module scopes
+(``nn.Module.__call__`` replaced), the capture meter's marks, the batch held across captures.
+
+Variants, alternated in shuffled order per round: ``plain`` (the loop alone), ``watch``
+(``graphscope run``'s default: ops recorded in a site's first 2 captures), ``watch_all_ops``
+(``--op-captures all``). Prints the median loop time, the ratio to plain and graphscope's
+milliseconds per capture; then the watch's own seconds by cause (the bundle's
+``capture_overhead_s``), per capture. GPU-only costs (CUPTI's callbacks, keep_graph and the
+separate instantiate) come on top: bench_ladder.py and bench_ladder_parts.py measure those.
+
+    .venv/bin/python bench/bench_watch_cpu.py [ROUNDS]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from graphscope import native
+from graphscope.capture import meter as M
+from graphscope.capture.program import watch as W
+from graphscope.capture.program.patch import patch_cuda_graph
+from graphscope.config import CaptureConfig
+
+LAYERS, HIDDEN, HEADS, CTX = 16, 64, 4, 8
+SIZES = [1, 2, 4] + list(range(8, 513, 8))  # vLLM's 67 default capture sizes
+D = HIDDEN // HEADS
+
+
+class Layer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
+        self.qkv, self.out = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
+        self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(),
+                                 nn.Linear(4 * HIDDEN, HIDDEN))
+        shape = (max(SIZES), HEADS, CTX, D)
+        self.register_buffer("k", torch.randn(shape))
+        self.register_buffer("v", torch.randn(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        q = self.qkv(self.ln1(x))[:, :HIDDEN].view(b, HEADS, 1, D)
+        a = F.scaled_dot_product_attention(q, self.k[:b], self.v[:b])
+        x = x + self.out(a.reshape(b, HIDDEN))
+        return x + self.mlp(self.ln2(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(1000, HIDDEN)
+        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+        self.head = nn.Linear(HIDDEN, 1000)
+
+    def forward(self, tok: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tok)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+class FakeGraph:
+    """torch.cuda.CUDAGraph's surface that graphscope's patches use, without CUDA."""
+
+    def __init__(self, keep_graph: bool = False) -> None:
+        pass
+
+    def capture_begin(self, *a: object, **k: object) -> None:
+        pass
+
+    def capture_end(self) -> None:
+        pass
+
+    def instantiate(self) -> None:
+        pass
+
+    def replay(self) -> None:
+        pass
+
+    def reset(self) -> None:
+        pass
+
+    def raw_cuda_graph(self) -> int:
+        return 1
+
+    def raw_cuda_graph_exec(self) -> int:
+        return 2
+
+    def pool(self) -> tuple[int, int]:
+        return (0, 9)
+
+
+def _nodes(n: int) -> native.CreatedNodes:
+    z = np.zeros(0, dtype=np.uint64)
+    return native.CreatedNodes(
+        node_id=np.arange(n, dtype=np.uint64), graph_id=np.zeros(n, np.uint32),
+        node_type=np.zeros(n, np.int32), scope=np.full(n, -1, np.int64),
+        op=np.full(n, -1, np.int64), thread=np.zeros(n, np.uint64), clone_id=z,
+        clone_origin=z, exec_id=np.zeros(0, np.uint32), exec_graph=np.zeros(0, np.uint32),
+        callback_errors=0)
+
+
+class NoCupti:
+    """native.HELD's surface: the recorder's windows, with no CUPTI subscription."""
+
+    held = False
+
+    @contextlib.contextmanager
+    def window(self):  # type: ignore[no-untyped-def]
+        out: list = []
+        yield out
+        out.append(_nodes(0))
+
+    def release(self) -> None:
+        pass
+
+
+def fake_cuda() -> None:
+    native.HELD = NoCupti()  # type: ignore[assignment]
+    torch.cuda.CUDAGraph = FakeGraph  # type: ignore[misc,assignment]
+    torch.cuda.memory._record_memory_history = lambda *a, **k: None
+    torch.cuda.memory._snapshot = lambda *a, **k: {"segments": []}
+    torch.cuda.current_device = lambda: 0
+    M._reserved = lambda: 0
+    W.native.inspect_graph = lambda ptr: None  # not read: the bench times the loop only
+    W.read_dot = lambda ptr: ""
+    W.native.exec_id = lambda ptr: 7
+
+
+def loop(model: nn.Module, tokens: torch.Tensor, watched: bool) -> float:
+    graphs = []
+    t = time.perf_counter()
+    with torch.inference_mode():
+        for bs in reversed(SIZES):  # largest first, as the GPU bench
+            g = torch.cuda.CUDAGraph()
+            graphs.append(g)  # kept, as a serving engine keeps its graphs
+            if watched:
+                g.capture_begin()
+            model(tokens[:bs])
+            if watched:
+                g.capture_end()
+    return time.perf_counter() - t
+
+
+def watched(model: nn.Module, tokens: torch.Tensor, op_captures: int,
+            causes: dict[str, float] | None = None) -> float:
+    w = W.GraphWatch(CaptureConfig(mode="run", replays=0, op_captures=op_captures))
+    undo = patch_cuda_graph(w)
+    try:
+        s = loop(model, tokens, True)
+        if causes is not None:
+            causes.update(w.overhead)
+        return s
+    finally:
+        undo()
+        w._close_window()
+        w._release_batch()
+        w.pending.clear()
+
+
+def main(rounds: int = 9) -> None:
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    fake_cuda()
+    model = Decoder().eval()
+    tokens = torch.zeros(max(SIZES), dtype=torch.long)
+    variants = {"plain": lambda: loop(model, tokens, False),
+                "watch": lambda: watched(model, tokens, 2),
+                "watch_all_ops": lambda: watched(model, tokens, 0)}
+    res: dict[str, list[float]] = {k: [] for k in variants}
+    for f in variants.values():
+        f()
+    random.seed(1)
+    for _ in range(rounds):
+        ks = list(variants)
+        random.shuffle(ks)
+        for k in ks:
+            res[k].append(variants[k]())
+    plain = statistics.median(res["plain"])
+    out: dict[str, dict[str, float]] = {}
+    for k, v in res.items():
+        m = statistics.median(v)
+        out[k] = {"loop_s": round(m, 4), "ratio": round(m / plain, 3),
+                  "ms_per_capture": round((m - plain) / len(SIZES) * 1e3, 3)}
+    causes: dict[str, float] = {}
+    watched(model, tokens, 2, causes)
+    out["watch_causes_ms_per_capture"] = {k: round(v / len(SIZES) * 1e3, 4)
+                                          for k, v in causes.items()}
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 9)
