@@ -56,9 +56,9 @@ struct KeyHash {
   }
 };
 struct Entry {
-  PyObject* module_ref;  // weak references (owned)
-  PyObject* root_ref;
-  int64_t sid;
+  PyObject* module_ref = nullptr;  // weak references (owned)
+  PyObject* root_ref = nullptr;
+  int64_t sid = -1;
 };
 using Cache = std::unordered_map<Key, Entry, KeyHash>;
 
@@ -227,7 +227,17 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
       !resolve(self, module, args + 1, nargs - 1, parent, outer, &root, &sid))
     return nullptr;
   self->roots->push_back(root);  // the reference moves to the stack
-  if (sid >= 0 && (!scope_push(t, sid) || !mark(self, sid))) {
+  if (sid >= 0 && !scope_push(t, sid)) {
+    self->roots->pop_back();
+    Py_DECREF(root);
+    return nullptr;
+  }
+  if (sid >= 0 && !mark(self, sid)) {  // closed again, the mark's error kept
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    scope_pop();
+    PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
     self->roots->pop_back();
     Py_DECREF(root);
     return nullptr;

@@ -381,3 +381,29 @@ def test_run_op_captures_refuses_what_is_not_a_count(tmp_path, capsys, bad):
     assert main(["run", "--op-captures", bad, str(prog)]) != 0
     err = capsys.readouterr().err
     assert "--op-captures" in err and "1 or more" in err and "'all'" in err
+
+
+def test_run_says_which_sites_kept_scopes_only(tmp_path, monkeypatch, capsys):
+    # GIVEN graphscope run of a ladder whose later buckets were captured without ops
+    # (the library call replaced; the summary is a recorded run bundle's)
+    from types import SimpleNamespace
+
+    import graphscope.capture as C
+    from graphscope.analysis.summary import summarize
+    from graphscope.bundle import read_bundle
+    from graphscope.capture.source import RawCapture
+    from graphscope.cli.main import main
+
+    prog = tmp_path / "serve.py"
+    prog.write_text("pass\n")
+    bundle = os.path.join(os.path.dirname(__file__), "..", "data", "run_ladder")
+    res = SimpleNamespace(summary=summarize(read_bundle(bundle)), bundle_path="out")
+    meta = {"ops_not_recorded": {"serve.py:40": 65}}
+    monkeypatch.setattr(C, "run_program_capture", lambda cfg, job, argv=None:
+                        (RawCapture([], meta=meta), res))
+    # WHEN it runs with --op-captures 3
+    assert main(["run", "--op-captures", "3", str(prog)]) == 0
+    # THEN stderr names the site, how many captures kept scopes only, and the way to get all
+    err = capsys.readouterr().err
+    assert ("serve.py:40: aten ops, shapes and source lines recorded in its first 3 capture(s); "
+            "65 later one(s) keep module, phase and memory scopes (--op-captures all") in err
