@@ -27,7 +27,6 @@ import time
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from graphscope import native
@@ -36,42 +35,24 @@ from graphscope.capture.program import watch as W
 from graphscope.capture.program.patch import patch_cuda_graph
 from graphscope.config import CaptureConfig
 
-LAYERS, HIDDEN, HEADS, CTX = 16, 64, 4, 8
-SIZES = [1, 2, 4] + list(range(8, 513, 8))  # vLLM's 67 default capture sizes
-D = HIDDEN // HEADS
 
+def cpu_model() -> tuple[nn.Module, torch.Tensor, list[int]]:
+    """bench_ladder.py's decoder and inputs, on the CPU in fp32 at hidden 64 and a vocabulary
+    of 1000 (its 16 layers, module calls and ops unchanged), and its 67 sizes."""
+    from bench_ladder import MODEL  # run as python bench/bench_watch_cpu.py
 
-class Layer(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(HIDDEN), nn.LayerNorm(HIDDEN)
-        self.qkv, self.out = nn.Linear(HIDDEN, 3 * HIDDEN), nn.Linear(HIDDEN, HIDDEN)
-        self.mlp = nn.Sequential(nn.Linear(HIDDEN, 4 * HIDDEN), nn.GELU(),
-                                 nn.Linear(4 * HIDDEN, HIDDEN))
-        shape = (max(SIZES), HEADS, CTX, D)
-        self.register_buffer("k", torch.randn(shape))
-        self.register_buffer("v", torch.randn(shape))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b = x.shape[0]
-        q = self.qkv(self.ln1(x))[:, :HIDDEN].view(b, HEADS, 1, D)
-        a = F.scaled_dot_product_attention(q, self.k[:b], self.v[:b])
-        x = x + self.out(a.reshape(b, HIDDEN))
-        return x + self.mlp(self.ln2(x))
-
-
-class Decoder(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(1000, HIDDEN)
-        self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
-        self.head = nn.Linear(HIDDEN, 1000)
-
-    def forward(self, tok: torch.Tensor) -> torch.Tensor:
-        x = self.embed(tok)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(x)
+    src = MODEL
+    for old, new in (("LAYERS, HIDDEN, HEADS, CTX = 16, 1024, 8, 128",
+                      "LAYERS, HIDDEN, HEADS, CTX = 16, 64, 4, 8"),
+                     ('dtype=torch.float16, device="cuda"', "dtype=torch.float32"),
+                     ("Decoder().cuda().half().eval()", "Decoder().eval()"),
+                     ("32000", "1000"),
+                     ('dtype=torch.long, device="cuda"', "dtype=torch.long")):
+        assert old in src, old
+        src = src.replace(old, new)
+    ns: dict = {}
+    exec(src, ns)
+    return ns["model"], ns["tokens"], ns["SIZES"]
 
 
 class FakeGraph:
@@ -142,27 +123,27 @@ def fake_cuda() -> None:
     W.native.exec_id = lambda ptr: 7
 
 
-def loop(model: nn.Module, tokens: torch.Tensor, watched: bool) -> float:
-    graphs = []
+def loop(model: nn.Module, tokens: torch.Tensor, watched: bool, sizes: list[int]) -> float:
+    graphs, outs = [], []
     t = time.perf_counter()
     with torch.inference_mode():
-        for bs in reversed(SIZES):  # largest first, as the GPU bench
+        for bs in reversed(sizes):  # largest first, as the GPU bench
             g = torch.cuda.CUDAGraph()
-            graphs.append(g)  # kept, as a serving engine keeps its graphs
+            graphs.append(g)  # graphs and outputs kept, as a serving engine keeps them
             if watched:
                 g.capture_begin()
-            model(tokens[:bs])
+            outs.append(model(tokens[:bs]))
             if watched:
                 g.capture_end()
     return time.perf_counter() - t
 
 
-def watched(model: nn.Module, tokens: torch.Tensor, op_captures: int,
+def watched(model: nn.Module, tokens: torch.Tensor, op_captures: int, sizes: list[int],
             causes: dict[str, float] | None = None) -> float:
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, op_captures=op_captures))
     undo = patch_cuda_graph(w)
     try:
-        s = loop(model, tokens, True)
+        s = loop(model, tokens, True, sizes)
         if causes is not None:
             causes.update(w.overhead)
         return s
@@ -177,11 +158,10 @@ def main(rounds: int = 9) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     fake_cuda()
-    model = Decoder().eval()
-    tokens = torch.zeros(max(SIZES), dtype=torch.long)
-    variants = {"plain": lambda: loop(model, tokens, False),
-                "watch": lambda: watched(model, tokens, 2),
-                "watch_all_ops": lambda: watched(model, tokens, 0)}
+    model, tokens, sizes = cpu_model()
+    variants = {"plain": lambda: loop(model, tokens, False, sizes),
+                "watch": lambda: watched(model, tokens, 2, sizes),
+                "watch_all_ops": lambda: watched(model, tokens, 0, sizes)}
     res: dict[str, list[float]] = {k: [] for k in variants}
     for f in variants.values():
         f()
@@ -196,10 +176,10 @@ def main(rounds: int = 9) -> None:
     for k, v in res.items():
         m = statistics.median(v)
         out[k] = {"loop_s": round(m, 4), "ratio": round(m / plain, 3),
-                  "ms_per_capture": round((m - plain) / len(SIZES) * 1e3, 3)}
+                  "ms_per_capture": round((m - plain) / len(sizes) * 1e3, 3)}
     causes: dict[str, float] = {}
-    watched(model, tokens, 2, causes)
-    out["watch_causes_ms_per_capture"] = {k: round(v / len(SIZES) * 1e3, 4)
+    watched(model, tokens, 2, sizes, causes)
+    out["watch_causes_ms_per_capture"] = {k: round(v / len(sizes) * 1e3, 4)
                                           for k, v in causes.items()}
     print(json.dumps(out, indent=1))
 
