@@ -56,7 +56,8 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
         force: bool, target: str, args: tuple[str, ...]) -> int:
     """Run TARGET (a script, or a module with -m) with ARGS in this process, as python would,
     and write a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
-    tagged with its module, phase, aten op, shapes and source line, and replays timed.
+    tagged with its module and phase (and, in the first --op-captures captures of each
+    capture line, its aten op, shapes and source line), and replays timed.
 
     The program's argv, stdout/stderr and exit code are its own; graphscope prints to stderr.
     """

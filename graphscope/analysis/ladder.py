@@ -86,6 +86,8 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
                 "capture_s": cap,
                 "instantiate_s": inst,
                 "structure": key,
+                # False: captured past graphscope run's --op-captures (module scopes only)
+                "ops_recorded": bool(info.get("ops_recorded", True)),
             })
         order = {k: i + 1 for i, k in enumerate(groups)}
         for b in buckets:
@@ -104,5 +106,6 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
             "pools": len(pool_ids) if pool_ids else None,
             "capture_s": round(sum(caps), 6) if caps else None,
             "instantiate_s": round(sum(insts), 6) if insts else None,
+            "ops_recorded": sum(1 for b in buckets if b["ops_recorded"]),
         })
     return out

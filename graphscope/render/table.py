@@ -522,6 +522,11 @@ def ladder_table(site: dict[str, Any]) -> Table:
         lines.append(f"never replayed: {len(site['never_replayed'])} bucket(s): "
                      + ", ".join(site["never_replayed"][:8])
                      + (" ..." if len(site["never_replayed"]) > 8 else ""))
+    with_ops = site.get("ops_recorded", len(site["buckets"]))
+    if with_ops < len(site["buckets"]):
+        lines.append(f"aten ops, shapes and source lines recorded in {with_ops} of "
+                     f"{len(site['buckets'])} buckets (the first captured; the others keep "
+                     "module scopes: graphscope run --op-captures all records every bucket)")
     shared = [s for s in site["structures"] if len(s["graphs"]) > 1]
     lines.extend(f"structure {s['structure']}: {len(s['graphs'])} buckets with the same "
                  "kernels and edges (other launch dimensions)" for s in shared[:5])

@@ -18,7 +18,7 @@ from graphscope.capture.meter import OUTSIDE, CaptureMeter
 from graphscope.cli.main import main
 from graphscope.model.graph import Bundle
 from graphscope.render.html import ladder_svg
-from graphscope.render.table import render
+from graphscope.render.table import ladder_table, render
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 MiB = 1 << 20
@@ -108,6 +108,22 @@ def test_ladder_of_a_run_bundle():
     assert big["ns_per_row"] == pytest.approx(big["median_ns"] / 8)
     assert small["replays"] == 40 and small["median_ns"] > 0
     assert site["never_replayed"] == []
+    assert site["ops_recorded"] == 2 and small["ops_recorded"] and big["ops_recorded"]
+
+
+def test_ladder_says_which_buckets_kept_scopes_only():
+    # GIVEN a run bundle whose second bucket was captured past --op-captures
+    b = _bundle("run_decode")
+    later = dataclasses.replace(b.graphs[1], info={**b.graphs[1].info, "ops_recorded": False})
+    b2 = dataclasses.replace(b, graphs=(b.graphs[0], later))
+    (site,) = ladder(b2, graph_rows(b2))
+    # THEN the bucket says so, the site counts its buckets with ops, and the table tells how
+    assert site["ops_recorded"] == 1
+    assert [x["ops_recorded"] for x in site["buckets"] if x["name"] == later.name] == [False]
+    con = Console(width=200, record=True)
+    con.print(ladder_table(site))
+    assert ("aten ops, shapes and source lines recorded in 1 of 2 buckets"
+            in con.export_text().replace("\n", " "))
 
 
 def test_ladder_groups_structure_and_lists_buckets_never_replayed():
