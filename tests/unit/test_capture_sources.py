@@ -407,3 +407,33 @@ def test_run_says_which_sites_kept_scopes_only(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert ("serve.py:40: aten ops, shapes and source lines recorded in its first 3 capture(s); "
             "65 later one(s) keep module, phase and memory scopes (--op-captures all") in err
+
+
+def test_a_program_runs_on_a_settled_heap():
+    # GIVEN graphscope run about to start a program (runner.settled_heap around its run), in a
+    # fresh interpreter (a test process may have a frozen heap already: torch's compile
+    # workers freeze theirs)
+    import subprocess
+    import sys
+
+    code = """if True:
+        import gc
+        from graphscope.capture.program.runner import settled_heap
+        assert gc.get_freeze_count() == 0
+        with settled_heap():
+            frozen = gc.get_freeze_count()
+            mine = [object() for _ in range(1000)]
+            assert frozen > 0 and gc.get_freeze_count() == frozen, frozen
+        assert gc.get_freeze_count() == 0
+        gc.freeze()
+        had = gc.get_freeze_count()
+        with settled_heap():
+            assert gc.get_freeze_count() == had
+        assert gc.get_freeze_count() == had
+        print("ok")
+    """
+    # WHEN the program runs THEN what existed before it is frozen out of collections, what the
+    # program makes is not, and afterwards the heap is as it was; a heap frozen by someone else
+    # is left to them
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from ..source import Phase, ProgramJob, RawCapture, register
-from .runner import check_target, run_program
+from .runner import check_target, run_program, settled_heap
 from .watch import GraphWatch
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
@@ -43,7 +43,7 @@ class RunSource:
 
     def capture(self, job: ProgramJob, phase: Phase) -> RawCapture:
         phase("run")
-        with watching(job.config) as watch:
+        with watching(job.config) as watch, settled_heap():
             job.exit_code = run_program(job.target, job.args, job.module)
         return watch.result()
 
