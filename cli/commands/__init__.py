@@ -33,6 +33,7 @@ COMMANDS = {
     "run": ("graphscope.cli.commands.run", "run",
             "Run TARGET (a script, or a module with -m) with ARGS in this process, as python "
             "would, and write a bundle of every CUDA graph it captures: each kernel, memcpy "
-            "and memset node tagged with its module, phase, aten op, shapes and source line, "
-            "and replays timed."),
+            "and memset node tagged with its module and phase (and, in the first "
+            "--op-captures captures of each capture line, its aten op, shapes and source "
+            "line), and replays timed."),
 }
