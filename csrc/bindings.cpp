@@ -112,6 +112,8 @@ NB_MODULE(_native, m) {
   m.attr("module_call") = module_call_type();
   m.def("module_scope_cache", &module_scope_cache);
   m.def("module_scope_cache_size", &module_scope_cache_size, nb::arg("cache"));
+  m.def("module_scope_cache_prune", &module_scope_cache_prune, nb::arg("cache"),
+        "Drop the entries whose module or root is gone; returns how many.");
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
         nb::arg("anns"), "live[nodes[i]] = anns[index[i]]; nodes u64, index i32.");
   m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));

@@ -107,7 +107,7 @@ struct ModuleCall {
 };
 
 bool mark(ModuleCall* self, int64_t sid) {
-  if (self->marks == Py_None) return true;
+  if (self->marks == nullptr || self->marks == Py_None) return true;
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);  // time.time_ns()'s clock (the allocator's too)
   PyObject* t = PyTuple_New(2);
@@ -204,6 +204,10 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs < 1) {
     PyErr_SetString(PyExc_TypeError, "Module.__call__ needs the module");
+    return nullptr;
+  }
+  if (self->real == nullptr || self->cache == nullptr) {  // cleared by the collector
+    PyErr_SetString(PyExc_RuntimeError, "graphscope: this module_call was cleared");
     return nullptr;
   }
   if (!annotating() || PyThread_get_thread_ident() != self->main_thread)
@@ -356,6 +360,19 @@ PyObject* mc_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   return reinterpret_cast<PyObject*>(self);
 }
 
+// __name__ / __qualname__ of the __call__ it replaces (code that names a module class's
+// __call__ keeps working while it is installed)
+PyObject* mc_get_attr_of_real(PyObject* o, void* name) {
+  PyObject* real = reinterpret_cast<ModuleCall*>(o)->real;
+  if (real == nullptr) return PyUnicode_FromString("__call__");
+  return PyObject_GetAttrString(real, static_cast<const char*>(name));
+}
+
+PyGetSetDef mc_getset[] = {
+    {"__name__", mc_get_attr_of_real, nullptr, nullptr, const_cast<char*>("__name__")},
+    {"__qualname__", mc_get_attr_of_real, nullptr, nullptr, const_cast<char*>("__qualname__")},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
 PyMemberDef mc_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(ModuleCall, vectorcall), READONLY, nullptr},
     {"__wrapped__", T_OBJECT, offsetof(ModuleCall, real), READONLY,
@@ -373,6 +390,7 @@ nb::object module_call_type() {
       {Py_tp_call, reinterpret_cast<void*>(PyVectorcall_Call)},
       {Py_tp_descr_get, reinterpret_cast<void*>(mc_descr_get)},
       {Py_tp_members, mc_members},
+      {Py_tp_getset, mc_getset},
       {Py_tp_doc, const_cast<char*>(
            "module_call(real, resolve, outer_return, marks, cache, main_thread, "
            "set_eval_frame=None): "
@@ -395,6 +413,36 @@ nb::object module_scope_cache() {
     throw nb::python_error();
   }
   return nb::steal(c);
+}
+
+size_t module_scope_cache_prune(nb::object cache) {
+  auto* c = static_cast<Cache*>(PyCapsule_GetPointer(cache.ptr(), kCacheName));
+  if (c == nullptr) throw nb::python_error();
+  size_t dropped = 0;
+  for (auto it = c->begin(); it != c->end();) {
+    PyObject* m = nullptr;
+    PyObject* r = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(it->second.module_ref, &m) < 0) PyErr_Clear();
+    if (PyWeakref_GetRef(it->second.root_ref, &r) < 0) PyErr_Clear();
+    const bool dead = m == nullptr || r == nullptr;
+    Py_XDECREF(m);
+    Py_XDECREF(r);
+#else
+    m = PyWeakref_GetObject(it->second.module_ref);
+    r = PyWeakref_GetObject(it->second.root_ref);
+    const bool dead = m == Py_None || r == Py_None || m == nullptr || r == nullptr;
+#endif
+    if (dead) {
+      Py_XDECREF(it->second.module_ref);
+      Py_XDECREF(it->second.root_ref);
+      it = c->erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
 }
 
 size_t module_scope_cache_size(nb::object cache) {

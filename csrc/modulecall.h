@@ -14,5 +14,7 @@ nb::object module_call_type();
 // A new (module, root, outer scope) -> scope cache, a capsule kept across capture windows.
 nb::object module_scope_cache();
 size_t module_scope_cache_size(nb::object cache);
+// Drop the entries whose module or root is gone; returns how many.
+size_t module_scope_cache_prune(nb::object cache);
 
 }  // namespace gs

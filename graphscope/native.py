@@ -301,15 +301,20 @@ def watch_profiler() -> None:
     graphscope's tracer and recorder stay off CUPTI for all of it — also during a schedule's
     wait and warm-up steps, when Kineto has (or is about to have) CUPTI's activity API but
     torch.profiler does not yet count as enabled. Tracing a replay in a warm-up step left the
-    program's trace without a single GPU event. Idempotent; a no-op without torch."""
+    program's trace without a single GPU event. The legacy ``torch.autograd.profiler.profile``
+    (Kineto too) is noted from ``__enter__`` to ``__exit__``. Idempotent; a no-op without
+    torch."""
     try:
+        from torch.autograd import profiler as legacy
         from torch.profiler import profiler as tp
     except ImportError:
         return
-    for cls in (tp._KinetoProfile, tp.profile):
+    kineto = (("start", "stop"), ("prepare_trace", "stop_trace"))
+    for cls, pairs in ((tp._KinetoProfile, kineto), (tp.profile, kineto),
+                       (legacy.profile, (("__enter__", "__exit__"),))):
         if cls.__dict__.get("_graphscope_watched"):
             continue
-        for opener, closer in (("start", "stop"), ("prepare_trace", "stop_trace")):
+        for opener, closer in pairs:
             if opener not in cls.__dict__ or closer not in cls.__dict__:
                 continue
             real_open, real_close = cls.__dict__[opener], cls.__dict__[closer]
@@ -332,7 +337,7 @@ def watch_profiler() -> None:
 
             setattr(cls, opener, functools.wraps(real_open)(opened))
             setattr(cls, closer, functools.wraps(real_close)(closed))
-        cls._graphscope_watched = True  # type: ignore[attr-defined]
+        cls._graphscope_watched = True  # type: ignore[union-attr]
 
 
 @contextmanager
@@ -376,11 +381,16 @@ class HeldRecorder:
 
     def __init__(self) -> None:
         self.held = False
+        self.open = False  # a window is open
+        # released while a window was open (a profiler started inside a capture): the nodes
+        # made after that went unrecorded; the window's owner reads and resets it
+        self.cut = False
 
     @contextmanager
     def window(self) -> Iterator[list[CreatedNodes]]:
         """One capture window's records (the list holds them once the body ends)."""
         ext = ensure_loaded()
+        self.cut = False
         if not self.held:
             _refuse_under_profiler()
             _call(ext.recorder_start, True)
@@ -389,9 +399,11 @@ class HeldRecorder:
             ext.recorder_clear()
             ext.recorder_gate(True)
         out: list[CreatedNodes] = []
+        self.open = True
         try:
             yield out
         finally:
+            self.open = False
             ext.recorder_gate(False)
             try:
                 out.append(_records())
@@ -401,6 +413,7 @@ class HeldRecorder:
     def release(self) -> None:
         if self.held:
             self.held = False
+            self.cut = self.open
             _call(extension().recorder_stop)
 
 

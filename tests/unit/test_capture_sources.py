@@ -56,19 +56,28 @@ def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     try:
         from graphscope.annotate import ATTRIBUTION
 
-        registered = {m: a[0]["module_name"] for m, a in ATTRIBUTION.modules.names.items()}
+        registered = {id(m): a[0]["module_name"] for m, a in ATTRIBUTION.modules.names.items()}
     finally:
         h.remove()
     # THEN the same names, L first; the loss module is a root of its own, by its class
     assert fqns == registered
     assert sorted(fqns.values()) == ["L", "L.0", "L.1", "L.1.0"]
-    assert names.names_of(loss) == {loss: "(MSELoss)"}
+    assert names.names_of(loss) == {id(loss): "(MSELoss)"}
     # AND a root keeps its name in a later capture, where a new model is L again
     names.new_window()
-    assert names.names_of(loss) == {loss: "(MSELoss)"}
+    assert names.names_of(loss) == {id(loss): "(MSELoss)"}
     other = torch.nn.Linear(1, 1)
     names.new_window()
-    assert names.names_of(other) == {other: "L"}
+    assert names.names_of(other) == {id(other): "L"}
+    # AND the names keep no model alive (a table that held its own root did: a run's every
+    # model, and its memory, lived to the end)
+    import gc
+    import weakref
+
+    gone = weakref.ref(model)
+    del model, fqns, h
+    gc.collect()
+    assert gone() is None and len(names.roots) == 2
 
 
 def test_one_default_output_rule():
@@ -303,6 +312,74 @@ def test_run_module_scopes_under_torch_compile_in_the_window():
     # THEN it returns what the model computes, and dynamo never traced graphscope's frames
     # (that failed with an assertion inside dynamo before the resolver ran with it off)
     assert torch.equal(got, want)
+
+
+def test_run_module_scopes_held_across_a_batch_let_dynamo_compile():
+    # GIVEN a model compiled with fullgraph=True (vLLM's way) before graphscope run holds its
+    # nn.Module.__call__ for a batch of captures
+    import torch._dynamo
+    import torch._dynamo.testing
+
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import fake_session
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    torch._dynamo.reset()
+    count = torch._dynamo.testing.CompileCounter()
+    f = torch.compile(model, backend=count, fullgraph=True, dynamic=False)
+    f(torch.ones(2, 4))
+    real_call = torch.nn.Module.__call__
+    names = ModuleNames()
+    names.new_window()
+    hooks = module_hooks(names, None, lambda m, a: None)
+    try:
+        # WHEN it recompiles for a new shape between two windows of the batch, and inside one
+        f(torch.ones(3, 4))
+        with fake_session():
+            f(torch.ones(5, 4))
+        # THEN each compile traced the whole model (torch's own __call__ was in place while
+        # dynamo compiled: a C __call__ failed fullgraph compiles), and the patch came back
+        assert count.frame_count == 3 and torch.nn.Module.__call__ is not real_call
+    finally:
+        for h in hooks:
+            h.remove()
+        torch._dynamo.reset()
+    # AND removing it unhooks dynamo's callbacks
+    from torch._dynamo.callback import callback_handler
+
+    assert hooks[0].suspend not in callback_handler.start_callbacks
+    assert torch.nn.Module.__call__ is real_call
+
+
+def test_run_module_scopes_let_dynamo_be_imported_during_a_batch():
+    # GIVEN a fresh interpreter where torch._dynamo is not imported yet, and graphscope run's
+    # nn.Module.__call__ held for a batch
+    import subprocess
+    import sys
+
+    code = """if True:
+        import sys, torch
+        assert "torch._dynamo" not in sys.modules
+        from graphscope.capture.program.names import ModuleNames, module_hooks
+        real = torch.nn.Module.__call__
+        names = ModuleNames(); names.new_window()
+        (patch,) = module_hooks(names, None, lambda m, a: None)
+        import torch._dynamo, torch._dynamo.utils
+        from torch._dynamo.callback import callback_handler
+        # dynamo kept torch's own __call__, and the patch hooked its compile callbacks
+        assert torch._dynamo.utils.unpatched_nn_module_call is real
+        assert torch.nn.Module.__call__ is patch.call
+        assert patch.suspend in callback_handler.start_callbacks
+        m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+        y = torch.compile(m, backend="eager", fullgraph=True)(torch.ones(1, 2))
+        patch.remove()
+        assert torch.nn.Module.__call__ is real and patch._finder is None
+        assert not any(type(f).__name__ == "_DynamoArrival" for f in sys.meta_path)
+        print("ok")
+    """
+    # WHEN dynamo is imported and compiles THEN it works as without graphscope
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stderr[-3000:]
 
 
 def ann_scope(sid):

@@ -203,3 +203,15 @@ def test_a_batch_installs_its_hooks_once_and_lets_go_when_read(watch, monkeypatc
     assert torch.nn.Module.__call__ is not real_call and len(made) == 2
     watch.abort(g, "boom")
     assert torch.nn.Module.__call__ is real_call
+
+
+def test_a_profiler_taking_cupti_inside_a_capture_fails_that_capture(watch, monkeypatch):
+    # GIVEN a capture inside which torch.profiler started (HELD.release() notes the cut)
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    monkeypatch.setattr(W.native.HELD, "cut", True)
+    g.capture_end()
+    # THEN the capture says its later nodes went unrecorded, instead of looking complete
+    rec = watch.graphs[-1]
+    assert rec.failed and "profiler started inside the capture" in rec.failed
+    assert not W.native.HELD.cut and id(g) not in watch.pending

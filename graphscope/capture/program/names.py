@@ -4,6 +4,8 @@ module scopes its forward hooks push (named by the one rule of :mod:`graphscope.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import sys
 import threading
@@ -84,7 +86,9 @@ class ModuleNames:
     """
 
     def __init__(self) -> None:
-        self.roots: weakref.WeakKeyDictionary[Any, dict[Any, str]] = weakref.WeakKeyDictionary()
+        # root -> {id(module): fqn} over its modules (ids, not the modules: a table holding its
+        # own key would keep every root, and its GPU memory, alive for the whole run)
+        self.roots: weakref.WeakKeyDictionary[Any, dict[int, str]] = weakref.WeakKeyDictionary()
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
         # module_hooks' caches (one per depth limit), kept across capture windows (see there)
         self.scope_cache: dict[Optional[int], Any] = {}
@@ -92,11 +96,13 @@ class ModuleNames:
     def new_window(self) -> None:
         self._in_window.clear()
 
-    def names_of(self, root: Any) -> dict[Any, str]:
+    def names_of(self, root: Any) -> dict[int, str]:
+        """``{id(module): fqn}`` over ``root``'s modules (ids stay valid while the root lives:
+        it holds them)."""
         names = self.roots.get(root)
         if names is None:
             prefix = other_root(root) if self._in_window else ROOT
-            names = {m: module_fqn(p, prefix) for p, m in root.named_modules()}
+            names = {id(m): module_fqn(p, prefix) for p, m in root.named_modules()}
             self.roots[root] = names
         self._in_window.add(id(root))
         return names
@@ -105,25 +111,107 @@ class ModuleNames:
         """AccumulateGrad: the parameter's owner module among the modules seen so far."""
 
         def owner(var: Any) -> Optional[str]:
-            for table in list(self.roots.values()):
-                for mod, fqn in table.items():
-                    if any(p is var for p in mod.parameters(recurse=False)):
-                        return fqn
+            for root, table in list(self.roots.items()):
+                for mod in root.modules():
+                    if id(mod) in table and any(p is var for p in mod.parameters(recurse=False)):
+                        return table[id(mod)]
             return None
 
         return leaf_scopes(owner)
 
 
 class _CallPatch:
-    """``nn.Module.__call__`` replaced for one capture window; ``remove()`` puts it back."""
+    """``nn.Module.__call__`` replaced (graphscope run holds it for a batch of captures);
+    ``remove()`` puts it back.
+
+    While dynamo compiles, torch's own ``__call__`` is in place: dynamo inlines a module call
+    only through a Python ``__call__`` (a C one is an unsupported call: a graph break per
+    module call, and a ``fullgraph=True`` compile fails), and a program's capture loop may
+    recompile between two captures of a batch. dynamo's compile start and end callbacks
+    (``torch._dynamo.callback.callback_handler``) swap the two; where dynamo is not imported
+    yet, its first import runs with torch's own ``__call__`` too (it keeps the ``__call__`` it
+    finds as ``unpatched_nn_module_call``), then the callbacks are registered."""
 
     def __init__(self, cls: Any, real: Any, call: Any) -> None:
         self.cls, self.real, self.call = cls, real, call
+        self.removed = False
+        self._dynamo: Any = None  # dynamo's callback handler, once hooked
+        self._finder: Optional[_DynamoArrival] = None
         cls.__call__ = call
+        if "torch._dynamo" in sys.modules:
+            self.hook_dynamo()
+        else:
+            self._finder = _DynamoArrival(self)
+            sys.meta_path.insert(0, self._finder)
 
-    def remove(self) -> None:
+    def suspend(self, *_: Any) -> None:
+        """torch's own ``__call__`` back (dynamo compiles, or imports)."""
         if self.cls.__dict__.get("__call__") is self.call:
             self.cls.__call__ = self.real
+
+    def resume(self, *_: Any) -> None:
+        if not self.removed and self.cls.__dict__.get("__call__") is self.real:
+            self.cls.__call__ = self.call
+
+    def hook_dynamo(self) -> None:
+        if self._dynamo is not None or self.removed:
+            return
+        try:
+            from torch._dynamo.callback import callback_handler
+        except ImportError:  # a torch without compile callbacks
+            return
+        callback_handler.register_start_callback(self.suspend)
+        callback_handler.register_end_callback(self.resume)
+        self._dynamo = callback_handler
+
+    def remove(self) -> None:
+        self.removed = True
+        if self.cls.__dict__.get("__call__") is self.call:
+            self.cls.__call__ = self.real
+        if self._finder is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(self._finder)
+            self._finder = None
+        if self._dynamo is not None:
+            for remove, fn in ((self._dynamo.remove_start_callback, self.suspend),
+                               (self._dynamo.remove_end_callback, self.resume)):
+                with contextlib.suppress(ValueError):
+                    remove(fn)
+            self._dynamo = None
+
+
+class _DynamoArrival:
+    """A meta path finder that finds nothing itself: when ``torch._dynamo`` is first imported
+    while a :class:`_CallPatch` is in place, the import runs with torch's own
+    ``nn.Module.__call__`` and the patch then hooks dynamo's compile callbacks."""
+
+    def __init__(self, patch: _CallPatch) -> None:
+        self.patch = patch
+        self.busy = False
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch._dynamo" or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        real_exec, patch = loader.exec_module, self.patch
+
+        def exec_module(module: Any) -> None:
+            patch.suspend()
+            try:
+                real_exec(module)
+            finally:
+                patch.resume()
+                patch.hook_dynamo()
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
@@ -181,13 +269,13 @@ def _resolver(names: ModuleNames, depth: Optional[int],
 
     def resolve(module: Any, args: Any, parent_root: Any) -> tuple[Any, int]:
         table = names.names_of(parent_root) if parent_root is not None else None
-        if table is None or module not in table:
+        if table is None or id(module) not in table:
             root, table = module, names.names_of(module)
             if parent_root is None:
                 first_call(module, args)
         else:
             root = parent_root
-        fqn = table[module]
+        fqn = table[id(module)]
         if depth is not None and fqn.count(".") > depth:
             return root, -1
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})

@@ -15,8 +15,6 @@ import sys
 import time
 from typing import Any, Callable
 
-from ... import native
-
 _METHODS = ("__init__", "capture_begin", "capture_end", "instantiate", "replay", "reset",
             "__del__")
 
@@ -69,7 +67,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
 
     def replay(self: Any) -> None:
         plain = _parent(cls, "replay", real)
-        if watch.pending or native.HELD.held:  # the program replays: its batch is read first
+        if watch.holding:  # the program replays: its batch is read first
             watch.flush()
         rec = watch.by_id.get(id(self))
         if rec is None or rec.failed:

@@ -223,10 +223,19 @@ class GraphWatch:
                                          self._outer_return, self.meter.marks)
         self._batch_hooks += optimizer_hooks()
 
+    @property
+    def holding(self) -> bool:
+        """Whether a batch is open: captures waiting to be read, or what the batch holds."""
+        return bool(self.pending or self._batch_hooks or native.HELD.held)
+
     def _release_hooks(self) -> None:
         hooks, self._batch_hooks = self._batch_hooks, []
         for h in reversed(hooks):
             h.remove()
+        if hooks:  # entries for modules the program dropped since
+            prune = native.extension().module_scope_cache_prune
+            for cache in self.module_names.scope_cache.values():
+                prune(cache)
 
     def _release_batch(self) -> None:
         """What a batch of captures holds, let go: CUPTI's subscription and the hooks."""
@@ -284,6 +293,12 @@ class GraphWatch:
         finally:
             records = self._close_window()
             t = self._spent("unsubscribe", t)
+        if native.HELD.cut:  # a torch.profiler took CUPTI from inside this capture
+            native.HELD.cut = False
+            rec.failed = rec.failed or ("a profiler started inside the capture and took CUPTI's "
+                                        "subscription: the nodes made after it are unrecorded")
+            self.warnings.append(f"{rec.site}: {rec.failed}")
+            return
         if records is None:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
