@@ -239,10 +239,9 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     program's capture loop enters the same modules in the same scopes), so after the first
     capture a call is one lookup and a push.
 
-    While dynamo traces a function inside the window it sees ``__call__`` as a C callable it
-    cannot inline (graphscope's resolver runs with dynamo's frame callback off); torch.compile
-    traces before a cudagraph tree records, so this only touches a function compiled for the
-    first time inside a program's own capture, which then runs uncompiled in that window."""
+    While dynamo compiles, torch's own ``__call__`` is in place (:class:`_CallPatch`), and
+    graphscope's resolver runs with dynamo's frame callback off (a graph break inside a window
+    would otherwise have dynamo compile the resolver's frames)."""
     import torch
     from torch.nn.modules import module as m
 
