@@ -5,7 +5,8 @@ memory pool, as vLLM does. The program times its own capture loop, its first rep
 ``graphscope run`` (ops recorded in the first 2 buckets, the default) and ``graphscope run
 --op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
 (paired rounds). Prints JSON; the figures go to
-docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]``.
+docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS] [--no-all-ops]``
+(``--no-all-ops``: plain and ``run`` only, twice the rounds in the same time).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def ladder_facts(bundle: str) -> dict:
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
 
 
-def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
+def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
@@ -140,10 +141,12 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         for _ in range(rounds):  # paired: plain, run, run --op-captures all per round
             plain.append(once(path, False, traced, untraced))
             run.append(once(path, True, traced, untraced))
-            every.append(once(path, True, traced, untraced, "--op-captures", "all"))
+            if all_ops:
+                every.append(once(path, True, traced, untraced, "--op-captures", "all"))
             print(f"round {len(run)}: plain {plain[-1]['capture_s']:.3f} s, run "
-                  f"{run[-1]['capture_s']:.3f} s, run --op-captures all "
-                  f"{every[-1]['capture_s']:.3f} s", file=sys.stderr, flush=True)
+                  f"{run[-1]['capture_s']:.3f} s"
+                  + (f", run --op-captures all {every[-1]['capture_s']:.3f} s" if all_ops else ""),
+                  file=sys.stderr, flush=True)
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:
@@ -155,8 +158,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
-        "all_ops_capture_s": med(every, "capture_s"),
-        "all_ops_capture_ratio": statistics.median(every_ratios),
+        "all_ops_capture_s": med(every, "capture_s") if every else None,
+        "all_ops_capture_ratio": statistics.median(every_ratios) if every else None,
         "all_ops_capture_ratio_all": every_ratios,
         "traced_replays_per_graph": traced,
         "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
@@ -172,5 +175,6 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20) -> None:
     print(json.dumps(res, indent=1))
 
 
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+if __name__ == "__main__":  # python bench/bench_ladder.py [ROUNDS] [--no-all-ops]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv)
