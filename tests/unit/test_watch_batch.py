@@ -205,6 +205,16 @@ def test_a_batch_installs_its_hooks_once_and_lets_go_when_read(watch, monkeypatc
     assert torch.nn.Module.__call__ is real_call
 
 
+def test_no_ops_records_none_and_flags_none(watch, monkeypatch):
+    # GIVEN graphscope run --no-ops (no ops anywhere: not a limit that skipped some)
+    watch.cfg.record_ops = False
+    _capture(4)
+    # THEN no window records ops, and no graph is marked as skipped by --op-captures
+    assert {e[0] for e in watch.events if isinstance(e, tuple)} == {"no ops"}
+    assert all("ops_recorded" not in g.info() for g in watch.graphs)
+    assert "ops_not_recorded" not in watch.result().meta
+
+
 def test_a_profiler_taking_cupti_inside_a_capture_fails_that_capture(watch, monkeypatch):
     # GIVEN a capture inside which torch.profiler started (HELD.release() notes the cut)
     g = torch.cuda.CUDAGraph()

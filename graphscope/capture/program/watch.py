@@ -72,7 +72,7 @@ class ProgramGraph:
     static_output_bytes: Optional[int] = None  # what the outermost modules returned
     outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
     window: Optional[Window] = None  # the meter's window, until the batch is read
-    ops_recorded: bool = True  # False: past the site's --op-captures (scopes only)
+    ops_recorded: bool = True  # False: past the site's --op-captures (scopes only; not --no-ops)
 
     @property
     def exec_id(self) -> int:
@@ -183,12 +183,14 @@ class GraphWatch:
         if kind == "compiled":
             rec.shapes = compiled_inputs()
         limit = self.cfg.op_captures  # a ladder's later buckets: scopes only (0: every one)
-        rec.ops_recorded = self.cfg.record_ops and (not limit or self.sites.get(site, 0) < limit)
+        within = not limit or self.sites.get(site, 0) < limit
+        record_ops = self.cfg.record_ops and within
+        rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
         self.module_names.new_window()
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
         try:
-            self._records = stack.enter_context(ann.session(rec.ops_recorded, held=True))
+            self._records = stack.enter_context(ann.session(record_ops, held=True))
             t = self._spent("subscribe", t)
             self._hold_batch()
             active = state.ATTRIBUTION.active
