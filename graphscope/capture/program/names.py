@@ -173,10 +173,10 @@ class _CallPatch:
                 sys.meta_path.remove(self._finder)
             self._finder = None
         if self._dynamo is not None:
-            for remove, fn in ((self._dynamo.remove_start_callback, self.suspend),
-                               (self._dynamo.remove_end_callback, self.resume)):
-                with contextlib.suppress(ValueError):
-                    remove(fn)
+            for name, fn in (("remove_start_callback", self.suspend),
+                             ("remove_end_callback", self.resume)):
+                with contextlib.suppress(ValueError, AttributeError):
+                    getattr(self._dynamo, name)(fn)
             self._dynamo = None
 
 
