@@ -77,20 +77,25 @@ void cache_free(PyObject* capsule) {  // runs with the GIL held (the capsule's d
   delete c;
 }
 
-// Whether the weak reference `ref` still points at `obj`.
-bool refers_to(PyObject* ref, PyObject* obj) {
+// What the weak reference `ref` points at, as an address only compared, never used (nullptr:
+// nothing any more).
+const void* referent(PyObject* ref) {
 #if PY_VERSION_HEX >= 0x030D0000
   PyObject* o = nullptr;
   if (PyWeakref_GetRef(ref, &o) < 0) {
     PyErr_Clear();
-    return false;
+    return nullptr;
   }
-  Py_XDECREF(o);  // only compared: `obj` is alive (the caller holds it)
-  return o == obj;
+  Py_XDECREF(o);
+  return o;
 #else
-  return PyWeakref_GetObject(ref) == obj;
+  PyObject* o = PyWeakref_GetObject(ref);
+  return o == Py_None ? nullptr : o;
 #endif
 }
+
+// Whether `ref` still points at `obj` (alive: the caller holds it).
+bool refers_to(PyObject* ref, PyObject* obj) { return referent(ref) == obj; }
 
 struct ModuleCall {
   PyObject_HEAD
@@ -420,19 +425,8 @@ size_t module_scope_cache_prune(nb::object cache) {
   if (c == nullptr) throw nb::python_error();
   size_t dropped = 0;
   for (auto it = c->begin(); it != c->end();) {
-    PyObject* m = nullptr;
-    PyObject* r = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyWeakref_GetRef(it->second.module_ref, &m) < 0) PyErr_Clear();
-    if (PyWeakref_GetRef(it->second.root_ref, &r) < 0) PyErr_Clear();
-    const bool dead = m == nullptr || r == nullptr;
-    Py_XDECREF(m);
-    Py_XDECREF(r);
-#else
-    m = PyWeakref_GetObject(it->second.module_ref);
-    r = PyWeakref_GetObject(it->second.root_ref);
-    const bool dead = m == Py_None || r == Py_None || m == nullptr || r == nullptr;
-#endif
+    const bool dead = referent(it->second.module_ref) == nullptr ||
+                      referent(it->second.root_ref) == nullptr;
     if (dead) {
       Py_XDECREF(it->second.module_ref);
       Py_XDECREF(it->second.root_ref);

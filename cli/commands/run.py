@@ -91,9 +91,12 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                    "no bundle written", err=True)
         return code
     print_graphs(res.summary, Console(stderr=True))
-    for site, n in raw.meta.get("ops_not_recorded", {}).items():
-        click.echo(f"graphscope: {site}: aten ops, shapes and source lines recorded in its first "
-                   f"{cfg.op_captures} capture(s); {n} later one(s) keep module, phase and memory "
-                   "scopes (--op-captures all records every capture)", err=True)
+    for site in res.summary.get("ladder") or ():  # --op-captures: the buckets without ops
+        n = len(site["buckets"]) - site.get("ops_recorded", len(site["buckets"]))
+        if n > 0:
+            click.echo(f"graphscope: {site['site']}: aten ops, shapes and source lines recorded "
+                       f"in its first {cfg.op_captures} capture(s); {n} later one(s) keep module, "
+                       "phase and memory scopes (--op-captures all records every capture)",
+                       err=True)
     click.echo(f"Wrote {res.bundle_path}", err=True)
     return code
