@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from graphscope import native
+from graphscope import native, nodecount
 from graphscope.capture import meter as M
 from graphscope.capture.program import watch as W
 from graphscope.capture.program.patch import patch_cuda_graph
@@ -100,6 +100,7 @@ class NoCupti:
     """native.HELD's surface: the recorder's windows, with no CUPTI subscription."""
 
     held = False
+    cut = False
 
     @contextlib.contextmanager
     def window(self):  # type: ignore[no-untyped-def]
@@ -113,6 +114,10 @@ class NoCupti:
 
 def fake_cuda() -> None:
     native.HELD = NoCupti()  # type: ignore[assignment]
+    # a site's captures past --op-captures count nodes (graphscope.nodecount): the count faked
+    real_counting = nodecount.counting
+    nodecount.counting = lambda fake=True: real_counting(fake=True)  # type: ignore[misc]
+    torch.cuda.current_stream = lambda *a: type("S", (), {"cuda_stream": 0})  # type: ignore
     torch.cuda.CUDAGraph = FakeGraph  # type: ignore[misc,assignment]
     torch.cuda.memory._record_memory_history = lambda *a, **k: None
     torch.cuda.memory._snapshot = lambda *a, **k: {"segments": []}

@@ -22,6 +22,7 @@
 #include "join.h"
 #include "markscope.h"
 #include "modulecall.h"
+#include "nodecount.h"
 #include "pmsampling.h"
 #include "recorder.h"
 #include "scopes.h"
@@ -73,17 +74,22 @@ int64_t set_current_op_c(int64_t op) {
   tls.op = op;
   return prev;
 }
-void push_scope_c(int64_t s) { tls.scopes.push_back(s); }
+void push_scope_c(int64_t s) {
+  tls.scopes.push_back(s);
+  count_note(tls);
+}
 int64_t pop_scope_c() {
   if (tls.scopes.empty()) return -1;
   int64_t s = tls.scopes.back();
   tls.scopes.pop_back();
+  count_note(tls);
   return s;
 }
 int64_t current_scope_c() { return tls.current(); }
 void set_slot_c(int64_t s) {
   tls.slot = s;
   tls.slot_gen = g_slot_generation.load(std::memory_order_relaxed);
+  count_note(tls);
 }
 
 }  // namespace
@@ -116,20 +122,24 @@ NB_MODULE(_native, m) {
         "Drop the entries whose module or root is gone; returns how many.");
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
         nb::arg("anns"), "live[nodes[i]] = anns[index[i]]; nodes u64, index i32.");
-  m.def("push_scope", [](int64_t s) { tls.scopes.push_back(s); }, nb::arg("scope"));
-  m.def("pop_scope", []() -> int64_t {
-    if (tls.scopes.empty()) return -1;
-    int64_t s = tls.scopes.back();
-    tls.scopes.pop_back();
-    return s;
-  });
-  m.def("current_scope", []() -> int64_t { return tls.current(); });
-  m.def("set_slot", [](int64_t s) {
-    tls.slot = s;
-    tls.slot_gen = g_slot_generation.load(std::memory_order_relaxed);
-  }, nb::arg("scope"), "Set this thread's backward slot (used when no scope is pushed).");
-  m.def("retire_slots", []() { g_slot_generation.fetch_add(1); },
-        "Retire every thread's backward slot.");
+  m.def("push_scope", &push_scope_c, nb::arg("scope"));
+  m.def("pop_scope", &pop_scope_c);
+  m.def("current_scope", &current_scope_c);
+  m.def("set_slot", &set_slot_c, nb::arg("scope"),
+        "Set this thread's backward slot (used when no scope is pushed).");
+  m.def("retire_slots", []() {
+    g_slot_generation.fetch_add(1);
+    count_note(tls);
+  }, "Retire every thread's backward slot.");
+  m.def("count_start", &count_start, nb::arg("fake") = false,
+        "Note the graph's node count at this thread's scope changes (nodecount.h).");
+  m.def("count_attach", &count_attach, nb::arg("stream"),
+        "The capture began on stream (this thread's): count its graph from now.");
+  m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"),
+        "count_start(fake=True)'s node count (tests without a GPU).");
+  m.def("count_stop", &count_stop,
+        "Stop counting: {counts u8, scopes i8, attached, foreign, errors}.");
+  m.def("counting", []() -> bool { return g_counting.load(); });
   m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
   m.def("set_current_op", [](int64_t op) {
     int64_t prev = tls.op;

@@ -58,6 +58,18 @@ std::string load_driver() {
   if (!ok) return "libcuda.so.1 lacks a required graph symbol (driver older than CUDA 12.3?)";
   sym(h, "cuKernelGetName", drv.KernelGetName);
   sym(h, "cuGraphNodeGetToolsId", drv.GraphNodeGetToolsId);
+  if (!sym(h, "cuStreamGetCaptureInfo_v3", drv.StreamGetCaptureInfo)) {
+    // the entry point of the CUDA 12.3 signature (the one with edge data), by version
+    CUresult (*get_proc)(const char*, void**, int, cuuint64_t,
+                         CUdriverProcAddressQueryResult*) = nullptr;
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (sym(h, "cuGetProcAddress_v2", get_proc) &&
+        get_proc("cuStreamGetCaptureInfo", &fn, 12030, CU_GET_PROC_ADDRESS_DEFAULT, &found) ==
+            CUDA_SUCCESS &&
+        found == CU_GET_PROC_ADDRESS_SUCCESS)
+      drv.StreamGetCaptureInfo = reinterpret_cast<decltype(drv.StreamGetCaptureInfo)>(fn);
+  }
   drv.handle = h;
   return "";
 }

@@ -50,6 +50,10 @@ struct DriverApi {
   CUresult (*FuncGetName)(const char**, CUfunction) = nullptr;
   CUresult (*KernelGetName)(const char**, CUkernel) = nullptr;
   CUresult (*GraphDebugDotPrint)(CUgraph, const char*, unsigned int) = nullptr;
+  // optional: node counting (nodecount.cpp) needs it
+  CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
+                                   const CUgraphNode**, const CUgraphEdgeData**,
+                                   size_t*) = nullptr;
   // CUDA >= 13.1 driver only: probed, never required.
   CUresult (*GraphNodeGetToolsId)(CUgraphNode, unsigned long long*) = nullptr;
 };

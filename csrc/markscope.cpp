@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "nodecount.h"
 #include "scopes.h"
 
 namespace gs {
@@ -395,6 +396,7 @@ bool scope_push(ThreadState& t, int64_t sid) {
   if (hooks.own_note != nullptr) {
     try {
       t.scopes.push_back(sid);
+      count_note(t);
       hooks.own_note(sid);
     } catch (const std::exception& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
@@ -419,6 +421,7 @@ bool scope_pop() {
     try {
       ThreadState& t = tls;
       if (!t.scopes.empty()) t.scopes.pop_back();
+      count_note(t);
       hooks.own_note(t.current());
     } catch (const std::exception& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());

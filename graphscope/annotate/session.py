@@ -129,14 +129,20 @@ def annotations_active() -> bool:
 
 
 @contextlib.contextmanager
-def session(record_ops: bool = False, held: bool = False
-            ) -> Iterator[list[native.CreatedNodes]]:
+def session(record_ops: bool = False, held: bool = False, counted: bool = False
+            ) -> Iterator[list[Any]]:
     """Subscribe the recorder and start backward attribution; yields the records list.
-    ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows."""
+    ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows.
+    ``counted``: no subscription; the list gets one :class:`graphscope.nodecount.CountedNodes`
+    (the capture attached with :func:`graphscope.nodecount.attach`), not recorder rows."""
     attribution = state.ATTRIBUTION
     if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")
-    with (native.HELD.window() if held else native.recording()) as records:
+    if counted:
+        from ..nodecount import counting
+    window: Any = (counting() if counted else native.HELD.window() if held
+                   else native.recording())
+    with window as records:
         s = Session(record_ops)
         attribution.active = s
         try:
@@ -148,7 +154,8 @@ def session(record_ops: bool = False, held: bool = False
             finally:
                 attribution.active = None
     for i, rec in enumerate(records):
-        records[i] = resolve_accumulation(rec)
+        if isinstance(rec, native.CreatedNodes):  # counted: when its nodes are read
+            records[i] = resolve_accumulation(rec)
 
 
 def resolve_accumulation(rec: native.CreatedNodes) -> native.CreatedNodes:

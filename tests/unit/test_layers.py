@@ -3,7 +3,7 @@ imports alike): no import cycle between graphscope modules, and no import agains
 documented in docs/architecture.md. Lowest first:
 
     base      _errors _version _yaml streamio outputs render.fmt   (import nothing of ours above)
-    native    native pmsampling profilers                       (the one door to the extension)
+    native    native pmsampling profilers nodecount             (the one door to the extension)
     model     model/ bundle ranks                               (the data and its files)
     analysis  analysis/                                         (every number from a bundle)
     render    render/ (not fmt)                                 (formatting only; never each other)
@@ -29,7 +29,8 @@ PKG = "graphscope"
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": ("graphscope._errors", "graphscope._version", "graphscope._yaml", "graphscope.streamio",
              "graphscope.userregex", "graphscope.outputs", "graphscope.render.fmt"),
-    "native": ("graphscope.native", "graphscope.pmsampling", "graphscope.profilers"),
+    "native": ("graphscope.native", "graphscope.pmsampling", "graphscope.profilers",
+               "graphscope.nodecount"),
     "model": ("graphscope.model", "graphscope.bundle", "graphscope.bundle_check",
               "graphscope.bundle_files",
               "graphscope.ranks"),

@@ -5,12 +5,13 @@ the program replays, resets or frees a graph, pauses, or the watch ends. CUDA is
 
 import contextlib
 import gc
+import types
 
 import numpy as np
 import pytest
 import torch
 
-from graphscope import native
+from graphscope import native, nodecount
 from graphscope.capture.program import watch as W
 from graphscope.capture.program.patch import patch_cuda_graph
 from graphscope.config import CaptureConfig
@@ -18,12 +19,14 @@ from graphscope.config import CaptureConfig
 U8 = np.uint64
 
 
-def _nodes(n):
+def _nodes(n, threads=None):
     z = np.zeros(0, dtype=U8)
     return native.CreatedNodes(
         node_id=np.arange(n, dtype=U8), graph_id=np.zeros(n, np.uint32),
         node_type=np.zeros(n, np.int32), scope=np.full(n, -1, np.int64),
-        op=np.full(n, -1, np.int64), thread=np.zeros(n, U8), clone_id=z, clone_origin=z,
+        op=np.full(n, -1, np.int64),
+        thread=np.zeros(n, U8) if threads is None else np.asarray(threads, U8),
+        clone_id=z, clone_origin=z,
         exec_id=np.zeros(0, np.uint32), exec_graph=np.zeros(0, np.uint32), callback_errors=0)
 
 
@@ -74,7 +77,7 @@ class FakeGraph:
 
 @pytest.fixture()
 def watch(monkeypatch):
-    events = []
+    events, counted_windows, threads = [], [], []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(W.native, "inspect_graph",
                         lambda ptr: events.append("inspect") or _inspection(3))
@@ -83,11 +86,21 @@ def watch(monkeypatch):
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
 
     @contextlib.contextmanager
-    def session(record_ops, held=False):
+    def session(record_ops, held=False, counted=False):
         events.append(("ops" if record_ops else "no ops", held))
+        if counted:  # the real node counting, its count faked (count_fake_nodes)
+            counted_windows.append(len(counted_windows))
+            # an annotated capture for the module scopes (the real session's attribution)
+            W.state.ATTRIBUTION.active = types.SimpleNamespace(leaf_scope=None)
+            try:
+                with nodecount.counting(fake=True) as out:
+                    yield out
+            finally:
+                W.state.ATTRIBUTION.active = None
+            return
         out = []
         yield out
-        out.append(_nodes(3))
+        out.append(_nodes(3, threads.pop(0) if threads else None))
 
     monkeypatch.setattr(W.ann, "session", session)
     monkeypatch.setattr(torch.cuda.memory, "_snapshot",
@@ -95,9 +108,10 @@ def watch(monkeypatch):
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)
     monkeypatch.setattr(W, "optimizer_hooks", lambda: [])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: type("S", (), {"cuda_stream": 0}))
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, op_captures=2))
     undo = patch_cuda_graph(w)
-    w.events = events
+    w.events, w.counted_windows, w.threads = events, counted_windows, threads
     yield w
     w._release_batch()  # a test that leaves its batch open must not leave nn.Module patched
     undo()
@@ -131,7 +145,7 @@ def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
     assert watch.events.count("inspect") == watch.events.count("publish") == 4
     assert not watch.pending and all(g.raw is not None for g in watch.graphs)
     assert set(watch.read_overhead) >= {"meter", "inspect", "publish"}
-    assert [g.name.split(" ", 1)[1] for g in watch.graphs] == ["#0", "#1", "#2", "#3"]
+    assert [g.name.split(" ")[1] for g in watch.graphs] == ["#0", "#1", "#2", "#3"]
     # --op-captures 2: ops in the site's first two captures, scopes only in the others
     assert [e[0] for e in watch.events if isinstance(e, tuple)] == ["ops"] * 2 + ["no ops"] * 2
     assert [g.info().get("ops_recorded", True) for g in watch.graphs] == [True] * 2 + [False] * 2
@@ -236,3 +250,104 @@ def test_compiled_captures_are_not_limited_by_op_captures(watch, monkeypatch):
     # THEN --op-captures 2 changes nothing there: every window as before, none marked skipped
     assert [e[0] for e in watch.events if isinstance(e, tuple)] == ["ops"] * 4
     assert all("ops_recorded" not in g.info() for g in watch.graphs)
+
+
+class MakesNodes(torch.nn.Module):
+    """A module inside which the (faked) capture graph reaches ``n`` nodes."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        native.extension().count_fake_nodes(self.n)
+        return x
+
+
+def _ladder(n, during=None):
+    m, gs = MakesNodes(2), []
+    for i in range(n):
+        g = torch.cuda.CUDAGraph()
+        g.capture_begin()
+        m(torch.ones(1))  # nodes 0 and 1 made inside m
+        native.extension().count_fake_nodes(3)  # node 2 outside any module
+        if during is not None:
+            during(i)
+        g.capture_end()
+        gs.append(g)
+    return gs
+
+
+@pytest.fixture()
+def published(watch, monkeypatch):
+    out = []
+    monkeypatch.setattr(W.ann, "publish", lambda recs, g: out.append(recs) or [])
+    return out
+
+
+def test_captures_past_a_sites_op_captures_are_counted_not_subscribed(watch, published):
+    # GIVEN a ladder of 4 captures at one site, ops in the first 2 (--op-captures 2)
+    gs = _ladder(4)
+    # THEN the first 2 windows are CUPTI's, the later 2 count nodes instead (no subscription)
+    assert watch.counted_windows == [0, 1]
+    assert [g.counted for g in watch.graphs] == [False, False, True, True]
+    assert [g.info().get("scopes_from") for g in watch.graphs] == [None, None] + [
+        "node_counts"] * 2
+    # AND once read, a counted graph's nodes carry the scope open when each was made: the
+    # first two inside the module, the third outside any
+    gs[0].replay()
+    counted = published[2:]
+    assert len(counted) == 2
+    for rec in counted:
+        assert rec.scope[0] >= 0 and rec.scope[0] == rec.scope[1] and rec.scope[2] == -1
+        assert (rec.op == -1).all() and not len(rec.exec_id)
+    assert counted[0].scope.tolist() == counted[1].scope.tolist()
+    assert not watch.warnings
+
+
+def test_a_site_with_nodes_from_two_threads_stays_on_cupti(watch, published):
+    # GIVEN a site whose first capture made nodes on two threads (a backward: autograd's
+    # device thread), which node counts on the capturing thread cannot place
+    watch.threads.append([1, 2, 1])
+    _ladder(4)
+    # THEN none of its captures is counted
+    assert watch.counted_windows == [] and not any(g.counted for g in watch.graphs)
+
+
+def test_a_scope_change_on_another_thread_during_a_counted_capture_is_reported(watch):
+    import threading
+
+    def other_thread(i):
+        if i == 2:  # the first counted capture
+            t = threading.Thread(target=lambda: (native.push_scope(5), native.pop_scope()))
+            t.start()
+            t.join()
+
+    _ladder(4, during=other_thread)
+    # THEN that capture says what it cannot know, and the site's later captures use CUPTI
+    assert [g.counted for g in watch.graphs] == [False, False, True, False]
+    assert any("scope change(s) on other threads" in w for w in watch.warnings)
+    assert watch.countable == {watch.graphs[0].site: False}
+
+
+def test_node_counts_can_be_turned_off(watch, monkeypatch):
+    monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", "0")
+    _ladder(4)
+    assert watch.counted_windows == [] and not any(g.counted for g in watch.graphs)
+
+
+def test_a_capture_that_cannot_be_counted_is_unrecorded_and_the_program_goes_on(
+        watch, monkeypatch):
+    from graphscope._errors import GraphscopeError
+
+    def refuse(stream):
+        raise GraphscopeError("cuStreamGetCaptureInfo failed")
+
+    monkeypatch.setattr(W.nodecount, "attach", refuse)
+    gs = _ladder(4)
+    # THEN the uncounted capture is reported unrecorded; the site's next capture uses CUPTI
+    assert len(gs) == 4
+    assert [bool(g.failed) for g in watch.graphs] == [False, False, True, False]
+    assert "not found for node counting" in watch.graphs[2].failed
+    assert any("node counting failed" in w for w in watch.warnings)
+    assert not native.extension().counting()

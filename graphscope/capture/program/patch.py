@@ -51,6 +51,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         except BaseException:
             watch.abort(self, "capture_begin raised")
             raise
+        watch.begun(self)
 
     def capture_end(self: Any) -> None:
         try:

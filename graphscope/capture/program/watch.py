@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ... import annotate as ann
-from ... import native
+from ... import native, nodecount
 from ..._errors import GraphscopeError
 from ...annotate import state
+from ...annotate.session import resolve_accumulation
 from ...annotate.training import optimizer_hooks
 from ...bundle_files import TREES_FILE
 from ..meter import CaptureMeter, Window, tensor_bytes
@@ -73,6 +74,7 @@ class ProgramGraph:
     outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
     window: Optional[Window] = None  # the meter's window, until the batch is read
     ops_recorded: bool = True  # False: past the site's --op-captures (scopes only; not --no-ops)
+    counted: bool = False  # scopes from node counts, not CUPTI's callbacks (graphscope.nodecount)
 
     @property
     def exec_id(self) -> int:
@@ -94,6 +96,8 @@ class ProgramGraph:
             info["static_output_bytes"] = self.static_output_bytes
         if not self.ops_recorded:
             info["ops_recorded"] = False
+        if self.counted:
+            info["scopes_from"] = "node_counts"
         return info
 
 
@@ -103,7 +107,7 @@ class Pending:
 
     rec: ProgramGraph
     graph: Any  # weakref to the torch.cuda.CUDAGraph
-    records: Any  # the recorder's CreatedNodes
+    records: Any  # the recorder's CreatedNodes, or a counted window's CountedNodes
     inspection: Any = None
     dot: str = ""
     inspected: bool = False
@@ -117,6 +121,8 @@ class GraphWatch:
         self.graphs: list[ProgramGraph] = []
         self.by_id: dict[int, ProgramGraph] = {}
         self.sites: dict[str, int] = {}
+        # site -> its captures so far were made on one thread: the next ones may be counted
+        self.countable: dict[str, bool] = {}
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
@@ -188,11 +194,15 @@ class GraphWatch:
         within = not limit or self.sites.get(site, 0) < limit
         record_ops = self.cfg.record_ops and within
         rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
+        # past them, scopes from node counts: no CUPTI subscription in the capture (nodecount)
+        rec.counted = (not record_ops and kind == "eager" and self.countable.get(site, False)
+                       and nodecount.wanted())
         self.module_names.new_window()
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
         try:
-            self._records = stack.enter_context(ann.session(record_ops, held=True))
+            self._records = stack.enter_context(ann.session(record_ops, held=True,
+                                                            counted=rec.counted))
             t = self._spent("subscribe", t)
             self._hold_batch()
             active = state.ATTRIBUTION.active
@@ -211,6 +221,20 @@ class GraphWatch:
         t = self._spent("hooks", t)
         self.meter.begin()
         self._spent("meter", t)
+
+    def begun(self, cuda_graph: Any) -> None:
+        """The program's capture has begun (its stream is capturing): a counted window starts
+        counting its graph's nodes now. Never raises: a capture it cannot count is reported
+        unrecorded when it ends."""
+        rec = self.current
+        if rec is None or not rec.counted or self.by_id.get(id(cuda_graph)) is not rec:
+            return
+        try:
+            import torch
+
+            nodecount.attach(torch.cuda.current_stream().cuda_stream)
+        except Exception as exc:  # noqa: BLE001 - the program's capture goes on
+            self.warnings.append(f"{rec.site}: node counting failed: {exc}")
 
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
@@ -307,6 +331,8 @@ class GraphWatch:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
             return
+        if not self._counted_ok(rec, records):
+            return
         ordinal = self.sites.get(rec.site, 0)
         self.sites[rec.site] = ordinal + 1
         rec.ordinal = ordinal
@@ -314,6 +340,27 @@ class GraphWatch:
         rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
         self.pending[id(cuda_graph)] = Pending(rec, weakref.ref(cuda_graph), records)
         self._last_end = time.perf_counter()
+
+    def _counted_ok(self, rec: ProgramGraph, records: Any) -> bool:
+        """Learn whether the site's next captures may be counted (each CUPTI window so far saw
+        one creating thread); a counted window with a problem is unrecorded."""
+        if not isinstance(records, nodecount.CountedNodes):
+            single = len(set(records.thread.tolist())) <= 1
+            self.countable[rec.site] = self.countable.get(rec.site, True) and single
+            return True
+        why = records.problem()
+        if why:
+            self.countable[rec.site] = False
+            rec.failed = rec.failed or f"not recorded: {why}"
+            self.warnings.append(f"{rec.site}: {rec.failed}")
+            return False
+        if records.foreign:
+            self.countable[rec.site] = False
+            self.warnings.append(
+                f"{rec.site}: {records.foreign} scope change(s) on other threads during a "
+                "capture recorded by node counts: the scopes of nodes those threads made are "
+                "not known (the site's later captures are recorded by CUPTI)")
+        return True
 
     # -- reading finished graphs (outside the program's capture loop)
     def _inspect(self, p: Pending, cuda_graph: Any) -> None:
@@ -363,13 +410,16 @@ class GraphWatch:
                 rec.failed = rec.failed or "no records"
                 self.warnings.append(f"{rec.site}: {rec.failed}")
                 continue
-            rec.raw = RawGraph(rec.name, p.inspection, p.records, rec.exec_id, p.dot)
+            records = p.records
+            if isinstance(records, nodecount.CountedNodes):  # its nodes are the template's
+                records = resolve_accumulation(nodecount.as_created(records, p.inspection))
+            rec.raw = RawGraph(rec.name, p.inspection, records, rec.exec_id, p.dot)
             pool = rec.cost.get("pool_id")
             rec.pool = tuple(pool) if pool is not None else None
             rec.pool_bytes = rec.cost.get("pool_bytes")
             t = time.perf_counter()
-            ann.publish(p.records, g)
-            if g is not None and rec.exec_ids and not len(p.records.exec_id):
+            ann.publish(records, g)
+            if g is not None and rec.exec_ids and not len(records.exec_id):
                 with contextlib.suppress(Exception):  # instantiated after its window
                     ann.remap_to_exec_graph(g)
             self._spent("publish", t, later=True)

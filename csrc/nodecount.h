@@ -1,0 +1,30 @@
+// A capture's scopes without CUPTI: the node count of the graph being captured, noted at
+// every change of the capturing thread's scope (scopes.h). Node k (creation order) has the
+// scope noted last at a count <= k, the scope the CUPTI recorder's GRAPHNODE_CREATED callback
+// would have read for it on that thread. No subscription is held: CUPTI's resource callbacks
+// cost ~4.5 us per captured kernel on the H200 (bench/probes/process_wide_gpu.py), as much as
+// the capture of the kernel itself. graphscope run uses it for the captures of a site past
+// its first --op-captures, once those showed one capturing thread (watch.py).
+#pragma once
+
+#include <atomic>
+
+#include "common.h"
+#include "scopes.h"
+
+namespace gs {
+
+extern std::atomic<bool> g_counting;
+void count_note_slow(ThreadState& t);
+
+// After every change of t's scope stack, slot or slot generation.
+inline void count_note(ThreadState& t) {
+  if (g_counting.load(std::memory_order_relaxed)) count_note_slow(t);
+}
+
+void count_start(bool fake);
+void count_attach(uintptr_t stream);
+void count_fake_nodes(uint64_t n);
+nb::dict count_stop();
+
+}  // namespace gs

@@ -1,0 +1,97 @@
+"""A capture's scopes without CUPTI (csrc/nodecount.h): the capturing thread notes the node
+count of the graph being captured at each change of its scope; node ``k`` (creation order) gets
+the scope noted last at a count ``<= k`` — the scope the CUPTI recorder's GRAPHNODE_CREATED
+callback reads on that thread. Nothing is subscribed while the capture runs: on the H200 CUPTI's
+resource callbacks cost ~4.5 us per captured kernel, as much as capturing the kernel
+(``bench/probes/process_wide_gpu.py``), and slow the program's eager launches ~15% while
+subscribed.
+
+What it cannot see: nodes made on another thread (autograd's device thread in a backward) —
+their scope changes are only counted (``foreign``), and the aten op of each node (no op
+callbacks run). ``graphscope run`` therefore counts only the captures of a capture site past
+its first ``--op-captures``, once those (recorded by CUPTI) showed a single capturing thread
+(capture/program/watch.py). ``GRAPHSCOPE_NODE_COUNTS=0`` keeps CUPTI in every capture.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import native
+
+ENV = "GRAPHSCOPE_NODE_COUNTS"
+
+
+def wanted() -> bool:
+    return os.environ.get(ENV, "1") not in ("0", "false", "no", "")
+
+
+@dataclass(frozen=True)
+class CountedNodes:
+    """One capture window's scope changes: ``scopes[i]`` from node count ``counts[i]`` on."""
+
+    counts: np.ndarray  # uint64, ascending
+    scopes: np.ndarray  # int64
+    attached: bool  # the capture began and its graph was found (count_attach)
+    foreign: int  # scope changes on other threads while counting (their nodes: unknown)
+    errors: int  # node counts the driver refused
+    thread: int  # the capturing thread's native id
+
+    def problem(self) -> str:
+        """Why this window's scopes cannot be trusted ('' when they can)."""
+        if not self.attached:
+            return "the capture's graph was not found for node counting"
+        if self.errors:
+            return f"the driver refused {self.errors} node count(s)"
+        return ""
+
+
+@contextmanager
+def counting(fake: bool = False) -> Iterator[list[CountedNodes]]:
+    """Count nodes on this thread for the ``with`` body (attach to the capture with
+    :func:`attach` once it has begun); yields a list that holds the :class:`CountedNodes`
+    once the body ends. CUPTI's subscription held across captures (:data:`native.HELD`) is
+    released first: while subscribed, every captured launch pays for its callbacks."""
+    ext = native.extension() if fake else native.ensure_loaded()
+    native.HELD.release()
+    native._call(ext.count_start, fake)
+    out: list[CountedNodes] = []
+    try:
+        yield out
+    finally:
+        d = ext.count_stop()
+        out.append(CountedNodes(counts=native._col(d["counts"], "<u8"),
+                                scopes=native._col(d["scopes"], "<i8"),
+                                attached=bool(d["attached"]), foreign=int(d["foreign"]),
+                                errors=int(d["errors"]), thread=threading.get_native_id()))
+
+
+def attach(stream: int) -> None:
+    """The capture has begun on ``stream`` (this thread's current CUDA stream handle)."""
+    native._call(native.extension().count_attach, int(stream))
+
+
+def as_created(marks: CountedNodes, inspection: native.GraphInspection) -> native.CreatedNodes:
+    """The recorder's columns for a counted capture, its nodes read from the template:
+    each node's scope by its creation rank (its local id's order); no op, clone or exec rows
+    (the exec graph is rekeyed from its own id, as for a graph instantiated after its
+    window)."""
+    nid = np.asarray(inspection.node_id, dtype=np.uint64)
+    n = len(nid)
+    rank = np.empty(n, dtype=np.uint64)
+    rank[np.argsort(nid & np.uint64(0xFFFFFFFF), kind="stable")] = np.arange(n, dtype=np.uint64)
+    at = np.searchsorted(marks.counts, rank, side="right") - 1
+    scope = np.where(at >= 0, marks.scopes[np.maximum(at, 0)] if len(marks.scopes) else -1, -1)
+    u8, u4 = np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+    return native.CreatedNodes(
+        node_id=nid.copy(), graph_id=(nid >> np.uint64(32)).astype(np.uint32),
+        node_type=np.asarray(inspection.node_type, dtype=np.int32).copy(),
+        scope=scope.astype(np.int64), op=np.full(n, -1, np.int64),
+        thread=np.full(n, marks.thread, np.uint64), clone_id=u8, clone_origin=u8.copy(),
+        exec_id=u4, exec_graph=u4.copy(), callback_errors=0)

@@ -1,0 +1,101 @@
+"""Node counting (csrc/nodecount.h, graphscope/nodecount.py): a capture's scopes from the graph's
+node count noted at each scope change on the capturing thread, no CUPTI subscription. The
+count is faked here (count_fake_nodes); tests/gpu/test_nodecount_gpu.py counts real captures
+against CUPTI's records."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from graphscope import native, nodecount
+
+U8 = np.uint64
+
+
+@pytest.fixture()
+def ext():
+    e = native.extension()
+    yield e
+    if e.counting():
+        e.count_stop()
+
+
+def _marks(**kw):
+    base = dict(counts=np.zeros(0, U8), scopes=np.zeros(0, np.int64), attached=True, foreign=0,
+                errors=0, thread=1)
+    base.update(kw)
+    return nodecount.CountedNodes(**base)
+
+
+def test_scope_changes_are_noted_at_the_node_count_they_happen_at(ext):
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)  # count 0, nothing open
+        native.push_scope(5)  # still 0 nodes: replaces the mark at 0
+        ext.count_fake_nodes(3)
+        native.push_scope(7)  # opened and closed with no node made under it: no trace
+        native.pop_scope()
+        ext.count_fake_nodes(4)
+        native.pop_scope()
+        ext.set_slot(9)  # a backward slot applies where nothing is pushed
+        ext.count_fake_nodes(6)
+        ext.retire_slots()
+    m = out[0]
+    assert m.counts.tolist() == [0, 3, 4, 6] and m.scopes.tolist() == [5, 5, 9, -1]
+    assert m.attached and m.foreign == 0 and m.problem() == ""
+    assert not ext.counting()
+
+
+def test_nothing_is_noted_before_the_capture_is_attached(ext):
+    with nodecount.counting(fake=True) as out:
+        native.push_scope(5)
+        native.pop_scope()
+    assert out[0].counts.tolist() == [] and not out[0].attached
+    assert "not found" in out[0].problem()
+
+
+def test_scope_changes_on_other_threads_are_counted_as_foreign(ext):
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)
+        t = threading.Thread(target=lambda: (native.push_scope(3), native.pop_scope()))
+        t.start()
+        t.join()
+    assert out[0].foreign == 2 and out[0].scopes.tolist() == [-1]
+
+
+def test_counting_is_one_window_at_a_time_and_attach_needs_it(ext):
+    with pytest.raises(Exception, match="not on"):
+        nodecount.attach(0)
+    with nodecount.counting(fake=True):
+        with pytest.raises(Exception, match="already on"):
+            ext.count_start(True)
+    assert not ext.counting()
+
+
+def _inspection(node_id):
+    n = len(node_id)
+    z = np.zeros(n, dtype=np.int64)
+    return native.GraphInspection(
+        graph_id=4, node_id=np.asarray(node_id, U8), node_type=np.arange(n, dtype=np.int32),
+        grid=np.zeros((n, 3), np.int64), block=np.zeros((n, 3), np.int64), smem=z, bytes=z,
+        name_idx=z, names=["k"], demangled=["k"], edge_from=np.zeros(0, U8),
+        edge_to=np.zeros(0, U8))
+
+
+def test_each_node_gets_the_scope_of_its_creation_rank():
+    gid = 4 << 32
+    # nodes listed out of creation order (local ids 2, 0, 3, 1)
+    insp = _inspection([gid | 2, gid | 0, gid | 3, gid | 1])
+    rec = nodecount.as_created(_marks(counts=np.array([0, 1, 3], U8),
+                                      scopes=np.array([-1, 8, 9])), insp)
+    # ranks: local 0 -> -1, local 1 -> 8, local 2 -> 8, local 3 -> 9
+    assert rec.scope.tolist() == [8, -1, 9, 8]
+    assert rec.node_id.tolist() == insp.node_id.tolist()
+    assert rec.graph_id.tolist() == [4] * 4 and rec.node_type.tolist() == [0, 1, 2, 3]
+    assert (rec.op == -1).all() and rec.thread.tolist() == [1] * 4
+    assert not len(rec.exec_id) and not len(rec.clone_id)
+
+
+def test_a_window_with_no_marks_leaves_every_node_unscoped():
+    rec = nodecount.as_created(_marks(), _inspection([1 << 32, (1 << 32) | 1]))
+    assert rec.scope.tolist() == [-1, -1]
