@@ -88,6 +88,8 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
                 "structure": key,
                 # False: captured past graphscope run's --op-captures (module scopes only)
                 "ops_recorded": bool(info.get("ops_recorded", True)),
+                # "node_counts": its scopes from node counts, no CUPTI in its capture
+                "scopes_from": info.get("scopes_from", "cupti"),
             })
         order = {k: i + 1 for i, k in enumerate(groups)}
         for b in buckets:
@@ -107,5 +109,6 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
             "capture_s": round(sum(caps), 6) if caps else None,
             "instantiate_s": round(sum(insts), 6) if insts else None,
             "ops_recorded": sum(1 for b in buckets if b["ops_recorded"]),
+            "scopes_counted": sum(1 for b in buckets if b["scopes_from"] == "node_counts"),
         })
     return out

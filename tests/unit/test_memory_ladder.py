@@ -124,6 +124,23 @@ def test_ladder_says_which_buckets_kept_scopes_only():
     con.print(ladder_table(site))
     assert ("aten ops, shapes and source lines recorded in 1 of 2 buckets"
             in con.export_text().replace("\n", " "))
+    assert site["scopes_counted"] == 0 and "node counts" not in con.export_text()
+
+
+def test_ladder_says_which_buckets_were_placed_by_node_counts():
+    # GIVEN a run bundle whose second bucket was recorded by node counts (no CUPTI)
+    b = _bundle("run_decode")
+    later = dataclasses.replace(b.graphs[1], info={**b.graphs[1].info, "ops_recorded": False,
+                                                   "scopes_from": "node_counts"})
+    b2 = dataclasses.replace(b, graphs=(b.graphs[0], later))
+    (site,) = ladder(b2, graph_rows(b2))
+    # THEN the bucket and the site say so, and so does the table's caption
+    assert site["scopes_counted"] == 1
+    assert [x["scopes_from"] for x in site["buckets"]] == ["cupti", "node_counts"]
+    con = Console(width=200, record=True)
+    con.print(ladder_table(site))
+    assert ("1 of them placed by node counts, without CUPTI in their captures"
+            in con.export_text().replace("\n", " "))
 
 
 def test_ladder_groups_structure_and_lists_buckets_never_replayed():

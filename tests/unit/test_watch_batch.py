@@ -48,8 +48,11 @@ class FakeGraph:
         self.template = True
         FakeGraph.alive += 1
 
+    fail_begin = False
+
     def capture_begin(self, *a, **k):
-        pass
+        if FakeGraph.fail_begin:
+            raise RuntimeError("capture_begin failed")
 
     def capture_end(self):
         pass
@@ -351,3 +354,19 @@ def test_a_capture_that_cannot_be_counted_is_unrecorded_and_the_program_goes_on(
     assert "not found for node counting" in watch.graphs[2].failed
     assert any("node counting failed" in w for w in watch.warnings)
     assert not native.extension().counting()
+
+
+def test_a_counted_capture_that_fails_leaves_counting_off(watch, monkeypatch):
+    # GIVEN a site past its op captures (the next window is counted)
+    _ladder(2)
+    # WHEN the program's next capture fails to begin
+    monkeypatch.setattr(FakeGraph, "fail_begin", True)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError):
+        g.capture_begin()
+    # THEN the capture is failed, counting is off
+    assert watch.graphs[-1].failed and not native.extension().counting()
+    # AND the next capture is counted as before
+    monkeypatch.setattr(FakeGraph, "fail_begin", False)
+    _ladder(1)
+    assert watch.graphs[-1].counted and not watch.graphs[-1].failed
