@@ -4,7 +4,8 @@ hidden 64 so the CPU's own compute stays small) run at 67 batch sizes, each forw
 "capture" whose CUDA parts are faked (``torch.cuda.CUDAGraph`` replaced by a stand-in; no
 CUPTI, no allocator history, no template to inspect). What runs for real is graphscope's part:
 the watch's begin/end, the annotated session, the native op observer, the module scopes
-(``nn.Module.__call__`` replaced), the capture meter's marks, the batch held across captures.
+(``nn.Module.__call__`` replaced), the capture meter's marks, the batch held across captures,
+the node counting of a site's captures past its op captures (its count faked).
 
 Variants, alternated in shuffled order per round: ``plain`` (the loop alone), ``watch``
 (``graphscope run``'s default: ops recorded in a site's first 2 captures), ``watch_all_ops``
