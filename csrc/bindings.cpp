@@ -135,6 +135,8 @@ NB_MODULE(_native, m) {
         "Note the graph's node count at this thread's scope changes (nodecount.h).");
   m.def("count_attach", &count_attach, nb::arg("stream"),
         "The capture began on stream (this thread's): count its graph from now.");
+  m.def("count_detach", &count_detach,
+        "The capture is ending: no more notes (its graph may be destroyed if it fails).");
   m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"),
         "count_start(fake=True)'s node count (tests without a GPU).");
   m.def("count_stop", &count_stop,

@@ -16,7 +16,7 @@ namespace {
 
 struct Counter {
   std::mutex mu;          // start/attach/stop against a note from another thread
-  uint64_t tid = 0;       // the capturing thread (count_start's)
+  std::atomic<uint64_t> tid{0};  // the capturing thread (count_start's)
   CUgraph graph = nullptr;
   bool fake = false;      // tests without a GPU: the count is count_fake_nodes'
   uint64_t fake_n = 0;
@@ -24,6 +24,7 @@ struct Counter {
   std::vector<int64_t> scopes;
   int64_t last = INT64_MIN;
   bool attached = false;
+  bool detached = false;  // count_detach: attached until the capture ended
   std::atomic<uint64_t> foreign{0};  // scope changes on other threads while counting
   uint64_t errors = 0;
 };
@@ -62,7 +63,8 @@ void note(ThreadState& t) {
 }  // namespace
 
 void count_note_slow(ThreadState& t) {
-  if (t.tid != cnt.tid) {
+  if (!g_counting.load(std::memory_order_acquire)) return;  // pairs with count_start's store
+  if (t.tid != cnt.tid.load(std::memory_order_relaxed)) {
     cnt.foreign.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -73,7 +75,7 @@ void count_start(bool fake) {
   std::lock_guard<std::mutex> g(cnt.mu);
   if (g_counting.load()) throw std::runtime_error("state:0:node counting is already on");
   if (!fake) require_loaded();
-  cnt.tid = tls.tid;
+  cnt.tid.store(tls.tid, std::memory_order_relaxed);
   cnt.graph = nullptr;
   cnt.fake = fake;
   cnt.fake_n = 0;
@@ -81,15 +83,16 @@ void count_start(bool fake) {
   cnt.scopes.clear();
   cnt.last = INT64_MIN;
   cnt.attached = false;
+  cnt.detached = false;
   cnt.foreign = 0;
   cnt.errors = 0;
-  g_counting.store(true);
+  g_counting.store(true, std::memory_order_release);
 }
 
 // The capture has begun on `stream` (the capturing thread's current stream): count its graph
 // from here, the thread's scope now noted at the graph's count now.
 void count_attach(uintptr_t stream) {
-  if (!g_counting.load() || tls.tid != cnt.tid)
+  if (!g_counting.load() || tls.tid != cnt.tid.load())
     throw std::runtime_error("state:0:node counting is not on for this thread");
   if (!cnt.fake) {
     if (!drv.StreamGetCaptureInfo)
@@ -111,6 +114,14 @@ void count_attach(uintptr_t stream) {
   note(tls);
 }
 
+// The capture is about to end (capture_end may destroy the graph when it fails): no more notes.
+void count_detach() {
+  if (!g_counting.load() || tls.tid != cnt.tid.load()) return;
+  cnt.detached = cnt.detached || cnt.attached;
+  cnt.attached = false;
+  cnt.graph = nullptr;
+}
+
 void count_fake_nodes(uint64_t n) { cnt.fake_n = n; }
 
 nb::dict count_stop() {
@@ -119,11 +130,12 @@ nb::dict count_stop() {
   nb::dict d;
   d["counts"] = as_bytes(cnt.counts);
   d["scopes"] = as_bytes(cnt.scopes);
-  d["attached"] = cnt.attached;
+  d["attached"] = cnt.attached || cnt.detached;
   d["foreign"] = cnt.foreign.load();
   d["errors"] = cnt.errors;
   cnt.graph = nullptr;
   cnt.attached = false;
+  cnt.detached = false;
   return d;
 }
 

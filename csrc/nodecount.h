@@ -24,6 +24,7 @@ inline void count_note(ThreadState& t) {
 
 void count_start(bool fake);
 void count_attach(uintptr_t stream);
+void count_detach();
 void count_fake_nodes(uint64_t n);
 nb::dict count_stop();
 

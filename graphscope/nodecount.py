@@ -9,8 +9,11 @@ subscribed.
 What it cannot see: nodes made on another thread (autograd's device thread in a backward) —
 their scope changes are only counted (``foreign``), and the aten op of each node (no op
 callbacks run). ``graphscope run`` therefore counts only the captures of a capture site past
-its first ``--op-captures``, once those (recorded by CUPTI) showed a single capturing thread
-(capture/program/watch.py). ``GRAPHSCOPE_NODE_COUNTS=0`` keeps CUPTI in every capture.
+its first ``--op-captures``, once those (recorded by CUPTI) made every node on the capturing
+thread; a counted capture in which a backward ran or another thread changed its scope keeps
+its nodes unscoped, and sends the site back to CUPTI (capture/program/watch.py). Nodes of
+child graphs (conditional bodies) are not in the count. ``GRAPHSCOPE_NODE_COUNTS=0`` keeps
+CUPTI in every capture.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -44,12 +47,17 @@ class CountedNodes:
     thread: int  # the capturing thread's native id
 
     def problem(self) -> str:
-        """Why this window's scopes cannot be trusted ('' when they can)."""
+        """Why this window recorded nothing usable ('' when it did)."""
         if not self.attached:
             return "the capture's graph was not found for node counting"
         if self.errors:
             return f"the driver refused {self.errors} node count(s)"
         return ""
+
+    def unplaced(self) -> CountedNodes:
+        """The same window with no scope for any node: other threads made some of its nodes
+        (their scopes are not in the counts), so none is given a scope it may not have."""
+        return replace(self, counts=np.zeros(0, np.uint64), scopes=np.zeros(0, np.int64))
 
 
 @contextmanager
@@ -70,6 +78,12 @@ def counting(fake: bool = False) -> Iterator[list[CountedNodes]]:
                                 scopes=native._col(d["scopes"], "<i8"),
                                 attached=bool(d["attached"]), foreign=int(d["foreign"]),
                                 errors=int(d["errors"]), thread=threading.get_native_id()))
+
+
+def detach() -> None:
+    """The capture is about to end (a failed ``capture_end`` destroys its graph): no more
+    notes."""
+    native.extension().count_detach()
 
 
 def attach(stream: int) -> None:

@@ -33,6 +33,7 @@ class Session:
         # graphscope._opwatch while it attributes backward (no per-node Python hooks)
         self.native_backward: Any = None
         self._observer: Any = None
+        self.backward_calls = 0  # backward/grad calls in the window (autograd's thread works)
 
     def enter(self) -> None:
         import torch.autograd
@@ -48,6 +49,7 @@ class Session:
         def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
             create_graph = bool(args[2]) if len(args) > 2 else bool(
                 kwargs.get("create_graph", False))
+            self.backward_calls += 1
             watch = prepare_backward(self, t_outputs, create_graph)
             if watch:
                 watch.backward_begin()

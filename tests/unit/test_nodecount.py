@@ -99,3 +99,25 @@ def test_each_node_gets_the_scope_of_its_creation_rank():
 def test_a_window_with_no_marks_leaves_every_node_unscoped():
     rec = nodecount.as_created(_marks(), _inspection([1 << 32, (1 << 32) | 1]))
     assert rec.scope.tolist() == [-1, -1]
+
+
+def test_nothing_is_noted_once_the_capture_is_ending(ext):
+    # capture_end may destroy the graph (a failed capture): detach stops the notes first
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        ext.count_fake_nodes(2)
+        nodecount.detach()
+        native.pop_scope()  # after capture_end: no driver call, no mark
+        ext.retire_slots()
+    assert out[0].counts.tolist() == [0] and out[0].scopes.tolist() == [5]
+    assert out[0].attached and out[0].problem() == ""
+    with nodecount.counting(fake=True) as out:
+        nodecount.detach()  # never attached: still reported so
+    assert not out[0].attached
+
+
+def test_an_unplaced_window_gives_no_node_a_scope():
+    m = _marks(counts=np.array([0], U8), scopes=np.array([8]), foreign=2)
+    rec = nodecount.as_created(m.unplaced(), _inspection([1 << 32, (1 << 32) | 1]))
+    assert rec.scope.tolist() == [-1, -1]

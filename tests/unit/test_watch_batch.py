@@ -5,6 +5,7 @@ the program replays, resets or frees a graph, pauses, or the watch ends. CUDA is
 
 import contextlib
 import gc
+import threading
 import types
 
 import numpy as np
@@ -25,7 +26,9 @@ def _nodes(n, threads=None):
         node_id=np.arange(n, dtype=U8), graph_id=np.zeros(n, np.uint32),
         node_type=np.zeros(n, np.int32), scope=np.full(n, -1, np.int64),
         op=np.full(n, -1, np.int64),
-        thread=np.zeros(n, U8) if threads is None else np.asarray(threads, U8),
+        # made on the capturing thread unless said otherwise
+        thread=np.full(n, threading.get_native_id(), U8) if threads is None
+        else np.asarray(threads, U8),
         clone_id=z, clone_origin=z,
         exec_id=np.zeros(0, np.uint32), exec_graph=np.zeros(0, np.uint32), callback_errors=0)
 
@@ -317,9 +320,18 @@ def test_a_site_with_nodes_from_two_threads_stays_on_cupti(watch, published):
     assert watch.counted_windows == [] and not any(g.counted for g in watch.graphs)
 
 
-def test_a_scope_change_on_another_thread_during_a_counted_capture_is_reported(watch):
-    import threading
+def test_a_site_whose_nodes_came_from_one_other_thread_stays_on_cupti(watch, published):
+    # GIVEN a site whose captures so far made every node on one thread, not the capturing one
+    # (make_graphed_callables' backward graphs: autograd's device thread makes their nodes)
+    other = threading.get_native_id() + 1
+    watch.threads.extend([[other] * 3, [other] * 3])
+    _ladder(4)
+    # THEN its later captures are not counted on the capturing thread
+    assert watch.counted_windows == [] and not any(g.counted for g in watch.graphs)
 
+
+def test_a_scope_change_on_another_thread_during_a_counted_capture_is_reported(watch,
+                                                                             published):
     def other_thread(i):
         if i == 2:  # the first counted capture
             t = threading.Thread(target=lambda: (native.push_scope(5), native.pop_scope()))
@@ -327,10 +339,38 @@ def test_a_scope_change_on_another_thread_during_a_counted_capture_is_reported(w
             t.join()
 
     _ladder(4, during=other_thread)
-    # THEN that capture says what it cannot know, and the site's later captures use CUPTI
+    # THEN that capture says what it cannot know and leaves its nodes unscoped (another
+    # thread may have made some), and the site's later captures use CUPTI
     assert [g.counted for g in watch.graphs] == [False, False, True, False]
     assert any("scope change(s) on other threads" in w for w in watch.warnings)
+    assert "2 scope change(s) on other threads" in watch.graphs[2].info()["scopes_unknown"]
     assert watch.countable == {watch.graphs[0].site: False}
+    watch.flush()
+    assert published[2].scope.tolist() == [-1, -1, -1]
+
+
+def test_a_backward_in_a_counted_capture_leaves_its_nodes_unscoped(watch, published):
+    def backward(i):  # the session counts backward calls (its _engine_run_backward wrapper)
+        if i == 2:
+            W.state.ATTRIBUTION.active.backward_calls = 1
+
+    _ladder(4, during=backward)
+    assert [g.counted for g in watch.graphs] == [False, False, True, False]
+    assert watch.graphs[2].scopes_unknown.startswith("1 backward call(s)")
+    watch.flush()
+    assert published[2].scope.tolist() == [-1, -1, -1]
+
+
+def test_a_counted_capture_stops_noting_before_capture_end_runs(watch, monkeypatch):
+    # GIVEN a counted capture (a failed capture_end destroys the graph being counted)
+    _ladder(2)
+    seen = []
+    real_detach = W.nodecount.detach
+    monkeypatch.setattr(W.nodecount, "detach",
+                        lambda: seen.append(native.extension().counting()) or real_detach())
+    _ladder(1)
+    # THEN it was detached while counting was on, before the window closed
+    assert seen == [True] and watch.graphs[-1].counted
 
 
 def test_node_counts_can_be_turned_off(watch, monkeypatch):

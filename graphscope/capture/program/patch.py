@@ -54,6 +54,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         watch.begun(self)
 
     def capture_end(self: Any) -> None:
+        watch.ending(self)
         try:
             _parent(cls, "capture_end", real)(self)
         except BaseException as exc:

@@ -75,6 +75,7 @@ class ProgramGraph:
     window: Optional[Window] = None  # the meter's window, until the batch is read
     ops_recorded: bool = True  # False: past the site's --op-captures (scopes only; not --no-ops)
     counted: bool = False  # scopes from node counts, not CUPTI's callbacks (graphscope.nodecount)
+    scopes_unknown: str = ""  # a counted capture whose nodes were left unscoped: why
 
     @property
     def exec_id(self) -> int:
@@ -98,6 +99,8 @@ class ProgramGraph:
             info["ops_recorded"] = False
         if self.counted:
             info["scopes_from"] = "node_counts"
+        if self.scopes_unknown:
+            info["scopes_unknown"] = self.scopes_unknown
         return info
 
 
@@ -236,6 +239,14 @@ class GraphWatch:
         except Exception as exc:  # noqa: BLE001 - the program's capture goes on
             self.warnings.append(f"{rec.site}: node counting failed: {exc}")
 
+    def ending(self, cuda_graph: Any) -> None:
+        """The program's ``capture_end`` is about to run (if it fails, the driver destroys the
+        graph being counted): a counted window notes nothing more."""
+        rec = self.current
+        if rec is not None and rec.counted and self.by_id.get(id(cuda_graph)) is rec:
+            with contextlib.suppress(Exception):
+                nodecount.detach()
+
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
         an annotated capture): ``nn.Module.__call__`` replaced (names.module_hooks) and the
@@ -314,6 +325,8 @@ class GraphWatch:
             rec.static_output_bytes = tensor_bytes(rec.outputs)
             rec.outputs = []
         t = self._spent("meter", t)
+        active = state.ATTRIBUTION.active
+        backward_calls = getattr(active, "backward_calls", 0)
         try:
             if not rec.user_keep:  # what torch's capture_end would have done
                 cuda_graph.instantiate()
@@ -331,7 +344,8 @@ class GraphWatch:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
             return
-        if not self._counted_ok(rec, records):
+        records = self._counted_ok(rec, records, backward_calls)
+        if records is None:
             return
         ordinal = self.sites.get(rec.site, 0)
         self.sites[rec.site] = ordinal + 1
@@ -341,26 +355,35 @@ class GraphWatch:
         self.pending[id(cuda_graph)] = Pending(rec, weakref.ref(cuda_graph), records)
         self._last_end = time.perf_counter()
 
-    def _counted_ok(self, rec: ProgramGraph, records: Any) -> bool:
-        """Learn whether the site's next captures may be counted (each CUPTI window so far saw
-        one creating thread); a counted window with a problem is unrecorded."""
+    def _counted_ok(self, rec: ProgramGraph, records: Any, backward_calls: int) -> Any:
+        """Learn whether the site's next captures may be counted: every CUPTI window so far made
+        all its nodes on the capturing thread (this one: ``end`` runs where the capture does).
+        Returns the window's records to keep, or None when a counted window is unrecorded; a
+        counted window where other threads made nodes keeps them unscoped."""
         if not isinstance(records, nodecount.CountedNodes):
-            single = len(set(records.thread.tolist())) <= 1
-            self.countable[rec.site] = self.countable.get(rec.site, True) and single
-            return True
+            own = set(records.thread.tolist()) <= {threading.get_native_id()}
+            self.countable[rec.site] = self.countable.get(rec.site, True) and own
+            return records
         why = records.problem()
         if why:
             self.countable[rec.site] = False
             rec.failed = rec.failed or f"not recorded: {why}"
             self.warnings.append(f"{rec.site}: {rec.failed}")
-            return False
+            return None
+        others = []
+        if backward_calls:
+            others.append(f"{backward_calls} backward call(s) (autograd's thread makes nodes)")
         if records.foreign:
-            self.countable[rec.site] = False
-            self.warnings.append(
-                f"{rec.site}: {records.foreign} scope change(s) on other threads during a "
-                "capture recorded by node counts: the scopes of nodes those threads made are "
-                "not known (the site's later captures are recorded by CUPTI)")
-        return True
+            others.append(f"{records.foreign} scope change(s) on other threads")
+        if not others:
+            return records
+        self.countable[rec.site] = False
+        rec.scopes_unknown = "; ".join(others)
+        self.warnings.append(
+            f"{rec.site}: a capture recorded by node counts saw {rec.scopes_unknown}: its "
+            "nodes are left without module scopes (the site's later captures are recorded by "
+            "CUPTI)")
+        return records.unplaced()
 
     # -- reading finished graphs (outside the program's capture loop)
     def _inspect(self, p: Pending, cuda_graph: Any) -> None:
