@@ -4,9 +4,12 @@ and any process-wide cost with ``plain``). The ladder program, instrumented: per
 seconds entering ``torch.cuda.graph`` (capture_begin and graphscope's window), the forward
 inside it and leaving it (capture_end, instantiate, graphscope's window end); the main thread's
 CPU seconds over the loop against its wall; a second eager pass over every size before the
-loop (a process-wide slowdown shows there); collections during the loop. Variants, shuffled
-per round: plain, ``run`` (default), ``run --no-ops``, ``run`` without the allocator history
-(``GRAPHSCOPE_MEMORY_HISTORY=0``), and ``run --no-ops --depth 0`` without the history.
+loop (a process-wide slowdown shows there); collections during the loop; the first three
+captures' milliseconds. Variants, shuffled per round: plain, ``run`` (default), ``run`` with
+CUPTI in every capture (``GRAPHSCOPE_NODE_COUNTS=0``), ``run --no-ops`` (each site's captures
+past its first counted), ``run`` without the allocator history
+(``GRAPHSCOPE_MEMORY_HISTORY=0``). The seventh session's run (before node counts) had
+``run --no-ops --depth 0`` without the history in place of the second.
 Needs a GPU: ``python3 bench/probes/fresh_parts_gpu.py [ROUNDS]`` (one line per process, then
 medians per variant).
 """
@@ -61,6 +64,8 @@ torch.cuda.synchronize()
 med = lambda xs: sorted(xs)[len(xs) // 2] * 1e3
 print("RESULT", json.dumps({"capture_s": capture_s, "cpu_s": cpu_s, "eager_s": eager_s,
       "gc": gcs, "first_ms": round((ph["enter"][0] + ph["body"][0] + ph["exit"][0]) * 1e3, 2),
+      "first3_ms": [round((ph["enter"][i] + ph["body"][i] + ph["exit"][i]) * 1e3, 2)
+                    for i in range(3)],
       **{k + "_s": sum(v) for k, v in ph.items()},
       **{k + "_med_ms": med(v) for k, v in ph.items()}}))
 '''
@@ -73,9 +78,9 @@ def main(rounds: int) -> None:
         f.write(B.MODEL + PROBE)
     run = ["-m", "graphscope", "run", "-o", path + ".run", "--force", "--replays", "3"]
     nohist = {"GRAPHSCOPE_MEMORY_HISTORY": "0"}
-    variants = {"plain": ([], {}), "run": (run, {}), "run_noops": (run + ["--no-ops"], {}),
-                "run_nohist": (run, nohist),
-                "run_min": (run + ["--no-ops", "--depth", "0"], nohist)}
+    variants = {"plain": ([], {}), "run": (run, {}),
+                "run_cupti": (run, {"GRAPHSCOPE_NODE_COUNTS": "0"}),
+                "run_noops": (run + ["--no-ops"], {}), "run_nohist": (run, nohist)}
     res: dict[str, list[dict]] = {k: [] for k in variants}
     random.seed(7)
     for i in range(rounds):
@@ -97,8 +102,9 @@ def main(rounds: int) -> None:
                                     for a, b in r.items()}), flush=True)
     for k, rs in res.items():
         if rs:
+            keys = [a for a in rs[0] if a not in ("gc", "own_s", "first3_ms")]
             print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 4)
-                                        for a in rs[0] if a not in ("gc", "own_s")}), flush=True)
+                                        for a in keys}), flush=True)
 
 
 if __name__ == "__main__":
