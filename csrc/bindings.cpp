@@ -72,6 +72,7 @@ nb::dict probe(bool try_subscribe) {
 int64_t set_current_op_c(int64_t op) {
   int64_t prev = tls.op;
   tls.op = op;
+  count_note(tls);
   return prev;
 }
 void push_scope_c(int64_t s) {
@@ -140,14 +141,10 @@ NB_MODULE(_native, m) {
   m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"),
         "count_start(fake=True)'s node count (tests without a GPU).");
   m.def("count_stop", &count_stop,
-        "Stop counting: {counts u8, scopes i8, attached, foreign, errors}.");
+        "Stop counting: {counts u8, scopes i8, ops i8, attached, foreign, errors}.");
   m.def("counting", []() -> bool { return g_counting.load(); });
   m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
-  m.def("set_current_op", [](int64_t op) {
-    int64_t prev = tls.op;
-    tls.op = op;
-    return prev;
-  }, nb::arg("op"));
+  m.def("set_current_op", &set_current_op_c, nb::arg("op"));
   m.def("current_op", []() -> int64_t { return tls.op; });
   m.def("set_op_address", []() -> uintptr_t {
     return reinterpret_cast<uintptr_t>(&set_current_op_c);

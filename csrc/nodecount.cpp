@@ -22,7 +22,9 @@ struct Counter {
   uint64_t fake_n = 0;
   std::vector<uint64_t> counts;
   std::vector<int64_t> scopes;
+  std::vector<int64_t> ops;  // the thread's op id (tls.op) from that count on
   int64_t last = INT64_MIN;
+  int64_t last_op = INT64_MIN;
   bool attached = false;
   bool detached = false;  // count_detach: attached until the capture ended
   std::atomic<uint64_t> foreign{0};  // scope changes on other threads while counting
@@ -45,19 +47,22 @@ bool node_count(uint64_t& n) {
 void note(ThreadState& t) {
   if (!cnt.attached) return;
   const int64_t cur = t.current();
-  if (cur == cnt.last) return;
+  if (cur == cnt.last && t.op == cnt.last_op) return;
   uint64_t n = 0;
   if (!node_count(n)) {
     cnt.errors++;
     return;
   }
   if (!cnt.counts.empty() && cnt.counts.back() == n) {
-    cnt.scopes.back() = cur;  // no node made under the scope it replaces
+    cnt.scopes.back() = cur;  // no node made under the scope (or op) it replaces
+    cnt.ops.back() = t.op;
   } else {
     cnt.counts.push_back(n);
     cnt.scopes.push_back(cur);
+    cnt.ops.push_back(t.op);
   }
   cnt.last = cur;
+  cnt.last_op = t.op;
 }
 
 }  // namespace
@@ -81,7 +86,9 @@ void count_start(bool fake) {
   cnt.fake_n = 0;
   cnt.counts.clear();
   cnt.scopes.clear();
+  cnt.ops.clear();
   cnt.last = INT64_MIN;
+  cnt.last_op = INT64_MIN;
   cnt.attached = false;
   cnt.detached = false;
   cnt.foreign = 0;
@@ -130,6 +137,7 @@ nb::dict count_stop() {
   nb::dict d;
   d["counts"] = as_bytes(cnt.counts);
   d["scopes"] = as_bytes(cnt.scopes);
+  d["ops"] = as_bytes(cnt.ops);
   d["attached"] = cnt.attached || cnt.detached;
   d["foreign"] = cnt.foreign.load();
   d["errors"] = cnt.errors;

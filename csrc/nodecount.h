@@ -1,7 +1,7 @@
 // A capture's scopes without CUPTI: the node count of the graph being captured, noted at
-// every change of the capturing thread's scope (scopes.h). Node k (creation order) has the
-// scope noted last at a count <= k, the scope the CUPTI recorder's GRAPHNODE_CREATED callback
-// would have read for it on that thread. No subscription is held: CUPTI's resource callbacks
+// every change of the capturing thread's scope or op (scopes.h). Node k (creation order) has
+// the scope and op noted last at a count <= k, what the CUPTI recorder's GRAPHNODE_CREATED
+// callback would have read for it on that thread. No subscription is held: CUPTI's resource callbacks
 // cost ~4.5 us per captured kernel on the H200 (bench/probes/process_wide_gpu.py), as much as
 // the capture of the kernel itself. graphscope run uses it for the captures of a site past
 // its first --op-captures, once those showed one capturing thread (watch.py).
@@ -17,7 +17,7 @@ namespace gs {
 extern std::atomic<bool> g_counting;
 void count_note_slow(ThreadState& t);
 
-// After every change of t's scope stack, slot or slot generation.
+// After every change of t's scope stack, slot, slot generation or op.
 inline void count_note(ThreadState& t) {
   if (g_counting.load(std::memory_order_relaxed)) count_note_slow(t);
 }

@@ -31,16 +31,25 @@ from . import native
 ENV = "GRAPHSCOPE_NODE_COUNTS"
 
 
-def wanted() -> bool:
-    return os.environ.get(ENV, "1") not in ("0", "false", "no", "")
+def mode() -> str:
+    """``GRAPHSCOPE_NODE_COUNTS``: "off" (``0``: CUPTI in every capture), "learned" (the
+    default: a site's captures past its op captures, once its CUPTI captures showed one
+    thread), "all" (``all``: also every capture begun with grad off, ops counted too — not yet
+    the default: its ops are not GPU-checked against CUPTI's)."""
+    raw = os.environ.get(ENV, "1").strip().lower()
+    if raw in ("0", "false", "no", "off", ""):
+        return "off"
+    return "all" if raw == "all" else "learned"
 
 
 @dataclass(frozen=True)
 class CountedNodes:
-    """One capture window's scope changes: ``scopes[i]`` from node count ``counts[i]`` on."""
+    """One capture window's scope and op changes: ``scopes[i]`` and ``ops[i]`` from node count
+    ``counts[i]`` on."""
 
     counts: np.ndarray  # uint64, ascending
     scopes: np.ndarray  # int64
+    ops: np.ndarray  # int64: the op observer's op (or op call) id, -1 for none
     attached: bool  # the capture began and its graph was found (count_attach)
     foreign: int  # scope changes on other threads while counting (their nodes: unknown)
     errors: int  # node counts the driver refused
@@ -57,7 +66,8 @@ class CountedNodes:
     def unplaced(self) -> CountedNodes:
         """The same window with no scope for any node: other threads made some of its nodes
         (their scopes are not in the counts), so none is given a scope it may not have."""
-        return replace(self, counts=np.zeros(0, np.uint64), scopes=np.zeros(0, np.int64))
+        return replace(self, counts=np.zeros(0, np.uint64), scopes=np.zeros(0, np.int64),
+                       ops=np.zeros(0, np.int64))
 
 
 @contextmanager
@@ -76,6 +86,7 @@ def counting(fake: bool = False) -> Iterator[list[CountedNodes]]:
         d = ext.count_stop()
         out.append(CountedNodes(counts=native._col(d["counts"], "<u8"),
                                 scopes=native._col(d["scopes"], "<i8"),
+                                ops=native._col(d["ops"], "<i8"),
                                 attached=bool(d["attached"]), foreign=int(d["foreign"]),
                                 errors=int(d["errors"]), thread=threading.get_native_id()))
 
@@ -93,7 +104,7 @@ def attach(stream: int) -> None:
 
 def as_created(marks: CountedNodes, inspection: native.GraphInspection) -> native.CreatedNodes:
     """The recorder's columns for a counted capture, its nodes read from the template:
-    each node's scope by its creation rank (its local id's order); no op, clone or exec rows
+    each node's scope and op by its creation rank (its local id's order); no clone or exec rows
     (the exec graph is rekeyed from its own id, as for a graph instantiated after its
     window)."""
     nid = np.asarray(inspection.node_id, dtype=np.uint64)
@@ -102,10 +113,11 @@ def as_created(marks: CountedNodes, inspection: native.GraphInspection) -> nativ
     rank[np.argsort(nid & np.uint64(0xFFFFFFFF), kind="stable")] = np.arange(n, dtype=np.uint64)
     at = np.searchsorted(marks.counts, rank, side="right") - 1
     scope = np.where(at >= 0, marks.scopes[np.maximum(at, 0)] if len(marks.scopes) else -1, -1)
+    op = np.where(at >= 0, marks.ops[np.maximum(at, 0)] if len(marks.ops) else -1, -1)
     u8, u4 = np.zeros(0, np.uint64), np.zeros(0, np.uint32)
     return native.CreatedNodes(
         node_id=nid.copy(), graph_id=(nid >> np.uint64(32)).astype(np.uint32),
         node_type=np.asarray(inspection.node_type, dtype=np.int32).copy(),
-        scope=scope.astype(np.int64), op=np.full(n, -1, np.int64),
+        scope=scope.astype(np.int64), op=op.astype(np.int64),
         thread=np.full(n, marks.thread, np.uint64), clone_id=u8, clone_origin=u8.copy(),
         exec_id=u4, exec_graph=u4.copy(), callback_errors=0)

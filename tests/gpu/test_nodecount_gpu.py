@@ -3,9 +3,11 @@
 graphscope/nodecount.py). Captured again at the same shapes, a counted graph must carry exactly
 the scopes CUPTI's callbacks gave the site's first captures, node for node: a real transformer
 (transformers' GPT-2, random weights) and a module with a side stream and a mark_kernels
-region."""
+region. ``GRAPHSCOPE_NODE_COUNTS=all`` (counted from the first capture begun with grad off, ops
+included) against CUPTI in every capture (``=0``), bundle against bundle."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -66,13 +68,16 @@ print("ok")
 """
 
 
-def run(tmp_path, which, module):
+def run(tmp_path, which, module, counts=None, name="b"):
     pytest.importorskip(module)
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent(PROGRAM))
-    out = tmp_path / "b"
+    out = tmp_path / name
+    env = dict(os.environ)
+    if counts is not None:
+        env["GRAPHSCOPE_NODE_COUNTS"] = counts
     p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog),
-                        which], capture_output=True, text=True, timeout=600, cwd=ROOT)
+                        which], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads((out / "graph.json").read_text())["graphs"]
 
@@ -100,3 +105,22 @@ def test_counted_captures_carry_cuptis_scopes_node_for_node(tmp_path, which, mod
         names = {a.get("module_name") for a in work}
         assert {"L.1.a", "L.1.b", "L.2"} <= names, names
         assert any(a.get("name") == "mix" for a in work), work
+
+
+def full(g):
+    return [(n["type"], n.get("annotation", {}), n.get("op"), n.get("shapes"), n.get("source"))
+            for n in g["nodes"]]
+
+
+@pytest.mark.parametrize("which,module", [("gpt2", "transformers"), ("branches", "torch")])
+def test_counting_every_capture_gives_cuptis_scopes_and_ops(tmp_path, which, module):
+    # GIVEN the same inference program run with CUPTI in every capture and with node counts
+    # in every capture (ops in the first 2, by op marks)
+    cupti = run(tmp_path, which, module, counts="0", name="cupti")
+    counted = run(tmp_path, which, module, counts="all", name="counted")
+    assert [g["info"].get("scopes_from") for g in cupti] == [None] * 4
+    assert [g["info"].get("scopes_from") for g in counted] == ["node_counts"] * 4
+    # THEN graph for graph, node for node: the same scope, aten op, shapes and source line
+    for a, b in zip(cupti, counted):
+        assert full(b) == full(a)
+    assert any(op for _, _, op, _, _ in full(counted[0])), "no ops in the first capture"

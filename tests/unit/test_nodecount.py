@@ -22,7 +22,8 @@ def ext():
 
 
 def _marks(**kw):
-    base = dict(counts=np.zeros(0, U8), scopes=np.zeros(0, np.int64), attached=True, foreign=0,
+    base = dict(counts=np.zeros(0, U8), scopes=np.zeros(0, np.int64), ops=np.zeros(0, np.int64),
+                attached=True, foreign=0,
                 errors=0, thread=1)
     base.update(kw)
     return nodecount.CountedNodes(**base)
@@ -42,8 +43,29 @@ def test_scope_changes_are_noted_at_the_node_count_they_happen_at(ext):
         ext.retire_slots()
     m = out[0]
     assert m.counts.tolist() == [0, 3, 4, 6] and m.scopes.tolist() == [5, 5, 9, -1]
+    assert m.ops.tolist() == [-1] * 4
     assert m.attached and m.foreign == 0 and m.problem() == ""
     assert not ext.counting()
+
+
+def test_op_changes_are_noted_with_the_scope(ext):
+    # the op observer sets the thread's op at each op's start and end (set_current_op)
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        prev = ext.set_current_op(40)  # an op starts: its kernels come next
+        ext.count_fake_nodes(2)
+        ext.set_current_op(prev)  # and ends
+        ext.count_fake_nodes(3)  # a node of the scope outside any op
+        prev = ext.set_current_op(41)
+        ext.count_fake_nodes(4)
+        ext.set_current_op(prev)
+        native.pop_scope()
+    m = out[0]
+    assert m.counts.tolist() == [0, 2, 3, 4]
+    assert m.scopes.tolist() == [5, 5, 5, -1] and m.ops.tolist() == [40, -1, 41, -1]
+    rec = nodecount.as_created(m, _inspection([(1 << 32) | i for i in range(4)]))
+    assert rec.op.tolist() == [40, 40, -1, 41] and rec.scope.tolist() == [5, 5, 5, 5]
 
 
 def test_nothing_is_noted_before_the_capture_is_attached(ext):
@@ -82,17 +104,18 @@ def _inspection(node_id):
         edge_to=np.zeros(0, U8))
 
 
-def test_each_node_gets_the_scope_of_its_creation_rank():
+def test_each_node_gets_the_scope_and_op_of_its_creation_rank():
     gid = 4 << 32
     # nodes listed out of creation order (local ids 2, 0, 3, 1)
     insp = _inspection([gid | 2, gid | 0, gid | 3, gid | 1])
     rec = nodecount.as_created(_marks(counts=np.array([0, 1, 3], U8),
-                                      scopes=np.array([-1, 8, 9])), insp)
+                                      scopes=np.array([-1, 8, 9]), ops=np.array([-1, 7, -1])),
+                               insp)
     # ranks: local 0 -> -1, local 1 -> 8, local 2 -> 8, local 3 -> 9
     assert rec.scope.tolist() == [8, -1, 9, 8]
     assert rec.node_id.tolist() == insp.node_id.tolist()
     assert rec.graph_id.tolist() == [4] * 4 and rec.node_type.tolist() == [0, 1, 2, 3]
-    assert (rec.op == -1).all() and rec.thread.tolist() == [1] * 4
+    assert rec.op.tolist() == [7, -1, -1, 7] and rec.thread.tolist() == [1] * 4
     assert not len(rec.exec_id) and not len(rec.clone_id)
 
 
@@ -121,3 +144,12 @@ def test_an_unplaced_window_gives_no_node_a_scope():
     m = _marks(counts=np.array([0], U8), scopes=np.array([8]), foreign=2)
     rec = nodecount.as_created(m.unplaced(), _inspection([1 << 32, (1 << 32) | 1]))
     assert rec.scope.tolist() == [-1, -1]
+
+
+def test_the_mode_is_read_from_the_environment(monkeypatch):
+    for raw, mode in (("0", "off"), ("off", "off"), ("1", "learned"), ("all", "all"),
+                      ("ALL", "all")):
+        monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", raw)
+        assert nodecount.mode() == mode
+    monkeypatch.delenv("GRAPHSCOPE_NODE_COUNTS")
+    assert nodecount.mode() == "learned"

@@ -410,3 +410,22 @@ def test_a_counted_capture_that_fails_leaves_counting_off(watch, monkeypatch):
     monkeypatch.setattr(FakeGraph, "fail_begin", False)
     _ladder(1)
     assert watch.graphs[-1].counted and not watch.graphs[-1].failed
+
+
+def test_node_counts_all_counts_every_capture_begun_with_grad_off(watch, monkeypatch):
+    # GIVEN GRAPHSCOPE_NODE_COUNTS=all (opt-in: ops by counts are not yet GPU-checked)
+    monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", "all")
+    # WHEN a ladder is captured with grad off (inference: no backward can run on autograd's
+    # thread; one that ran anyway would leave that capture unscoped)
+    with torch.no_grad():
+        _ladder(4)
+    # THEN every capture is counted, the first 2 with their ops, none subscribes CUPTI
+    assert watch.counted_windows == [0, 1, 2, 3]
+    assert [g.ops_recorded for g in watch.graphs] == [True, True, False, False]
+    # AND with grad on, the site's first captures still go to CUPTI
+    watch.flush()
+    watch.countable.clear()
+    watch.sites.clear()
+    watch.counted_windows.clear()
+    _ladder(4)
+    assert watch.counted_windows == [0, 1]

@@ -197,9 +197,7 @@ class GraphWatch:
         within = not limit or self.sites.get(site, 0) < limit
         record_ops = self.cfg.record_ops and within
         rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
-        # past them, scopes from node counts: no CUPTI subscription in the capture (nodecount)
-        rec.counted = (not record_ops and kind == "eager" and self.countable.get(site, False)
-                       and nodecount.wanted())
+        rec.counted = self._counts(site, kind, record_ops)
         self.module_names.new_window()
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
@@ -224,6 +222,24 @@ class GraphWatch:
         t = self._spent("hooks", t)
         self.meter.begin()
         self._spent("meter", t)
+
+    def _counts(self, site: str, kind: str, record_ops: bool) -> bool:
+        """Whether this capture records by node counts, with no CUPTI subscription in it
+        (graphscope.nodecount): past a site's op captures once its CUPTI captures made every
+        node on the capturing thread; with ``GRAPHSCOPE_NODE_COUNTS=all`` also any capture
+        begun with grad off (no backward to run on autograd's thread; one that runs anyway is
+        caught), ops included."""
+        mode = nodecount.mode()
+        known = self.countable.get(site)
+        if kind != "eager" or mode == "off" or known is False:
+            return False
+        if not record_ops and known:
+            return True
+        if mode == "all":
+            import torch
+
+            return not torch.is_grad_enabled()
+        return False
 
     def begun(self, cuda_graph: Any) -> None:
         """The program's capture has begun (its stream is capturing): a counted window starts
