@@ -5,8 +5,10 @@ memory pool, as vLLM does. The program times its own capture loop, its first rep
 ``graphscope run`` (ops recorded in the first 2 buckets, the default) and ``graphscope run
 --op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
 (paired rounds). Prints JSON; the figures go to
-docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS] [--no-all-ops]``
-(``--no-all-ops``: plain and ``run`` only, twice the rounds in the same time).
+docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS] [--no-all-ops]
+[--counts-all]`` (``--no-all-ops``: plain and ``run`` only, twice the rounds in the same time;
+``--counts-all``: and ``run`` with ``GRAPHSCOPE_NODE_COUNTS=all`` in each round, every capture
+recorded by node counts).
 """
 
 from __future__ import annotations
@@ -106,12 +108,15 @@ print("RESULT", json.dumps({"capture_s": capture_s, "graphs": len(graphs),
 '''
 
 
-def once(path: str, observed: bool, traced: int, untraced: int, *flags: str) -> dict:
+def once(path: str, observed: bool, traced: int, untraced: int, *flags: str,
+         env: dict | None = None) -> dict:
     args = [path, str(traced), str(untraced)]
-    out_dir = path + ".run" + "".join(f.strip("-").replace("-", "_") for f in flags)
+    out_dir = path + ".run" + "".join(f.strip("-").replace("-", "_") for f in flags) + (
+        "_env" if env else "")
     cmd = ([sys.executable, "-m", "graphscope", "run", "-o", out_dir, "--force",
             "--replays", str(traced), *flags, *args] if observed else [sys.executable, *args])
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                         env={**os.environ, **(env or {})}).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
     return json.loads(line.split(" ", 1)[1])
 
@@ -132,21 +137,26 @@ def ladder_facts(bundle: str) -> dict:
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
 
 
-def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True) -> None:
+def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
+         counts_all: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
             f.write(PROGRAM)
-        plain, run, every = [], [], []
+        plain, run, every, counted = [], [], [], []
         for _ in range(rounds):  # paired: plain, run, run --op-captures all per round
             plain.append(once(path, False, traced, untraced))
             run.append(once(path, True, traced, untraced))
             if all_ops:
                 every.append(once(path, True, traced, untraced, "--op-captures", "all"))
+            if counts_all:
+                counted.append(once(path, True, traced, untraced,
+                                    env={"GRAPHSCOPE_NODE_COUNTS": "all"}))
             print(f"round {len(run)}: plain {plain[-1]['capture_s']:.3f} s, run "
                   f"{run[-1]['capture_s']:.3f} s"
-                  + (f", run --op-captures all {every[-1]['capture_s']:.3f} s" if all_ops else ""),
-                  file=sys.stderr, flush=True)
+                  + (f", run --op-captures all {every[-1]['capture_s']:.3f} s" if all_ops else "")
+                  + (f", run counts all {counted[-1]['capture_s']:.3f} s" if counts_all
+                     else ""), file=sys.stderr, flush=True)
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:
@@ -154,6 +164,7 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
 
     ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, run)]
     every_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, every)]
+    counted_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, counted)]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
@@ -161,6 +172,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "all_ops_capture_s": med(every, "capture_s") if every else None,
         "all_ops_capture_ratio": statistics.median(every_ratios) if every else None,
         "all_ops_capture_ratio_all": every_ratios,
+        "counts_all_capture_ratio": statistics.median(counted_ratios) if counted else None,
+        "counts_all_capture_ratio_all": counted_ratios,
         "traced_replays_per_graph": traced,
         "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
         "run_traced_replay_ms": med(run, "traced_replay_ms"),
@@ -170,11 +183,12 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "run_untraced_replay_ms": med(run, "untraced_replay_ms"),
         "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
         "bundle": facts,
-        "plain_all": plain, "run_all": run, "all_ops_all": every,
+        "plain_all": plain, "run_all": run, "all_ops_all": every, "counts_all_all": counted,
     }
     print(json.dumps(res, indent=1))
 
 
-if __name__ == "__main__":  # python bench/bench_ladder.py [ROUNDS] [--no-all-ops]
+if __name__ == "__main__":  # python bench/bench_ladder.py [ROUNDS] [--no-all-ops] [--counts-all]
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv)
+    main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv,
+         counts_all="--counts-all" in sys.argv)
