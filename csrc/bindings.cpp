@@ -72,7 +72,7 @@ nb::dict probe(bool try_subscribe) {
 int64_t set_current_op_c(int64_t op) {
   int64_t prev = tls.op;
   tls.op = op;
-  count_note(tls);
+  count_note(tls, true);
   return prev;
 }
 void push_scope_c(int64_t s) {

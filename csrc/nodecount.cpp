@@ -67,10 +67,10 @@ void note(ThreadState& t) {
 
 }  // namespace
 
-void count_note_slow(ThreadState& t) {
+void count_note_slow(ThreadState& t, bool op) {
   if (!g_counting.load(std::memory_order_acquire)) return;  // pairs with count_start's store
   if (t.tid != cnt.tid.load(std::memory_order_relaxed)) {
-    cnt.foreign.fetch_add(1, std::memory_order_relaxed);
+    if (!op) cnt.foreign.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   note(t);

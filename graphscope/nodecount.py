@@ -7,8 +7,10 @@ resource callbacks cost ~4.5 us per captured kernel, as much as capturing the ke
 subscribed.
 
 What it cannot see: nodes made on another thread (autograd's device thread in a backward) —
-their scope changes are only counted (``foreign``), and the aten op of each node (no op
-callbacks run). ``graphscope run`` therefore counts only the captures of a capture site past
+their scope changes are only counted (``foreign``; their op changes not even that: the op
+observer sees every thread's aten ops, a data loader's too). The capturing thread's op changes
+are noted with its scope changes, so a counted capture carries each node's aten op as CUPTI's
+would. ``graphscope run`` therefore counts only the captures of a capture site past
 its first ``--op-captures``, once those (recorded by CUPTI) made every node on the capturing
 thread; a counted capture in which a backward ran or another thread changed its scope keeps
 its nodes unscoped, and sends the site back to CUPTI (capture/program/watch.py). Nodes of

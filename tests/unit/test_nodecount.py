@@ -85,6 +85,16 @@ def test_scope_changes_on_other_threads_are_counted_as_foreign(ext):
     assert out[0].foreign == 2 and out[0].scopes.tolist() == [-1]
 
 
+def test_op_changes_on_other_threads_are_neither_noted_nor_foreign(ext):
+    # the op observer is a global callback: a data loader's aten ops set that thread's op
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)
+        t = threading.Thread(target=lambda: ext.set_current_op(ext.set_current_op(7)))
+        t.start()
+        t.join()
+    assert out[0].foreign == 0 and out[0].ops.tolist() == [-1]
+
+
 def test_counting_is_one_window_at_a_time_and_attach_needs_it(ext):
     with pytest.raises(Exception, match="not on"):
         nodecount.attach(0)

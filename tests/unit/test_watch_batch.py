@@ -57,8 +57,10 @@ class FakeGraph:
         if FakeGraph.fail_begin:
             raise RuntimeError("capture_begin failed")
 
+    ends = []  # (what, counting) in order: the patched capture_end's parent call
+
     def capture_end(self):
-        pass
+        FakeGraph.ends.append(("capture_end", native.extension().counting()))
 
     def instantiate(self):
         pass
@@ -364,13 +366,14 @@ def test_a_backward_in_a_counted_capture_leaves_its_nodes_unscoped(watch, publis
 def test_a_counted_capture_stops_noting_before_capture_end_runs(watch, monkeypatch):
     # GIVEN a counted capture (a failed capture_end destroys the graph being counted)
     _ladder(2)
-    seen = []
     real_detach = W.nodecount.detach
-    monkeypatch.setattr(W.nodecount, "detach",
-                        lambda: seen.append(native.extension().counting()) or real_detach())
+    monkeypatch.setattr(W.nodecount, "detach", lambda: FakeGraph.ends.append(
+        ("detach", native.extension().counting())) or real_detach())
+    monkeypatch.setattr(FakeGraph, "ends", [])
     _ladder(1)
-    # THEN it was detached while counting was on, before the window closed
-    assert seen == [True] and watch.graphs[-1].counted
+    # THEN it was detached, counting still on, before torch's capture_end ran
+    assert FakeGraph.ends == [("detach", True), ("capture_end", True)]
+    assert watch.graphs[-1].counted
 
 
 def test_node_counts_can_be_turned_off(watch, monkeypatch):
@@ -426,6 +429,5 @@ def test_node_counts_all_counts_every_capture_begun_with_grad_off(watch, monkeyp
     watch.flush()
     watch.countable.clear()
     watch.sites.clear()
-    watch.counted_windows.clear()
     _ladder(4)
-    assert watch.counted_windows == [0, 1]
+    assert [g.counted for g in watch.graphs[4:]] == [False, False, True, True]
