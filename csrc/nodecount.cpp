@@ -15,7 +15,7 @@ std::atomic<bool> g_counting{false};
 namespace {
 
 struct Counter {
-  std::mutex mu;          // start/attach/stop against a note from another thread
+  std::mutex mu;          // count_start against count_stop (notes are the capturing thread's)
   std::atomic<uint64_t> tid{0};  // the capturing thread (count_start's)
   CUgraph graph = nullptr;
   bool fake = false;      // tests without a GPU: the count is count_fake_nodes'

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from .. import native
+from .. import native, nodecount
 from .._errors import AnnotationError
 from . import state
 from .backward import accumulation_scope, prepare_backward
@@ -140,9 +140,7 @@ def session(record_ops: bool = False, held: bool = False, counted: bool = False
     attribution = state.ATTRIBUTION
     if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")
-    if counted:
-        from ..nodecount import counting
-    window: Any = (counting() if counted else native.HELD.window() if held
+    window: Any = (nodecount.counting() if counted else native.HELD.window() if held
                    else native.recording())
     with window as records:
         s = Session(record_ops)

@@ -526,9 +526,10 @@ def ladder_table(site: dict[str, Any]) -> Table:
     if with_ops < len(site["buckets"]):
         lines.append(f"aten ops, shapes and source lines recorded in {with_ops} of "
                      f"{len(site['buckets'])} buckets (the first captured; the others keep "
-                     "module scopes: graphscope run --op-captures all records every bucket)"
-                     + (f"; {site['scopes_counted']} of them placed by node counts, without "
-                        "CUPTI in their captures" if site.get("scopes_counted") else ""))
+                     "module scopes: graphscope run --op-captures all records every bucket)")
+    if site.get("scopes_counted"):
+        lines.append(f"{site['scopes_counted']} of {len(site['buckets'])} buckets recorded by "
+                     "node counts, without CUPTI in their captures")
     shared = [s for s in site["structures"] if len(s["graphs"]) > 1]
     lines.extend(f"structure {s['structure']}: {len(s['graphs'])} buckets with the same "
                  "kernels and edges (other launch dimensions)" for s in shared[:5])

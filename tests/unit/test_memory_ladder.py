@@ -139,7 +139,7 @@ def test_ladder_says_which_buckets_were_placed_by_node_counts():
     assert [x["scopes_from"] for x in site["buckets"]] == ["cupti", "node_counts"]
     con = Console(width=200, record=True)
     con.print(ladder_table(site))
-    assert ("1 of them placed by node counts, without CUPTI in their captures"
+    assert ("1 of 2 buckets recorded by node counts, without CUPTI in their captures"
             in con.export_text().replace("\n", " "))
 
 

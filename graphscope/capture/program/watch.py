@@ -124,7 +124,8 @@ class GraphWatch:
         self.graphs: list[ProgramGraph] = []
         self.by_id: dict[int, ProgramGraph] = {}
         self.sites: dict[str, int] = {}
-        # site -> its captures so far were made on one thread: the next ones may be counted
+        # site -> its CUPTI captures so far made every node on the capturing thread: the next
+        # ones may be counted (False: a site that must stay on CUPTI)
         self.countable: dict[str, bool] = {}
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
