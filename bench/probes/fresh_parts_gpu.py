@@ -10,8 +10,11 @@ CUPTI in every capture (``GRAPHSCOPE_NODE_COUNTS=0``), ``run --no-ops`` (each si
 past its first counted), ``run`` without the allocator history
 (``GRAPHSCOPE_MEMORY_HISTORY=0``). The seventh session's run (before node counts) had
 ``run --no-ops --depth 0`` without the history in place of the second.
-Needs a GPU: ``python3 bench/probes/fresh_parts_gpu.py [ROUNDS]`` (one line per process, then
-medians per variant).
+``counts`` as the second argument runs instead every capture counted
+(``GRAPHSCOPE_NODE_COUNTS=all``, no CUPTI) with one piece of ``run`` off at a time: ops, module
+scopes (``--depth 0``), the allocator history, all three.
+Needs a GPU: ``python3 bench/probes/fresh_parts_gpu.py [ROUNDS] [counts]`` (one line per
+process, then medians per variant).
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ print("RESULT", json.dumps({"capture_s": capture_s, "cpu_s": cpu_s, "eager_s": e
 '''
 
 
-def main(rounds: int) -> None:
+def main(rounds: int, which: str = "default") -> None:
     d = tempfile.mkdtemp()
     path = os.path.join(d, "ladder.py")
     with open(path, "w") as f:
@@ -81,6 +84,13 @@ def main(rounds: int) -> None:
     variants = {"plain": ([], {}), "run": (run, {}),
                 "run_cupti": (run, {"GRAPHSCOPE_NODE_COUNTS": "0"}),
                 "run_noops": (run + ["--no-ops"], {}), "run_nohist": (run, nohist)}
+    if which == "counts":  # every capture counted (no CUPTI): what is left, piece by piece
+        al = {"GRAPHSCOPE_NODE_COUNTS": "all"}
+        variants = {"plain": ([], {}), "all": (run, al),
+                    "all_noops": (run + ["--no-ops"], al),
+                    "all_depth0": (run + ["--depth", "0"], al),
+                    "all_nohist": (run, {**al, **nohist}),
+                    "all_min": (run + ["--no-ops", "--depth", "0"], {**al, **nohist})}
     res: dict[str, list[dict]] = {k: [] for k in variants}
     random.seed(7)
     for i in range(rounds):
@@ -108,4 +118,5 @@ def main(rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3,
+         sys.argv[2] if len(sys.argv) > 2 else "default")

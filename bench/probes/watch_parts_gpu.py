@@ -1,0 +1,122 @@
+"""Where ``graphscope run``'s per-capture cost goes once no capture holds CUPTI
+(``GRAPHSCOPE_NODE_COUNTS=all``): bench_ladder.py's 67-bucket loop in one process, under the
+watch with one piece taken out at a time. Without a CUPTI subscription nothing of graphscope's
+is process-wide (bench/probes/process_wide_gpu.py), so in-process variants compare fairly.
+
+Variants, shuffled per round: ``plain``; ``keep`` (``keep_graph=True`` and the instantiate
+after, no watch); ``watch`` (the watch as ``graphscope run`` installs it, every capture
+counted, ops recorded in the first 2); ``nohooks`` (no module scopes); ``nomarks`` (module
+scopes without the meter's time marks); ``nohist`` (no allocator history); ``fakecount``
+(node counts noted without asking the driver); ``noops`` (no op records at all). Prints per
+variant the median milliseconds per capture entering ``torch.cuda.graph``, in the forward,
+leaving it, and the loop.
+
+Needs a GPU: ``python3 bench/probes/watch_parts_gpu.py [ROUNDS]``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ["GRAPHSCOPE_NODE_COUNTS"] = "all"
+
+import torch  # noqa: E402
+from bench_ladder import MODEL  # noqa: E402
+
+from graphscope import native, nodecount  # noqa: E402
+from graphscope.capture import meter as M  # noqa: E402
+from graphscope.capture.program import watch as W  # noqa: E402
+from graphscope.capture.program.patch import patch_cuda_graph  # noqa: E402
+from graphscope.config import CaptureConfig  # noqa: E402
+
+_ns: dict = {}
+exec(MODEL, _ns)
+model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
+REAL_HOOKS = W.module_hooks
+REAL_COUNTING = nodecount.counting
+
+
+def loop(keep: bool = False) -> list[float]:
+    pool = torch.cuda.graph_pool_handle()
+    graphs = []
+    ph = [0.0, 0.0, 0.0, 0.0]
+    with torch.inference_mode():
+        for bs in SIZES:
+            model(tokens[:bs])
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for bs in reversed(SIZES):
+            g = torch.cuda.CUDAGraph(keep_graph=keep)
+            t0 = time.perf_counter()
+            with torch.cuda.graph(g, pool=pool):
+                t1 = time.perf_counter()
+                out = model(tokens[:bs])
+                t2 = time.perf_counter()
+            if keep:
+                g.instantiate()
+            t3 = time.perf_counter()
+            ph[0] += t1 - t0
+            ph[1] += t2 - t1
+            ph[2] += t3 - t2
+            graphs.append((g, out))
+        torch.cuda.synchronize()
+        ph[3] = time.perf_counter() - t
+    graphs[0][0].replay()  # under the watch, the batch is read here (outside the loop)
+    torch.cuda.synchronize()
+    del graphs
+    torch.cuda.empty_cache()
+    return [x / len(SIZES) * 1e3 for x in ph]
+
+
+def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bool = True,
+            ops: bool = True) -> list[float]:
+    if not hooks:
+        W.module_hooks = lambda *a, **k: []
+    elif not marks:
+        W.module_hooks = lambda n, d, f, o, m: REAL_HOOKS(n, d, f, o, None)
+    if not count:
+        nodecount.counting = lambda fake=False: REAL_COUNTING(fake=True)
+    w = W.GraphWatch(CaptureConfig(mode="run", replays=0, record_ops=ops, op_captures=2))
+    w.meter.history = hist
+    undo = patch_cuda_graph(w)
+    try:
+        return loop()
+    finally:
+        undo()
+        w._close_window()
+        w._release_batch()
+        w.pending.clear()
+        W.module_hooks = REAL_HOOKS
+        nodecount.counting = REAL_COUNTING
+        M.CaptureMeter._stop_history(w.meter)
+
+
+def main(rounds: int) -> None:
+    native.ensure_loaded()
+    variants = {"plain": lambda: loop(), "keep": lambda: loop(keep=True),
+                "watch": lambda: watched(), "nohooks": lambda: watched(hooks=False),
+                "nomarks": lambda: watched(marks=False), "nohist": lambda: watched(hist=False),
+                "fakecount": lambda: watched(count=False), "noops": lambda: watched(ops=False)}
+    res: dict[str, list[list[float]]] = {k: [] for k in variants}
+    for f in variants.values():
+        f()
+    random.seed(5)
+    for _ in range(rounds):
+        ks = list(variants)
+        random.shuffle(ks)
+        for k in ks:
+            res[k].append(variants[k]())
+    base = statistics.median(r[3] for r in res["plain"])
+    for k, rs in res.items():
+        med = [statistics.median(r[i] for r in rs) for i in range(4)]
+        print(f"{k:10s} enter {med[0]:.3f}  forward {med[1]:.3f}  exit {med[2]:.3f}  "
+              f"loop {med[3]:.3f} ms/capture  ratio {med[3] / base:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 9)
