@@ -4,11 +4,12 @@ memory pool, as vLLM does. The program times its own capture loop, its first rep
 ``graphscope run`` traces) and the replays after them (untraced, at plain speed), plain and under
 ``graphscope run`` (ops recorded in the first 2 buckets, the default) and ``graphscope run
 --op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
-(paired rounds). Prints JSON; the figures go to
-docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS] [--no-all-ops]
-[--counts-all]`` (``--no-all-ops``: plain and ``run`` only, twice the rounds in the same time;
-``--counts-all``: and ``run`` with ``GRAPHSCOPE_NODE_COUNTS=all`` in each round, every capture
-recorded by node counts).
+(paired rounds; the order of the variants reversed every other round). Prints JSON; the
+figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]
+[--no-all-ops] [--counts-learned]`` (``--no-all-ops``: plain and ``run`` only, twice the
+rounds in the same time; ``--counts-learned``: and ``run`` with
+``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
+CUPTI, the node counts' way before they became the default for captures begun with grad off).
 """
 
 from __future__ import annotations
@@ -138,25 +139,27 @@ def ladder_facts(bundle: str) -> dict:
 
 
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
-         counts_all: bool = False) -> None:
+         counts_learned: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
             f.write(PROGRAM)
-        plain, run, every, counted = [], [], [], []
-        for _ in range(rounds):  # paired: plain, run, run --op-captures all per round
-            plain.append(once(path, False, traced, untraced))
-            run.append(once(path, True, traced, untraced))
-            if all_ops:
-                every.append(once(path, True, traced, untraced, "--op-captures", "all"))
-            if counts_all:
-                counted.append(once(path, True, traced, untraced,
-                                    env={"GRAPHSCOPE_NODE_COUNTS": "all"}))
-            print(f"round {len(run)}: plain {plain[-1]['capture_s']:.3f} s, run "
-                  f"{run[-1]['capture_s']:.3f} s"
-                  + (f", run --op-captures all {every[-1]['capture_s']:.3f} s" if all_ops else "")
-                  + (f", run counts all {counted[-1]['capture_s']:.3f} s" if counts_all
-                     else ""), file=sys.stderr, flush=True)
+        res: dict[str, list[dict]] = {"plain": [], "run": [], "every": [], "learned": []}
+        variants = {"plain": lambda: once(path, False, traced, untraced),
+                    "run": lambda: once(path, True, traced, untraced)}
+        if all_ops:
+            variants["every"] = lambda: once(path, True, traced, untraced,
+                                             "--op-captures", "all")
+        if counts_learned:
+            variants["learned"] = lambda: once(path, True, traced, untraced,
+                                               env={"GRAPHSCOPE_NODE_COUNTS": "learned"})
+        for i in range(rounds):  # paired; every other round in the reverse order
+            for k in (list(variants) if i % 2 == 0 else list(reversed(variants))):
+                res[k].append(variants[k]())
+            print(f"round {i + 1}: " + ", ".join(
+                f"{k} {res[k][-1]['capture_s']:.3f} s" for k in variants),
+                file=sys.stderr, flush=True)
+        plain, run, every, counted = res["plain"], res["run"], res["every"], res["learned"]
         facts = ladder_facts(path + ".run")
 
     def med(rs: list[dict], k: str) -> float:
@@ -172,8 +175,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "all_ops_capture_s": med(every, "capture_s") if every else None,
         "all_ops_capture_ratio": statistics.median(every_ratios) if every else None,
         "all_ops_capture_ratio_all": every_ratios,
-        "counts_all_capture_ratio": statistics.median(counted_ratios) if counted else None,
-        "counts_all_capture_ratio_all": counted_ratios,
+        "counts_learned_capture_ratio": statistics.median(counted_ratios) if counted else None,
+        "counts_learned_capture_ratio_all": counted_ratios,
         "traced_replays_per_graph": traced,
         "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
         "run_traced_replay_ms": med(run, "traced_replay_ms"),
@@ -183,12 +186,12 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "run_untraced_replay_ms": med(run, "untraced_replay_ms"),
         "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
         "bundle": facts,
-        "plain_all": plain, "run_all": run, "all_ops_all": every, "counts_all_all": counted,
+        "plain_all": plain, "run_all": run, "all_ops_all": every, "counts_learned_all": counted,
     }
     print(json.dumps(res, indent=1))
 
 
-if __name__ == "__main__":  # python bench/bench_ladder.py [ROUNDS] [--no-all-ops] [--counts-all]
+if __name__ == "__main__":  # bench_ladder.py [ROUNDS] [--no-all-ops] [--counts-learned]
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv,
-         counts_all="--counts-all" in sys.argv)
+         counts_learned="--counts-learned" in sys.argv)

@@ -1,10 +1,11 @@
-"""Node counting on the GPU: ``graphscope run`` records a site's captures past its first
-``--op-captures`` by the capture graph's node count at each scope change (no CUPTI subscription,
-graphscope/nodecount.py). Captured again at the same shapes, a counted graph must carry exactly
-the scopes CUPTI's callbacks gave the site's first captures, node for node: a real transformer
-(transformers' GPT-2, random weights) and a module with a side stream and a mark_kernels
-region. ``GRAPHSCOPE_NODE_COUNTS=all`` (counted from the first capture begun with grad off, ops
-included) against CUPTI in every capture (``=0``), bundle against bundle."""
+"""Node counting on the GPU: ``graphscope run`` records captures by the capture graph's node
+count at each scope and op change (no CUPTI subscription, graphscope/nodecount.py). By default
+every capture begun with grad off is counted, ops included: against CUPTI in every capture
+(``GRAPHSCOPE_NODE_COUNTS=0``), bundle against bundle, node for node, scope, op, shapes and
+source line. ``=learned`` counts a site's captures past its first ``--op-captures``: captured
+again at the same shapes, a counted graph must carry exactly the scopes CUPTI's callbacks gave
+the site's first captures. Programs: a real transformer (transformers' GPT-2, random weights)
+and a module with a side stream and a mark_kernels region."""
 
 import json
 import os
@@ -88,7 +89,7 @@ def scopes(g):
 
 @pytest.mark.parametrize("which,module", [("gpt2", "transformers"), ("branches", "torch")])
 def test_counted_captures_carry_cuptis_scopes_node_for_node(tmp_path, which, module):
-    graphs = run(tmp_path, which, module)
+    graphs = run(tmp_path, which, module, counts="learned")
     assert len(graphs) == 4
     # GIVEN the site's first 2 captures recorded by CUPTI (ops too), the next 2 counted
     assert [g["info"].get("scopes_from") for g in graphs] == [None, None, "node_counts",
@@ -114,10 +115,10 @@ def full(g):
 
 @pytest.mark.parametrize("which,module", [("gpt2", "transformers"), ("branches", "torch")])
 def test_counting_every_capture_gives_cuptis_scopes_and_ops(tmp_path, which, module):
-    # GIVEN the same inference program run with CUPTI in every capture and with node counts
-    # in every capture (ops in the first 2, by op marks)
+    # GIVEN the same inference program run with CUPTI in every capture and as graphscope run
+    # records it by default: node counts in every capture (ops in the first 2, by op marks)
     cupti = run(tmp_path, which, module, counts="0", name="cupti")
-    counted = run(tmp_path, which, module, counts="all", name="counted")
+    counted = run(tmp_path, which, module, name="counted")
     assert [g["info"].get("scopes_from") for g in cupti] == [None] * 4
     assert [g["info"].get("scopes_from") for g in counted] == ["node_counts"] * 4
     # THEN graph for graph, node for node: the same scope, aten op, shapes and source line

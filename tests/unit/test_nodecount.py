@@ -157,9 +157,9 @@ def test_an_unplaced_window_gives_no_node_a_scope():
 
 
 def test_the_mode_is_read_from_the_environment(monkeypatch):
-    for raw, mode in (("0", "off"), ("off", "off"), ("1", "learned"), ("all", "all"),
-                      ("ALL", "all")):
+    for raw, mode in (("0", "off"), ("off", "off"), ("1", "all"), ("all", "all"),
+                      ("ALL", "all"), ("learned", "learned"), (" Learned ", "learned")):
         monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", raw)
         assert nodecount.mode() == mode
     monkeypatch.delenv("GRAPHSCOPE_NODE_COUNTS")
-    assert nodecount.mode() == "learned"
+    assert nodecount.mode() == "all"

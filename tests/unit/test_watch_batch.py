@@ -415,9 +415,9 @@ def test_a_counted_capture_that_fails_leaves_counting_off(watch, monkeypatch):
     assert watch.graphs[-1].counted and not watch.graphs[-1].failed
 
 
-def test_node_counts_all_counts_every_capture_begun_with_grad_off(watch, monkeypatch):
-    # GIVEN GRAPHSCOPE_NODE_COUNTS=all (opt-in: ops by counts are not yet GPU-checked)
-    monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", "all")
+def test_node_counts_count_every_capture_begun_with_grad_off(watch, monkeypatch):
+    # GIVEN the default node counts (GRAPHSCOPE_NODE_COUNTS unset)
+    monkeypatch.delenv("GRAPHSCOPE_NODE_COUNTS", raising=False)
     # WHEN a ladder is captured with grad off (inference: no backward can run on autograd's
     # thread; one that ran anyway would leave that capture unscoped)
     with torch.no_grad():
@@ -431,3 +431,14 @@ def test_node_counts_all_counts_every_capture_begun_with_grad_off(watch, monkeyp
     watch.sites.clear()
     _ladder(4)
     assert [g.counted for g in watch.graphs[4:]] == [False, False, True, True]
+
+
+def test_learned_node_counts_keep_a_grad_off_sites_first_captures_on_cupti(watch, monkeypatch):
+    # GIVEN GRAPHSCOPE_NODE_COUNTS=learned
+    monkeypatch.setenv("GRAPHSCOPE_NODE_COUNTS", "learned")
+    # WHEN a ladder is captured with grad off
+    with torch.no_grad():
+        _ladder(4)
+    # THEN its op captures subscribe CUPTI and only the captures after them are counted
+    assert [g.counted for g in watch.graphs] == [False, False, True, True]
+    assert len(watch.counted_windows) == 2

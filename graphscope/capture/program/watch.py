@@ -226,10 +226,10 @@ class GraphWatch:
 
     def _counts(self, site: str, kind: str, record_ops: bool) -> bool:
         """Whether this capture records by node counts, with no CUPTI subscription in it
-        (graphscope.nodecount): past a site's op captures once its CUPTI captures made every
-        node on the capturing thread; with ``GRAPHSCOPE_NODE_COUNTS=all`` also any capture
-        begun with grad off (no backward to run on autograd's thread; one that runs anyway is
-        caught), ops included."""
+        (graphscope.nodecount): any capture begun with grad off (no backward to run on
+        autograd's thread; one that runs anyway is caught), ops included, unless
+        ``GRAPHSCOPE_NODE_COUNTS=learned``; and past a site's op captures once its CUPTI
+        captures made every node on the capturing thread."""
         mode = nodecount.mode()
         known = self.countable.get(site)
         if kind != "eager" or mode == "off" or known is False:
