@@ -1,15 +1,15 @@
-"""Where ``graphscope run``'s capture overhead goes in fresh processes (bench_ladder.py's figure
-of record runs fresh processes; bench_ladder_parts.py's in-process variants share warm caches
-and any process-wide cost with ``plain``). The ladder program, instrumented: per capture, the
+"""Where ``graphscope run``'s capture overhead goes in fresh processes (bench_ladder.py's figure of
+record runs fresh processes; bench_ladder_parts.py's in-process variants share warm caches and
+any process-wide cost with ``plain``). The ladder program, instrumented: per capture, the
 seconds entering ``torch.cuda.graph`` (capture_begin and graphscope's window), the forward
 inside it and leaving it (capture_end, instantiate, graphscope's window end); the main thread's
-CPU seconds over the loop against its wall; a second eager pass over every size before the
-loop (a process-wide slowdown shows there); collections during the loop; the first three
-captures' milliseconds. Variants, shuffled per round: plain, ``run`` (default), ``run`` with
-CUPTI in every capture (``GRAPHSCOPE_NODE_COUNTS=0``), ``run --no-ops`` (each site's captures
-past its first counted), ``run`` without the allocator history
-(``GRAPHSCOPE_MEMORY_HISTORY=0``). The seventh session's run (before node counts) had
-``run --no-ops --depth 0`` without the history in place of the second.
+CPU seconds over the loop against its wall; a second eager pass over every size before the loop
+(a process-wide slowdown shows there); collections during the loop; the first three captures'
+milliseconds and the first one's entry, forward and exit. Variants, shuffled per round: plain,
+``run`` (default), ``run`` with CUPTI in every capture (``GRAPHSCOPE_NODE_COUNTS=0``), ``run
+--no-ops`` (each site's captures past its first counted), ``run`` without the allocator history
+(``GRAPHSCOPE_MEMORY_HISTORY=0``). The seventh session's run (before node counts) had ``run
+--no-ops --depth 0`` without the history in place of the second.
 ``counts`` as the second argument runs instead every capture counted
 (``GRAPHSCOPE_NODE_COUNTS=all``, no CUPTI) with one piece of ``run`` off at a time: ops, module
 scopes (``--depth 0``), the allocator history, all three.
@@ -69,6 +69,7 @@ print("RESULT", json.dumps({"capture_s": capture_s, "cpu_s": cpu_s, "eager_s": e
       "gc": gcs, "first_ms": round((ph["enter"][0] + ph["body"][0] + ph["exit"][0]) * 1e3, 2),
       "first3_ms": [round((ph["enter"][i] + ph["body"][i] + ph["exit"][i]) * 1e3, 2)
                     for i in range(3)],
+      "first_phases_ms": [round(ph[k][0] * 1e3, 2) for k in ("enter", "body", "exit")],
       **{k + "_s": sum(v) for k, v in ph.items()},
       **{k + "_med_ms": med(v) for k, v in ph.items()}}))
 '''
@@ -112,7 +113,8 @@ def main(rounds: int, which: str = "default") -> None:
                                     for a, b in r.items()}), flush=True)
     for k, rs in res.items():
         if rs:
-            keys = [a for a in rs[0] if a not in ("gc", "own_s", "first3_ms")]
+            skip = ("gc", "own_s", "first3_ms", "first_phases_ms")
+            keys = [a for a in rs[0] if a not in skip]
             print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 4)
                                         for a in keys}), flush=True)
 
