@@ -158,6 +158,7 @@ def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
 
 
 _NUM, _INT, _STR, _ANY = "num", "int", "str", "any"
+_NUM_OR_NONE = "num or none"  # a figure that may be absent (a graph never timed)
 _ROW = {"module": _STR, "level": _INT, "kernels": _INT, "fwd_kernels": _INT,
         "bwd_kernels": _INT, "median_ns": _NUM, "fwd_ns": _NUM, "bwd_ns": _NUM, "pct": _NUM,
         "?acc_kernels": _INT, "?acc_ns": _NUM}
@@ -175,7 +176,7 @@ _SUMMARY_SPEC: dict[str, Any] = {
     "top_kernels": [{"kernel": _STR, **_TOP}], "top_ops": [{"op": _STR, **_TOP}],
     "?unjoined_records": _INT,
     "?by_graph": {"graphs": [_STR], "rows": [{"module": _STR, "level": _INT,
-                                              "per_graph_ns": [_NUM]}]},
+                                              "per_graph_ns": [_NUM_OR_NONE]}]},
     "?ddp": [{"bucket": _ANY, "modules": [_ANY], "?bucket_bytes": _INT, "nodes": _INT,
               "median_ns": _NUM, "comm_ns": _NUM, "?overlap_pct": _NUM}],
 }
@@ -187,6 +188,8 @@ def _fits(v: Any, spec: Any) -> bool:
 
     if spec == _ANY:
         return True
+    if spec == _NUM_OR_NONE:
+        return v is None or _fits(v, _NUM)
     if spec == _STR:
         return isinstance(v, str)
     if spec in (_INT, _NUM):

@@ -31,9 +31,9 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
     from ._compare import unrelated_warnings
 
-    if fail_above is not None and not math.isfinite(fail_above):
-        raise click.BadParameter(f"must be a finite number, not {fail_above}",
-                                 param_hint="--fail-above")
+    if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
+        raise click.BadParameter(f"must be a finite number >= 0 (the increase allowed, in "
+                                 f"percent), not {fail_above:g}", param_hint="--fail-above")
     ba, bb = read_bundle(a), read_bundle(b)
     for path, x in ((a, ba), (b, bb)):
         if not x.replays:

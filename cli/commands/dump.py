@@ -24,7 +24,7 @@ from ..options import bundle_argument, command, depth_option, force_option, outp
               show_default=True, help="Render the annotated DOT with Graphviz's `dot`.")
 @click.option("--graph", default=None,
               help="Graph name (step, forward, backward, or a run bundle's graph: exact name, "
-              "unique prefix or regex).")
+              "ordinal such as '#1', unique prefix or regex).")
 @click.option("--group", type=click.Choice(["module", "phase", "stream", "none"]),
               default="module", show_default=True, help="Cluster nodes by.")
 @depth_option("Cluster/collapse module depth.")
@@ -67,7 +67,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
         text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
         write_output(out, text, force=force, inputs=[bundle])
         if out != "-":
-            click.echo(f"Wrote {out}", err=True)
+            click.echo(f"Wrote {out}")  # stdout holds no data: as every "Wrote"
         return 0
     b = read_bundle(bundle)
     from graphscope.model.graph import resolve_graph, safe_file_stem
@@ -95,7 +95,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
             for n in said:
                 click.echo(f"note: {gname}: {n}", err=True)
             write_output(out, one, force=bool(force), inputs=[bundle])
-            click.echo(f"Wrote {out}", err=True)
+            click.echo(f"Wrote {out}")
         return 0
     gname = resolve_graph(b, graph) if graph else b.graphs[0].name
     notes: list[str] = []

@@ -32,8 +32,8 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
               "where the tables come from summary.json of a bundle over "
               f"{DIAGNOSIS_AUTO_BYTES >> 20} MB of graph.json.")
 @click.option("--graph", "graph_name", default=None, metavar="NAME",
-              help="Only this graph (names as listed in the Graphs table; a unique prefix "
-              "or a regex that matches one graph).")
+              help="Only this graph (names as listed in the Graphs table; an ordinal such "
+              "as '#1', a unique prefix or a regex that matches one graph).")
 @click.option("--ladder", is_flag=True,
               help="The bucket ladder of every capture site with several graphs (per bucket: "
               "replays, time per replay and per batch row, memory, capture cost); shown "

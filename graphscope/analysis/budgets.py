@@ -186,6 +186,12 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
     out: list[CheckResult] = []
     cov = coverage(bundle)
     for phase, minimum in sorted(budgets.min_coverage.items()):
+        if not cov[phase]["nodes"]:  # nothing to cover: the budget cannot hold (a lost backward)
+            out.append(CheckResult(f"coverage.{phase}", False, None, minimum,
+                                   f"no {phase} nodes in the bundle: {phase} coverage cannot "
+                                   f"be checked (min {minimum}%; drop the budget for a bundle "
+                                   f"without {phase})"))
+            continue
         got = cov[phase]["pct"]
         out.append(CheckResult(f"coverage.{phase}", got >= minimum, got, minimum,
                                f"{phase} module coverage {got:.2f}% (min {minimum}%)"))

@@ -245,14 +245,15 @@ def diagnose_graph(bundle: Bundle, g: CapturedGraph,
     zero_off = int(((slack <= EPS) & ~on).sum())
     off = np.flatnonzero(~on & is_work)
     near = off[np.lexsort((off, slack[off]))][:TOP].tolist()
+    unit = "ns" if timed else "nodes"  # a module's share of the path: time, or node count
     out["critical_path"] = {
         # untimed, lengths are node counts: in their own field, never in an _ns one
         "length_ns": length if timed else None, "nodes": dag.lids[path].tolist(),
         "exec_node_ids": dag.exec_ids[path].tolist(),
         "work_nodes": int(is_work[path].sum()) if path else 0,
-        "modules": [{"module": m, "ns": t, "pct": 100.0 * t / length if length else 0.0}
+        "modules": [{"module": m, unit: t, "pct": 100.0 * t / length if length else 0.0}
                     for m, t in sorted(mods.items(), key=lambda kv: (-kv[1], kv[0]))],
-        "modules_rolled_up": _rolled_up(mods, length),
+        "modules_rolled_up": _rolled_up(mods, length, unit),
     }
     if not timed:
         out["critical_path"]["length_nodes"] = int(round(length))
@@ -343,7 +344,7 @@ def _quartiles(xs: Any) -> Optional[list[float]]:
     return [q[0], q[2]]
 
 
-def _rolled_up(mods: dict[str, float], length: float, top: int = 4,
+def _rolled_up(mods: dict[str, float], length: float, unit: str = "ns", top: int = 4,
                cover: float = 60.0) -> list[dict[str, Any]]:
     """The critical path's module shares at the deepest module level whose ``top`` largest
     cover ``cover`` % of the path: two branches of 32 layers read ``L.left 50%, L.right 50%``,
@@ -365,7 +366,7 @@ def _rolled_up(mods: dict[str, float], length: float, top: int = 4,
         if sum(t for _, t in rows[:top]) >= cover / 100.0 * length:
             chosen = rows
             break
-    return [{"module": m, "ns": t, "pct": 100.0 * t / length} for m, t in chosen
+    return [{"module": m, unit: t, "pct": 100.0 * t / length} for m, t in chosen
             if t >= 0.005 * length]  # under half a percent says nothing
 
 

@@ -170,7 +170,8 @@ def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
         traced = [float(x) for x in per_replay if x > 0]
         row: dict[str, Any] = {
             "name": g.name, "exec_id": g.exec_id, "nodes": len(g.nodes), "work_nodes": n_work,
-            "edges": len(g.edges), "median_ns": median(traced),
+            # None: never replayed while traced (a ladder's unused bucket), not "0 ns"
+            "edges": len(g.edges), "median_ns": median(traced) if traced else None,
             "attributed": sum(1 for n in g.nodes if n.is_work and n.module != UNATTRIBUTED),
         }
         for k in ("site", "ordinal", "kind", "shapes", "replays", "traced_replays",
@@ -199,11 +200,14 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[
     from ..model.graph import only_graph
 
     cols = [g.name for g in bundle.graphs]
-    table: dict[str, list[float]] = {}
+    # a graph never replayed while traced has no time in its column (None), not 0 ns
+    timed = [r["median_ns"] is not None for r in graph_rows(bundle)]
+    table: dict[str, list[Optional[float]]] = {}
     levels: dict[str, int] = {}
     for i, name in enumerate(cols):
         for row in module_rows(only_graph(bundle, name), depth):
-            table.setdefault(row["module"], [0.0] * len(cols))[i] = row["median_ns"]
+            table.setdefault(row["module"], [0.0 if t else None for t in timed])[i] = (
+                row["median_ns"] if timed[i] else None)
             levels[row["module"]] = row["level"]
     rows = [{"module": m, "level": levels[m], "per_graph_ns": table[m]}
             for m in sorted(table, key=tree_key)]

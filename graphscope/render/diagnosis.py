@@ -200,8 +200,7 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
                    f" (max {fmt_ns(btw['max_gap_ns'])}) with no graph node running, against a "
                    f"median replay span of {fmt_ns(btw['median_span_ns'])}"
                    + (f" ({btw['note']})" if btw.get("note") else ""))
-    if not diag.get("launch_recorded") and any(o.get("replays") for o in diag["graphs"]):
-        out.append("launch latency not recorded (a bundle from before launch records)")
+    # launches not recorded: the table's caption says so (launch n/r), once
     out.extend("verdict: " + v for v in diag.get("verdicts", []))
     return Group(*(Text(x) for x in out))
 

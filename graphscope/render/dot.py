@@ -295,6 +295,6 @@ def graph_svgs(bundle: Bundle, ranks: Optional[list[tuple[int, Bundle]]] = None
     cands: list[tuple[float, Optional[int], Bundle, str]] = []
     sources: list[tuple[Optional[int], Bundle]] = list(ranks) if ranks else [(None, bundle)]
     for rank, b in sources:
-        cands += [(-row["median_ns"], rank, b, row["name"]) for row in graph_rows(b)]
+        cands += [(-(row["median_ns"] or 0.0), rank, b, row["name"]) for row in graph_rows(b)]
     cands.sort(key=lambda c: (c[0], c[1] if c[1] is not None else -1))
     return {svg_key(rank, name): _svgs(b, name) for _, rank, b, name in cands[:MAX_GRAPH_SVGS]}

@@ -171,7 +171,7 @@ def payload(bundle: Bundle, replay: int = 0,
         # a view per graph: for the slowest MAX_GRAPH_VIEWS of them (each costs a summary)
         own: dict[str, int] = {}
         if len(b.graphs) > 1:
-            slowest = sorted(range(len(rows)), key=lambda i: -rows[i]["median_ns"])
+            slowest = sorted(range(len(rows)), key=lambda i: -(rows[i]["median_ns"] or 0.0))
             keep = sorted(slowest[:MAX_GRAPH_VIEWS])
             for i in keep:
                 g = b.graphs[i]

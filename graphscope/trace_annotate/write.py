@@ -65,6 +65,8 @@ def write_trace(src: Any, scan: TraceScan, edits: Edits, track: Optional[TrackIn
     except BaseException as exc:
         if how == "atomic" and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, BrokenPipeError) and how == "stdout":
+            raise  # the reader went away (`| head`): 141, as every command (cli/main.py)
         if isinstance(exc, OSError):  # the input's read errors are TraceErrors by now
             raise OutputError(f"{out_path}: cannot write the annotated trace "
                               f"({exc.strerror or exc})") from None

@@ -44,6 +44,17 @@ def test_budgets_pass_and_fail_with_measured_values(tmp_path):
     assert not res["modules[L.nope*]"].passed
 
 
+def test_a_coverage_budget_for_a_phase_the_bundle_lacks_fails_and_says_why(tmp_path):
+    # GIVEN a forward-only bundle and a budget on backward coverage (a lost backward, or a
+    # training budget pointed at an inference bundle)
+    p = _yaml(tmp_path, "min_coverage: {forward: 99, backward: 99.5}\n")
+    res = {r.name: r for r in evaluate(_b("tiny_forward"), load_budgets(p))}
+    # THEN forward is checked and backward fails instead of passing on nothing
+    assert res["coverage.forward"].passed
+    r = res["coverage.backward"]
+    assert not r.passed and r.measured is None and "no backward nodes" in r.message
+
+
 def test_regression_against_baseline(tmp_path):
     p = _yaml(tmp_path, "regression: {max_pct: 1000}\n")
     res = evaluate(_b("mlp_step"), load_budgets(p), baseline=_b("mlp_step"))

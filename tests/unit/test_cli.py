@@ -250,9 +250,12 @@ def test_command_modules_have_no_import_time_side_effects():
 
 
 def test_a_closed_pipe_is_not_a_failed_gate():
-    # GIVEN diff and report writing into a pipe whose reader has gone (`| head -1` in CI)
+    # GIVEN diff, report and annotate-trace writing into a pipe whose reader has gone
+    # (`| head -1` in CI)
     for args in (["report", _fixture("run_ladder")], ["report", _fixture("run_ladder"), "--json"],
-                 ["diff", _fixture("branches_forward"), _fixture("branches_2s_forward")]):
+                 ["diff", _fixture("branches_forward"), _fixture("branches_2s_forward")],
+                 ["annotate-trace", os.path.join(ROOT, "tests", "data", "run_profiled.trace.json"),
+                  "-a", _fixture("run_profiled"), "-o", "-"]):
         p = subprocess.Popen([sys.executable, "-m", "graphscope", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         p.stdout.close()  # WHEN the reader closes before the first line

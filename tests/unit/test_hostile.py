@@ -288,10 +288,12 @@ def test_diff_against_an_untimed_bundle_is_an_error(capsys):
     _one_line_error(rc, err, "no timed replays")
 
 
-def test_diff_fail_above_nan_is_refused(capsys):
-    rc, _, err = _run(capsys, "diff", os.path.join(DATA, "mlp_step"),
-                      os.path.join(DATA, "mlp_step"), "--fail-above", "nan")
-    assert rc == 2 and "finite" in err
+def test_diff_fail_above_nan_or_negative_is_refused(capsys):
+    # a negative limit would fail a bundle against itself (the budgets' max_pct refuses it too)
+    for bad in ("nan", "-5"):
+        rc, _, err = _run(capsys, "diff", os.path.join(DATA, "mlp_step"),
+                          os.path.join(DATA, "mlp_step"), "--fail-above", bad)
+        assert rc == 2 and "finite number >= 0" in err, (bad, err)
 
 
 def test_diff_of_different_models_warns(capsys):

@@ -148,10 +148,10 @@ def test_kernel_and_op_names_are_not_markup_or_escapes(tmp_path, capsys, monkeyp
 def test_dump_writes_every_graph_or_refuses(tmp_path, capsys, flag, ext):
     b = _copy(tmp_path, "mlp_callables")
     assert main(["dump", str(b), flag]) == 0
-    err = capsys.readouterr().err
-    for g in ("forward", "backward"):
+    said = capsys.readouterr()
+    for g in ("forward", "backward"):  # "Wrote" on stdout, as for one graph
         out = tmp_path / f"mlp_callables.{g}.{ext}"
-        assert out.exists() and f"Wrote {out}" in err
+        assert out.exists() and f"Wrote {out}" in said.out and "Wrote" not in said.err
     fwd, bwd = ((tmp_path / f"mlp_callables.{g}.{ext}").read_text() for g in ("forward",
                                                                              "backward"))
     assert fwd != bwd
@@ -353,3 +353,28 @@ def test_dump_filter_matching_nothing_is_an_error_and_writes_nothing(tmp_path, c
     assert "--filter 'nomatch': no node of graph 'step'" in err and not out.exists()
     assert main(["dump", os.path.join(DATA, "mlp_step"), "--dot", "--filter", "fc1",
                  "-o", str(out)]) == 0 and "fc1" in out.read_text()
+
+
+# ------------------------------------------------------------ a newcomer's try (session 8)
+def test_a_graph_never_timed_has_no_time_in_the_json_not_zero(capsys, monkeypatch):
+    # GIVEN a ladder whose first two buckets were never replayed while traced
+    s = json.loads(_report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--json",
+                           "--recompute"))
+    untimed = [g["name"] for g in s["graphs"] if not g.get("traced_replays")]
+    assert len(untimed) == 2
+    # THEN their time per replay is null (the tables show "-"), not 0 ns
+    rows = {g["name"]: g for g in s["graphs"]}
+    assert all(rows[n]["median_ns"] is None for n in untimed)
+    assert all(g["median_ns"] > 0 for g in s["graphs"] if g["name"] not in untimed)
+    # AND so are their columns of module time per graph
+    cols = [i for i, n in enumerate(s["by_graph"]["graphs"]) if n in untimed]
+    assert cols and all(r["per_graph_ns"][i] is None for r in s["by_graph"]["rows"]
+                        for i in cols)
+    assert any(r["per_graph_ns"][i] for r in s["by_graph"]["rows"]
+               for i in range(len(s["by_graph"]["graphs"])) if i not in cols)
+    # AND their critical path's modules are counted in nodes, never in an _ns field
+    for o in s["diagnosis"]["graphs"]:
+        cp = o["critical_path"]
+        unit = "ns" if o["timed"] else "nodes"
+        assert cp["modules"] and all(unit in m and ("ns" in m) == o["timed"]
+                                     for m in cp["modules"] + cp["modules_rolled_up"])
