@@ -22,6 +22,22 @@ class _State:
 
 STATE = _State()
 
+PIPE_WIDTH = 160  # columns for tables written to a pipe or file (rich's default there is 80)
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console for a command's output. On a terminal, as wide as it is; into a pipe or
+    a file (`| less`, `> report.txt`, CI logs) no terminal sets a width, and rich's 80 columns
+    wrapped the ladder's figures ("bucke t"): there ``PIPE_WIDTH``, unless ``COLUMNS`` says."""
+    import os
+
+    from rich.console import Console
+
+    con = Console(stderr=stderr)
+    if not con.is_terminal and not os.environ.get("COLUMNS"):
+        con = Console(stderr=stderr, width=PIPE_WIDTH)
+    return con
+
 
 def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:

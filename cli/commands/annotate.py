@@ -23,8 +23,7 @@ def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
              as_json: bool) -> int:
     """Capture MODEL with annotations and write the exec-node annotation map (PyTorch's pickle
     and JSON) and the annotated graph; no replays. This runs the code in MODEL."""
-    from rich.console import Console
-
+    from ..options import console
     from ._run import build_config, run
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
@@ -40,7 +39,7 @@ def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                "annotated_nodes": s["annotated_nodes"],
                                "coverage": s["coverage"]}, sort_keys=True, indent=1))
         return 0
-    con = Console()
+    con = console()
     cov = s["coverage"]
     con.print(f"annotated {s['annotated_nodes']} of {s['work_nodes']} kernel/memcpy/memset nodes"
               f" (module coverage: forward {cov['forward']['pct']:.1f}%, backward "

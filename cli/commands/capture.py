@@ -45,11 +45,10 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     import subprocess
     import sys
 
-    from rich.console import Console
-
     from graphscope.ranks import rank_from_env, torchrun_argv, torchrun_env
     from graphscope.render.table import print_summary
 
+    from ..options import console
     from ._run import build_config, check_capture_output, run
 
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
@@ -72,7 +71,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
                                **res.summary, **extra, **eager}, sort_keys=True, indent=1))
         return 0
-    con = Console()
+    con = console()
     print_summary(res.summary, con)
     if eager:
         from graphscope.render.eager import render_eager

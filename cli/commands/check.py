@@ -106,10 +106,10 @@ def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:
 
 def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool) -> int:
     """JUnit, JSON or the table of ``results``; the exit code."""
-    from rich.console import Console
-
     from graphscope.render.junit import junit_xml
     from graphscope.render.table import check_table
+
+    from ..options import console
 
     failed = [r for r in results if not r.passed]
     if junit:
@@ -117,7 +117,7 @@ def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in results], indent=1))
         return 1 if failed else 0
-    con = Console(stderr=junit == "-")  # stdout holds one document: the XML
+    con = console(stderr=junit == "-")  # stdout holds one document: the XML
     con.print(check_table(results))
     if junit and junit != "-":
         con.print(f"Wrote {junit}")

@@ -21,7 +21,6 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     """Compare bundle B against bundle A (median GPU time per replay, kernel counts)."""
     import math
 
-    from rich.console import Console
     from rich.markup import escape
 
     from graphscope._errors import GraphscopeError
@@ -29,6 +28,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     from graphscope.bundle import read_bundle
     from graphscope.render.table import diff_table
 
+    from ..options import console
     from ._compare import unrelated_warnings
 
     if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
@@ -57,7 +57,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
                                "diagnosis": diag, **extra,
                                **({"eager": eager} if eager else {})}, sort_keys=True, indent=1))
         return 1 if failed else 0
-    con = Console()
+    con = console()
     con.print(diff_table(d, a, b))
     from graphscope.render.diagnosis import diagnosis_diff_table
 

@@ -11,7 +11,7 @@ import click
 from ..options import command, json_option
 
 # Every command that reads bundles (or model files on the CPU): what works without a GPU.
-BUNDLE_COMMANDS = ("report", "dump", "diff", "annotate-trace", "lint")
+BUNDLE_COMMANDS = ("report", "dump", "diff", "check BUNDLE", "annotate-trace", "lint")
 
 
 def _tool(*names: str) -> Optional[str]:
@@ -27,12 +27,13 @@ def _tool(*names: str) -> Optional[str]:
 @click.option("--no-subscribe", is_flag=True, help="Do not try a CUPTI subscription.")
 def doctor(as_json: bool, no_subscribe: bool) -> int:
     """Probe the GPU, driver, CUPTI and the one-subscriber slot; say what works."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from graphscope.native import probe
     from graphscope.pmsampling import pm_sampling_trial
+
+    from ..options import console
 
     caps = probe(try_subscribe=not no_subscribe)
     counters_why = pm_sampling_trial() if caps.cupti else "no GPU or CUPTI here"
@@ -70,7 +71,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
                   no_cupti or "--no-subscribe"))
     t.add_row("driver toolsId API (>= 13.1)", yes(caps.tools_id_api, caps.gpu, "no GPU here"))
     t.add_row("torch node_creation_hook", yes(bool(d.get("node_creation_hook")),
-                                              "torch" in d, "PyTorch is not installed"))
+                                              "torch" in d, "no torch"))
     t.add_row("op/shape/line recorder", escape(str(d.get("op_observer", "-"))))
     t.add_row("capture works here", yes(caps.can_capture))
     t.add_row("hardware counters (capture --counters: CUPTI PM sampling)",
@@ -81,7 +82,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
               escape(dot) if dot else "[yellow]not found[/yellow] (apt install graphviz)")
     t.add_row("Chromium (headless HTML checks; any browser opens report --html)",
               escape(chromium) if chromium else "not found (optional)")
-    con = Console()
+    con = console()
     con.print(t)
     if d.get("tools_id_note"):
         con.print(f"note: {escape(str(d['tools_id_note']))}")

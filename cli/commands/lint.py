@@ -36,12 +36,13 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
 
     Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run.
     """
-    from rich.console import Console
     from rich.markup import escape
 
     from graphscope._errors import GraphscopeError
     from graphscope.lint import lint_in_child
     from graphscope.loader import model_path
+
+    from ..options import console
 
     path = model_path(model)
     if not os.path.isfile(path):
@@ -54,7 +55,7 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
                                "ran_backward": report.ran_backward, "error": report.error},
                               indent=1))
     else:
-        con = Console()
+        con = console()
         colour = {"error": "red", "warning": "yellow", "info": "cyan"}
         for f in report.findings:
             where = _where(f.source)

@@ -114,11 +114,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         s = {**s, **eager}
         click.echo(json.dumps(s, sort_keys=True, indent=1))
         return 0
-    from rich.console import Console
-
     from graphscope.render.table import print_summary
 
-    con = Console()
+    from ..options import console
+
+    con = console()
     if depth is None:  # a huge tree: show the levels that fit in MAX_ROWS, and say so
         levels = sorted({r["level"] for r in s["modules"]})
         shown = [lv for lv in levels
@@ -253,17 +253,17 @@ def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Opti
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
-    from rich.console import Console
-
     from graphscope.analysis.ranks import merge
     from graphscope.ranks import read_ranks
     from graphscope.render.table import render_ranks
+
+    from ..options import console
 
     m = merge(read_ranks(path))
     if as_json:
         click.echo(json.dumps(m, sort_keys=True, indent=1))
         return 0
-    con = Console()
+    con = console()
     con.print(render_ranks(m, depth))
     con.print(f"replay time skew across ranks (max / median): {m['replay_skew']:.2f}")
     return 0

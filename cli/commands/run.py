@@ -64,12 +64,11 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
     import os
     import sys
 
-    from rich.console import Console
-
     from graphscope.capture import ProgramJob, run_program_capture
     from graphscope.capture.program import check_target
     from graphscope.render.table import print_graphs
 
+    from ..options import console
     from ._run import build_config
 
     if as_module and os.getcwd() not in sys.path:  # python -m finds modules in the cwd
@@ -90,7 +89,7 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                    f"({raw.meta.get('observed_captures', 0)} capture(s) seen, none recorded); "
                    "no bundle written", err=True)
         return code
-    print_graphs(res.summary, Console(stderr=True))
+    print_graphs(res.summary, console(stderr=True))
     for site in res.summary.get("ladder") or ():  # --op-captures: the buckets without ops
         n = len(site["buckets"]) - site.get("ops_recorded", len(site["buckets"]))
         if n > 0:
