@@ -125,7 +125,9 @@ def coverage_text(cov: dict[str, Any]) -> str:
     """``fwd 100.0% bwd 93.1%``: only the phases that have nodes (a forward-only bundle has no
     backward to cover)."""
     short = {"forward": "fwd", "backward": "bwd", "optimizer": "opt"}
-    parts = [f"{short.get(p, p)} {c['pct']:.1f}%" for p, c in cov.items() if c.get("nodes")]
+    order = list(short)  # a summary.json's keys come sorted (bwd first): the step's order
+    phases = sorted(cov, key=lambda p: (order.index(p) if p in order else len(order), p))
+    parts = [f"{short.get(p, p)} {cov[p]['pct']:.1f}%" for p in phases if cov[p].get("nodes")]
     return " ".join(parts) or "-"
 
 

@@ -378,3 +378,11 @@ def test_a_graph_never_timed_has_no_time_in_the_json_not_zero(capsys, monkeypatc
         unit = "ns" if o["timed"] else "nodes"
         assert cp["modules"] and all(unit in m and ("ns" in m) == o["timed"]
                                      for m in cp["modules"] + cp["modules_rolled_up"])
+
+
+def test_coverage_reads_forward_first_from_summary_json_and_recomputed(capsys, monkeypatch):
+    # summary.json's keys are sorted (backward before forward); the header keeps the step's order
+    p = os.path.join(DATA, "mlp_step")
+    for extra in ((), ("--recompute",)):
+        head = _report(capsys, monkeypatch, p, *extra).splitlines()[0]
+        assert "module coverage fwd 100.0% bwd 100.0%" in head, (extra, head)
