@@ -59,6 +59,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 
             raise GraphscopeError(f"{bundle}: a multi-rank bundle: --graph takes one rank's "
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
+        if ladder:  # the ranks' view compares ranks; a site's buckets are each rank's
+            from graphscope._errors import GraphscopeError
+
+            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --ladder takes one rank's "
+                                  f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
             from graphscope.ranks import read_ranks
             from graphscope.render.dot import graph_svgs

@@ -386,3 +386,13 @@ def test_coverage_reads_forward_first_from_summary_json_and_recomputed(capsys, m
     for extra in ((), ("--recompute",)):
         head = _report(capsys, monkeypatch, p, *extra).splitlines()[0]
         assert "module coverage fwd 100.0% bwd 100.0%" in head, (extra, head)
+
+
+def test_ladder_of_a_multirank_bundle_names_the_rank_bundle_to_pass(capsys):
+    # GIVEN a multi-rank bundle (its report compares ranks, not a site's buckets)
+    rc = main(["report", os.path.join(DATA, "ddp_mlp_step"), "--ladder"])
+    err = capsys.readouterr().err.strip().splitlines()
+    # THEN one line that says which bundle --ladder takes, not a silent report without it
+    assert rc == 2 and len(err) == 1 and "--ladder takes one rank's bundle" in err[0], err
+    assert main(["report", os.path.join(DATA, "ddp_mlp_step", "rank0"), "--ladder"]) == 0
+    assert "Bucket ladder: no capture site" in capsys.readouterr().out
