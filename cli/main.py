@@ -34,6 +34,17 @@ class LazyGroup(click.Group):
         assert isinstance(cmd, click.Command)
         return cmd
 
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[Optional[str], Optional[click.Command], list[str]]:
+        name = args[0] if args else ""
+        if args and name not in COMMANDS and not name.startswith("-"):
+            import difflib
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.6)
+            if close:  # as click does for options
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
         rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit))

@@ -298,7 +298,8 @@ def test_bad_mode_on_the_command_line_is_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, msg", [
     (["report", "--deph", "1", "x"], "No such option '--deph'"),
-    (["reprot", "x"], "No such command 'reprot'"),
+    (["reprot", "x"], "No such command 'reprot'. Did you mean 'report'?"),
+    (["xyzzy", "x"], "No such command 'xyzzy'."),
     (["report", "--depth", "-1", "x"], "Invalid value for '--depth'"),
     (["report"], "Missing argument 'BUNDLE'"),
 ])
