@@ -61,7 +61,11 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
         from graphscope.render.perfetto import build_multirank_trace
 
         if what != "trace":
-            raise click.UsageError("a multi-rank bundle: dump --trace, or dump one rank<r>/")
+            from graphscope._errors import GraphscopeError
+
+            raise GraphscopeError(f"{bundle}: a multi-rank bundle: dump --trace (every rank's "
+                                  f"timeline), or dump one rank's bundle "
+                                  f"({bundle.rstrip('/')}/rank0 ...)")
         out = output or bundle.rstrip("/") + ".trace.json"
         check_output(out, force=force, inputs=[bundle])
         text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
