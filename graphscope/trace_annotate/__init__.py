@@ -36,7 +36,7 @@ from typing import Any
 from ..outputs import check_output
 from . import rules
 from .load import AnnotationTable, load_annotations
-from .model import MAX_STREAM, AnnotateResult, LowMatchError, TraceError
+from .model import MAX_STREAM, MODULES_PID, AnnotateResult, LowMatchError, TraceError
 from .rules import TrackInputs
 from .scan import TraceScan, scan_trace, source
 from .seqmatch import add_sequence_matches, check_match, count_known_graphs
@@ -69,6 +69,10 @@ def annotate_trace_file(
         res = AnnotateResult()
         table = AnnotationTable.build(amap, bundle)
         scan = scan_trace(src, sequences=bundle is not None)
+        if any(e.get("pid") == MODULES_PID for _, _, e in scan.meta):
+            # annotating again would add a second module track over the first
+            raise TraceError(f"{trace_path}: already annotated by graphscope (it has the "
+                             f"{MODULES_PID!r} track): annotate the profiler's own trace")
         res.events_in, res.graphed_events = scan.events_in, len(scan.ordinal)
         edits, track = _decide(scan, table, bundle, default_stream, overlap_stream, res)
         count_known_graphs(scan, table, bundle, res)

@@ -723,3 +723,19 @@ def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
 def test_buffered_output_env_turns_direct_off(tmp_path, monkeypatch):
     monkeypatch.setenv("GRAPHSCOPE_BUFFERED_OUTPUT", "1")
     assert not _write_pieces(tmp_path / "z.json", [b"q" * 10]).direct
+
+
+def test_a_trace_graphscope_annotated_already_is_refused_not_annotated_twice(tmp_path, capsys):
+    # GIVEN a profiler trace annotated once (its module track added)
+    trace = os.path.join(DATA, "run_profiled.trace.json")
+    bundle = os.path.join(DATA, "run_profiled")
+    once = tmp_path / "once.json"
+    assert main(["annotate-trace", trace, "-a", bundle, "-o", str(once)]) == 0
+    capsys.readouterr()
+    # WHEN its output is annotated again
+    twice = tmp_path / "twice.json"
+    assert main(["annotate-trace", str(once), "-a", bundle, "-o", str(twice)]) == 2
+    # THEN one line says so, and nothing is written (no second module track)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already annotated by graphscope" in err[0], err
+    assert not twice.exists()
