@@ -35,3 +35,40 @@ def write_json(path, obj):
         with open(path, "w") as f:
             f.write(text)
     print(text)
+
+
+def shuffled_rounds(variants, rounds, seed, warm=False, each=None):
+    """Every variant (name -> callable) once per round, in an order shuffled per round (seeded),
+    after one untimed call of each when ``warm``; ``each(round, name, result)`` sees every
+    result. Returns {name: [results]}, a result of None left out (a child that failed)."""
+    import random
+
+    res = {k: [] for k in variants}
+    if warm:
+        for f in variants.values():
+            f()
+    random.seed(seed)
+    for i in range(rounds):
+        names = list(variants)
+        random.shuffle(names)
+        for k in names:
+            r = variants[k]()
+            if r is None:
+                continue
+            res[k].append(r)
+            if each is not None:
+                each(i, k, r)
+    return res
+
+
+def child_result(cmd, env=None, label=""):
+    """Run ``cmd`` in a fresh process; the JSON of its ``RESULT {...}`` line, or None (said on
+    stdout with the end of its stderr)."""
+    import json
+
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
+    if not line:
+        print(label or cmd[-1], "FAILED", out.stderr[-2000:], flush=True)
+        return None
+    return json.loads(line[0].split(" ", 1)[1])

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import statistics
 import sys
 import time
 
 import numpy as np
 import torch
+from _measure import shuffled_rounds  # run as python bench/bench_watch_cpu.py
 from torch import nn
 
 from graphscope import native, nodecount
@@ -168,15 +168,7 @@ def main(rounds: int = 9) -> None:
     variants = {"plain": lambda: loop(model, tokens, False, sizes),
                 "watch": lambda: watched(model, tokens, 2, sizes),
                 "watch_all_ops": lambda: watched(model, tokens, 0, sizes)}
-    res: dict[str, list[float]] = {k: [] for k in variants}
-    for f in variants.values():
-        f()
-    random.seed(1)
-    for _ in range(rounds):
-        ks = list(variants)
-        random.shuffle(ks)
-        for k in ks:
-            res[k].append(variants[k]())
+    res = shuffled_rounds(variants, rounds, seed=1, warm=True)
     plain = statistics.median(res["plain"])
     out: dict[str, dict[str, float]] = {}
     for k, v in res.items():

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench_ladder as B  # noqa: E402
+from _measure import child_result, shuffled_rounds  # noqa: E402
 
 PROBE = r'''
 TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
@@ -93,25 +92,18 @@ def main(rounds: int, which: str = "default") -> None:
                     "all_depth0": (run + ["--depth", "0"], al),
                     "all_nohist": (run, {**al, **nohist}),
                     "all_min": (run + ["--no-ops", "--depth", "0"], {**al, **nohist})}
-    res: dict[str, list[dict]] = {k: [] for k in variants}
-    random.seed(7)
-    for i in range(rounds):
-        ks = list(variants)
-        random.shuffle(ks)
-        for k in ks:
-            pre, env = variants[k]
-            out = subprocess.run([sys.executable, *pre, path, "3", "20"], capture_output=True,
-                                 text=True, env={**os.environ, **env})
-            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
-            if not line:
-                print(k, "FAILED", out.stderr[-2000:], flush=True)
-                continue
-            r = json.loads(line[0].split(" ", 1)[1])
-            if pre:  # graphscope's own seconds per cause, as the bundle counts them
-                r["own_s"] = B.ladder_facts(path + ".run")["overhead_by_cause_s"]
-            res[k].append(r)
-            print(i, k, json.dumps({a: round(b, 4) if isinstance(b, float) else b
-                                    for a, b in r.items()}), flush=True)
+    def one(k: str) -> dict | None:
+        pre, env = variants[k]
+        r = child_result([sys.executable, *pre, path, "3", "20"], env={**os.environ, **env},
+                         label=k)
+        if r is not None and pre:  # graphscope's own seconds per cause, as the bundle counts
+            r["own_s"] = B.ladder_facts(path + ".run")["overhead_by_cause_s"]
+        return r
+
+    res = shuffled_rounds({k: (lambda k=k: one(k)) for k in variants}, rounds, seed=7,
+                          each=lambda i, k, r: print(i, k, json.dumps(
+                              {a: round(b, 4) if isinstance(b, float) else b
+                               for a, b in r.items()}), flush=True))
     for k, rs in res.items():
         if rs:
             skip = ("gc", "own_s", "first3_ms", "first_phases_ms")

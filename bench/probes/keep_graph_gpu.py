@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench_ladder as B  # noqa: E402
+from _measure import child_result, shuffled_rounds  # noqa: E402
 
 PROBE = r'''
 VARIANT = sys.argv[1]
@@ -69,21 +68,10 @@ def main(rounds: int) -> None:
     path = os.path.join(d, "keep.py")
     with open(path, "w") as f:
         f.write(B.MODEL + PROBE)
-    variants = ["plain", "keep", "plain_after_kept"]
-    res: dict[str, list[dict]] = {k: [] for k in variants}
-    random.seed(11)
-    for i in range(rounds):
-        ks = list(variants)
-        random.shuffle(ks)
-        for k in ks:
-            out = subprocess.run([sys.executable, path, k], capture_output=True, text=True)
-            line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT")]
-            if not line:
-                print(k, "FAILED", out.stderr[-2000:], flush=True)
-                continue
-            r = json.loads(line[0].split(" ", 1)[1])
-            res[k].append(r)
-            print(i, k, json.dumps({a: round(b, 4) for a, b in r.items()}), flush=True)
+    variants = {k: (lambda k=k: child_result([sys.executable, path, k], label=k))
+                for k in ("plain", "keep", "plain_after_kept")}
+    res = shuffled_rounds(variants, rounds, seed=11, each=lambda i, k, r: print(
+        i, k, json.dumps({a: round(b, 4) for a, b in r.items()}), flush=True))
     for k, rs in res.items():
         if rs:
             print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 4)

@@ -17,7 +17,6 @@ Needs a GPU: ``python3 bench/probes/watch_parts_gpu.py [ROUNDS]``.
 from __future__ import annotations
 
 import os
-import random
 import statistics
 import sys
 import time
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ["GRAPHSCOPE_NODE_COUNTS"] = "all"
 
 import torch  # noqa: E402
+from _measure import shuffled_rounds  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
 from graphscope import native, nodecount  # noqa: E402
@@ -102,15 +102,7 @@ def main(rounds: int) -> None:
                 "watch": lambda: watched(), "nohooks": lambda: watched(hooks=False),
                 "nomarks": lambda: watched(marks=False), "nohist": lambda: watched(hist=False),
                 "fakecount": lambda: watched(count=False), "noops": lambda: watched(ops=False)}
-    res: dict[str, list[list[float]]] = {k: [] for k in variants}
-    for f in variants.values():
-        f()
-    random.seed(5)
-    for _ in range(rounds):
-        ks = list(variants)
-        random.shuffle(ks)
-        for k in ks:
-            res[k].append(variants[k]())
+    res = shuffled_rounds(variants, rounds, seed=5, warm=True)
     base = statistics.median(r[3] for r in res["plain"])
     for k, rs in res.items():
         med = [statistics.median(r[i] for r in rs) for i in range(4)]
