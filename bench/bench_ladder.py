@@ -172,6 +172,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
+        # the loops' medians against each other (less moved by one noisy process of a pair)
+        "capture_ratio_of_medians": med(run, "capture_s") / med(plain, "capture_s"),
         "all_ops_capture_s": med(every, "capture_s") if every else None,
         "all_ops_capture_ratio": statistics.median(every_ratios) if every else None,
         "all_ops_capture_ratio_all": every_ratios,
