@@ -29,7 +29,6 @@ from _measure import shuffled_rounds  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
 from graphscope import native, nodecount  # noqa: E402
-from graphscope.capture import meter as M  # noqa: E402
 from graphscope.capture.program import watch as W  # noqa: E402
 from graphscope.capture.program.patch import patch_cuda_graph  # noqa: E402
 from graphscope.config import CaptureConfig  # noqa: E402
@@ -93,7 +92,7 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
         w.pending.clear()
         W.module_hooks = REAL_HOOKS
         nodecount.counting = REAL_COUNTING
-        M.CaptureMeter._stop_history(w.meter)
+        w.meter._stop_history()
 
 
 def main(rounds: int) -> None:

@@ -54,16 +54,13 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         check_output(html_path, force=force, inputs=[bundle], what="HTML report")
     tables = html_path != "-"  # the page is stdout's one document
     if is_multirank(bundle):
-        if graph_name:
-            from graphscope._errors import GraphscopeError
+        # the ranks' view compares ranks; one graph, or a site's buckets, are each rank's
+        for opt, given in (("--graph", graph_name), ("--ladder", ladder)):
+            if given:
+                from graphscope._errors import GraphscopeError
 
-            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --graph takes one rank's "
-                                  f"bundle ({bundle.rstrip('/')}/rank0 ...)")
-        if ladder:  # the ranks' view compares ranks; a site's buckets are each rank's
-            from graphscope._errors import GraphscopeError
-
-            raise GraphscopeError(f"{bundle}: a multi-rank bundle: --ladder takes one rank's "
-                                  f"bundle ({bundle.rstrip('/')}/rank0 ...)")
+                raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
+                                      f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
             from graphscope.ranks import read_ranks
             from graphscope.render.dot import graph_svgs

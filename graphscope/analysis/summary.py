@@ -192,16 +192,17 @@ def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
     return rows
 
 
-def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[str, Any]]:
+def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2,
+                     rows: Optional[list[dict[str, Any]]] = None) -> Optional[dict[str, Any]]:
     """Module time per graph, one column per graph (a forward-mode bundle's buckets); None
-    for a bundle of one graph."""
+    for a bundle of one graph. ``rows``: the bundle's :func:`graph_rows`, if made already."""
     if len(bundle.graphs) < 2 or len(bundle.graphs) > 16:
         return None
     from ..model.graph import only_graph
 
     cols = [g.name for g in bundle.graphs]
     # a graph never replayed while traced has no time in its column (None), not 0 ns
-    timed = [r["median_ns"] is not None for r in graph_rows(bundle)]
+    timed = [r["median_ns"] is not None for r in (rows or graph_rows(bundle))]
     table: dict[str, list[Optional[float]]] = {}
     levels: dict[str, int] = {}
     for i, name in enumerate(cols):
@@ -217,8 +218,9 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2) -> Optional[dict[
 def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json)."""
     work = list(bundle.work_nodes())
+    rows = graph_rows(bundle)
     return {
-        "graphs": graph_rows(bundle),
+        "graphs": rows,
         "replays": bundle.replays,
         # a program's graphs that none of the traced replays ran (graphs of a model file
         # are all replayed by graphscope: 0)
@@ -233,13 +235,13 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
         "top_kernels": kernel_rows(bundle, top),
         "top_ops": kernel_rows(bundle, top, key="op"),
         "unjoined_records": bundle.unjoined_records,
-        **({"by_graph": by} if (by := modules_by_graph(bundle)) else {}),
+        **({"by_graph": by} if (by := modules_by_graph(bundle, rows=rows)) else {}),
         **({"ddp": ddp} if (ddp := ddp_rows(bundle)) else {}),
-        **_memory(bundle),
+        **_memory(bundle, rows),
     }
 
 
-def _memory(bundle: Bundle) -> dict[str, Any]:
+def _memory(bundle: Bundle, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Pools, capture cost and memory by module, and the bucket ladder: for bundles that
     recorded them (analysis/memory.py, analysis/ladder.py)."""
     from .ladder import ladder
@@ -248,7 +250,7 @@ def _memory(bundle: Bundle) -> dict[str, Any]:
     mem = memory_summary(bundle)
     if mem is None:
         return {}
-    sites = ladder(bundle, graph_rows(bundle))
+    sites = ladder(bundle, rows)
     return {"memory": mem, **({"ladder": sites} if sites else {})}
 
 

@@ -82,3 +82,19 @@ def test_measured_what_if_is_a_bar_of_the_figure_in_chromium(tmp_path):
     m = _payload(page.read_text())["views"][0]["diagnosis"]["graphs"][0]["what_if_measured"]
     i = labels.index("measured on 2 streams (--try-streams)")
     assert labels[i + 1].replace("\u00b5", "u").startswith(f"{m['span_ns'] / 1000:.1f}"[:3])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_graphs_never_timed_read_a_dash_in_the_overview_in_chromium(tmp_path):
+    """run_ladder (H200): the two buckets never replayed while traced have no time (null in
+    the page's data since the JSON stopped calling it 0 ns); Chromium draws "-" for them."""
+    page = tmp_path / "report.html"
+    page.write_text(_page("run_ladder"))
+    dom = _chromium(tmp_path, page.as_uri() + "#tab=overview", "--dump-dom").stdout
+    rows = [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[^>]*>(?:(?!</tr>).)*</tr>", dom)]
+    ladder = [r for r in rows if "ladder.py:45 #" in r]
+    assert len(ladder) == 10, rows[:3]
+    cells = {r.split("ladder.py:45 ")[1][:7]: [c for c in r.split("|") if c] for r in ladder}
+    assert cells["#0 [96]"][-2] == "-" and cells["#1 [64]"][-2] == "-", cells["#0 [96]"]
+    assert all(c[-2].endswith("µs") for k, c in cells.items() if k not in ("#0 [96]", "#1 [64]"))
+    assert "NaN" not in dom and "null" not in "".join(ladder)
