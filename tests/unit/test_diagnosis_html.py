@@ -54,17 +54,24 @@ def test_diagnosis_tab_timeline_and_graph_in_chromium(tmp_path, name):
         assert res["views"][0]["graphCrit"] == 2 * len(path) - 1
 
 
+def _ladder_rows(tmp_path, tab):
+    """run_ladder's report page as Chromium draws the tab: its 10 buckets' table rows, cells
+    joined by '|', and the DOM."""
+    page = tmp_path / "report.html"
+    page.write_text(_page("run_ladder"))
+    dom = _chromium(tmp_path, page.as_uri() + "#tab=" + tab, "--dump-dom").stdout
+    rows = [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[^>]*>(?:(?!</tr>).)*</tr>", dom)]
+    ladder = [r for r in rows if "ladder.py:45 #" in r]
+    assert len(ladder) == 10, rows[:3]
+    return ladder, dom
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 def test_never_replayed_graphs_read_not_replayed_in_chromium(tmp_path):
     """run_ladder (H200): the Diagnosis tab, as Chromium draws it, says the two buckets the
     program never replayed were not replayed (not that launches were not recorded), and the
     replayed ones show their launch latency."""
-    page = tmp_path / "report.html"
-    page.write_text(_page("run_ladder"))
-    dom = _chromium(tmp_path, page.as_uri() + "#tab=diagnosis&view=0", "--dump-dom").stdout
-    rows = [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr>(?:(?!</tr>).)*</tr>", dom)]
-    ladder = [r for r in rows if "ladder.py:45 #" in r]
-    assert len(ladder) == 10, rows[:3]
+    ladder, _ = _ladder_rows(tmp_path, "diagnosis&view=0")
     never = [r for r in ladder if "|not replayed|" in r]
     assert sorted(r.split("ladder.py:45 ")[1][:7] for r in never) == ["#0 [96]", "#1 [64]"]
     assert "not recorded" not in "".join(ladder)
@@ -88,12 +95,7 @@ def test_measured_what_if_is_a_bar_of_the_figure_in_chromium(tmp_path):
 def test_graphs_never_timed_read_a_dash_in_the_overview_in_chromium(tmp_path):
     """run_ladder (H200): the two buckets never replayed while traced have no time (null in
     the page's data since the JSON stopped calling it 0 ns); Chromium draws "-" for them."""
-    page = tmp_path / "report.html"
-    page.write_text(_page("run_ladder"))
-    dom = _chromium(tmp_path, page.as_uri() + "#tab=overview", "--dump-dom").stdout
-    rows = [re.sub(r"<[^>]+>", "|", r) for r in re.findall(r"<tr[^>]*>(?:(?!</tr>).)*</tr>", dom)]
-    ladder = [r for r in rows if "ladder.py:45 #" in r]
-    assert len(ladder) == 10, rows[:3]
+    ladder, dom = _ladder_rows(tmp_path, "overview")
     cells = {r.split("ladder.py:45 ")[1][:7]: [c for c in r.split("|") if c] for r in ladder}
     assert cells["#0 [96]"][-2] == "-" and cells["#1 [64]"][-2] == "-", cells["#0 [96]"]
     assert all(c[-2].endswith("µs") for k, c in cells.items() if k not in ("#0 [96]", "#1 [64]"))
