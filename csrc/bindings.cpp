@@ -161,7 +161,9 @@ NB_MODULE(_native, m) {
   m.def("recorder_clear", &recorder_clear, "Drop the records taken so far.");
   m.def("recorder_active", []() -> bool { return rec.active; });
   m.def("recorder_records", &recorder_records);
-  m.def("inspect_graph", &inspect_graph, nb::arg("graph"));
+  m.def("inspect_graph", &inspect_graph, nb::arg("graph"), nb::arg("demangle") = true);
+  m.def("capture_graph", &capture_graph, nb::arg("stream"),
+        "The graph being captured on stream (0: not capturing).");
   m.def("exec_id", &exec_id, nb::arg("graph_exec"));
   m.def("graph_id", &graph_id, nb::arg("graph"));
   m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -22,7 +23,7 @@ std::string demangle(const char* mangled) {
   return s;
 }
 
-nb::dict inspect_graph(uintptr_t graph_ptr) {
+nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   require_loaded();
   auto graph = reinterpret_cast<CUgraph>(graph_ptr);
   size_t n = 0;
@@ -103,7 +104,7 @@ nb::dict inspect_graph(uintptr_t graph_ptr) {
   }
   std::vector<std::string> demangled;
   demangled.reserve(names.size());
-  for (auto& s : names) demangled.push_back(demangle(s.c_str()));
+  for (auto& s : names) demangled.push_back(demangle_names ? demangle(s.c_str()) : s);
   nb::dict d;
   d["graph_id"] = graph_id_of(graph);
   d["node_id"] = as_bytes(ids);
@@ -134,6 +135,19 @@ uint32_t graph_id(uintptr_t graph_ptr) {
   CUptiResult r = cupti.GetGraphId(reinterpret_cast<CUgraph>(graph_ptr), &v);
   if (r != CUPTI_SUCCESS) raise_cupti("cuptiGetGraphId", r);
   return v;
+}
+
+uintptr_t capture_graph(uintptr_t stream) {
+  require_loaded();
+  if (!drv.StreamGetCaptureInfo)
+    throw std::runtime_error("notloaded:0:libcuda lacks cuStreamGetCaptureInfo_v3");
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  CUresult r = drv.StreamGetCaptureInfo(reinterpret_cast<CUstream>(stream), &status, nullptr,
+                                        &graph, nullptr, nullptr, nullptr);
+  if (r != CUDA_SUCCESS) raise_cuda("cuStreamGetCaptureInfo", r);
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || graph == nullptr) return 0;
+  return reinterpret_cast<uintptr_t>(graph);
 }
 
 void debug_dot_print(uintptr_t graph_ptr, const std::string& path) {

@@ -10,7 +10,10 @@
 namespace gs {
 
 std::string demangle(const char* mangled);
-nb::dict inspect_graph(uintptr_t graph_ptr);
+nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names = true);
+// The graph being captured on `stream` (0: the stream is not capturing). The driver permits
+// every operation but destroy and node removal on it until the capture ends.
+uintptr_t capture_graph(uintptr_t stream);
 uint32_t exec_id(uintptr_t exec_ptr);
 uint32_t graph_id(uintptr_t graph_ptr);
 void debug_dot_print(uintptr_t graph_ptr, const std::string& path);

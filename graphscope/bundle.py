@@ -452,11 +452,26 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     return data if _fits(data, _SUMMARY_SPEC) else None
 
 
+RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's first graph "
+                 "and of every graph the program keeps (keep_graph=True)")
+
+
+def has_raw_dot(bundle: Bundle, graph: str) -> bool:
+    """Whether the bundle holds the driver's DOT of ``graph``."""
+    try:
+        member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def raw_dot(bundle: Bundle, graph: str) -> str:
     rel = f"raw/{safe_file_stem(graph)}.dot"
     try:
         p = member(bundle.path, rel, "raw DOT")
     except FileNotFoundError:
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel})") from None
+        info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
+        why = f": {RAW_DOT_WHICH}" if "site" in info else ""
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel}){why}") from None
     with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()

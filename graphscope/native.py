@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -451,9 +451,11 @@ class GraphInspection:
     edge_to: np.ndarray
 
 
-def inspect_graph(graph_ptr: int) -> GraphInspection:
-    """Walk a template graph (kept with ``keep_graph=True``)."""
-    d = _call(ensure_loaded().inspect_graph, int(graph_ptr))
+def inspect_graph(graph_ptr: int, demangle: bool = True) -> GraphInspection:
+    """Walk a graph: a template (kept with ``keep_graph=True``) or one still being captured
+    (:func:`capture_graph`). ``demangle=False`` leaves ``demangled`` as the raw names (see
+    :func:`demangled`)."""
+    d = _call(ensure_loaded().inspect_graph, int(graph_ptr), bool(demangle))
     return GraphInspection(
         graph_id=int(d["graph_id"]),
         node_id=_col(d["node_id"], "<u8"),
@@ -468,6 +470,24 @@ def inspect_graph(graph_ptr: int) -> GraphInspection:
         edge_from=_col(d["edge_from"], "<u8"),
         edge_to=_col(d["edge_to"], "<u8"),
     )
+
+
+def capture_graph(stream: int) -> int:
+    """The graph being captured on ``stream`` (a ``cudaStream_t`` handle), 0 when the stream is
+    not capturing. Valid until the capture ends; nodes may be read, not removed."""
+    return int(_call(ensure_loaded().capture_graph, int(stream)))
+
+
+def demangled(ins: GraphInspection, cache: dict[str, str]) -> GraphInspection:
+    """``ins`` with its kernel names demangled, through ``cache`` (raw name -> demangled),
+    which a capture loop's graphs share: a ladder's buckets launch the same kernels."""
+    out = []
+    for name in ins.names:
+        d = cache.get(name)
+        if d is None:
+            d = cache[name] = demangle(name)
+        out.append(d)
+    return replace(ins, demangled=out)
 
 
 def exec_id(graph_exec_ptr: int) -> int:

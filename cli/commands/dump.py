@@ -91,6 +91,18 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
             raise GraphscopeError(f"{b.path} has {len(names)} graphs ({listed}): pass --graph "
                                   "NAME with -o, or leave -o out for one file per graph")
         ext = "raw.dot" if what == "raw" else ("dot" if fmt == "dot" else fmt)
+        if what == "raw":  # a run bundle has the driver's DOT of some graphs only
+            from graphscope.bundle import RAW_DOT_WHICH, has_raw_dot
+
+            without = [n for n in names if not has_raw_dot(b, n)]
+            names = [n for n in names if n not in without]
+            if not names:
+                from graphscope._errors import BundleError
+
+                raise BundleError(f"{b.path}: no graph has the driver's DOT ({RAW_DOT_WHICH})")
+            if without:
+                click.echo(f"note: {len(without)} graph(s) have no driver DOT, skipped "
+                           f"({RAW_DOT_WHICH})", err=True)
         outs = [default_out(n, ext) for n in names]
         for out in outs:  # every output refused before any is written
             check_output(out, force=bool(force), inputs=[bundle])

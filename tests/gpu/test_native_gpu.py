@@ -60,6 +60,29 @@ def test_node_ids_are_graph_id_and_creation_index_and_match_dot(tmp_path):
     assert any("gemm" in n.lower() or "Kernel" in n for n in ins.demangled)
 
 
+def test_the_graph_being_captured_reads_as_its_template_will():
+    # GIVEN a capture still running (graphscope run reads a graph before capture_end, where
+    # torch destroys the template of a graph the program does not keep)
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    assert native.capture_graph(torch.cuda.current_stream().cuda_stream) == 0  # not capturing
+    with torch.cuda.graph(g):
+        m(x).sum().backward()
+        ptr = native.capture_graph(torch.cuda.current_stream().cuda_stream)
+        during = native.inspect_graph(ptr, demangle=False)
+    # THEN it is the graph torch keeps: the same nodes, edges and launch dims as the template
+    assert ptr == g.raw_cuda_graph()
+    after = native.inspect_graph(g.raw_cuda_graph())
+    assert during.graph_id == after.graph_id and len(during.node_id) > 5
+    for f in ("node_id", "node_type", "grid", "block", "smem", "bytes", "name_idx", "edge_from",
+              "edge_to"):
+        assert np.array_equal(getattr(during, f), getattr(after, f)), f
+    # AND its names are the driver's, demangled later to the same text
+    assert during.names == after.names
+    assert native.demangled(during, {}).demangled == after.demangled
+
+
 def test_clone_map_template_to_exec_and_replays_join_fully():
     m, x = _model()
     _warm(m, x)

@@ -61,6 +61,35 @@ def test_raw_dot_files_have_safe_names_and_dump_reads_them(tmp_path, capsys):
     assert out.read_text().startswith("digraph")
 
 
+def test_dump_raw_of_a_run_bundle_with_the_drivers_dot_of_some_graphs(tmp_path, capsys):
+    # GIVEN a run bundle in which only a site's first graph has the driver's DOT (run reads it
+    # before capture_end for a site's first capture; torch destroys the later templates)
+    import shutil
+
+    b = read_bundle(os.path.join(DATA, "run_decode"))
+    path = tmp_path / "decode.run"
+    shutil.copytree(b.path, path)
+    later = read_bundle(str(path)).graphs[1]
+    os.unlink(path / later.dot_file)
+    # WHEN every graph's raw DOT is dumped
+    capsys.readouterr()
+    assert main(["dump", str(path), "--raw"]) == 0
+    out, err = capsys.readouterr()
+    # THEN the first graph's is written and the other is named as skipped, with why
+    assert out.count("Wrote ") == 1 and safe_file_stem(b.graphs[0].name) in out
+    assert "1 graph(s) have no driver DOT, skipped" in err and "keep_graph=True" in err
+    # AND asking for that graph alone is a one-line error that says why
+    assert main(["dump", str(path), "--raw", "--graph", "#1", "-o", "-"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "no raw DOT for graph" in err and "first graph" in err and len(err.splitlines()) == 1
+    # AND a bundle with none is refused before anything is written
+    os.unlink(path / read_bundle(str(path)).graphs[0].dot_file)
+    before = sorted(os.listdir(tmp_path))
+    assert main(["dump", str(path), "--raw"]) != 0
+    assert "no graph has the driver's DOT" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_dump_dot_of_a_run_graph(tmp_path):
     pydot = pytest.importorskip("pydot")
     out = tmp_path / "g.dot"

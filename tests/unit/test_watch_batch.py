@@ -1,7 +1,9 @@
-"""graphscope run's capture loop pays only for what cannot wait: a finished capture waits in
-GraphWatch.pending (no inspection, DOT, allocator snapshot or publishing inside the loop) until
-the program replays, resets or frees a graph, pauses, or the watch ends. CUDA is faked here
-(recorder, inspection, DOT, allocator); the watch, the patches and the meter are real."""
+"""graphscope run's capture loop pays only for what cannot wait: each graph's nodes are read
+just before capture_end (the program's own keep_graph stands: torch may destroy the template in
+capture_end), and a finished capture waits in GraphWatch.pending (no demangling, kept template's
+DOT, allocator snapshot or publishing inside the loop) until the program replays, resets or
+frees a graph, pauses, or the watch ends. CUDA is faked here (recorder, inspection, DOT,
+allocator); the watch, the patches and the meter are real."""
 
 import contextlib
 import gc
@@ -43,12 +45,16 @@ def _inspection(n):
 
 
 class FakeGraph:
-    """torch.cuda.CUDAGraph's surface that the patches use."""
+    """torch.cuda.CUDAGraph's surface that the patches use: capture_end instantiates and
+    destroys the template unless keep_graph=True, as torch's does."""
 
     alive = 0
+    capturing = None  # the graph whose capture is running (native.capture_graph's answer)
 
     def __init__(self, keep_graph=False):
-        self.template = True
+        self.keep = keep_graph
+        self.template = False
+        self.exec = False
         FakeGraph.alive += 1
 
     fail_begin = False
@@ -56,14 +62,18 @@ class FakeGraph:
     def capture_begin(self, *a, **k):
         if FakeGraph.fail_begin:
             raise RuntimeError("capture_begin failed")
+        FakeGraph.capturing = self
 
     ends = []  # (what, counting) in order: the patched capture_end's parent call
 
     def capture_end(self):
         FakeGraph.ends.append(("capture_end", native.extension().counting()))
+        FakeGraph.capturing = None
+        self.template = self.keep
+        self.exec = not self.keep
 
     def instantiate(self):
-        pass
+        self.exec = True
 
     def replay(self):
         pass
@@ -77,6 +87,7 @@ class FakeGraph:
         return 1234
 
     def raw_cuda_graph_exec(self):
+        assert self.exec, "exec graph read before instantiate"
         return 5678
 
     def pool(self):
@@ -88,7 +99,10 @@ def watch(monkeypatch):
     events, counted_windows, threads = [], [], []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(W.native, "inspect_graph",
-                        lambda ptr: events.append("inspect") or _inspection(3))
+                        lambda ptr, demangle=True: events.append("inspect") or _inspection(3))
+    monkeypatch.setattr(W.native, "capture_graph",
+                        lambda stream: 4321 if FakeGraph.capturing is not None else 0)
+    monkeypatch.setattr(FakeGraph, "capturing", None)
     monkeypatch.setattr(W, "read_dot", lambda ptr: events.append("dot") or "digraph {}")
     monkeypatch.setattr(W.native, "exec_id", lambda ptr: 7)
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
@@ -125,10 +139,10 @@ def watch(monkeypatch):
     undo()
 
 
-def _capture(n=1):
+def _capture(n=1, keep_graph=False):
     gs = []
     for _ in range(n):
-        g = torch.cuda.CUDAGraph()
+        g = torch.cuda.CUDAGraph(keep_graph=keep_graph)
         g.capture_begin()
         torch.nn.Linear(2, 2)(torch.ones(1, 2))  # modules run in the window
         g.capture_end()
@@ -140,20 +154,29 @@ def _read(events):
     return [e for e in events if isinstance(e, str)]
 
 
-def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
+def test_a_capture_loop_reads_each_graph_before_capture_end_and_the_rest_at_the_first_replay(
+        watch):
     gs = _capture(4)
-    # inside the loop: records kept, nothing read; every window through the held subscription
-    assert len(watch.pending) == 4 and _read(watch.events) == []
-    assert {held for _, held in watch.events} == {True}
+    # inside the loop: each graph's nodes read before its capture_end (its template is gone
+    # after it), the driver's DOT for the site's first capture only; nothing else read
+    assert len(watch.pending) == 4
+    assert _read(watch.events) == ["inspect", "dot"] + ["inspect"] * 3
+    assert {e[1] for e in watch.events if isinstance(e, tuple)} == {True}
     assert all(g.raw is None for g in watch.graphs)
-    assert "inspect" not in watch.overhead and "meter" in watch.overhead
+    assert {"inspect", "meter"} <= set(watch.overhead)
+    # AND the program's keep_graph=False stood: torch instantiated in capture_end, no template
+    assert all(not g.keep and not g.template and g.exec for g in gs)
+    assert [r.exec_id for r in watch.graphs] == [7] * 4
+    assert all(r.instantiate_s > 0 for r in watch.graphs)
     gs[0].replay()
-    # the first replay reads the batch: one allocator snapshot, each template once
+    # the first replay reads the batch: one allocator snapshot, each graph published once
     assert watch.events.count("snapshot") == 1
     assert watch.events.count("inspect") == watch.events.count("publish") == 4
+    assert watch.events.count("dot") == 1 and not watch.warnings
     assert not watch.pending and all(g.raw is not None for g in watch.graphs)
     assert set(watch.read_overhead) >= {"meter", "inspect", "publish"}
     assert [g.name.split(" ")[1] for g in watch.graphs] == ["#0", "#1", "#2", "#3"]
+    assert [bool(g.raw.dot) for g in watch.graphs] == [True, False, False, False]
     # --op-captures 2: ops in the site's first two captures, scopes only in the others
     assert [e[0] for e in watch.events if isinstance(e, tuple)] == ["ops"] * 2 + ["no ops"] * 2
     assert [g.info().get("ops_recorded", True) for g in watch.graphs] == [True] * 2 + [False] * 2
@@ -162,27 +185,49 @@ def test_a_capture_loop_reads_nothing_until_the_first_replay(watch):
     raw = watch.result()
     assert len(raw.graphs) == 4 and raw.meta["read_overhead_s"]
     assert [g.info.get("ops_recorded", True) for g in raw.graphs] == [True] * 2 + [False] * 2
+    assert [g.info["keep_graph"] for g in raw.graphs] == [False] * 4
 
 
-def test_a_graph_reset_or_freed_before_any_replay_is_inspected_first(watch):
-    a, b, c = _capture(3)
-    a.reset()  # the template goes: read now (with the rest of the batch)
-    assert watch.events.count("inspect") == 3 and not watch.pending
-    d, e = _capture(2)
-    del d  # freed: its __del__ reads it while the template exists
+def test_kernel_names_are_demangled_when_the_batch_is_read(watch, monkeypatch):
+    # GIVEN graphs whose nodes were read in the loop with their names as the driver gives them
+    mangled = "_Z3addPfS_i"
+    monkeypatch.setattr(W.native, "inspect_graph", lambda ptr, demangle=True: (
+        watch.events.append(("inspect", demangle)) or W.native.GraphInspection(
+            **{**_inspection(3).__dict__, "names": [mangled], "demangled": [mangled]})))
+    gs = _capture(2)
+    assert [e for e in watch.events if e[0] == "inspect"] == [("inspect", False)] * 2
+    # WHEN the batch is read
+    gs[0].replay()
+    # THEN they carry the demangled name
+    assert [g.raw.inspection.demangled for g in watch.graphs] == [["add(float*, float*, int)"]] * 2
+
+
+def test_a_graph_the_program_keeps_has_its_dot_read_from_its_template_after_the_loop(watch):
+    gs = _capture(3, keep_graph=True)
+    # inside the loop: nodes read, no DOT (the template stays), no instantiate (the program
+    # instantiates, or torch does at the first replay)
+    assert _read(watch.events) == ["inspect"] * 3 and all(g.keep and g.template for g in gs)
+    assert [r.exec_id for r in watch.graphs] == [-1] * 3
+    gs[0].instantiate()
+    assert watch.graphs[0].exec_id == 7
+    gs[0].reset()  # the template goes: its DOT read first, with the rest of the batch
+    assert watch.events.count("dot") == 3 and not watch.pending
+    d, e = _capture(2, keep_graph=True)
+    del d  # freed: its __del__ reads its DOT while the template exists
     gc.collect()
-    assert watch.events.count("inspect") == 5 and not watch.pending
+    assert watch.events.count("dot") == 5 and not watch.pending
     raw = watch.result()
-    assert len(raw.graphs) == 5 and not raw.meta.get("failed_captures")
+    assert len(raw.graphs) == 5 and not raw.meta.get("failed_captures") and not watch.warnings
+    assert all(g.dot for g in raw.graphs) and all(g.info["keep_graph"] for g in raw.graphs)
 
 
-def test_a_graph_freed_inside_another_capture_is_inspected_and_read_later(watch):
-    (a,) = _capture(1)
+def test_a_kept_graph_freed_inside_another_capture_has_its_dot_read_and_the_batch_later(watch):
+    (a,) = _capture(1, keep_graph=True)
     g = torch.cuda.CUDAGraph()
     g.capture_begin()
     del a
     gc.collect()
-    # inspected in its __del__, but the batch is not read inside a capture window
+    # its DOT read in its __del__, but the batch is not read inside a capture window
     assert _read(watch.events) == ["inspect", "dot"] and len(watch.pending) == 1
     g.capture_end()
     assert len(watch.pending) == 2 and "snapshot" not in watch.events
@@ -190,9 +235,26 @@ def test_a_graph_freed_inside_another_capture_is_inspected_and_read_later(watch)
     assert len(raw.graphs) == 2 and watch.events.count("snapshot") == 1
 
 
+def test_a_graph_that_cannot_be_read_before_capture_end_is_reported_and_the_program_goes_on(
+        watch, monkeypatch):
+    from graphscope._errors import GraphscopeError
+
+    def refuse(ptr, demangle=True):
+        raise GraphscopeError("cuGraphGetNodes failed: CUDA_ERROR_INVALID_VALUE")
+
+    monkeypatch.setattr(W.native, "inspect_graph", refuse)
+    (g,) = _capture(1)
+    # THEN the capture is reported unread, its instantiate went on as torch's
+    assert g.exec and not watch.pending
+    assert "could not inspect the graph: cuGraphGetNodes failed" in watch.graphs[0].failed
+    assert any("could not inspect" in w for w in watch.warnings)
+    # AND the next capture is read as usual
+    monkeypatch.undo()
+
+
 def test_a_pause_between_captures_reads_the_batch(watch, monkeypatch):
     kept = _capture(2)
-    assert not _read(watch.events)
+    assert "snapshot" not in watch.events
     monkeypatch.setattr(W, "FLUSH_AFTER_S", 0.0)
     kept += _capture(1)  # begins after a "long" pause: the first two are read first
     assert watch.events.count("snapshot") == 1 and len(watch.pending) == 1
@@ -200,10 +262,10 @@ def test_a_pause_between_captures_reads_the_batch(watch, monkeypatch):
 
 def test_uninstall_reads_what_is_left(watch):
     kept = _capture(2)
-    assert not _read(watch.events)
+    assert "publish" not in watch.events
     watch.uninstall()
     assert kept
-    assert not watch.pending and watch.events.count("inspect") == 2
+    assert not watch.pending and watch.events.count("publish") == 2
 
 
 def test_a_batch_installs_its_hooks_once_and_lets_go_when_read(watch, monkeypatch):

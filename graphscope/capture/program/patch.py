@@ -4,8 +4,9 @@ methods and ``torch.compile``.
 torch 2.11 has no official capture/instantiate/replay hooks (pytorch PR 192162 adds them later),
 so the methods of ``torch.cuda.CUDAGraph`` are wrapped; measured on the H200, that sees every
 capture of a decode loop, a whole training step, ``make_graphed_callables`` and torch.compile's
-cudagraph trees (``shared/probes/probe_run_hooks.txt``). Every graph is created with
-``keep_graph=True`` so its template can be inspected; the program's own choice is remembered.
+cudagraph trees (``shared/probes/probe_run_hooks.txt``). Every graph is created with the
+program's own ``keep_graph`` (the watch reads the graph before ``capture_end``, while it is
+still being captured).
 """
 
 from __future__ import annotations
@@ -37,11 +38,10 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
     base_init = real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
     keep_of: dict[int, bool] = {}
 
-    # keep_graph is read by the C++ constructor (__init__, not __new__): every graph keeps
-    # its template so it can be inspected; the program's own choice is remembered.
+    # keep_graph is read by the C++ constructor (__init__, not __new__): remembered, as is
     def __init__(self: Any, keep_graph: bool = False, *a: Any, **k: Any) -> None:
         keep_of[id(self)] = bool(keep_graph)
-        base_init(self, True, *a, **k)
+        base_init(self, keep_graph, *a, **k)
 
     def capture_begin(self: Any, *a: Any, **k: Any) -> None:
         watch.traced.close()  # no tracing window across a capture
@@ -55,12 +55,13 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
 
     def capture_end(self: Any) -> None:
         watch.ending(self)
+        t = time.perf_counter()
         try:
             _parent(cls, "capture_end", real)(self)
         except BaseException as exc:
             watch.abort(self, f"capture failed: {str(exc).splitlines()[0] if str(exc) else exc}")
             raise
-        watch.end(self)
+        watch.end(self, time.perf_counter() - t)
 
     def instantiate(self: Any) -> None:
         t = time.perf_counter()

@@ -1,22 +1,30 @@
-"""Watching a program's captures: per capture, the CUPTI recorder records from
-``capture_begin`` to the end of the instantiate that follows ``capture_end``; module scopes are
-opened in that window only. What that costs to set up is held across a batch of consecutive
+"""Watching a program's captures: per capture, the CUPTI recorder (or node counting,
+graphscope.nodecount) records from ``capture_begin`` to the end of ``capture_end`` (torch
+instantiates inside it unless the program keeps the template); module scopes are opened in that
+window only. What that costs to set up is held across a batch of consecutive
 captures and released when the batch is read, a capture fails or a torch.profiler session
 starts: CUPTI's subscription (:data:`graphscope.native.HELD`), the replaced
 ``nn.Module.__call__`` (inert outside windows: torch's own call plus one check) and the
-optimizer hooks. Inductor hooks are installed for the window only. Where the program asked
-for ``keep_graph=False`` graphscope instantiates right after ``capture_end``, as torch would
-have.
+optimizer hooks. Inductor hooks are installed for the window only.
+
+Every graph is captured with the program's own ``keep_graph``: a kept template slows the
+process's later captures (``bench/probes/keep_graph_gpu.py``: a 67-bucket ladder's loop 1.10x
+with ``keep_graph=True``, 1.08x for a plain loop while another ladder's templates are alive), so
+graphscope reads the graph's nodes and edges just before ``capture_end``, while the stream is
+still capturing (the driver permits reading the graph being captured), and lets torch
+instantiate and destroy the template as it would. Names are demangled later. The driver's
+verbose DOT (0.8 ms a graph) is read then only for a site's first capture; for a graph the
+program keeps, after the loop from its template.
 
 Inside a program's capture loop graphscope does only what cannot wait: the node records, the
-scopes, the capture's times. Everything that reads a finished graph — the template's inspection
-and DOT, the allocator history (kept on across consecutive captures, one snapshot for all), the
-published annotations — waits in :attr:`GraphWatch.pending` until the program first replays a
-graph, resets or frees a pending one, pauses between captures for ``FLUSH_AFTER_S``, or the watch
-ends (:meth:`GraphWatch.flush`). A graph freed first is inspected in its ``__del__``, while its
-template still exists. Ops (aten op, shapes, source line) are recorded in the first
-``op_captures`` captures of each capture site; a serving ladder's later buckets keep their
-module, phase and memory scopes."""
+scopes, the capture's times, the graph's nodes. Everything else — the demangled names, a kept
+template's DOT, the allocator history (kept on across consecutive captures, one snapshot for
+all), the published annotations — waits in :attr:`GraphWatch.pending` until the program first
+replays a graph, resets or frees a pending one, pauses between captures for ``FLUSH_AFTER_S``,
+or the watch ends (:meth:`GraphWatch.flush`). A kept graph freed first has its DOT read in its
+``__del__``, while its template still exists. Ops (aten op, shapes, source line) are recorded
+in the first ``op_captures`` captures of each capture site; a serving ladder's later buckets
+keep their module, phase and memory scopes."""
 
 from __future__ import annotations
 
@@ -111,9 +119,9 @@ class Pending:
     rec: ProgramGraph
     graph: Any  # weakref to the torch.cuda.CUDAGraph
     records: Any  # the recorder's CreatedNodes, or a counted window's CountedNodes
-    inspection: Any = None
+    inspection: Any = None  # read before capture_end (names not demangled yet)
     dot: str = ""
-    inspected: bool = False
+    dot_later: bool = False  # the DOT is read from the kept template (keep_graph=True)
 
 
 class GraphWatch:
@@ -146,6 +154,9 @@ class GraphWatch:
         self._undo: list[Callable[[], None]] = []
         self._window: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
+        self._stream: Optional[int] = None  # the stream the window's capture runs on (begun)
+        self._read: Optional[tuple[Any, str, bool]] = None  # ending's (inspection, dot, later)
+        self._demangled: dict[str, str] = {}  # raw kernel name -> demangled, across graphs
         self._batch_hooks: list[Any] = []  # module scopes and optimizer hooks (_hold_batch)
         self._batch_main = 0  # the thread they open scopes on
         self._torch_dir = ""
@@ -243,26 +254,45 @@ class GraphWatch:
         return False
 
     def begun(self, cuda_graph: Any) -> None:
-        """The program's capture has begun (its stream is capturing): a counted window starts
-        counting its graph's nodes now. Never raises: a capture it cannot count is reported
-        unrecorded when it ends."""
+        """The program's capture has begun (its stream is capturing): its stream is noted, and
+        a counted window starts counting its graph's nodes now. Never raises: a capture it
+        cannot count is reported unrecorded when it ends."""
         rec = self.current
-        if rec is None or not rec.counted or self.by_id.get(id(cuda_graph)) is not rec:
+        self._stream = None
+        if rec is None or self.by_id.get(id(cuda_graph)) is not rec:
             return
         try:
             import torch
 
-            nodecount.attach(torch.cuda.current_stream().cuda_stream)
+            self._stream = torch.cuda.current_stream().cuda_stream
+            if rec.counted:
+                nodecount.attach(self._stream)
         except Exception as exc:  # noqa: BLE001 - the program's capture goes on
             self.warnings.append(f"{rec.site}: node counting failed: {exc}")
 
     def ending(self, cuda_graph: Any) -> None:
-        """The program's ``capture_end`` is about to run (if it fails, the driver destroys the
-        graph being counted): a counted window notes nothing more."""
+        """The program's ``capture_end`` is about to run: a counted window notes nothing more
+        (a failed ``capture_end`` destroys the graph), and the graph is read while it exists
+        (torch destroys the template in ``capture_end`` unless the program keeps it)."""
         rec = self.current
-        if rec is not None and rec.counted and self.by_id.get(id(cuda_graph)) is rec:
+        self._read = None
+        if rec is None or self.by_id.get(id(cuda_graph)) is not rec:
+            return
+        t = time.perf_counter()
+        if rec.counted:
             with contextlib.suppress(Exception):
                 nodecount.detach()
+        try:
+            ptr = native.capture_graph(self._stream) if self._stream is not None else 0
+            if not ptr:
+                raise GraphscopeError("its stream was not capturing when capture_end ran")
+            ins = native.inspect_graph(ptr, demangle=False)
+            first = self.sites.get(rec.site, 0) == 0
+            dot = read_dot(ptr) if self.cfg.dot and first and not rec.user_keep else ""
+            self._read = (ins, dot, self.cfg.dot and rec.user_keep)
+        except GraphscopeError as exc:  # the capture goes on; this graph is reported unread
+            rec.failed = rec.failed or f"could not inspect the graph: {exc}"
+        self._spent("inspect", t)
 
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
@@ -332,10 +362,15 @@ class GraphWatch:
             finally:
                 self._release_batch()  # a failed capture leaves CUPTI and torch as found
 
-    def end(self, cuda_graph: Any) -> None:
+    def end(self, cuda_graph: Any, capture_end_s: float = 0.0) -> None:
+        """The program's ``capture_end`` returned after ``capture_end_s`` (for a graph the
+        program does not keep, torch instantiated inside it: that time is its instantiate's)."""
         rec = self.by_id.get(id(cuda_graph))
         if rec is None or rec is not self.current:
             return
+        read, self._read = self._read, None
+        if not rec.user_keep:
+            self.instantiated(cuda_graph, capture_end_s)
         t = time.perf_counter()
         rec.cost, rec.window = self.meter.stop(cuda_graph)  # the history is read with the batch
         if rec.outputs:
@@ -344,13 +379,8 @@ class GraphWatch:
         t = self._spent("meter", t)
         active = state.ATTRIBUTION.active
         backward_calls = getattr(active, "backward_calls", 0)
-        try:
-            if not rec.user_keep:  # what torch's capture_end would have done
-                cuda_graph.instantiate()
-                t = time.perf_counter()
-        finally:
-            records = self._close_window()
-            t = self._spent("unsubscribe", t)
+        records = self._close_window()
+        t = self._spent("unsubscribe", t)
         if native.HELD.cut:  # a torch.profiler took CUPTI from inside this capture
             native.HELD.cut = False
             rec.failed = rec.failed or ("a profiler started inside the capture and took CUPTI's "
@@ -369,7 +399,13 @@ class GraphWatch:
         rec.ordinal = ordinal
         label = rec.site + (" compiled" if rec.kind == "compiled" else "")
         rec.name = f"{label} #{ordinal}" + (f" {rec.shapes}" if rec.shapes else "")
-        self.pending[id(cuda_graph)] = Pending(rec, weakref.ref(cuda_graph), records)
+        if read is None:
+            rec.failed = rec.failed or "could not inspect the graph"
+            self.warnings.append(f"{rec.site}: {rec.failed}")
+            return
+        ins, dot, later = read
+        self.pending[id(cuda_graph)] = Pending(rec, weakref.ref(cuda_graph), records, ins, dot,
+                                               later)
         self._last_end = time.perf_counter()
 
     def _counted_ok(self, rec: ProgramGraph, records: Any, backward_calls: int) -> Any:
@@ -403,33 +439,32 @@ class GraphWatch:
         return records.unplaced()
 
     # -- reading finished graphs (outside the program's capture loop)
-    def _inspect(self, p: Pending, cuda_graph: Any) -> None:
-        """The template's nodes and DOT, while it exists (keep_graph=True keeps it)."""
-        if p.inspected:
+    def _read_dot(self, p: Pending, cuda_graph: Any) -> None:
+        """A kept template's DOT, while it exists."""
+        if not p.dot_later:
             return
-        p.inspected = True
+        p.dot_later = False
         t = time.perf_counter()
         try:
-            ptr = cuda_graph.raw_cuda_graph()
-            p.inspection = native.inspect_graph(ptr)
-            t = self._spent("inspect", t, later=True)
-            p.dot = read_dot(ptr) if self.cfg.dot else ""
-            self._spent("dot", t, later=True)
-        except GraphscopeError as exc:
-            p.rec.failed = f"could not inspect the graph: {exc}"
+            p.dot = read_dot(cuda_graph.raw_cuda_graph())
+        except Exception as exc:  # noqa: BLE001 - the DOT is optional; the graph is read
+            self.warnings.append(f"{p.rec.site}: the driver's DOT could not be read: {exc}")
+        self._spent("dot", t, later=True)
 
     def graph_going(self, cuda_graph: Any) -> None:
-        """``cuda_graph`` is being reset or freed: inspect it now, if it is waiting."""
+        """``cuda_graph`` is being reset or freed: its kept template's DOT is read now, if it
+        is waiting."""
         p = self.pending.get(id(cuda_graph))
         if p is None:
             return
-        self._inspect(p, cuda_graph)
+        self._read_dot(p, cuda_graph)
         if self._window is None:  # not inside another capture: read the batch now
             self.flush()
 
     def flush(self) -> None:
-        """Read every pending capture: one allocator snapshot for the batch, each template's
-        inspection and DOT, the annotations published (and rekeyed where instantiated)."""
+        """Read every pending capture: one allocator snapshot for the batch, each graph's names
+        demangled, a kept template's DOT, the annotations published (and rekeyed where
+        instantiated)."""
         if self._window is not None:
             return
         self._release_batch()
@@ -443,13 +478,10 @@ class GraphWatch:
             rec, g = p.rec, p.graph()
             rec.window = None
             if g is not None:
-                self._inspect(p, g)
-            elif not p.inspected:
-                rec.failed = "the graph was freed before graphscope could inspect it"
-            if p.inspection is None:
-                rec.failed = rec.failed or "no records"
-                self.warnings.append(f"{rec.site}: {rec.failed}")
-                continue
+                self._read_dot(p, g)
+            t = time.perf_counter()
+            p.inspection = native.demangled(p.inspection, self._demangled)
+            self._spent("inspect", t, later=True)
             records = p.records
             if isinstance(records, nodecount.CountedNodes):  # its nodes are the template's
                 records = resolve_accumulation(nodecount.as_created(records, p.inspection))
