@@ -58,6 +58,9 @@ std::string load_driver() {
   if (!ok) return "libcuda.so.1 lacks a required graph symbol (driver older than CUDA 12.3?)";
   sym(h, "cuKernelGetName", drv.KernelGetName);
   sym(h, "cuGraphNodeGetToolsId", drv.GraphNodeGetToolsId);
+  sym(h, "cuGraphCreate", drv.GraphCreate);
+  sym(h, "cuGraphAddEmptyNode", drv.GraphAddEmptyNode);
+  sym(h, "cuGraphDestroy", drv.GraphDestroy);
   if (!sym(h, "cuStreamGetCaptureInfo_v3", drv.StreamGetCaptureInfo)) {
     // the entry point of the CUDA 12.3 signature (the one with edge data), by version
     CUresult (*get_proc)(const char*, void**, int, cuuint64_t,

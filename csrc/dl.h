@@ -54,6 +54,10 @@ struct DriverApi {
   CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
                                    const CUgraphNode**, const CUgraphEdgeData**,
                                    size_t*) = nullptr;
+  // optional: warm_graph_ids (inspect.cpp) makes and drops an empty graph
+  CUresult (*GraphCreate)(CUgraph*, unsigned int) = nullptr;
+  CUresult (*GraphAddEmptyNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t) = nullptr;
+  CUresult (*GraphDestroy)(CUgraph) = nullptr;
   // CUDA >= 13.1 driver only: probed, never required.
   CUresult (*GraphNodeGetToolsId)(CUgraphNode, unsigned long long*) = nullptr;
 };

@@ -150,6 +150,29 @@ uintptr_t capture_graph(uintptr_t stream) {
   return reinterpret_cast<uintptr_t>(graph);
 }
 
+std::string warm_graph_ids() {
+  require_loaded();
+  if (!drv.GraphCreate || !drv.GraphAddEmptyNode || !drv.GraphDestroy)
+    return "libcuda lacks cuGraphCreate/cuGraphAddEmptyNode/cuGraphDestroy";
+  CUgraph g = nullptr;
+  CUresult r = drv.GraphCreate(&g, 0);
+  if (r != CUDA_SUCCESS) return "cuGraphCreate: error " + std::to_string(static_cast<int>(r));
+  CUgraphNode n = nullptr;
+  std::string why;
+  r = drv.GraphAddEmptyNode(&n, g, nullptr, 0);
+  if (r != CUDA_SUCCESS) {
+    why = "cuGraphAddEmptyNode: error " + std::to_string(static_cast<int>(r));
+  } else {
+    uint64_t nid = 0;
+    uint32_t gid = 0;
+    CUptiResult c = cupti.GetGraphNodeId(n, &nid);
+    if (c == CUPTI_SUCCESS) c = cupti.GetGraphId(g, &gid);
+    if (c != CUPTI_SUCCESS) why = "cuptiGetGraphNodeId: " + cupti_error(c);
+  }
+  drv.GraphDestroy(g);
+  return why;
+}
+
 void debug_dot_print(uintptr_t graph_ptr, const std::string& path) {
   require_loaded();
   // 1 = CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE

@@ -16,6 +16,10 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names = true);
 uintptr_t capture_graph(uintptr_t stream);
 uint32_t exec_id(uintptr_t exec_ptr);
 uint32_t graph_id(uintptr_t graph_ptr);
+// Read CUPTI's ids of an empty graph made and dropped here: a process's first id read costs
+// ~15 ms (bench/probes/first_call_gpu.py); done at install, not in the program's first
+// capture. Returns why it could not be done ('' when done).
+std::string warm_graph_ids();
 void debug_dot_print(uintptr_t graph_ptr, const std::string& path);
 
 }  // namespace gs

@@ -478,6 +478,13 @@ def capture_graph(stream: int) -> int:
     return int(_call(ensure_loaded().capture_graph, int(stream)))
 
 
+def warm_graph_ids() -> str:
+    """Read CUPTI's ids of an empty graph made and dropped now: a process's first id read
+    costs ~15 ms, which ``graphscope run`` takes at its start rather than in the program's
+    first capture. Returns why it could not ('' when done)."""
+    return str(_call(ensure_loaded().warm_graph_ids))
+
+
 def demangled(ins: GraphInspection, cache: dict[str, str]) -> GraphInspection:
     """``ins`` with its kernel names demangled, through ``cache`` (raw name -> demangled),
     which a capture loop's graphs share: a ladder's buckets launch the same kernels."""
