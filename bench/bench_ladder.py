@@ -6,10 +6,12 @@ memory pool, as vLLM does. The program times its own capture loop, its first rep
 --op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
 (paired rounds; the order of the variants reversed every other round). Prints JSON; the
 figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]
-[--no-all-ops] [--counts-learned]`` (``--no-all-ops``: plain and ``run`` only, twice the
-rounds in the same time; ``--counts-learned``: and ``run`` with
+[--no-all-ops] [--counts-learned] [--walk-counts]`` (``--no-all-ops``: plain and ``run`` only,
+twice the rounds in the same time; ``--counts-learned``: and ``run`` with
 ``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
-CUPTI, the node counts' way before they became the default for captures begun with grad off).
+CUPTI, the node counts' way before they became the default for captures begun with grad off;
+``--walk-counts``: and ``run`` with ``GRAPHSCOPE_COUNT_DEPS=0``, every node-count note a walk of
+the graph, as before the ninth session).
 """
 
 from __future__ import annotations
@@ -142,12 +144,13 @@ def ladder_facts(bundle: str) -> dict:
 
 
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
-         counts_learned: bool = False) -> None:
+         counts_learned: bool = False, walk: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
             f.write(PROGRAM)
-        res: dict[str, list[dict]] = {"plain": [], "run": [], "every": [], "learned": []}
+        res: dict[str, list[dict]] = {"plain": [], "run": [], "every": [], "learned": [],
+                                      "walk": []}
         variants = {"plain": lambda: once(path, False, traced, untraced),
                     "run": lambda: once(path, True, traced, untraced)}
         if all_ops:
@@ -156,6 +159,9 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         if counts_learned:
             variants["learned"] = lambda: once(path, True, traced, untraced,
                                                env={"GRAPHSCOPE_NODE_COUNTS": "learned"})
+        if walk:
+            variants["walk"] = lambda: once(path, True, traced, untraced,
+                                            env={"GRAPHSCOPE_COUNT_DEPS": "0"})
         for i in range(rounds):  # paired; every other round in the reverse order
             for k in (list(variants) if i % 2 == 0 else list(reversed(variants))):
                 res[k].append(variants[k]())
@@ -171,6 +177,7 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
     ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, run)]
     every_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, every)]
     counted_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, counted)]
+    walk_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, res["walk"])]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
@@ -184,6 +191,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "all_ops_capture_ratio_all": every_ratios,
         "counts_learned_capture_ratio": statistics.median(counted_ratios) if counted else None,
         "counts_learned_capture_ratio_all": counted_ratios,
+        "walk_capture_ratio": statistics.median(walk_ratios) if walk_ratios else None,
+        "walk_capture_ratio_all": walk_ratios,
         "traced_replays_per_graph": traced,
         "plain_traced_replay_ms": med(plain, "traced_replay_ms"),
         "run_traced_replay_ms": med(run, "traced_replay_ms"),
@@ -194,11 +203,12 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "program_pool_reserved_bytes": plain[0]["pool_reserved_bytes"],
         "bundle": facts,
         "plain_all": plain, "run_all": run, "all_ops_all": every, "counts_learned_all": counted,
+        "walk_all": res["walk"],
     }
     print(json.dumps(res, indent=1))
 
 
-if __name__ == "__main__":  # bench_ladder.py [ROUNDS] [--no-all-ops] [--counts-learned]
+if __name__ == "__main__":  # [ROUNDS] [--no-all-ops] [--counts-learned] [--walk-counts]
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv,
-         counts_learned="--counts-learned" in sys.argv)
+         counts_learned="--counts-learned" in sys.argv, walk="--walk-counts" in sys.argv)

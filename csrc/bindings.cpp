@@ -132,16 +132,18 @@ NB_MODULE(_native, m) {
     g_slot_generation.fetch_add(1);
     count_note(tls);
   }, "Retire every thread's backward slot.");
-  m.def("count_start", &count_start, nb::arg("fake") = false,
+  m.def("count_start", &count_start, nb::arg("fake") = false, nb::arg("how") = kCountWalk,
         "Note the graph's node count at this thread's scope changes (nodecount.h).");
   m.def("count_attach", &count_attach, nb::arg("stream"),
         "The capture began on stream (this thread's): count its graph from now.");
   m.def("count_detach", &count_detach,
         "The capture is ending: no more notes (its graph may be destroyed if it fails).");
-  m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"),
-        "count_start(fake=True)'s node count (tests without a GPU).");
+  m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"), nb::arg("deps") = -1,
+        "count_start(fake=True)'s node count, and the stream dependencies' count when it "
+        "differs (tests without a GPU).");
   m.def("count_stop", &count_stop,
-        "Stop counting: {counts u8, scopes i8, ops i8, attached, foreign, errors}.");
+        "Stop counting: {counts u8, scopes i8, ops i8, attached, foreign, errors, how, "
+        "mismatches}.");
   m.def("counting", []() -> bool { return g_counting.load(); });
   m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
   m.def("set_current_op", &set_current_op_c, nb::arg("op"));

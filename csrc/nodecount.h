@@ -26,10 +26,19 @@ inline void count_note(ThreadState& t, bool op = false) {
   if (g_counting.load(std::memory_order_relaxed)) count_note_slow(t, op);
 }
 
-void count_start(bool fake);
+// How a note counts: kCountWalk walks the graph (cuGraphGetNodes: exact, O(nodes));
+// kCountDeps reads the origin stream's dependencies (O(1): exact while the newest node is one
+// of them, checked by one walk when the capture ends); kCountVerify walks and compares the
+// two at every note (a site's first counted capture: graphscope run uses kCountDeps for its
+// later ones only when they agreed throughout).
+constexpr int kCountWalk = 0;
+constexpr int kCountDeps = 1;
+constexpr int kCountVerify = 2;
+
+void count_start(bool fake, int how = kCountWalk);
 void count_attach(uintptr_t stream);
 void count_detach();
-void count_fake_nodes(uint64_t n);
+void count_fake_nodes(uint64_t n, int64_t deps = -1);
 nb::dict count_stop();
 
 }  // namespace gs

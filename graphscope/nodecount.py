@@ -35,6 +35,18 @@ import numpy as np
 from . import native
 
 ENV = "GRAPHSCOPE_NODE_COUNTS"
+DEPS_ENV = "GRAPHSCOPE_COUNT_DEPS"
+
+# How a note counts (csrc/nodecount.h): WALK walks the graph (cuGraphGetNodes, exact, O(nodes));
+# DEPS reads the capture stream's dependencies (O(1), exact while the newest node is one of
+# them; one walk at the capture's end checks the last count); VERIFY walks and compares the two
+# at every note.
+WALK, DEPS, VERIFY = 0, 1, 2
+
+
+def deps_allowed() -> bool:
+    """``GRAPHSCOPE_COUNT_DEPS=0`` keeps every count a walk of the graph."""
+    return os.environ.get(DEPS_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def mode() -> str:
@@ -60,6 +72,8 @@ class CountedNodes:
     foreign: int  # scope changes on other threads while counting (their nodes: unknown)
     errors: int  # node counts the driver refused
     thread: int  # the capturing thread's native id
+    how: int = WALK  # WALK, DEPS or VERIFY
+    mismatches: int = 0  # notes (DEPS: the capture's end) where the two counts differed
 
     def problem(self) -> str:
         """Why this window recorded nothing usable ('' when it did)."""
@@ -77,14 +91,15 @@ class CountedNodes:
 
 
 @contextmanager
-def counting(fake: bool = False) -> Iterator[list[CountedNodes]]:
+def counting(fake: bool = False, how: int = WALK) -> Iterator[list[CountedNodes]]:
     """Count nodes on this thread for the ``with`` body (attach to the capture with
-    :func:`attach` once it has begun); yields a list that holds the :class:`CountedNodes`
-    once the body ends. CUPTI's subscription held across captures (:data:`native.HELD`) is
-    released first: while subscribed, every captured launch pays for its callbacks."""
+    :func:`attach` once it has begun), the ``how`` way; yields a list that holds the
+    :class:`CountedNodes` once the body ends. CUPTI's subscription held across captures
+    (:data:`native.HELD`) is released first: while subscribed, every captured launch pays for
+    its callbacks."""
     ext = native.extension() if fake else native.ensure_loaded()
     native.HELD.release()
-    native._call(ext.count_start, fake)
+    native._call(ext.count_start, fake, how)
     out: list[CountedNodes] = []
     try:
         yield out
@@ -94,7 +109,8 @@ def counting(fake: bool = False) -> Iterator[list[CountedNodes]]:
                                 scopes=native._col(d["scopes"], "<i8"),
                                 ops=native._col(d["ops"], "<i8"),
                                 attached=bool(d["attached"]), foreign=int(d["foreign"]),
-                                errors=int(d["errors"]), thread=threading.get_native_id()))
+                                errors=int(d["errors"]), thread=threading.get_native_id(),
+                                how=int(d["how"]), mismatches=int(d["mismatches"])))
 
 
 def detach() -> None:

@@ -131,16 +131,17 @@ def annotations_active() -> bool:
 
 
 @contextlib.contextmanager
-def session(record_ops: bool = False, held: bool = False, counted: bool = False
-            ) -> Iterator[list[Any]]:
+def session(record_ops: bool = False, held: bool = False, counted: bool = False,
+            count_how: int = 0) -> Iterator[list[Any]]:
     """Subscribe the recorder and start backward attribution; yields the records list.
     ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows.
     ``counted``: no subscription; the list gets one :class:`graphscope.nodecount.CountedNodes`
-    (the capture attached with :func:`graphscope.nodecount.attach`), not recorder rows."""
+    (the capture attached with :func:`graphscope.nodecount.attach`), not recorder rows, counted
+    the ``count_how`` way (:data:`graphscope.nodecount.WALK`, ``DEPS`` or ``VERIFY``)."""
     attribution = state.ATTRIBUTION
     if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")
-    window: Any = (nodecount.counting() if counted else native.HELD.window() if held
+    window: Any = (nodecount.counting(how=count_how) if counted else native.HELD.window() if held
                    else native.recording())
     with window as records:
         s = Session(record_ops)

@@ -1,5 +1,7 @@
 """Node counting on the GPU: ``graphscope run`` records captures by the capture graph's node
-count at each scope and op change (no CUPTI subscription, graphscope/nodecount.py). By default
+count at each scope and op change (no CUPTI subscription, graphscope/nodecount.py): a site's
+first counted capture walks the graph at every note and compares the capture stream's
+dependencies, its later ones read the dependencies alone where the two agreed. By default
 every capture begun with grad off is counted, ops included: against CUPTI in every capture
 (``GRAPHSCOPE_NODE_COUNTS=0``), bundle against bundle, node for node, scope, op, shapes and
 source line. ``=learned`` counts a site's captures past its first ``--op-captures``: captured
@@ -121,6 +123,13 @@ def test_counting_every_capture_gives_cuptis_scopes_and_ops(tmp_path, which, mod
     counted = run(tmp_path, which, module, name="counted")
     assert [g["info"].get("scopes_from") for g in cupti] == [None] * 4
     assert [g["info"].get("scopes_from") for g in counted] == ["node_counts"] * 4
+    # AND the first counted capture walked the graph at every note and compared the capture
+    # stream's dependencies; on one stream they agree and the later captures use them alone
+    by = [g["info"].get("node_counts_by") for g in counted]
+    assert by[0] == "walk_verified", by
+    if which == "gpt2":
+        assert by[1:] == ["stream_deps"] * 3, by
+    assert set(by[1:]) <= {"stream_deps", "walk"}, by
     # THEN graph for graph, node for node: the same scope, aten op, shapes and source line
     for a, b in zip(cupti, counted):
         assert full(b) == full(a)

@@ -163,3 +163,58 @@ def test_the_mode_is_read_from_the_environment(monkeypatch):
         assert nodecount.mode() == mode
     monkeypatch.delenv("GRAPHSCOPE_NODE_COUNTS")
     assert nodecount.mode() == "all"
+
+
+def test_counting_by_the_streams_dependencies_notes_their_count(ext):
+    # GIVEN notes counted by the capture stream's dependencies (their newest node + 1)
+    with nodecount.counting(fake=True, how=nodecount.DEPS) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        ext.count_fake_nodes(3, 2)  # the graph has 3 nodes, the stream follows node 1
+        native.push_scope(7)
+        ext.count_fake_nodes(4, 1)  # a stream whose dependencies were reset: never fewer
+        native.pop_scope()
+        native.pop_scope()
+        nodecount.detach()  # the end: one walk checks the last count (4 against 2)
+    m = out[0]
+    # THEN the notes carry the dependencies' counts, and the end's check says they differed
+    assert m.counts.tolist() == [0, 2] and m.scopes.tolist() == [5, -1]
+    assert m.how == nodecount.DEPS and m.mismatches == 1
+
+
+def test_counting_by_dependencies_that_agree_with_the_walk_to_the_end_has_no_mismatch(ext):
+    with nodecount.counting(fake=True, how=nodecount.DEPS) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        ext.count_fake_nodes(3)  # the stream's newest node is the graph's newest: equal
+        native.pop_scope()
+        nodecount.detach()
+    assert out[0].counts.tolist() == [0, 3] and out[0].mismatches == 0
+
+
+def test_verified_counting_keeps_the_walks_count_and_counts_disagreements(ext):
+    with nodecount.counting(fake=True, how=nodecount.VERIFY) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        ext.count_fake_nodes(3, 2)  # another stream's newest node not joined: they differ
+        native.push_scope(7)
+        ext.count_fake_nodes(4)  # joined again: they agree
+        native.pop_scope()
+        native.pop_scope()
+    m = out[0]
+    assert m.counts.tolist() == [0, 3, 4] and m.scopes.tolist() == [5, 7, -1]
+    assert m.how == nodecount.VERIFY and m.mismatches == 1
+
+
+def test_an_unknown_count_method_is_refused(ext):
+    with pytest.raises(Exception, match="unknown node count method 7"):
+        with nodecount.counting(fake=True, how=7):
+            pass
+    assert not ext.counting()
+
+
+def test_counting_by_dependencies_can_be_turned_off(monkeypatch):
+    monkeypatch.delenv("GRAPHSCOPE_COUNT_DEPS", raising=False)
+    assert nodecount.deps_allowed()
+    monkeypatch.setenv("GRAPHSCOPE_COUNT_DEPS", "0")
+    assert not nodecount.deps_allowed()

@@ -96,7 +96,7 @@ class FakeGraph:
 
 @pytest.fixture()
 def watch(monkeypatch):
-    events, counted_windows, threads = [], [], []
+    events, counted_windows, threads, count_hows = [], [], [], []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(W.native, "inspect_graph",
                         lambda ptr, demangle=True: events.append("inspect") or _inspection(3))
@@ -108,14 +108,15 @@ def watch(monkeypatch):
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
 
     @contextlib.contextmanager
-    def session(record_ops, held=False, counted=False):
+    def session(record_ops, held=False, counted=False, count_how=0):
         events.append(("ops" if record_ops else "no ops", held))
         if counted:  # the real node counting, its count faked (count_fake_nodes)
             counted_windows.append(len(counted_windows))
+            count_hows.append(count_how)
             # an annotated capture for the module scopes (the real session's attribution)
             W.state.ATTRIBUTION.active = types.SimpleNamespace(leaf_scope=None)
             try:
-                with nodecount.counting(fake=True) as out:
+                with nodecount.counting(fake=True, how=count_how) as out:
                     yield out
             finally:
                 W.state.ATTRIBUTION.active = None
@@ -134,6 +135,7 @@ def watch(monkeypatch):
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, op_captures=2))
     undo = patch_cuda_graph(w)
     w.events, w.counted_windows, w.threads = events, counted_windows, threads
+    w.count_hows = count_hows
     yield w
     w._release_batch()  # a test that leaves its batch open must not leave nn.Module patched
     undo()
@@ -504,3 +506,64 @@ def test_learned_node_counts_keep_a_grad_off_sites_first_captures_on_cupti(watch
     # THEN its op captures subscribe CUPTI and only the captures after them are counted
     assert [g.counted for g in watch.graphs] == [False, False, True, True]
     assert len(watch.counted_windows) == 2
+
+
+def test_a_sites_first_counted_capture_verifies_the_cheap_count_and_the_rest_use_it(
+        watch, monkeypatch, published):
+    # GIVEN a grad-off ladder, every capture counted
+    monkeypatch.delenv("GRAPHSCOPE_NODE_COUNTS", raising=False)
+    monkeypatch.delenv("GRAPHSCOPE_COUNT_DEPS", raising=False)
+    with torch.no_grad():
+        _ladder(4)
+    # THEN the first walks the graph at every note and compares the stream's dependencies;
+    # they agreed (one stream), so the others count by the dependencies alone
+    assert watch.count_hows == [nodecount.VERIFY] + [nodecount.DEPS] * 3
+    assert [g.info()["node_counts_by"] for g in watch.graphs] == [
+        "walk_verified", "stream_deps", "stream_deps", "stream_deps"]
+    watch.flush()
+    assert all(r.scope.tolist() == published[0].scope.tolist() for r in published)
+    assert published[0].scope[0] >= 0 and not watch.warnings
+
+
+def test_a_site_whose_streams_dependencies_missed_nodes_keeps_walking(watch, monkeypatch,
+                                                                    published):
+    # GIVEN a site whose first counted capture had another stream's newest work unjoined at a
+    # note (the stream's dependencies counted fewer nodes than the graph had)
+    def side_stream(i):
+        if i == 0:
+            native.extension().count_fake_nodes(3, 2)
+            native.push_scope(5)
+            native.pop_scope()
+
+    with torch.no_grad():
+        _ladder(3, during=side_stream)
+    # THEN its later captures walk the graph, and every capture keeps its scopes
+    assert watch.count_hows == [nodecount.VERIFY, nodecount.WALK, nodecount.WALK]
+    assert watch.deps_ok == {watch.graphs[0].site: False} and not watch.warnings
+
+
+def test_a_capture_counted_by_dependencies_that_missed_nodes_is_left_unscoped(
+        watch, monkeypatch, published):
+    # GIVEN a site verified on one stream, whose third capture ends with another stream's
+    # newest node unjoined (the end's walk finds more nodes than the dependencies say)
+    def late_side_stream(i):
+        if i == 2:
+            native.extension().count_fake_nodes(3, 2)
+
+    with torch.no_grad():
+        _ladder(4, during=late_side_stream)
+    assert watch.count_hows == [nodecount.VERIFY] + [nodecount.DEPS] * 2 + [nodecount.WALK]
+    # THEN that capture says why its nodes are unscoped, and the next walks the graph
+    assert "dependencies missed nodes made on another stream" in watch.graphs[2].scopes_unknown
+    assert any("later captures walk the graph" in w for w in watch.warnings)
+    watch.flush()
+    assert published[2].scope.tolist() == [-1, -1, -1]
+    assert published[3].scope.tolist() == published[0].scope.tolist()
+
+
+def test_counting_by_dependencies_can_be_turned_off_for_a_run(watch, monkeypatch):
+    monkeypatch.setenv("GRAPHSCOPE_COUNT_DEPS", "0")
+    with torch.no_grad():
+        _ladder(3)
+    assert watch.count_hows == [nodecount.WALK] * 3
+    assert {g.info()["node_counts_by"] for g in watch.graphs} == {"walk"}

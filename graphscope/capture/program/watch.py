@@ -55,6 +55,9 @@ if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
 
 FLUSH_AFTER_S = 2.0  # a pause this long after a capture ends the batch: it is read then
+# how a counted capture's notes counted the graph's nodes (graph info "node_counts_by")
+_COUNT_BY = {nodecount.WALK: "walk", nodecount.DEPS: "stream_deps",
+             nodecount.VERIFY: "walk_verified"}
 
 
 @dataclass
@@ -83,6 +86,7 @@ class ProgramGraph:
     window: Optional[Window] = None  # the meter's window, until the batch is read
     ops_recorded: bool = True  # False: past the site's --op-captures (scopes only; not --no-ops)
     counted: bool = False  # scopes from node counts, not CUPTI's callbacks (graphscope.nodecount)
+    count_how: int = nodecount.WALK  # how a counted capture counted (nodecount.WALK/DEPS/VERIFY)
     scopes_unknown: str = ""  # a counted capture whose nodes were left unscoped: why
 
     @property
@@ -107,6 +111,7 @@ class ProgramGraph:
             info["ops_recorded"] = False
         if self.counted:
             info["scopes_from"] = "node_counts"
+            info["node_counts_by"] = _COUNT_BY[self.count_how]
         if self.scopes_unknown:
             info["scopes_unknown"] = self.scopes_unknown
         return info
@@ -135,6 +140,10 @@ class GraphWatch:
         # site -> its CUPTI captures so far made every node on the capturing thread: the next
         # ones may be counted (False: a site that must stay on CUPTI)
         self.countable: dict[str, bool] = {}
+        # site -> whether its counted captures may count by the stream's dependencies (True:
+        # a capture that walked the graph at every note found the two counts equal at each;
+        # False: they differed, walk; absent: the next counted capture compares them)
+        self.deps_ok: dict[str, bool] = {}
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
@@ -216,12 +225,17 @@ class GraphWatch:
         record_ops = self.cfg.record_ops and within
         rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
         rec.counted = self._counts(site, kind, record_ops)
+        if rec.counted and nodecount.deps_allowed():
+            ok = self.deps_ok.get(site)
+            rec.count_how = (nodecount.VERIFY if ok is None else
+                             nodecount.DEPS if ok else nodecount.WALK)
         self.module_names.new_window()
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
         try:
             self._records = stack.enter_context(ann.session(record_ops, held=True,
-                                                            counted=rec.counted))
+                                                            counted=rec.counted,
+                                                            count_how=rec.count_how))
             t = self._spent("subscribe", t)
             self._hold_batch()
             active = state.ATTRIBUTION.active
@@ -424,6 +438,19 @@ class GraphWatch:
             self.countable[rec.site] = self.countable.get(rec.site, True) and own
             return records
         why = records.problem()
+        if records.how == nodecount.VERIFY and not why:
+            self.deps_ok[rec.site] = records.mismatches == 0
+        if records.how == nodecount.DEPS and records.mismatches and not why:
+            # another stream's newest work was not joined where the stream's dependencies
+            # were read: nodes may carry a later scope than theirs, so none is given one
+            self.deps_ok[rec.site] = False
+            rec.scopes_unknown = ("the capture stream's dependencies missed nodes made on "
+                                  "another stream")
+            self.warnings.append(
+                f"{rec.site}: a capture counted by its stream's dependencies saw "
+                f"{rec.scopes_unknown}: its nodes are left without module scopes (the site's "
+                "later captures walk the graph)")
+            return records.unplaced()
         if why:
             self.countable[rec.site] = False
             rec.failed = rec.failed or f"not recorded: {why}"
