@@ -11,7 +11,9 @@ Layout (every JSON file carries ``schema_version``)::
     summary.json       module table and top kernels (what `graphscope report` prints)
     counters.json      optional: hardware counters per node (``capture --counters``)
     raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint); graph names that are
-                       not plain file names are sanitised (``CapturedGraph.dot_file``)
+                       not plain file names are sanitised (``CapturedGraph.dot_file``); under
+                       ``graphscope run`` only a capture site's first graph and the graphs the
+                       program kept (``keep_graph=True``) have one
 """
 
 from __future__ import annotations
