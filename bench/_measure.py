@@ -61,6 +61,33 @@ def shuffled_rounds(variants, rounds, seed, warm=False, each=None):
     return res
 
 
+def variant_probe(source, name, variants, rounds, seed, digits=3):
+    """Write ``source`` to a temporary script ``name`` and run it once per variant per round, in
+    fresh processes, shuffled (``python3 SCRIPT VARIANT``; it prints ``RESULT {...}``); print
+    each result as ``ROUND VARIANT {...}``, then per variant ``MED VARIANT {...}``, the median of
+    each numeric field. Returns {variant: [results]}."""
+    import json
+    import os
+    import statistics
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(), name)
+    with open(path, "w") as f:
+        f.write(source)
+    res = shuffled_rounds(
+        {k: (lambda k=k: child_result([sys.executable, path, k], label=k)) for k in variants},
+        rounds, seed, each=lambda i, k, r: print(i, k, json.dumps(
+            {a: round(b, digits) if isinstance(b, float) else b for a, b in r.items()}),
+            flush=True))
+    for k, rs in res.items():
+        if rs:
+            num = [a for a in rs[0] if isinstance(rs[0][a], (int, float))
+                   and not isinstance(rs[0][a], bool)]
+            print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), digits)
+                                        for a in num}), flush=True)
+    return res
+
+
 def child_result(cmd, env=None, label=""):
     """Run ``cmd`` in a fresh process; the JSON of its ``RESULT {...}`` line, or None (said on
     stdout with the end of its stderr)."""

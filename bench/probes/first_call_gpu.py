@@ -17,14 +17,11 @@ Needs a GPU: ``python3 bench/probes/first_call_gpu.py [ROUNDS]``.
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _measure import child_result, shuffled_rounds  # noqa: E402
+from _measure import variant_probe  # noqa: E402
 
 PROBE = r'''
 import ctypes, json, sys, time
@@ -122,19 +119,9 @@ print("RESULT", json.dumps(out))
 
 
 def main(rounds: int) -> None:
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "first_call.py")
-    with open(path, "w") as f:
-        f.write(PROBE)
-    variants = {k: (lambda k=k: child_result([sys.executable, path, k], label=k))
-                for k in ("driver_first", "cupti_first", "empty_warm", "empty_warm_early")}
-    res = shuffled_rounds(variants, rounds, seed=3, each=lambda i, k, r: print(
-        i, k, json.dumps(r), flush=True))
-    for k, rs in res.items():
-        if rs:
-            num = [a for a in rs[0] if isinstance(rs[0][a], float)]
-            print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 3)
-                                        for a in num}), flush=True)
+    variant_probe(PROBE, "first_call.py",
+                  ("driver_first", "cupti_first", "empty_warm", "empty_warm_early"), rounds,
+                  seed=3)
 
 
 if __name__ == "__main__":

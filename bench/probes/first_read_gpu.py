@@ -16,14 +16,11 @@ Needs a GPU: ``python3 bench/probes/first_read_gpu.py [ROUNDS]``.
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _measure import child_result, shuffled_rounds  # noqa: E402
+from _measure import variant_probe  # noqa: E402
 
 PROBE = r'''
 import ctypes, json, sys, time
@@ -69,18 +66,7 @@ print("RESULT", json.dumps(out))
 
 
 def main(rounds: int) -> None:
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "first_read.py")
-    with open(path, "w") as f:
-        f.write(PROBE)
-    variants = {k: (lambda k=k: child_result([sys.executable, path, k], label=k))
-                for k in ("cold", "ts_first")}
-    res = shuffled_rounds(variants, rounds, seed=5, each=lambda i, k, r: print(
-        i, k, json.dumps({a: round(b, 3) for a, b in r.items()}), flush=True))
-    for k, rs in res.items():
-        if rs:
-            print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 3)
-                                        for a in rs[0]}), flush=True)
+    variant_probe(PROBE, "first_read.py", ("cold", "ts_first"), rounds, seed=5)
 
 
 if __name__ == "__main__":

@@ -19,15 +19,12 @@ inside ``torch.cuda.graph``. Needs a GPU: ``python3 bench/probes/keep_graph_gpu.
 
 from __future__ import annotations
 
-import json
 import os
-import statistics
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import bench_ladder as B  # noqa: E402
-from _measure import child_result, shuffled_rounds  # noqa: E402
+from _measure import variant_probe  # noqa: E402
 
 PROBE = r'''
 VARIANT = sys.argv[1]
@@ -64,18 +61,8 @@ print("RESULT", json.dumps({"loop_s": loop_s, "body_ms": body_s / len(SIZES) * 1
 
 
 def main(rounds: int) -> None:
-    d = tempfile.mkdtemp()
-    path = os.path.join(d, "keep.py")
-    with open(path, "w") as f:
-        f.write(B.MODEL + PROBE)
-    variants = {k: (lambda k=k: child_result([sys.executable, path, k], label=k))
-                for k in ("plain", "keep", "plain_after_kept")}
-    res = shuffled_rounds(variants, rounds, seed=11, each=lambda i, k, r: print(
-        i, k, json.dumps({a: round(b, 4) for a, b in r.items()}), flush=True))
-    for k, rs in res.items():
-        if rs:
-            print("MED", k, json.dumps({a: round(statistics.median(r[a] for r in rs), 4)
-                                        for a in rs[0]}), flush=True)
+    variant_probe(B.MODEL + PROBE, "keep.py", ("plain", "keep", "plain_after_kept"), rounds,
+                  seed=11, digits=4)
 
 
 if __name__ == "__main__":
