@@ -14,7 +14,10 @@ milliseconds per capture; then the watch's own seconds by cause (the bundle's
 ``capture_overhead_s``), per capture. GPU-only costs (CUPTI's callbacks, keep_graph and the
 separate instantiate) come on top: bench_ladder.py and bench_ladder_parts.py measure those.
 
-    .venv/bin/python bench/bench_watch_cpu.py [ROUNDS]
+    .venv/bin/python bench/bench_watch_cpu.py [ROUNDS] [SIZES]
+
+(``SIZES``: the ladder's first N batch sizes only; tests/unit/test_bench_watch.py runs 1 round
+of 3 so the bench keeps working.)
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ def fake_cuda() -> None:
     native.HELD = NoCupti()  # type: ignore[assignment]
     # a site's captures past --op-captures count nodes (graphscope.nodecount): the count faked
     real_counting = nodecount.counting
-    nodecount.counting = lambda fake=True: real_counting(fake=True)  # type: ignore[misc]
+    nodecount.counting = lambda fake=True, how=0: real_counting(fake=True, how=how)  # type: ignore[misc]
     torch.cuda.current_stream = lambda *a: type("S", (), {"cuda_stream": 0})  # type: ignore
     torch.cuda.CUDAGraph = FakeGraph  # type: ignore[misc,assignment]
     torch.cuda.memory._record_memory_history = lambda *a, **k: None
@@ -168,11 +171,12 @@ def watched(model: nn.Module, tokens: torch.Tensor, op_captures: int, sizes: lis
         w.pending.clear()
 
 
-def main(rounds: int = 9) -> None:
+def main(rounds: int = 9, n_sizes: int = 0) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     fake_cuda()
     model, tokens, sizes = cpu_model()
+    sizes = sizes[:n_sizes] if n_sizes else sizes
     variants = {"plain": lambda: loop(model, tokens, False, sizes),
                 "watch": lambda: watched(model, tokens, 2, sizes),
                 "watch_all_ops": lambda: watched(model, tokens, 0, sizes)}
@@ -191,4 +195,5 @@ def main(rounds: int = 9) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 9)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 9,
+         int(sys.argv[2]) if len(sys.argv) > 2 else 0)
