@@ -66,9 +66,13 @@ class FakeGraph:
 
     ends = []  # (what, counting) in order: the patched capture_end's parent call
 
+    fail_end = False
+
     def capture_end(self):
         FakeGraph.ends.append(("capture_end", native.extension().counting()))
         FakeGraph.capturing = None
+        if FakeGraph.fail_end:  # the driver destroys the graph of a failed capture
+            raise RuntimeError("operation not permitted when stream is capturing")
         self.template = self.keep
         self.exec = not self.keep
 
@@ -567,3 +571,22 @@ def test_counting_by_dependencies_can_be_turned_off_for_a_run(watch, monkeypatch
         _ladder(3)
     assert watch.count_hows == [nodecount.WALK] * 3
     assert {g.info()["node_counts_by"] for g in watch.graphs} == {"walk"}
+
+
+def test_a_capture_end_that_fails_after_its_graph_was_read_keeps_nothing_of_it(watch,
+                                                                              monkeypatch):
+    # GIVEN a capture whose graph was read before capture_end, and capture_end then fails
+    (ok,) = _capture(1)
+    monkeypatch.setattr(FakeGraph, "fail_end", True)
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    with pytest.raises(RuntimeError, match="not permitted"):
+        g.capture_end()
+    # THEN the capture is failed with torch's reason, nothing of it waits to be read
+    assert watch.graphs[-1].failed.startswith("capture failed: operation not permitted")
+    assert id(g) not in watch.pending and watch._read is None
+    # AND the next capture is read as usual
+    monkeypatch.setattr(FakeGraph, "fail_end", False)
+    (nxt,) = _capture(1)
+    raw = watch.result()
+    assert len(raw.graphs) == 2 and [bool(r.failed) for r in watch.graphs] == [False, True, False]

@@ -374,6 +374,7 @@ class GraphWatch:
     def abort(self, cuda_graph: Any, why: str) -> None:
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None and rec is self.current:
+            self._read = None  # what ending read of the failed capture's graph
             rec.failed = why
             rec.outputs = []  # a failed capture's tensors are not kept alive by graphscope
             self.meter.cancel()
