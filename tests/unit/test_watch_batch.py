@@ -590,3 +590,21 @@ def test_a_capture_end_that_fails_after_its_graph_was_read_keeps_nothing_of_it(w
     (nxt,) = _capture(1)
     raw = watch.result()
     assert len(raw.graphs) == 2 and [bool(r.failed) for r in watch.graphs] == [False, True, False]
+
+
+def test_a_dependency_count_miss_with_another_threads_scope_change_sends_the_site_to_cupti(
+        watch, published):
+    def both(i):
+        if i == 2:  # a capture counted by the stream's dependencies
+            native.extension().count_fake_nodes(3, 2)
+            t = threading.Thread(target=lambda: (native.push_scope(5), native.pop_scope()))
+            t.start()
+            t.join()
+
+    with torch.no_grad():
+        _ladder(4, during=both)
+    why = watch.graphs[2].scopes_unknown
+    assert "scope change(s) on other threads" in why and "dependencies missed" in why
+    # THEN the site goes back to CUPTI (another thread's nodes cannot be counted at all)
+    assert [g.counted for g in watch.graphs] == [True, True, True, False]
+    assert watch.countable[watch.graphs[0].site] is False

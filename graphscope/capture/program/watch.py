@@ -307,12 +307,14 @@ class GraphWatch:
             if not ptr:
                 raise GraphscopeError("its stream was not capturing when capture_end ran")
             ins = native.inspect_graph(ptr, demangle=False)
+            t = self._spent("inspect", t)
             first = self.sites.get(rec.site, 0) == 0
             dot = read_dot(ptr) if self.cfg.dot and first and not rec.user_keep else ""
+            self._spent("dot", t)
             self._read = (ins, dot, self.cfg.dot and rec.user_keep)
         except GraphscopeError as exc:  # the capture goes on; this graph is reported unread
             rec.failed = rec.failed or f"could not inspect the graph: {exc}"
-        self._spent("inspect", t)
+            self._spent("inspect", t)
 
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
@@ -439,37 +441,36 @@ class GraphWatch:
             self.countable[rec.site] = self.countable.get(rec.site, True) and own
             return records
         why = records.problem()
-        if records.how == nodecount.VERIFY and not why:
-            self.deps_ok[rec.site] = records.mismatches == 0
-        if records.how == nodecount.DEPS and records.mismatches and not why:
-            # another stream's newest work was not joined where the stream's dependencies
-            # were read: nodes may carry a later scope than theirs, so none is given one
-            self.deps_ok[rec.site] = False
-            rec.scopes_unknown = ("the capture stream's dependencies missed nodes made on "
-                                  "another stream")
-            self.warnings.append(
-                f"{rec.site}: a capture counted by its stream's dependencies saw "
-                f"{rec.scopes_unknown}: its nodes are left without module scopes (the site's "
-                "later captures walk the graph)")
-            return records.unplaced()
         if why:
             self.countable[rec.site] = False
             rec.failed = rec.failed or f"not recorded: {why}"
             self.warnings.append(f"{rec.site}: {rec.failed}")
             return None
+        if records.how == nodecount.VERIFY:
+            self.deps_ok[rec.site] = records.mismatches == 0
         others = []
         if backward_calls:
             others.append(f"{backward_calls} backward call(s) (autograd's thread makes nodes)")
         if records.foreign:
             others.append(f"{records.foreign} scope change(s) on other threads")
-        if not others:
+        missed = records.how == nodecount.DEPS and records.mismatches
+        if missed:
+            # another stream's newest work was unjoined where the stream's dependencies were
+            # read: nodes may carry a later scope than theirs, so none is given one
+            self.deps_ok[rec.site] = False
+        if not others and not missed:
             return records
-        self.countable[rec.site] = False
-        rec.scopes_unknown = "; ".join(others)
+        if others:
+            self.countable[rec.site] = False
+            later = "are recorded by CUPTI"
+        else:
+            later = "walk the graph"
+        rec.scopes_unknown = "; ".join(others + (
+            ["the capture stream's dependencies missed nodes made on another stream"]
+            if missed else []))
         self.warnings.append(
             f"{rec.site}: a capture recorded by node counts saw {rec.scopes_unknown}: its "
-            "nodes are left without module scopes (the site's later captures are recorded by "
-            "CUPTI)")
+            f"nodes are left without module scopes (the site's later captures {later})")
         return records.unplaced()
 
     # -- reading finished graphs (outside the program's capture loop)
