@@ -6,6 +6,7 @@ TorchDispatchMode below; both intern into the :class:`OpTable` (``state.ATTRIBUT
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -212,8 +213,10 @@ def user_source(skip_dirs: tuple[str, ...]) -> Optional[str]:
     return None
 
 
+@functools.lru_cache(maxsize=1)
 def default_skip_dirs() -> tuple[str, ...]:
-    """Frames in these directories are never "the user's line"."""
+    """Frames in these directories are never "the user's line" (made once: every capture
+    window's session asks)."""
     return (_torch_dir(), _PKG_DIR, os.path.dirname(contextlib.__file__))
 
 
