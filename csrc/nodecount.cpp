@@ -38,8 +38,8 @@ struct Counter {
 };
 Counter cnt;
 
-// The graph's node count: cuGraphGetNodes walks the graph (0.55 us at 100 nodes on the H200
-// with warm caches, more in a capture's cold ones).
+// The graph's node count: cuGraphGetNodes walks the graph (0.55 us at 100 nodes on the H200,
+// timed back to back: bench/probes/graph_get_nodes_gpu.py).
 bool walk_count(uint64_t& n) {
   if (cnt.fake) {
     n = cnt.fake_n;
