@@ -66,7 +66,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
             raise GraphscopeError(f"{bundle}: a multi-rank bundle: dump --trace (every rank's "
                                   f"timeline), or dump one rank's bundle "
                                   f"({bundle.rstrip('/')}/rank0 ...)")
-        out = output or bundle.rstrip("/") + ".trace.json"
+        out = output or os.path.abspath(bundle.rstrip("/")) + ".trace.json"
         check_output(out, force=force, inputs=[bundle])
         text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
         write_output(out, text, force=force, inputs=[bundle])
@@ -101,8 +101,10 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
 
                 raise BundleError(f"{b.path}: no graph has the driver's DOT ({RAW_DOT_WHICH})")
             if without:
-                click.echo(f"note: {len(without)} graph(s) have no driver DOT, skipped "
-                           f"({RAW_DOT_WHICH})", err=True)
+                listed = "; ".join(without[:5]) + (f" ... ({len(without) - 5} more)"
+                                                   if len(without) > 5 else "")
+                click.echo(f"note: {len(without)} graph(s) have no driver DOT, skipped: "
+                           f"{listed} ({RAW_DOT_WHICH})", err=True)
         outs = [default_out(n, ext) for n in names]
         for out in outs:  # every output refused before any is written
             check_output(out, force=bool(force), inputs=[bundle])
@@ -138,6 +140,9 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
         data, ext = text + "\n", "annotations.json"
     for n in notes:
         click.echo(f"note: {n}", err=True)
+    if output is None and graph is None and what in ("trace", "annotations") and len(
+            b.graphs) > 1:  # every graph's: named by the bundle, not by its first graph
+        output = os.path.join(os.path.dirname(b.path) or ".", f"{os.path.basename(b.path)}.{ext}")
     out = output or default_out(gname, ext)
     check_output(out, force=bool(force), inputs=[bundle])
     write_output(out, data, force=bool(force), inputs=[bundle])

@@ -34,7 +34,8 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
     inside forward, and make_graphed_callables' restrictions. Each finding names the module
     and source line. This runs the code in MODEL.
 
-    Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run.
+    Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run (the model failed,
+    or did not finish within --timeout: its findings so far are printed).
     """
     from rich.markup import escape
 
@@ -70,6 +71,8 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
     if report.error and not any(f.rule in ("exit", "timeout") for f in report.findings):
         raise GraphscopeError(f"{path}: the model failed while linting on the CPU: "
                               f"{report.error}")
+    if any(f.rule == "timeout" for f in report.findings):
+        return 2  # not linted to the end: what it found is above, the rest is unknown
     return 1 if failing else 0
 
 

@@ -310,3 +310,47 @@ def test_usage_errors_are_one_line(capsys, argv, msg):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("graphscope: error: ") and msg in err
     assert "--help'" in err
+
+
+@pytest.mark.parametrize("flag,ext", [("--trace", "trace.json"),
+                                      ("--annotations", "annotations.json")])
+def test_dump_of_every_graph_is_named_by_the_bundle_not_its_first_graph(tmp_path, capsys, flag,
+                                                                        ext):
+    # GIVEN a bundle of two graphs (make_graphed_callables' forward and backward), copied
+    import shutil
+
+    from graphscope.bundle import read_bundle
+
+    path = tmp_path / "callables"
+    shutil.copytree(os.path.join(DATA, "mlp_callables"), path)
+    # WHEN all of it is dumped without --graph
+    assert main(["dump", str(path), flag]) == 0
+    out = capsys.readouterr().out
+    # THEN the file is named by the bundle (it holds both graphs)
+    assert out.strip() == f"Wrote {tmp_path}/callables.{ext}"
+    # AND with --graph, by that graph
+    from graphscope.model.graph import safe_file_stem
+
+    g = read_bundle(str(path)).graphs[1].name
+    assert main(["dump", str(path), flag, "--graph", g]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"Wrote {tmp_path}/callables.{safe_file_stem(g)}.{ext}")
+
+
+def test_dump_trace_of_a_multi_rank_bundle_says_where_it_wrote(tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(os.path.join(DATA, "ddp_mlp_step"), tmp_path / "ddp")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["dump", "ddp", "--trace"]) == 0
+    finally:
+        os.chdir(cwd)
+    assert capsys.readouterr().out.strip() == f"Wrote {tmp_path}/ddp.trace.json"
+
+
+def test_the_no_gpu_error_lists_check_bundle(capsys):
+    from graphscope.capture import GPU_NEEDED
+
+    assert "check BUNDLE" in GPU_NEEDED.format(cmd="check", why="none")
