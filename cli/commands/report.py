@@ -114,7 +114,9 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         if counters is not None:
             s = {**s, "counters": counters}
         s = {**s, **eager}
-        click.echo(json.dumps(s, sort_keys=True, indent=1))
+        from graphscope.analysis.summary import untimed_as_null
+
+        click.echo(json.dumps(untimed_as_null(s), sort_keys=True, indent=1))
         return 0
     from graphscope.render.table import print_summary
 

@@ -241,6 +241,26 @@ def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
     }
 
 
+_ROW_TIMES = ("median_ns", "fwd_ns", "bwd_ns", "opt_ns", "acc_ns", "pct")
+
+
+def untimed_as_null(s: dict[str, Any]) -> dict[str, Any]:
+    """``s`` (a :func:`summarize` result) as ``report --json`` prints it: where no replay of
+    the view was timed (a program's graph never traced, alone under ``--graph``), its times are
+    null, not 0 ns (which reads as measured at zero), as the graph rows already are and the
+    tables show them ("-")."""
+    if s.get("replays"):
+        return s
+
+    def rows(key: str) -> list[dict[str, Any]]:
+        return [{k: (None if k in _ROW_TIMES else v) for k, v in r.items()}
+                for r in s.get(key) or []]
+
+    return {**s, "replay_kernel_median_ns": None, "replay_span_median_ns": None,
+            "modules": rows("modules"), "top_kernels": rows("top_kernels"),
+            "top_ops": rows("top_ops")}
+
+
 def _memory(bundle: Bundle, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Pools, capture cost and memory by module, and the bucket ladder: for bundles that
     recorded them (analysis/memory.py, analysis/ladder.py)."""

@@ -145,7 +145,16 @@ def test_missing_and_corrupt_bundles(tmp_path):
         read_bundle(p)
 
 
-@pytest.mark.parametrize("name", ["mlp_step", "gpt_step", "cnn_step", "mlp_callables"])
+def _summarized() -> list[str]:
+    """Every committed bundle with a stored summary.json (tests/refresh_summaries.py rewrites
+    them when the summary's shape changes: a stale one shows here)."""
+    from tests.conftest import DATA
+
+    return sorted(n for n in os.listdir(DATA)
+                  if os.path.isfile(os.path.join(DATA, n, "summary.json")))
+
+
+@pytest.mark.parametrize("name", _summarized())
 def test_report_from_summary_json_equals_recomputed(name, capsys):
     from graphscope.cli.main import main
 

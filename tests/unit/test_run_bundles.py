@@ -204,3 +204,20 @@ def test_run_target_missing_is_one_line(capsys):
         check_target("/nonexistent/prog.py", False)
     with pytest.raises(ConfigError, match="no module of that name"):
         check_target("no_such_module_xyz", True)
+
+
+def test_report_json_of_a_graph_never_traced_has_no_times_not_zero(capsys):
+    # GIVEN a ladder graph the program never replayed (no timed replay), alone under --graph
+    assert main(["report", os.path.join(DATA, "run_ladder"), "--graph", "#0", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["replays"] == 0 and s["graphs"][0]["median_ns"] is None
+    # THEN every time in the JSON is null (as the table's "-"), the counts stay
+    assert s["replay_kernel_median_ns"] is None and s["replay_span_median_ns"] is None
+    assert all(r["median_ns"] is None and r["pct"] is None for r in s["modules"])
+    assert s["modules"][0]["kernels"] > 0
+    assert all(r["median_ns"] is None for r in s["top_kernels"] + s["top_ops"])
+    # AND a timed view keeps its numbers
+    assert main(["report", os.path.join(DATA, "run_ladder"), "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)
+    assert t["replays"] > 0 and t["replay_kernel_median_ns"] > 0
+    assert t["modules"][0]["median_ns"] > 0
