@@ -394,6 +394,8 @@ _IDENT = re.compile(r"[A-Za-z_]\w*")
 _QUALIFYING = re.compile(r"Functor|functor|Impl|_kernel_cuda|_sgemm|_gemm")
 _NOT_QUALIFYING = {"gpu_kernel_impl", "gpu_kernel_impl_nocast", "func_wrapper_t", "ReduceOp",
                    "TensorIteratorBase", "OffsetCalculator"}
+# namespaces that say nothing of a generic kernel (``internal::gemvx::kernel``: ``gemvx``)
+_PLAIN_SCOPES = {"at", "native", "std", "internal", "detail", "c10", "cuda", "anonymous"}
 
 
 def _strip_nested(s: str) -> str:
@@ -420,15 +422,20 @@ def short_kernel_name(name: str) -> str:
     s = name[:MAX_NAME].strip()
     if s.startswith("void "):
         s = s[5:]
-    base = _strip_nested(s)
-    base = base.split("::")[-1].strip()
-    base = base.split(" ")[-1] if " " in base else base
+    path = _strip_nested(s).split(" ")[-1].split("::")
+    base = path[-1].strip()
     if not base:
         return name[:60]
     if base in _GENERIC and "<" in s:
         for ident in _IDENT.findall(s[s.index("<"):MAX_NAME]):
             if _QUALIFYING.search(ident) and ident not in _NOT_QUALIFYING:
                 return f"{base}<{ident}>"
+    if base in _GENERIC and len(path) >= 3:  # nothing in its arguments says what it is: the
+        # scope it is declared in, below a library's namespace, may (a library's own top
+        # namespace, cutlass::Kernel2, is left to the arguments' disambiguation)
+        scope = path[-2].strip()
+        if scope and scope not in _PLAIN_SCOPES:
+            return f"{scope}::{base}"
     return base
 
 

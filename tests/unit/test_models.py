@@ -23,6 +23,15 @@ from graphscope.model.graph import short_kernel_name
      "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize32x32x8_execute_kernel__5x_cublas"),
     ("void (anonymous namespace)::softmax_warp_forward<float, float, 4>(float*, int)",
      "softmax_warp_forward"),
+    # cuBLAS's GEMV (tests/data/run_decode): a generic name, nothing in its arguments says
+    # what it is, the scope it is declared in does
+    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, "
+     "float, float, false, true, true, false, 7, false, cublasGemvParamsEx<int, "
+     "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, "
+     "float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+     "cublasGemvTensorStridedBatched<float>, float>)", "gemvx::kernel"),
+    ("void at::native::elementwise_kernel<128, 2, F>(int, F)", "elementwise_kernel"),
+    ("void foo::kernel<int>(int)", "kernel"),  # a library's own namespace: the arguments' job
 ])
 def test_short_kernel_name(name, short):
     assert short_kernel_name(name) == short
