@@ -1,8 +1,10 @@
 """Chrome / Perfetto trace-event JSON of a bundle's recorded replays, annotated.
 
 Every kernel/memcpy/memset event carries its annotation, op, shapes and source in ``args``;
-a "modules" track per replay holds nested slices from the first start to the last end of each
-module's work; stream lanes are compacted to the streams actually used. Times: the bundle's
+a "modules" track holds, per graph replay and module depth, one slice per run of consecutive
+work (in start order, all streams) of one module, as the HTML timeline draws them: a module's
+forward and backward are two slices, sibling modules never nest, and no slice spans two graphs
+(``module_runs``); stream lanes are compacted to the streams actually used. Times: the bundle's
 event times are ns relative to the first recorded event; trace-event ``ts``/``dur`` are µs.
 """
 
@@ -33,7 +35,6 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
          "args": {"name": f"stream {s}" if s >= 0 else "stream ?"}}
         for s in streams
     ]
-    spans: dict[tuple[int, str], list[float]] = defaultdict(lambda: [float("inf"), 0.0])
     for e in bundle.events:
         n = nodes.get(int(e["exec_node_id"]))
         ts = e["start_ns"] / 1000.0
@@ -51,21 +52,15 @@ def build_trace(bundle: Bundle) -> dict[str, Any]:
             if n.type == NodeKind.KERNEL:
                 args["grid"] = list(n.grid)
                 args["block"] = list(n.block)
-            module = n.module
-            if module != UNATTRIBUTED:
-                parts = module.split(".")
-                for i in range(len(parts)):
-                    sp = spans[(e["replay"], ".".join(parts[: i + 1]))]
-                    sp[0] = min(sp[0], ts)
-                    sp[1] = max(sp[1], ts + dur)
         events.append({"ph": "X", "pid": PID_GPU, "tid": lane[_stream(e)], "ts": ts,
                        "dur": dur, "name": name, "cat": e["kind"], "args": args})
-    for (replay, module), (t0, t1) in sorted(spans.items(), key=lambda kv: (kv[0][0], kv[1][0])):
-        level = module.count(".")
-        events.append({"ph": "X", "pid": PID_MODULES, "tid": level, "ts": t0, "dur": t1 - t0,
-                       "name": module.rsplit(".", 1)[-1], "cat": "module",
-                       "args": {"module_name": module, "replay": replay}})
-    levels = sorted({module.count(".") for (_, module) in spans})
+    runs = module_runs(bundle.events, nodes)
+    for graph, replay, module, t0, t1, kernels in runs:
+        events.append({"ph": "X", "pid": PID_MODULES, "tid": module.count("."), "ts": t0 / 1000.0,
+                       "dur": (t1 - t0) / 1000.0, "name": module.rsplit(".", 1)[-1],
+                       "cat": "module", "args": {"module_name": module, "replay": replay,
+                                                 "graph": graph, "nodes": kernels}})
+    levels = sorted({r[2].count(".") for r in runs})
     events += [
         {"ph": "M", "pid": PID_MODULES, "tid": lv, "name": "thread_name",
          "args": {"name": f"module depth {lv}"}}
@@ -88,6 +83,37 @@ def build_multirank_trace(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
             events.append(e)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"ranks": [r for r, _ in ranks]}}
+
+
+def module_runs(events: Any, nodes: dict[int, Any]) -> list[tuple[Any, Any, str, int, int, int]]:
+    """``(graph, replay, module prefix, start ns, end ns, nodes)`` for each run of consecutive
+    events (in start order, all streams, within one graph's replay) whose module has that prefix,
+    at every depth: the runs of a prefix nest inside its parent's. Unattributed work ends every
+    run."""
+    groups: dict[tuple[Any, Any], list[Any]] = defaultdict(list)
+    for e in events:
+        groups[(e["graph"], e["replay"])].append(e)
+    out: list[tuple[Any, Any, str, int, int, int]] = []
+    for (graph, replay), evs in groups.items():
+        evs.sort(key=lambda e: (e["start_ns"], e["start_ns"] + e["dur_ns"]))
+        open_: list[list[Any]] = []  # per depth: [prefix, start, end, nodes]
+        for e in evs:
+            n = nodes.get(int(e["exec_node_id"]))
+            module = n.module if n is not None else UNATTRIBUTED
+            parts = module.split(".") if module != UNATTRIBUTED else []
+            t0, t1 = int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"])
+            d = 0
+            while d < len(open_) and d < len(parts) and open_[d][0] == ".".join(parts[: d + 1]):
+                open_[d][2] = max(open_[d][2], t1)
+                open_[d][3] += 1
+                d += 1
+            # closed: a run of another module starts (or unattributed work)
+            out.extend((graph, replay, *run) for run in reversed(open_[d:]))
+            del open_[d:]
+            open_.extend([".".join(parts[: k + 1]), t0, t1, 1] for k in range(d, len(parts)))
+        out.extend((graph, replay, *run) for run in reversed(open_))
+    out.sort(key=lambda r: (r[3], r[2].count(".")))
+    return out
 
 
 def _stream(e: Any) -> int:

@@ -80,12 +80,23 @@ def test_trace_is_valid_trace_event_json_with_annotations():
         {e["replay"] for e in b.events})
     assert all("graph node id" in e["args"] for e in kern)
     assert any(e["args"].get("module_name") == "L.fc1" and e["args"].get("op") for e in kern)
-    spans = [e for e in xs if e.get("cat") == "module"]
-    top = [s for s in spans if s["args"]["module_name"] == "L" and s["args"]["replay"] == 0][0]
-    kids = [s for s in spans if s["args"]["module_name"].startswith("L.")
-            and s["args"]["replay"] == 0]
-    assert kids and all(top["ts"] <= k["ts"] and k["ts"] + k["dur"] <= top["ts"] + top["dur"]
-                        + 1e-6 for k in kids)
+    spans = [e for e in xs if e.get("cat") == "module" and e["args"]["replay"] == 0]
+    # one slice per run of a module's work: the training step's forward, the loss, the
+    # backward in reverse; every child inside a run of its parent, siblings apart
+    assert [(s["tid"], s["args"]["module_name"]) for s in spans] == [
+        (0, "L"), (1, "L.fc1"), (1, "L.act"), (1, "L.fc2"), (1, "L.act"), (1, "L.head"),
+        (0, "(loss)"), (0, "L"), (1, "L.head"), (1, "L.act"), (1, "L.fc2"), (1, "L.act"),
+        (1, "L.fc1")]
+    end = lambda s: s["ts"] + s["dur"]  # noqa: E731
+    for k in spans:
+        if "." in k["args"]["module_name"]:
+            assert any(p["args"]["module_name"] == "L" and p["ts"] <= k["ts"]
+                       and end(k) <= end(p) + 1e-6 for p in spans)
+    for lane in (0, 1):
+        row = [s for s in spans if s["tid"] == lane]
+        assert all(end(a) <= b["ts"] + 1e-6 for a, b in zip(row, row[1:]))  # never nested
+    assert sum(s["args"]["nodes"] for s in spans if s["tid"] == 0) == len(
+        list(b.work_nodes()))
     lanes = {e["tid"] for e in kern}
     assert lanes == set(range(len(lanes)))  # compacted stream lanes
     names = [e for e in evs if e["ph"] == "M" and e["name"] == "thread_name"]
@@ -188,3 +199,13 @@ def test_one_graphs_trace_is_strict_trace_event_json(tmp_path):
                  str(out)]) == 0
     evs = _strict_trace_events(out.read_text())
     assert any(e.get("cat") == "kernel" for e in evs)
+
+
+def test_trace_module_slices_never_span_two_graphs():
+    # GIVEN a program's two decode graphs, replayed apart (graph #1 30 ms after #0)
+    b = _b("run_decode")
+    spans = [e for e in build_trace(b)["traceEvents"] if e.get("cat") == "module"]
+    top = [s for s in spans if s["tid"] == 0 and s["args"]["replay"] == 0]
+    # THEN each graph's replay 0 has its own root slice, as long as that graph's work
+    assert len(top) == 2 and len({s["args"]["graph"] for s in top}) == 2
+    assert all(s["dur"] < 1000 for s in top), [s["dur"] for s in top]
