@@ -530,10 +530,13 @@ nb::bytes rewrite_events(nb::handle data_, nb::handle begin_, nb::handle end_, n
 
 namespace gs {
 
-// The module-span track of annotate-trace: per (graph launch, module prefix), one slice from
-// the first start to the last end of that prefix's work. Inputs per graphed event: its launch
-// (correlation id), leaf module row and [t0, t1); `table` maps a leaf row to its prefix ids
-// (n_mod x depth, -1 padded). Slices come out ordered by (launch, prefix id), as ready JSON
+// The module-span track of annotate-trace: per graph launch (correlation id) and module depth,
+// one slice per run of consecutive work (by start, all streams) of one module prefix, as the
+// bundle's Perfetto dump and the HTML timeline draw them: a module's forward and backward are
+// two slices and sibling modules never nest. Inputs per graphed event: its launch, leaf module
+// row and [t0, t1); `table` maps a leaf row to its prefix ids (n_mod x depth, -1 padded).
+// An event with no module (leaf -1: work outside every module, a loss) ends every run.
+// Slices come out ordered by launch, then start (a parent before its children), as ready JSON
 // joined by ',': heads[prefix] + correlation + '}, "ts": ' + repr(lo) + ', "dur": ' +
 // repr(hi - lo) + '}'.
 ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb::bytes t1_b,
@@ -550,68 +553,65 @@ ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb:
   const auto* table = reinterpret_cast<const int64_t*>(table_b.c_str());
   const size_t n_mod = table_b.size() / (8 * depth);
   const int64_t n_pre = static_cast<int64_t>(heads_.size());
-  std::vector<Slice>& sorted = slices_;
   bool bad_prefix = false;
   {
     nb::gil_scoped_release nogil;
-    // launches (correlation ids) by rank in ascending order: events of one launch come in
-    // runs, so a last-seen check spares most lookups
-    std::unordered_map<int64_t, int64_t> rank;
-    std::vector<int64_t> corrs;
-    int64_t last = 0;
-    bool have_last = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (have_last && corr[i] == last) continue;
-      last = corr[i];
-      have_last = true;
-      if (rank.emplace(last, 0).second) corrs.push_back(last);
-    }
-    std::sort(corrs.begin(), corrs.end());
-    for (size_t r = 0; r < corrs.size(); ++r) rank[corrs[r]] = static_cast<int64_t>(r);
-    const size_t n_launch = corrs.size();
-    auto add = [&](auto&& cell) {
-      int64_t last_c = 0, r = -1;
-      for (size_t i = 0; i < n && !bad_prefix; ++i) {
-        if (leaf[i] < 0 || static_cast<size_t>(leaf[i]) >= n_mod) continue;
-        if (r < 0 || corr[i] != last_c) { last_c = corr[i]; r = rank[last_c]; }
-        const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
-        for (size_t d = 0; d < depth && row[d] >= 0; ++d) {
-          if (row[d] >= n_pre) { bad_prefix = true; break; }
-          Span& sp = cell(r, row[d]);
-          sp.lo = std::min(sp.lo, t0[i]);
-          sp.hi = std::max(sp.hi, t1[i]);
-        }
+    // the events (with a module, or -1: none), by (launch, start, end)
+    std::vector<uint32_t> order;
+    order.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+      if (leaf[i] < 0 || static_cast<size_t>(leaf[i]) < n_mod)
+        order.push_back(static_cast<uint32_t>(i));
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      if (corr[a] != corr[b]) return corr[a] < corr[b];
+      if (t0[a] != t0[b]) return t0[a] < t0[b];
+      return t1[a] < t1[b];
+    });
+    struct Open { int64_t prefix; Span span; };
+    std::vector<Open> open;  // per depth, the runs open now
+    open.reserve(depth);
+    std::vector<std::pair<size_t, Slice>> done;  // (depth, run) closed in the current launch
+    int64_t cur = 0;
+    auto close_from = [&](size_t d) {  // the deepest first
+      while (open.size() > d) {
+        done.push_back({open.size() - 1, Slice{cur, open.back().prefix, open.back().span}});
+        open.pop_back();
       }
     };
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    const Span empty{kInf, -kInf};
-    // one cell per (launch, prefix) when that table is not much larger than the events
-    // (a serving trace: few launches, each covering most modules); else a hash map
-    const size_t cells = n_launch * static_cast<size_t>(n_pre);
-    if (n_launch != 0 && cells / n_launch == static_cast<size_t>(n_pre) &&
-        cells <= std::max<size_t>(4 * n, size_t{1} << 20)) {
-      std::vector<Span> dense(cells, empty);
-      add([&](int64_t r, int64_t p) -> Span& {
-        return dense[static_cast<size_t>(r) * static_cast<size_t>(n_pre) + static_cast<size_t>(p)];
+    auto flush_launch = [&]() {  // a launch's slices by (start, depth): a parent first
+      close_from(0);
+      std::stable_sort(done.begin(), done.end(), [](const auto& a, const auto& b) {
+        if (a.second.span.lo != b.second.span.lo) return a.second.span.lo < b.second.span.lo;
+        return a.first < b.first;
       });
-      for (size_t c = 0; c < cells; ++c)
-        if (dense[c].lo != kInf || dense[c].hi != -kInf)
-          sorted.push_back({corrs[c / static_cast<size_t>(n_pre)],
-                            static_cast<int64_t>(c % static_cast<size_t>(n_pre)), dense[c]});
-    } else {
-      std::unordered_map<int64_t, Span> spans;  // key = rank * n_pre + prefix
-      spans.reserve(n / 2 + 16);
-      add([&](int64_t r, int64_t p) -> Span& {
-        return spans.try_emplace(r * n_pre + p, empty).first->second;
-      });
-      std::vector<std::pair<int64_t, Span>> by_key(spans.begin(), spans.end());
-      spans.clear();
-      std::sort(by_key.begin(), by_key.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-      sorted.reserve(by_key.size());
-      for (const auto& [k, sp] : by_key)
-        sorted.push_back({corrs[static_cast<size_t>(k / n_pre)], k % n_pre, sp});
+      for (const auto& [d, sl] : done) slices_.push_back(sl);
+      done.clear();
+    };
+    bool first = true;
+    for (uint32_t i : order) {
+      if (first || corr[i] != cur) {
+        if (!first) flush_launch();
+        first = false;
+        cur = corr[i];
+      }
+      if (leaf[i] < 0) {  // work outside every module: no run goes on across it
+        close_from(0);
+        continue;
+      }
+      const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
+      size_t d = 0;
+      while (d < depth && row[d] >= 0 && d < open.size() && open[d].prefix == row[d]) {
+        open[d].span.hi = std::max(open[d].span.hi, t1[i]);
+        ++d;
+      }
+      close_from(d);
+      for (; d < depth && row[d] >= 0; ++d) {
+        if (row[d] >= n_pre) { bad_prefix = true; break; }
+        open.push_back({row[d], Span{t0[i], t1[i]}});
+      }
+      if (bad_prefix) break;
     }
+    if (!first && !bad_prefix) flush_launch();
   }
   if (bad_prefix) throw std::runtime_error("state:0:module_spans: bad prefix id");
 }

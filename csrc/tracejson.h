@@ -31,7 +31,7 @@ class ModuleSpans {
   struct Span { double lo, hi; };
   struct Slice { int64_t corr, prefix; Span span; };
   std::vector<std::string> heads_;
-  std::vector<Slice> slices_;  // by (launch, prefix)
+  std::vector<Slice> slices_;  // by (launch, start): a parent before its children
   size_t next_ = 0;
 };
 

@@ -228,8 +228,9 @@ class TrackInputs(NamedTuple):
 
 
 def module_track(inputs: TrackInputs) -> Optional[_ModuleTrack]:
-    """Per graph launch (correlation id), one slice per module prefix from the first start to
-    the last end of its work, aggregated natively (no dict per slice; None: no slices).
+    """Per graph launch (correlation id) and module depth, one slice per run of consecutive
+    work (by start, all streams) of one module prefix, built natively (no dict per slice;
+    None: no slices): a module's forward and backward are two slices, siblings never nest.
     ``inputs.of``: per event, the index of its annotation's module in ``modules`` (-1: none)."""
     modules, ann_of, corr, ts, dur = inputs
     hit = ann_of >= 0
@@ -250,10 +251,10 @@ def module_track(inputs: TrackInputs) -> Optional[_ModuleTrack]:
         ann_module[i] = len(rows) - 1
     if not rows:
         return None
-    # events without a finite ts/dur (a kernel missing "ts") take no part in the spans
+    # events without a finite ts/dur (a kernel missing "ts") take no part in the spans; an
+    # annotated one without a module (-1: the loss, say) ends the runs it falls between
     sel = np.nonzero(hit & np.isfinite(ts) & np.isfinite(dur))[0]
     mk = ann_module[ann_of[sel]]
-    sel, mk = sel[mk >= 0], mk[mk >= 0]
     # per (launch, prefix): min start / max end over its events, natively (csrc/tracejson.cpp)
     depth = max(len(r) for r in rows)
     table = np.full((len(rows), depth), -1, dtype=np.int64)

@@ -263,10 +263,19 @@ def test_a_real_torch_profiler_trace_is_joined_to_its_run_bundle(tmp_path, capsy
     # and the counts printed add up: in - dropped + added = out
     line = printed.splitlines()[0]
     assert line.startswith(f"{len(src)} events in, {len(got)} out: 5 dropped (5 noise"), line
-    assert f"{len(got) - len(src) + 5} added (30 module spans" in line, line
+    assert f"{len(got) - len(src) + 5} added (55 module spans" in line, line
     assert all("unplaced_reason" in e["args"] for e in kernels if "module_name" not in e["args"])
     spans = [e for e in _load(str(out))["traceEvents"] if e.get("cat") == "graphscope_module"]
     assert len({e["args"]["correlation"] for e in spans}) == 5  # a module track per replay
+    # each replay: the forward's runs, the loss (outside every module) between, the backward's
+    # in reverse, the optimizer; siblings one after the other, never nested
+    first = [e for e in spans if e["args"]["correlation"] == spans[0]["args"]["correlation"]]
+    assert [(e["tid"], e["args"]["module_name"]) for e in first] == [
+        (0, "L"), (1, "L.0"), (1, "L.1"), (1, "L.2"), (1, "L.3"), (0, "L"), (1, "L.3"),
+        (1, "L.2"), (1, "L.1"), (1, "L.0"), (0, "(optimizer)")]
+    for lane in (0, 1):
+        row = [e for e in first if e["tid"] == lane]
+        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(row, row[1:]))
 
 
 def test_restricted_unpickler_refuses_code(tmp_path):
@@ -583,46 +592,67 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
         assert run(data, True) == run(data, False)
 
 
-@pytest.mark.parametrize("shape", ["dense", "sparse"])
+@pytest.mark.parametrize("shape", ["few_launches", "many_launches"])
 def test_module_span_slices_equal_a_python_reference(shape):
-    """The native module track: per (launch, prefix) the first start and last end, ordered by
-    launch then prefix id. A serving-like trace (few launches, each over most modules) takes
-    the per-cell table; many launches each over a few of many modules take the hash map."""
+    """The native module track: per launch and depth, one slice per run of consecutive events
+    (by start, then end) whose module has that prefix; an event with no module (-1) ends every
+    run; ordered by launch, then (start, depth). Modules share their parents (a tree), events
+    come in no order."""
     import random
 
     import numpy as np
 
     from graphscope import native
 
-    rng = random.Random(5 if shape == "dense" else 6)
-    n_mod, depth = (12, 3) if shape == "dense" else (900, 2)
-    n_launch, n = (5, 400) if shape == "dense" else (3000, 4000)
-    n_pre = n_mod * depth
-    table = [[m * depth + d for d in range(rng.randint(1, depth))] for m in range(n_mod)]
+    rng = random.Random(5 if shape == "few_launches" else 6)
+    n_mod, n_launch, n = (12, 5, 400) if shape == "few_launches" else (300, 400, 4000)
+    prefixes: dict[str, int] = {}
+    table = []
+    for m in range(n_mod):  # L.<m % 3>.<m % 5>.<m>, cut at a random depth
+        parts = ["L", str(m % 3), str(m % 5), str(m)][: rng.randint(1, 4)]
+        table.append([prefixes.setdefault(".".join(parts[: d + 1]), len(prefixes))
+                      for d in range(len(parts))])
+    depth = max(map(len, table))
     rows = np.full((n_mod, depth), -1, dtype=np.int64)
     for m, ids in enumerate(table):
         rows[m, : len(ids)] = ids
-    launches = sorted(rng.sample(range(-50, 10**6), n_launch), key=lambda _: rng.random())
-    corr = np.array(sorted(rng.choice(launches) for _ in range(n)), dtype=np.int64)
-    rng.shuffle(corr)  # runs broken up: the rank lookup must not depend on order
-    corr[: n // 2].sort()
+    launches = rng.sample(range(-50, 10**6), n_launch)
+    corr = np.array([rng.choice(launches) for _ in range(n)], dtype=np.int64)
     leaf = np.array([rng.randrange(-1, n_mod) for _ in range(n)], dtype=np.int64)
-    t0 = np.array([rng.uniform(0, 1e6) for _ in range(n)])
+    t0 = np.array([float(rng.randrange(0, 2000)) for _ in range(n)])  # some equal starts
     t1 = t0 + np.array([rng.choice([0.0, 1.5, 3.25, rng.uniform(0, 50)]) for _ in range(n)])
-    heads = [f'{{"p": {p}, "c": ' for p in range(n_pre)]
-    want: dict[tuple[int, int], list[float]] = {}
-    for c, lf, a, b in zip(corr.tolist(), leaf.tolist(), t0.tolist(), t1.tolist()):
-        if lf < 0:
-            continue
-        for p in table[lf]:
-            lo_hi = want.setdefault((c, p), [a, b])
-            lo_hi[0], lo_hi[1] = min(lo_hi[0], a), max(lo_hi[1], b)
+    heads = [f'{{"p": {p}, "c": ' for p in range(len(prefixes))]
+    events = sorted((c, a, b, lf) for c, lf, a, b in zip(corr.tolist(), leaf.tolist(),
+                                                        t0.tolist(), t1.tolist()))
+    want = []
+    for c in sorted({e[0] for e in events}):
+        open_: list[list] = []  # [prefix, lo, hi]
+        done = []  # (lo, depth, order, prefix, hi)
+
+        def close(d, open_=open_, done=done):
+            while len(open_) > d:
+                p, lo, hi = open_.pop()
+                done.append((lo, len(open_), len(done), p, hi))
+
+        for _, a, b, lf in (e for e in events if e[0] == c):
+            if lf < 0:
+                close(0)
+                continue
+            row, d = table[lf], 0
+            while d < len(row) and d < len(open_) and open_[d][0] == row[d]:
+                open_[d][2] = max(open_[d][2], b)
+                d += 1
+            close(d)
+            open_ += [[p, a, b] for p in row[d:]]
+        close(0)
+        want += [(c, p, lo, hi) for lo, _, _, p, hi in sorted(done)]
     expect = ",".join(f"{heads[p]}{c}}}, \"ts\": {lo!r}, \"dur\": {hi - lo!r}}}"
-                      for (c, p), (lo, hi) in sorted(want.items()))
+                      for c, p, lo, hi in want)
     pieces = native.extension().module_spans(corr.tobytes(), leaf.tobytes(), t0.tobytes(),
                                              t1.tobytes(), rows.tobytes(), depth, heads)
     assert b",".join(pieces).decode() == expect
-    assert n_launch * n_pre > max(4 * n, 1 << 20) or shape == "dense"
+    # runs, not one slice per (launch, prefix): a prefix's work comes back after other work
+    assert len(want) > len({(c, p) for c, p, _, _ in want})
 
 
 @pytest.mark.parametrize("fake_at", ["string", "args", "none"])
