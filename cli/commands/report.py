@@ -114,6 +114,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         if counters is not None:
             s = {**s, "counters": counters}
         s = {**s, **eager}
+        if depth is not None:  # the module rows to that depth, as the tables show them
+            s = {**s, "modules": [r for r in s["modules"] if r["level"] <= depth]}
+            if s.get("by_graph"):
+                s["by_graph"] = {**s["by_graph"], "rows": [
+                    r for r in s["by_graph"]["rows"] if r["level"] <= depth]}
         from graphscope.analysis.summary import untimed_as_null
 
         click.echo(json.dumps(untimed_as_null(s), sort_keys=True, indent=1))

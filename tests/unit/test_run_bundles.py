@@ -221,3 +221,17 @@ def test_report_json_of_a_graph_never_traced_has_no_times_not_zero(capsys):
     t = json.loads(capsys.readouterr().out)
     assert t["replays"] > 0 and t["replay_kernel_median_ns"] > 0
     assert t["modules"][0]["median_ns"] > 0
+
+
+def test_report_json_keeps_the_module_rows_to_depth(capsys):
+    # GIVEN a bundle of two graphs whose module tree is 5 levels deep
+    path = os.path.join(DATA, "run_decode")
+    assert main(["report", path, "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert max(r["level"] for r in full["modules"]) > 1
+    # WHEN --depth 1 THEN the JSON's module rows stop there, as the table's do
+    assert main(["report", path, "--json", "--depth", "1"]) == 0
+    cut = json.loads(capsys.readouterr().out)
+    assert cut["modules"] == [r for r in full["modules"] if r["level"] <= 1]
+    assert cut["by_graph"]["rows"] == [r for r in full["by_graph"]["rows"] if r["level"] <= 1]
+    assert cut["graphs"] == full["graphs"]
