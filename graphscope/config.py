@@ -108,9 +108,19 @@ def load_yaml(path: str) -> dict[str, Any]:
     if node is not None and hasattr(node, "value"):
         for k, _ in node.value:
             lines[k.value] = k.start_mark.line + 1
+    out = {}
     for k, v in data.items():
-        _check(str(k).replace("-", "_"), v, f"{path}:{lines.get(k, '?')}")
-    return {str(k).replace("-", "_"): v for k, v in data.items()}
+        key = str(k).replace("-", "_")
+        out[key] = _all_captures(key, v)
+        _check(key, out[key], f"{path}:{lines.get(k, '?')}")
+    return out
+
+
+def _all_captures(key: str, value: Any) -> Any:
+    """``op_captures: all`` (as ``--op-captures all``): every capture, the 0 of the config."""
+    if key == "op_captures" and isinstance(value, str) and value.strip().lower() == "all":
+        return 0
+    return value
 
 
 def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
@@ -123,7 +133,9 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
             continue
         t = str(_TYPES[key])
         try:
-            out[key] = int(raw) if "int" in t else raw
+            out[key] = _all_captures(key, raw)
+            if "int" in t and isinstance(out[key], str):
+                out[key] = int(raw)
         except ValueError:
             raise ConfigError(f"${ENV_PREFIX}{key.upper()}={raw!r} is not an int") from None
         _check(key, out[key], f"${ENV_PREFIX}{key.upper()}")

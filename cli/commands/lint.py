@@ -35,7 +35,7 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
     and source line. This runs the code in MODEL.
 
     Exit codes: 0 clean, 1 a finding at or above --fail-on, 2 could not run (the model failed,
-    or did not finish within --timeout: its findings so far are printed).
+    or did not finish within --timeout: a timeout finding says so).
     """
     from rich.markup import escape
 

@@ -354,3 +354,17 @@ def test_the_no_gpu_error_lists_check_bundle(capsys):
     from graphscope.capture import GPU_NEEDED
 
     assert "check BUNDLE" in GPU_NEEDED.format(cmd="check", why="none")
+
+
+def test_op_captures_all_is_accepted_from_the_environment_and_a_config_file(tmp_path):
+    # as on the command line (--op-captures all): every capture, the config's 0
+    from graphscope.config import from_env, load_yaml
+
+    assert from_env({"GRAPHSCOPE_OP_CAPTURES": "all"}) == {"op_captures": 0}
+    assert from_env({"GRAPHSCOPE_OP_CAPTURES": "3"}) == {"op_captures": 3}
+    p = tmp_path / "c.yaml"
+    p.write_text("op_captures: all\nreplays: 2\n")
+    assert load_yaml(str(p)) == {"op_captures": 0, "replays": 2}
+    p.write_text("op_captures: some\n")
+    with pytest.raises(Exception, match="c.yaml:1: key 'op_captures' must be int"):
+        load_yaml(str(p))
