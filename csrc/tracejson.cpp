@@ -535,7 +535,10 @@ namespace gs {
 // bundle's Perfetto dump and the HTML timeline draw them: a module's forward and backward are
 // two slices and sibling modules never nest. Inputs per graphed event: its launch, leaf module
 // row and [t0, t1); `table` maps a leaf row to its prefix ids (n_mod x depth, -1 padded).
-// An event with no module (leaf -1: work outside every module, a loss) ends every run.
+// An event with no module (leaf -1: work outside every module, a loss) ends every run. A run
+// ends at its work's last end, or where the next run at its depth or above starts if that is
+// earlier (work on another stream may run on): slices on one lane never overlap and nest, as
+// trace viewers need (graphscope/analysis/replays.py's module_runs draws the same runs).
 // Slices come out ordered by launch, then start (a parent before its children), as ready JSON
 // joined by ',': heads[prefix] + correlation + '}, "ts": ' + repr(lo) + ', "dur": ' +
 // repr(hi - lo) + '}'.
@@ -572,14 +575,17 @@ ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb:
     open.reserve(depth);
     std::vector<std::pair<size_t, Slice>> done;  // (depth, run) closed in the current launch
     int64_t cur = 0;
-    auto close_from = [&](size_t d) {  // the deepest first
+    constexpr double kNoClip = std::numeric_limits<double>::infinity();
+    auto close_from = [&](size_t d, double at) {  // the deepest first, ended by `at`
       while (open.size() > d) {
-        done.push_back({open.size() - 1, Slice{cur, open.back().prefix, open.back().span}});
+        Span sp = open.back().span;
+        sp.hi = std::min(sp.hi, at);
+        done.push_back({open.size() - 1, Slice{cur, open.back().prefix, sp}});
         open.pop_back();
       }
     };
     auto flush_launch = [&]() {  // a launch's slices by (start, depth): a parent first
-      close_from(0);
+      close_from(0, kNoClip);
       std::stable_sort(done.begin(), done.end(), [](const auto& a, const auto& b) {
         if (a.second.span.lo != b.second.span.lo) return a.second.span.lo < b.second.span.lo;
         return a.first < b.first;
@@ -595,7 +601,7 @@ ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb:
         cur = corr[i];
       }
       if (leaf[i] < 0) {  // work outside every module: no run goes on across it
-        close_from(0);
+        close_from(0, t0[i]);
         continue;
       }
       const int64_t* row = table + static_cast<size_t>(leaf[i]) * depth;
@@ -604,7 +610,7 @@ ModuleSpans::ModuleSpans(nb::bytes corr_b, nb::bytes leaf_b, nb::bytes t0_b, nb:
         open[d].span.hi = std::max(open[d].span.hi, t1[i]);
         ++d;
       }
-      close_from(d);
+      close_from(d, t0[i]);
       for (; d < depth && row[d] >= 0; ++d) {
         if (row[d] >= n_pre) { bad_prefix = true; break; }
         open.push_back({row[d], Span{t0[i], t1[i]}});

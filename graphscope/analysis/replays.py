@@ -11,8 +11,49 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import Bundle
+from ..model.graph import UNATTRIBUTED, Bundle
 from .dag import Dag
+
+
+def module_runs(events: Sequence[Mapping[str, Any]], nodes: Mapping[int, Any]
+                ) -> list[tuple[Any, Any, str, int, int, int]]:
+    """``(graph, replay, module prefix, start ns, end ns, nodes)`` for each run of consecutive
+    events (by start, all streams, within one graph's replay) whose module has that prefix, at
+    every depth (``nodes``: exec node id -> its Node). Work outside every module ends every run.
+    A run ends at its work's last end, or where the next run at its depth (or above) starts if
+    that is earlier (work on another stream may still run on): the runs of one depth never
+    overlap and a prefix's runs lie inside its parent's, as trace viewers need nested slices
+    to be. Ordered by start, a parent before its children. The HTML timeline and annotate-trace
+    (csrc/tracejson.cpp ``ModuleSpans``) draw the same runs."""
+    groups: dict[tuple[Any, Any], list[Mapping[str, Any]]] = {}
+    for e in events:
+        groups.setdefault((e["graph"], e["replay"]), []).append(e)
+    out: list[tuple[Any, Any, str, int, int, int]] = []
+    for (graph, replay), evs in groups.items():
+        evs = sorted(evs, key=lambda e: (e["start_ns"], e["start_ns"] + e["dur_ns"]))
+        open_: list[list[Any]] = []  # per depth: [prefix, start, end, nodes]
+
+        def close(depth: int, at: Optional[int], open_: list[list[Any]] = open_,
+                  graph: Any = graph, replay: Any = replay) -> None:
+            while len(open_) > depth:  # the deepest first
+                prefix, t0, t1, k = open_.pop()
+                out.append((graph, replay, prefix, t0, t1 if at is None else min(t1, at), k))
+
+        for e in evs:
+            n = nodes.get(int(e["exec_node_id"]))
+            module = n.module if n is not None else UNATTRIBUTED
+            parts = module.split(".") if module != UNATTRIBUTED else []
+            t0, t1 = int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"])
+            d = 0
+            while d < len(open_) and d < len(parts) and open_[d][0] == ".".join(parts[: d + 1]):
+                open_[d][2] = max(open_[d][2], t1)
+                open_[d][3] += 1
+                d += 1
+            close(d, t0)
+            open_.extend([".".join(parts[: k + 1]), t0, t1, 1] for k in range(d, len(parts)))
+        close(0, None)
+    out.sort(key=lambda r: (r[3], r[2].count(".")))
+    return out
 
 
 def events_by_graph(bundle: Bundle) -> dict[str, Sequence[Mapping[str, Any]]]:

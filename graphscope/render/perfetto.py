@@ -4,16 +4,17 @@ Every kernel/memcpy/memset event carries its annotation, op, shapes and source i
 a "modules" track holds, per graph replay and module depth, one slice per run of consecutive
 work (in start order, all streams) of one module, as the HTML timeline draws them: a module's
 forward and backward are two slices, sibling modules never nest, and no slice spans two graphs
-(``module_runs``); stream lanes are compacted to the streams actually used. Times: the bundle's
-event times are ns relative to the first recorded event; trace-event ``ts``/``dur`` are µs.
+(``analysis.replays.module_runs``); stream lanes are compacted to the streams actually used.
+Times: the bundle's event times are ns relative to the first recorded event; trace-event
+``ts``/``dur`` are µs.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from ..model.graph import UNATTRIBUTED, Bundle, NodeKind
+from ..analysis.replays import module_runs
+from ..model.graph import Bundle, NodeKind
 
 PID_GPU = 1
 PID_MODULES = 2
@@ -83,37 +84,6 @@ def build_multirank_trace(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
             events.append(e)
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"ranks": [r for r, _ in ranks]}}
-
-
-def module_runs(events: Any, nodes: dict[int, Any]) -> list[tuple[Any, Any, str, int, int, int]]:
-    """``(graph, replay, module prefix, start ns, end ns, nodes)`` for each run of consecutive
-    events (in start order, all streams, within one graph's replay) whose module has that prefix,
-    at every depth: the runs of a prefix nest inside its parent's. Unattributed work ends every
-    run."""
-    groups: dict[tuple[Any, Any], list[Any]] = defaultdict(list)
-    for e in events:
-        groups[(e["graph"], e["replay"])].append(e)
-    out: list[tuple[Any, Any, str, int, int, int]] = []
-    for (graph, replay), evs in groups.items():
-        evs.sort(key=lambda e: (e["start_ns"], e["start_ns"] + e["dur_ns"]))
-        open_: list[list[Any]] = []  # per depth: [prefix, start, end, nodes]
-        for e in evs:
-            n = nodes.get(int(e["exec_node_id"]))
-            module = n.module if n is not None else UNATTRIBUTED
-            parts = module.split(".") if module != UNATTRIBUTED else []
-            t0, t1 = int(e["start_ns"]), int(e["start_ns"]) + int(e["dur_ns"])
-            d = 0
-            while d < len(open_) and d < len(parts) and open_[d][0] == ".".join(parts[: d + 1]):
-                open_[d][2] = max(open_[d][2], t1)
-                open_[d][3] += 1
-                d += 1
-            # closed: a run of another module starts (or unattributed work)
-            out.extend((graph, replay, *run) for run in reversed(open_[d:]))
-            del open_[d:]
-            open_.extend([".".join(parts[: k + 1]), t0, t1, 1] for k in range(d, len(parts)))
-        out.extend((graph, replay, *run) for run in reversed(open_))
-    out.sort(key=lambda r: (r[3], r[2].count(".")))
-    return out
 
 
 def _stream(e: Any) -> int:

@@ -595,9 +595,10 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize("shape", ["few_launches", "many_launches"])
 def test_module_span_slices_equal_a_python_reference(shape):
     """The native module track: per launch and depth, one slice per run of consecutive events
-    (by start, then end) whose module has that prefix; an event with no module (-1) ends every
-    run; ordered by launch, then (start, depth). Modules share their parents (a tree), events
-    come in no order."""
+    (by start, then end) whose module has that prefix, ended at its last end or where the next
+    run at its depth or above starts if earlier; an event with no module (-1) ends every run;
+    ordered by launch, then (start, depth). Modules share their parents (a tree), events come in
+    no order, and overlap (work on several streams)."""
     import random
 
     import numpy as np
@@ -629,22 +630,22 @@ def test_module_span_slices_equal_a_python_reference(shape):
         open_: list[list] = []  # [prefix, lo, hi]
         done = []  # (lo, depth, order, prefix, hi)
 
-        def close(d, open_=open_, done=done):
+        def close(d, at, open_=open_, done=done):
             while len(open_) > d:
                 p, lo, hi = open_.pop()
-                done.append((lo, len(open_), len(done), p, hi))
+                done.append((lo, len(open_), len(done), p, min(hi, at)))
 
         for _, a, b, lf in (e for e in events if e[0] == c):
             if lf < 0:
-                close(0)
+                close(0, a)
                 continue
             row, d = table[lf], 0
             while d < len(row) and d < len(open_) and open_[d][0] == row[d]:
                 open_[d][2] = max(open_[d][2], b)
                 d += 1
-            close(d)
+            close(d, a)
             open_ += [[p, a, b] for p in row[d:]]
-        close(0)
+        close(0, float("inf"))
         want += [(c, p, lo, hi) for lo, _, _, p, hi in sorted(done)]
     expect = ",".join(f"{heads[p]}{c}}}, \"ts\": {lo!r}, \"dur\": {hi - lo!r}}}"
                       for c, p, lo, hi in want)
@@ -653,6 +654,13 @@ def test_module_span_slices_equal_a_python_reference(shape):
     assert b",".join(pieces).decode() == expect
     # runs, not one slice per (launch, prefix): a prefix's work comes back after other work
     assert len(want) > len({(c, p) for c, p, _, _ in want})
+    # and the slices of one launch and depth never overlap, though the events do
+    depth_of = {p: k for ids in table for k, p in enumerate(ids)}
+    for c in set(corr.tolist()):
+        for k in range(depth):
+            lane = [(lo, hi) for cc, p, lo, hi in want if cc == c and depth_of[p] == k]
+            assert all(h <= lo2 for (_, h), (lo2, _) in zip(lane, lane[1:]))
+    assert any(b > a2 for (_, a, b, _), (_, a2, _, _) in zip(events, events[1:]))
 
 
 @pytest.mark.parametrize("fake_at", ["string", "args", "none"])

@@ -209,3 +209,25 @@ def test_trace_module_slices_never_span_two_graphs():
     # THEN each graph's replay 0 has its own root slice, as long as that graph's work
     assert len(top) == 2 and len({s["args"]["graph"] for s in top}) == 2
     assert all(s["dur"] < 1000 for s in top), [s["dur"] for s in top]
+
+
+@pytest.mark.parametrize("path", fixture_bundles(), ids=os.path.basename)
+def test_trace_module_slices_nest_as_trace_viewers_need(path):
+    """Perfetto and chrome://tracing draw a lane's complete events as a stack: on one lane
+    (a module depth) slices never overlap, and each lies inside a slice one depth up, for every
+    recorded bundle (side streams included)."""
+    from graphscope.bundle import read_bundle
+
+    b = read_bundle(path)
+    if not b.events:
+        pytest.skip("no replay events")
+    spans = [e for e in build_trace(b)["traceEvents"] if e.get("cat") == "module"]
+    end = lambda s: s["ts"] + s["dur"]  # noqa: E731
+    for lane in {s["tid"] for s in spans}:
+        row = sorted((s for s in spans if s["tid"] == lane), key=lambda s: s["ts"])
+        assert all(end(a) <= c["ts"] + 1e-9 for a, c in zip(row, row[1:])), lane
+        if lane:
+            up = [s for s in spans if s["tid"] == lane - 1]
+            assert all(any(p["ts"] <= s["ts"] and end(s) <= end(p) + 1e-9 and
+                           s["args"]["module_name"].startswith(p["args"]["module_name"] + ".")
+                           for p in up) for s in row), lane
