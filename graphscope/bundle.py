@@ -458,22 +458,25 @@ RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's
                  "and of every graph the program keeps (keep_graph=True)")
 
 
+def _raw_dot_path(bundle: Bundle, graph: str) -> Optional[str]:
+    """The file of the driver's DOT of ``graph`` in the bundle, None when it has none."""
+    try:
+        return member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
+    except FileNotFoundError:
+        return None
+
+
 def has_raw_dot(bundle: Bundle, graph: str) -> bool:
     """Whether the bundle holds the driver's DOT of ``graph``."""
-    try:
-        member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
-    except FileNotFoundError:
-        return False
-    return True
+    return _raw_dot_path(bundle, graph) is not None
 
 
 def raw_dot(bundle: Bundle, graph: str) -> str:
-    rel = f"raw/{safe_file_stem(graph)}.dot"
-    try:
-        p = member(bundle.path, rel, "raw DOT")
-    except FileNotFoundError:
+    p = _raw_dot_path(bundle, graph)
+    if p is None:
         info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
         why = f": {RAW_DOT_WHICH}" if "site" in info else ""
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} ({rel}){why}") from None
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} "
+                          f"(raw/{safe_file_stem(graph)}.dot){why}")
     with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()

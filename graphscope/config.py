@@ -133,9 +133,8 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
             continue
         t = str(_TYPES[key])
         try:
-            out[key] = _all_captures(key, raw)
-            if "int" in t and isinstance(out[key], str):
-                out[key] = int(raw)
+            v = _all_captures(key, raw)
+            out[key] = int(v) if "int" in t and isinstance(v, str) else v
         except ValueError:
             raise ConfigError(f"${ENV_PREFIX}{key.upper()}={raw!r} is not an int") from None
         _check(key, out[key], f"${ENV_PREFIX}{key.upper()}")

@@ -76,9 +76,11 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
     b = read_bundle(bundle)
     from graphscope.model.graph import resolve_graph, safe_file_stem
 
-    def default_out(gname: str, ext: str) -> str:
+    def default_out(gname: Optional[str], ext: str) -> str:
+        """BUNDLE.<graph>.<ext> beside the bundle (BUNDLE.<ext>: every graph's, gname None)."""
+        stem = f".{safe_file_stem(gname)}" if gname is not None else ""
         return os.path.join(os.path.dirname(b.path) or ".",
-                            f"{os.path.basename(b.path)}.{safe_file_stem(gname)}.{ext}")
+                            f"{os.path.basename(b.path)}{stem}.{ext}")
 
     if what in ("dot", "raw") and graph is None and len(b.graphs) > 1:
         # one file per graph, named by it; never the first graph alone
@@ -140,10 +142,9 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
         data, ext = text + "\n", "annotations.json"
     for n in notes:
         click.echo(f"note: {n}", err=True)
-    if output is None and graph is None and what in ("trace", "annotations") and len(
-            b.graphs) > 1:  # every graph's: named by the bundle, not by its first graph
-        output = os.path.join(os.path.dirname(b.path) or ".", f"{os.path.basename(b.path)}.{ext}")
-    out = output or default_out(gname, ext)
+    # every graph's trace or annotations: named by the bundle, not by its first graph
+    whole = graph is None and what in ("trace", "annotations") and len(b.graphs) > 1
+    out = output or default_out(None if whole else gname, ext)
     check_output(out, force=bool(force), inputs=[bundle])
     write_output(out, data, force=bool(force), inputs=[bundle])
     if out != "-":
