@@ -117,6 +117,7 @@ NB_MODULE(_native, m) {
         "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.attr("module_call") = module_call_type();
+  bind_mark_log(m);
   m.def("module_scope_cache", &module_scope_cache);
   m.def("module_scope_cache_size", &module_scope_cache_size, nb::arg("cache"));
   m.def("module_scope_cache_prune", &module_scope_cache_prune, nb::arg("cache"),

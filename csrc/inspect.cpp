@@ -43,6 +43,8 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   std::vector<std::string> names;
   std::unordered_map<std::string, int32_t> name_of;
   std::unordered_map<CUgraphNode, uint64_t> id_of;
+  std::unordered_map<const void*, int32_t> name_of_fn;  // CUfunction (or CUkernel) -> name
+  id_of.reserve(n);
   auto intern = [&](const char* s) -> int32_t {
     std::string k = s ? s : "";
     auto it = name_of.find(k);
@@ -62,10 +64,20 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
       CUDA_KERNEL_NODE_PARAMS p;
       std::memset(&p, 0, sizeof(p));
       if (drv.GraphKernelNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
-        const char* nm = nullptr;
-        if (p.func) drv.FuncGetName(&nm, p.func);
-        if (!nm && p.kern && drv.KernelGetName) drv.KernelGetName(&nm, p.kern);
-        name_idx[i] = intern(nm ? nm : "<unknown kernel>");
+        // a graph launches few distinct functions many times: each named (and its name
+        // hashed) once
+        const void* fn = p.func ? static_cast<const void*>(p.func)
+                                : static_cast<const void*>(p.kern);
+        auto hit = fn ? name_of_fn.find(fn) : name_of_fn.end();
+        if (hit != name_of_fn.end()) {
+          name_idx[i] = hit->second;
+        } else {
+          const char* nm = nullptr;
+          if (p.func) drv.FuncGetName(&nm, p.func);
+          if (!nm && p.kern && drv.KernelGetName) drv.KernelGetName(&nm, p.kern);
+          name_idx[i] = intern(nm ? nm : "<unknown kernel>");
+          if (fn && nm) name_of_fn.emplace(fn, name_idx[i]);
+        }
         grid[3 * i] = p.gridDimX; grid[3 * i + 1] = p.gridDimY; grid[3 * i + 2] = p.gridDimZ;
         block[3 * i] = p.blockDimX; block[3 * i + 1] = p.blockDimY;
         block[3 * i + 2] = p.blockDimZ;
@@ -98,9 +110,13 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
     if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
   }
   std::vector<uint64_t> efrom(ne), eto(ne);
+  auto id_of_node = [&](CUgraphNode x) {
+    auto it = id_of.find(x);
+    return it != id_of.end() ? it->second : node_id_of(x);
+  };
   for (size_t i = 0; i < ne; ++i) {
-    efrom[i] = id_of.count(from[i]) ? id_of[from[i]] : node_id_of(from[i]);
-    eto[i] = id_of.count(to[i]) ? id_of[to[i]] : node_id_of(to[i]);
+    efrom[i] = id_of_node(from[i]);
+    eto[i] = id_of_node(to[i]);
   }
   std::vector<std::string> demangled;
   demangled.reserve(names.size());

@@ -103,7 +103,9 @@ struct ModuleCall {
   PyObject* real;          // the __call__ replaced
   PyObject* resolve;       // (module, args, parent root or None) -> (root, scope id or -1)
   PyObject* outer_return;  // (module, output) for each outermost module's return, or None
-  PyObject* marks;         // a list that gets (time_ns, scope) at each scope change, or None
+  PyObject* marks;         // a MarkLog or a list that gets (time_ns, scope) at each scope
+                           // change, or None
+  MarkLog* log;            // marks' log when it is a MarkLog (its reference held by marks)
   PyObject* cache_capsule;
   PyObject* set_eval_frame;  // torch._C._dynamo.eval_frame.set_eval_frame, or None
   Cache* cache;
@@ -115,6 +117,10 @@ bool mark(ModuleCall* self, int64_t sid) {
   if (self->marks == nullptr || self->marks == Py_None) return true;
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);  // time.time_ns()'s clock (the allocator's too)
+  if (self->log != nullptr) {
+    self->log->add(static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec, sid);
+    return true;
+  }
   PyObject* t = PyTuple_New(2);
   if (t == nullptr) return false;
   PyObject* ns = PyLong_FromLongLong(static_cast<long long>(ts.tv_sec) * 1000000000LL +
@@ -304,6 +310,7 @@ int mc_clear(PyObject* o) {
   Py_CLEAR(self->real);
   Py_CLEAR(self->resolve);
   Py_CLEAR(self->outer_return);
+  self->log = nullptr;
   Py_CLEAR(self->marks);
   Py_CLEAR(self->cache_capsule);
   Py_CLEAR(self->set_eval_frame);
@@ -336,12 +343,14 @@ PyObject* mc_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
     return nullptr;
   auto* c = static_cast<Cache*>(PyCapsule_GetPointer(cache, kCacheName));
   if (c == nullptr) return nullptr;
+  const bool log = nb::isinstance<MarkLog>(nb::handle(marks));
   if (!PyCallable_Check(real) || !PyCallable_Check(resolver) ||
       (outer_return != Py_None && !PyCallable_Check(outer_return)) ||
-      (marks != Py_None && !PyList_Check(marks)) ||
+      (marks != Py_None && !log && !PyList_Check(marks)) ||
       (set_eval_frame != Py_None && !PyCallable_Check(set_eval_frame))) {
     PyErr_SetString(PyExc_TypeError, "module_call(real, resolve, outer_return, marks, cache, "
-                                     "main_thread, set_eval_frame): callables, a list or None");
+                                     "main_thread, set_eval_frame): callables, a MarkLog, a "
+                                     "list or None");
     return nullptr;
   }
   auto* self = reinterpret_cast<ModuleCall*>(type->tp_alloc(type, 0));
@@ -356,6 +365,7 @@ PyObject* mc_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
   self->outer_return = outer_return;
   Py_INCREF(marks);
   self->marks = marks;
+  self->log = log ? nb::inst_ptr<MarkLog>(nb::handle(marks)) : nullptr;
   Py_INCREF(cache);
   self->cache_capsule = cache;
   self->cache = c;
@@ -443,6 +453,61 @@ size_t module_scope_cache_size(nb::object cache) {
   auto* c = static_cast<Cache*>(PyCapsule_GetPointer(cache.ptr(), kCacheName));
   if (c == nullptr) throw nb::python_error();
   return c->size();
+}
+
+namespace {
+// One (time_ns, scope) of two ints onto l; TypeError/ValueError otherwise.
+void add_mark(MarkLog& l, nb::handle mark) {
+  if (!PyTuple_Check(mark.ptr()) || PyTuple_GET_SIZE(mark.ptr()) != 2)
+    throw nb::value_error("a mark is (time_ns, scope)");
+  int64_t v[2];
+  for (int i = 0; i < 2; ++i) {
+    PyObject* x = PyTuple_GET_ITEM(mark.ptr(), i);
+    if (!PyLong_Check(x)) throw nb::type_error("a mark is (time_ns, scope), two ints");
+    v[i] = PyLong_AsLongLong(x);
+    if (v[i] == -1 && PyErr_Occurred()) throw nb::python_error();
+  }
+  l.add(v[0], v[1]);
+}
+}  // namespace
+
+void bind_mark_log(nb::module_& m) {
+  nb::class_<MarkLog>(m, "MarkLog",
+                      "The capture meter's (time_ns, scope) marks as plain integers, appended "
+                      "by graphscope run's module_call without making Python objects.")
+      .def(nb::init<>())
+      .def("append",
+           [](MarkLog& l, nb::handle mark) { add_mark(l, mark); },
+           nb::arg("mark"), "Append one (time_ns, scope).")
+      .def("extend",
+           [](MarkLog& l, nb::iterable marks) {
+             for (nb::handle m : marks) add_mark(l, m);
+           },
+           nb::arg("marks"))
+      .def("clear", [](MarkLog& l) { l.v.clear(); })
+      .def("copy", [](const MarkLog& l) { return MarkLog(l); })
+      .def("__len__", [](const MarkLog& l) { return l.size(); })
+      .def("__getitem__",
+           [](const MarkLog& l, int64_t i) {
+             const int64_t n = static_cast<int64_t>(l.size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw nb::index_error("mark index out of range");
+             return nb::make_tuple(l.v[2 * i], l.v[2 * i + 1]);
+           },
+           nb::arg("i"))
+      .def("__iter__",
+           [](const MarkLog& l) {
+             nb::list out;
+             for (size_t i = 0; i < l.size(); ++i) out.append(nb::make_tuple(l.v[2 * i],
+                                                                              l.v[2 * i + 1]));
+             return nb::iter(out);
+           })
+      .def("data",
+           [](const MarkLog& l) {
+             return nb::bytes(reinterpret_cast<const char*>(l.v.data()),
+                              l.v.size() * sizeof(int64_t));
+           },
+           "The marks as int64 pairs (time_ns, scope), native byte order.");
 }
 
 }  // namespace gs

@@ -25,6 +25,8 @@ struct Counter {
   uint64_t fake_n = 0;
   int64_t fake_deps = -1;  // tests: the stream dependencies' count when it differs (-1: same)
   uint64_t deps_last = 0;  // the last dependencies' count (kept monotone)
+  CUgraphNode dep_node = nullptr;  // the single dependency CUPTI was last asked about
+  uint64_t dep_count = 0;          // and the count it gave
   uint64_t mismatches = 0;  // notes (and the end) where the two counts differed
   std::vector<uint64_t> counts;
   std::vector<int64_t> scopes;
@@ -68,10 +70,18 @@ bool deps_count(uint64_t& n) {
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
       return false;
     uint64_t best = 0;
-    for (size_t i = 0; i < ndeps; ++i) {
-      uint64_t id = 0;
-      if (cupti.GetGraphNodeId(deps[i], &id) != CUPTI_SUCCESS) return false;
-      best = std::max<uint64_t>(best, (id & 0xFFFFFFFFull) + 1);
+    if (ndeps == 1 && deps[0] == cnt.dep_node) {
+      // nothing captured since the last note (a module's return and the next module's call):
+      // the same node, whose id CUPTI gave then (a node is never freed during its capture)
+      best = cnt.dep_count;
+    } else {
+      for (size_t i = 0; i < ndeps; ++i) {
+        uint64_t id = 0;
+        if (cupti.GetGraphNodeId(deps[i], &id) != CUPTI_SUCCESS) return false;
+        best = std::max<uint64_t>(best, (id & 0xFFFFFFFFull) + 1);
+      }
+      cnt.dep_node = ndeps == 1 ? deps[0] : nullptr;
+      cnt.dep_count = best;
     }
     n = best;
   }
@@ -136,6 +146,8 @@ void count_start(bool fake, int how) {
   cnt.fake_n = 0;
   cnt.fake_deps = -1;
   cnt.deps_last = 0;
+  cnt.dep_node = nullptr;
+  cnt.dep_count = 0;
   cnt.mismatches = 0;
   cnt.counts.clear();
   cnt.scopes.clear();
@@ -170,6 +182,7 @@ void count_attach(uintptr_t stream) {
       throw std::runtime_error("state:0:the stream is not capturing");
     cnt.graph = graph;
     cnt.stream = reinterpret_cast<CUstream>(stream);
+    cnt.dep_node = nullptr;
   }
   cnt.attached = true;
   note(tls);

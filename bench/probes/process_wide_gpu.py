@@ -14,8 +14,11 @@ ops (``torch._C._CUDAGraph``, past graphscope's patched class), per op:
   held      and the recorder's subscription held, gate shut, while timing
   window    and a recorder window open (gate open) while timing
   history   plain, with the allocator history ``graphscope run`` keeps across a batch on
+  ids       loaded, and CUPTI's graph ids read once (``native.warm_graph_ids()``, which
+            ``GraphWatch.install()`` has done since the ninth session) and no more
 
-Needs a GPU: ``python3 bench/probes/process_wide_gpu.py [ROUNDS]``.
+Needs a GPU: ``python3 bench/probes/process_wide_gpu.py [ROUNDS] [CONDITION...]`` (default:
+every condition).
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ if upto == 5:
         pass  # held from here on, its gate shut
 if upto == 6:
     hold.enter_context(native.recording())
+if cond == "ids":
+    import graphscope.cli  # noqa: F401
+    from graphscope import native
+    native.ensure_loaded()
+    assert native.warm_graph_ids() == ""
 if cond == "history":
     torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
                                              max_entries=100000)
@@ -94,14 +102,14 @@ for _ in range(5):
 print("RESULT", json.dumps({"eager_us": e, "capture_us": min(cs)}))
 '''
 
-CONDS = ["plain", "import", "loaded", "watch", "cupti", "held", "window", "history"]
+CONDS = ["plain", "import", "loaded", "watch", "cupti", "held", "window", "history", "ids"]
 
 
-def main(rounds: int) -> None:
-    res: dict[str, list[dict]] = {c: [] for c in CONDS}
+def main(rounds: int, conds: list[str]) -> None:
+    res: dict[str, list[dict]] = {c: [] for c in conds}
     random.seed(3)
     for i in range(rounds):
-        order = CONDS[:]
+        order = conds[:]
         random.shuffle(order)
         for c in order:
             out = subprocess.run([sys.executable, "-c", CHILD, c], capture_output=True,
@@ -124,4 +132,4 @@ def main(rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2:] or CONDS)

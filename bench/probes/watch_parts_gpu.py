@@ -7,7 +7,9 @@ Variants, shuffled per round: ``plain``; ``keep`` (``keep_graph=True`` and the i
 after, no watch); ``watch`` (the watch as ``graphscope run`` installs it, every capture
 counted, ops recorded in the first 2); ``nohooks`` (no module scopes); ``nomarks`` (module
 scopes without the meter's time marks); ``nohist`` (no allocator history); ``fakecount``
-(node counts noted without asking the driver); ``noops`` (no op records at all). Prints per
+(node counts noted without asking the driver); ``noops`` (no op records at all); ``walk``
+(every node-count note a walk of the graph, ``GRAPHSCOPE_COUNT_DEPS=0``); ``noinspect`` (the
+graph not read before ``capture_end``: what that read costs the loop). Prints per
 variant the median milliseconds per capture entering ``torch.cuda.graph``, in the forward,
 leaving it, and the loop.
 
@@ -38,6 +40,15 @@ exec(MODEL, _ns)
 model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
 REAL_HOOKS = W.module_hooks
 REAL_COUNTING = nodecount.counting
+REAL_INSPECT = native.inspect_graph
+_READ: list = []
+
+
+def _inspect_once(ptr: int, demangle: bool = True):
+    """The first graph's inspection, read once and returned for every later graph."""
+    if not _READ:
+        _READ.append(REAL_INSPECT(ptr, demangle))
+    return _READ[0]
 
 
 def loop(keep: bool = False) -> list[float]:
@@ -73,13 +84,17 @@ def loop(keep: bool = False) -> list[float]:
 
 
 def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bool = True,
-            ops: bool = True) -> list[float]:
+            ops: bool = True, walk: bool = False, inspect: bool = True) -> list[float]:
     if not hooks:
         W.module_hooks = lambda *a, **k: []
     elif not marks:
         W.module_hooks = lambda n, d, f, o, m: REAL_HOOKS(n, d, f, o, None)
     if not count:
-        nodecount.counting = lambda fake=False: REAL_COUNTING(fake=True)
+        nodecount.counting = lambda fake=False, how=0: REAL_COUNTING(fake=True, how=how)
+    if walk:
+        os.environ[nodecount.DEPS_ENV] = "0"
+    if not inspect:
+        W.native.inspect_graph = _inspect_once
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, record_ops=ops, op_captures=2))
     w.meter.history = hist
     undo = patch_cuda_graph(w)
@@ -92,6 +107,8 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
         w.pending.clear()
         W.module_hooks = REAL_HOOKS
         nodecount.counting = REAL_COUNTING
+        os.environ.pop(nodecount.DEPS_ENV, None)
+        W.native.inspect_graph = REAL_INSPECT
         w.meter._stop_history()
 
 
@@ -100,7 +117,8 @@ def main(rounds: int) -> None:
     variants = {"plain": lambda: loop(), "keep": lambda: loop(keep=True),
                 "watch": lambda: watched(), "nohooks": lambda: watched(hooks=False),
                 "nomarks": lambda: watched(marks=False), "nohist": lambda: watched(hist=False),
-                "fakecount": lambda: watched(count=False), "noops": lambda: watched(ops=False)}
+                "fakecount": lambda: watched(count=False), "noops": lambda: watched(ops=False),
+                "walk": lambda: watched(walk=True), "noinspect": lambda: watched(inspect=False)}
     res = shuffled_rounds(variants, rounds, seed=5, warm=True)
     base = statistics.median(r[3] for r in res["plain"])
     for k, rs in res.items():

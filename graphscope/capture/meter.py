@@ -30,7 +30,7 @@ import bisect
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -44,6 +44,18 @@ OUTSIDE = "(outside modules)"  # allocations and time of a capture outside every
 
 def history_wanted() -> bool:
     return os.environ.get("GRAPHSCOPE_MEMORY_HISTORY", "1") not in ("0", "false", "no", "")
+
+
+def mark_log() -> Any:
+    """Where a meter's (time_ns, scope) marks go: the extension's ``MarkLog`` (plain integers,
+    which graphscope run's C ``nn.Module.__call__`` appends to without making a Python object:
+    a list of tuples made four objects per module call, and the collector ran 28 times in a
+    67-bucket ladder's capture loop for them), else a list. Both take ``append((t, scope))``,
+    ``extend``, ``clear``, ``copy``, ``len`` and iteration."""
+    try:
+        return native.extension().MarkLog()
+    except native.NativeUnavailableError:
+        return []
 
 
 def tensor_bytes(values: Any) -> int:
@@ -77,7 +89,7 @@ class Window:
     pool: Optional[tuple[int, ...]]
     wall0_ns: int
     end_ns: int
-    marks: list[tuple[int, int]]
+    marks: Any  # a MarkLog or list of (time_ns, scope)
     armed: bool  # the allocator history ran through it
     reserved_from_history: bool = False  # capture_reserved_bytes is the history's to give
 
@@ -98,9 +110,9 @@ class CaptureMeter:
         # its approximate clock to c10::getTime()), so 0 but for the conversion's error
         self._offset_us = 0.0
         self._hooks: list[Any] = []
-        # (time_ns, scope id) at each scope change; one list for the meter's life, so that
+        # (time_ns, scope id) at each scope change; one log for the meter's life, so that
         # hooks outside the meter (graphscope run's module hooks) can append to it
-        self.marks: list[tuple[int, int]] = []
+        self.marks: Any = mark_log()
         self._reserved0: Optional[int] = None  # torch.cuda.memory_reserved() at the start
         self._t0 = 0.0
         self._wall0_ns = 0
@@ -144,7 +156,7 @@ class CaptureMeter:
             pool = tuple(int(x) for x in cuda_graph.pool())
         if pool is not None:
             info["pool_id"] = list(pool)
-        window = Window(pool, self._wall0_ns, end_ns, list(self.marks), self._armed,
+        window = Window(pool, self._wall0_ns, end_ns, self.marks.copy(), self._armed,
                         reserved_from_history=self._from_history)
         if not self.keep_history:
             self._end_history()
@@ -228,21 +240,21 @@ class CaptureMeter:
             self._stop_history()
             self._history_on = False
 
-    def _names(self, marks: Optional[list[tuple[int, int]]] = None) -> dict[int, str]:
+    def _names(self, marks: Optional[Iterable[tuple[int, int]]] = None) -> dict[int, str]:
         """The module each scope id of a window's marks names (each id looked up once)."""
         marks = self.marks if marks is None else marks
         return {sid: scope_name(sid) for sid in {s for _, s in marks}}
 
-    def _scope_info(self, end_ns: int, marks: list[tuple[int, int]],
+    def _scope_info(self, end_ns: int, marks: Iterable[tuple[int, int]],
                     names: dict[int, str]) -> dict[str, Any]:
         spans = self._scope_time(end_ns, marks, names)
         return {"capture_by_module_s": spans} if len(spans) > 1 or OUTSIDE not in spans else {}
 
     @staticmethod
-    def _scope_time(end_ns: int, marks: list[tuple[int, int]], names: dict[int, str]
+    def _scope_time(end_ns: int, marks: Iterable[tuple[int, int]], names: dict[int, str]
                     ) -> dict[str, float]:
         out: dict[str, float] = {}
-        marks = marks + [(end_ns, -1)]
+        marks = list(marks) + [(end_ns, -1)]
         for (t, sid), (t2, _) in zip(marks, marks[1:]):
             name = names.get(sid, OUTSIDE)
             out[name] = out.get(name, 0.0) + (t2 - t) / 1e9
@@ -267,7 +279,7 @@ class CaptureMeter:
             torch.cuda.memory._record_memory_history(None)
 
     def _attribute(self, entries: list[dict[str, Any]], segs: list[dict[str, Any]],
-                   pool: tuple[int, ...], marks: Optional[list[tuple[int, int]]] = None,
+                   pool: tuple[int, ...], marks: Optional[Iterable[tuple[int, int]]] = None,
                    wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None,
                    end_ns: Optional[int] = None) -> dict[str, Any]:
         """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;

@@ -207,7 +207,7 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
     attn, mlp = _scope("L.attn"), _scope("L.mlp")
     m._offset_us = 1000.0  # allocator clock = ours + 1 ms
     m._wall0_ns = 0
-    m.marks[:] = [(0, -1), (10_000, attn), (20_000, -1), (30_000, mlp), (40_000, -1)]
+    m.marks.extend([(0, -1), (10_000, attn), (20_000, -1), (30_000, mlp), (40_000, -1)])
     seg = [{"address": 1 << 20, "total_size": 4 * MiB}]
     base = 1 << 20
 
@@ -238,7 +238,7 @@ def test_meter_attributes_allocations_to_the_scope_active_then():
 
 def test_meter_uses_the_entry_pool_id_when_given():
     m = CaptureMeter(history=False)
-    m.marks[:] = [(0, -1)]
+    m.marks.extend([(0, -1)])
     entries = [{"action": "alloc", "time_us": 1, "addr": 5, "size": 10, "pool_id": (0, 1)},
                {"action": "alloc", "time_us": 1, "addr": 6, "size": 20, "pool_id": (0, 2)}]
     assert m._attribute(entries, [], (0, 1))["capture_alloc_bytes"] == 10

@@ -216,14 +216,15 @@ class _DynamoArrival:
 
 def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[[Any, Any], None],
                  outer_return: Optional[Callable[[Any, Any], None]] = None,
-                 marks: Optional[list[tuple[int, int]]] = None) -> list[Any]:
+                 marks: Any = None) -> list[Any]:
     """Module scopes in capture windows: ``nn.Module.__call__`` replaced by
     ``graphscope._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
     scope inside an annotated capture on this thread and is inert elsewhere (graphscope run
     holds it across a batch of captures). ``first_call(module,
     args)`` sees the first outermost module called in the window, ``outer_return(module,
     output)`` every outermost module's return; ``marks`` (the capture meter's) gets
-    ``(time_ns, scope)`` at each scope change. Returns handles with ``remove()``, as hooks have.
+    ``(time_ns, scope)`` at each scope change (a ``MarkLog``: no Python object made per
+    mark; or a list). Returns handles with ``remove()``, as hooks have.
 
     Not global forward hooks: with any global hook every module call in the window takes
     torch's slow ``_call_impl`` path (the hook lists built and walked per call). Not a Python
