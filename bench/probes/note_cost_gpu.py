@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
@@ -98,6 +99,17 @@ class Watched:
             w.meter._stop_history()
 
 
+def per_call_us(f: Any, batches: int, calls: int) -> float:
+    """µs per call of ``f``: the median of ``batches`` batches of ``calls`` calls."""
+    out = []
+    for _ in range(batches):
+        t = time.perf_counter()
+        for _ in range(calls):
+            f()
+        out.append((time.perf_counter() - t) / calls * 1e6)
+    return statistics.median(out)
+
+
 def driver_calls(kernels: int) -> None:
     cu = ctypes.CDLL("libcuda.so.1")
     cupti = ctypes.CDLL(native.loaded_cupti_paths()[0])
@@ -144,21 +156,9 @@ def driver_calls(kernels: int) -> None:
                 x.add_(1), calls["cuGraphGetNodes (count)"]()),
         }
         for name, f in launched.items():
-            batches = []
-            for _ in range(3):
-                t = time.perf_counter()
-                for _ in range(300):
-                    f()
-                batches.append((time.perf_counter() - t) / 300 * 1e6)
-            print(f"{name:55s} {statistics.median(batches):.3f} us", flush=True)
+            print(f"{name:55s} {per_call_us(f, 3, 300):.3f} us", flush=True)
         for name, f in calls.items():
-            batches = []
-            for _ in range(5):
-                t = time.perf_counter()
-                for _ in range(2000):
-                    f()
-                batches.append((time.perf_counter() - t) / 2000 * 1e6)
-            res[name] = statistics.median(batches)
+            res[name] = per_call_us(f, 5, 2000)
     floor = res["cuDriverGetVersion"]
     for name, us in res.items():
         print(f"{name:40s} {us:.3f} us ({us - floor:+.3f} over cuDriverGetVersion)", flush=True)
