@@ -9,6 +9,8 @@
 //   pmsampling.* CUPTI PM sampling: hardware counters at a fixed GPU-time interval
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
 
+#include <cstdlib>
+
 #include <cuda.h>
 #include <cupti.h>
 
@@ -100,6 +102,11 @@ using namespace gs;
 
 NB_MODULE(_native, m) {
   m.doc() = "graphscope native core: CUPTI recorder, graph inspector, activity tracer";
+  // graphscope patches torch's classes (nn.Module.__call__ holds the meter's MarkLog while a
+  // batch of captures is open); a program that exits with the patch in place (os._exit aside,
+  // a crash in its own exit path) leaves those alive past interpreter teardown, which nanobind
+  // would report as leaks on the program's stderr. GRAPHSCOPE_LEAK_WARNINGS=1 reports them.
+  nb::set_leak_warnings(std::getenv("GRAPHSCOPE_LEAK_WARNINGS") != nullptr);
   m.def("load_driver", &load_driver, "Open libcuda.so.1; returns '' or why not.");
   m.def("load_cupti", &load_cupti, nb::arg("path"), "Open libcupti at path; '' or why not.");
   m.def("probe", &probe, nb::arg("try_subscribe") = false);

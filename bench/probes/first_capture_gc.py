@@ -66,6 +66,8 @@ def child(variant: str) -> None:
     gc.callbacks.remove(note)
     if undo is not None:
         undo()
+        w._close_window()
+        w._release_batch()  # nn.Module.__call__ as found (the hooks hold the meter's marks)
     if stack is not None:
         stack.__exit__(None, None, None)
     print(f"{variant:14s} captures ms {per}  full collections (capture #, ms) {full}")
