@@ -501,13 +501,7 @@ void bind_mark_log(nb::module_& m) {
              for (size_t i = 0; i < l.size(); ++i) out.append(nb::make_tuple(l.v[2 * i],
                                                                               l.v[2 * i + 1]));
              return nb::iter(out);
-           })
-      .def("data",
-           [](const MarkLog& l) {
-             return nb::bytes(reinterpret_cast<const char*>(l.v.data()),
-                              l.v.size() * sizeof(int64_t));
-           },
-           "The marks as int64 pairs (time_ns, scope), native byte order.");
+           });
 }
 
 }  // namespace gs

@@ -175,15 +175,12 @@ def test_the_held_recorder_subscribes_once_per_batch_and_lets_go_before_a_profil
 
 def test_mark_log_keeps_marks_as_integers_in_order():
     # the capture meter's (time_ns, scope) marks, which graphscope run's C module_call appends
-    import numpy as np
-
     log = native.extension().MarkLog()
     log.append((10, 3))
     log.extend([(20, -1), (2**62, 7)])
     assert len(log) == 3
     assert list(log) == [(10, 3), (20, -1), (2**62, 7)]
     assert log[-1] == (2**62, 7) and log[0] == (10, 3)
-    assert np.frombuffer(log.data(), "<i8").tolist() == [10, 3, 20, -1, 2**62, 7]
     copy = log.copy()
     log.clear()
     assert len(log) == 0 and len(copy) == 3  # a copy is its own

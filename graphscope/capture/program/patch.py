@@ -38,7 +38,8 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
     base_init = real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
     keep_of: dict[int, bool] = {}
 
-    # keep_graph is read by the C++ constructor (__init__, not __new__): remembered, as is
+    # keep_graph is read by the C++ constructor (__init__, not __new__): the program's choice,
+    # remembered and passed on as it is
     def __init__(self: Any, keep_graph: bool = False, *a: Any, **k: Any) -> None:
         keep_of[id(self)] = bool(keep_graph)
         base_init(self, keep_graph, *a, **k)
