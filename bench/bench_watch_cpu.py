@@ -49,7 +49,8 @@ def cpu_model() -> tuple[nn.Module, torch.Tensor, list[int]]:
     for old, new in (("LAYERS, HIDDEN, HEADS, CTX = 16, 1024, 8, 128",
                       "LAYERS, HIDDEN, HEADS, CTX = 16, 64, 4, 8"),
                      ('dtype=torch.float16, device="cuda"', "dtype=torch.float32"),
-                     ("Decoder().cuda().half().eval()", "Decoder().eval()"),
+                     ('torch.device("cuda")', 'torch.device("cpu")'),
+                     ("Decoder().half().eval()", "Decoder().eval()"),
                      ("32000", "1000"),
                      ('dtype=torch.long, device="cuda"', "dtype=torch.long")):
         assert old in src, old
