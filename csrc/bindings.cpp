@@ -124,6 +124,8 @@ NB_MODULE(_native, m) {
         "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.attr("module_call") = module_call_type();
+  m.def("module_call_stats", &module_call_stats, nb::arg("reset") = false,
+        "(module calls scoped, graphscope's own seconds in them) since the last reset.");
   bind_mark_log(m);
   m.def("module_scope_cache", &module_scope_cache);
   m.def("module_scope_cache_size", &module_scope_cache_size, nb::arg("cache"));

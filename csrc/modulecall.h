@@ -27,6 +27,8 @@ void bind_mark_log(nb::module_& m);
 
 // The type: module_call(real, resolve, outer_return, marks, cache, main_thread).
 nb::object module_call_type();
+// (scoped calls, graphscope's own seconds in them) since the last reset (modulecall.cpp).
+nb::tuple module_call_stats(bool reset);
 // A new (module, root, outer scope) -> scope cache, a capsule kept across capture windows.
 nb::object module_scope_cache();
 size_t module_scope_cache_size(nb::object cache);

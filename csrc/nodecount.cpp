@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dl.h"
+#include "ticks.h"
 
 namespace gs {
 
@@ -37,8 +38,11 @@ struct Counter {
   bool detached = false;  // count_detach: attached until the capture ended
   std::atomic<uint64_t> foreign{0};  // scope changes on other threads while counting
   uint64_t errors = 0;
+  uint64_t queries = 0;   // node counts asked of the driver (walks or dependencies)
+  int64_t query_ticks = 0;  // and the time they took (ticks.h)
 };
 Counter cnt;
+
 
 // The graph's node count: cuGraphGetNodes walks the graph (0.55 us at 100 nodes on the H200,
 // timed back to back: bench/probes/graph_get_nodes_gpu.py).
@@ -90,13 +94,21 @@ bool deps_count(uint64_t& n) {
   return true;
 }
 
-bool node_count(uint64_t& n) {
+bool node_count_of(uint64_t& n) {
   if (cnt.how == kCountWalk) return walk_count(n);
   if (cnt.how == kCountDeps) return deps_count(n);
   uint64_t d = 0;  // kCountVerify: the walk's count is kept, the other compared
   if (!walk_count(n)) return false;
   if (!deps_count(d) || d != n) cnt.mismatches++;
   return true;
+}
+
+bool node_count(uint64_t& n) {
+  const int64_t t0 = ticks();
+  const bool ok = node_count_of(n);
+  cnt.queries++;
+  cnt.query_ticks += ticks() - t0;
+  return ok;
 }
 
 // caller holds nothing: notes run on the capturing thread only (others are counted foreign)
@@ -158,6 +170,8 @@ void count_start(bool fake, int how) {
   cnt.detached = false;
   cnt.foreign = 0;
   cnt.errors = 0;
+  cnt.queries = 0;
+  cnt.query_ticks = 0;
   g_counting.store(true, std::memory_order_release);
 }
 
@@ -217,6 +231,8 @@ nb::dict count_stop() {
   d["errors"] = cnt.errors;
   d["how"] = cnt.how;
   d["mismatches"] = cnt.mismatches;
+  d["queries"] = cnt.queries;
+  d["query_s"] = ticks_to_s(cnt.query_ticks);
   cnt.graph = nullptr;
   cnt.attached = false;
   cnt.detached = false;

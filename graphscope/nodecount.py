@@ -74,6 +74,8 @@ class CountedNodes:
     thread: int  # the capturing thread's native id
     how: int = WALK  # WALK, DEPS or VERIFY
     mismatches: int = 0  # notes (DEPS: the capture's end) where the two counts differed
+    queries: int = 0  # node counts asked of the driver (a note whose scope or op changed)
+    query_s: float = 0.0  # the seconds those took
 
     def problem(self) -> str:
         """Why this window recorded nothing usable ('' when it did)."""
@@ -110,7 +112,8 @@ def counting(fake: bool = False, how: int = WALK) -> Iterator[list[CountedNodes]
                                 ops=native._col(d["ops"], "<i8"),
                                 attached=bool(d["attached"]), foreign=int(d["foreign"]),
                                 errors=int(d["errors"]), thread=threading.get_native_id(),
-                                how=int(d["how"]), mismatches=int(d["mismatches"])))
+                                how=int(d["how"]), mismatches=int(d["mismatches"]),
+                                queries=int(d["queries"]), query_s=float(d["query_s"])))
 
 
 def detach() -> None:

@@ -165,6 +165,7 @@ def _probe(seen):
 def test_run_module_hooks_push_scopes_named_by_the_rule():
     # GIVEN graphscope run's module hooks in a (GPU-less) annotated window, and modules that
     # note the module scope their work would get
+    from graphscope import native
     from graphscope.capture.program.names import ModuleNames, module_hooks
     from tests.unit._fake import fake_session
 
@@ -178,13 +179,23 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     first, returned = [], []
     hooks = module_hooks(names, None, lambda m, a: first.append(m),
                          lambda m, out: returned.append((m, out)))
+    stats = native.extension().module_call_stats
+    stats(True)
     try:
+        model(torch.ones(1))  # outside an annotated window: inert, not counted
+        assert stats() == (0, 0.0) and seen == [None, None]
+        seen.clear()
         # WHEN the program calls the model, then a loss module beside it
         with fake_session():
             loss(model(torch.ones(1)))
     finally:
         for h in hooks:
             h.remove()
+    # graphscope's own time in the 5 module calls it scoped, counted (graphscope run's
+    # "module_calls" overhead) and reset when read so
+    calls, own_s = stats(True)
+    assert calls == 5 and 0.0 < own_s < 5.0
+    assert stats() == (0, 0.0)
     # THEN the model is L, its submodules L.<path>, the loss module (Probe) by its class
     assert seen == ["L.0", "L.1.0", "(Probe)"]
     assert first == [model, loss]

@@ -48,6 +48,26 @@ def test_scope_changes_are_noted_at_the_node_count_they_happen_at(ext):
     assert not ext.counting()
 
 
+def test_each_count_asked_of_the_driver_is_counted_and_timed(ext):
+    # what the notes cost a capture loop (graphscope run's "count_queries" overhead): one count
+    # per change of scope or op; a push and pop back to the same scope with nothing between
+    # them is still two questions
+    with nodecount.counting(fake=True) as out:
+        nodecount.attach(0)
+        native.push_scope(5)
+        native.pop_scope()
+        native.push_scope(5)  # the same scope as the last note: nothing asked
+        native.push_scope(5)
+    native.pop_scope()  # the thread's scopes as found (the window has ended: not noted)
+    native.pop_scope()
+    m = out[0]
+    assert m.queries == 4 and m.query_s >= 0.0
+    assert native.current_scope() == -1
+    with nodecount.counting(fake=True) as out:  # a new window starts from none
+        pass
+    assert out[0].queries == 0 and out[0].query_s == 0.0
+
+
 def test_op_changes_are_noted_with_the_scope(ext):
     # the op observer sets the thread's op at each op's start and end (set_current_op)
     with nodecount.counting(fake=True) as out:
