@@ -57,13 +57,19 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   for (size_t i = 0; i < n; ++i) {
     ids[i] = node_id_of(nodes[i]);
     id_of[nodes[i]] = ids[i];
-    CUgraphNodeType t;
-    drv.GraphNodeGetType(nodes[i], &t);
+    // Most nodes of a captured graph are kernels: their parameters are asked for first, and
+    // only a node that has none is asked its type (one driver call less per kernel node, in a
+    // program's capture loop; the call fails on any other type of node)
+    CUDA_KERNEL_NODE_PARAMS kp;
+    std::memset(&kp, 0, sizeof(kp));
+    const bool kernel_params = drv.GraphKernelNodeGetParams(nodes[i], &kp) == CUDA_SUCCESS;
+    CUgraphNodeType t = CU_GRAPH_NODE_TYPE_KERNEL;
+    if (!kernel_params && drv.GraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS)
+      t = CU_GRAPH_NODE_TYPE_EMPTY;  // a node the driver will not describe: nothing to read
     types[i] = static_cast<int32_t>(t);
     if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
-      CUDA_KERNEL_NODE_PARAMS p;
-      std::memset(&p, 0, sizeof(p));
-      if (drv.GraphKernelNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+      const CUDA_KERNEL_NODE_PARAMS& p = kp;
+      if (kernel_params) {
         // a graph launches few distinct functions many times: each named (and its name
         // hashed) once
         const void* fn = p.func ? static_cast<const void*>(p.func)

@@ -113,9 +113,16 @@ def unplaced_reason(node: Any) -> Optional[dict[str, Any]]:
     return {"unplaced_reason": f"launched outside any module, loss and optimizer step{where}"}
 
 
+def _dot_dir() -> Optional[str]:
+    """Where the driver writes a DOT for graphscope to read back: memory (``/dev/shm``) where
+    it can, else the temporary directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK) else None
+
+
 def read_dot(graph_ptr: int) -> str:
     """The driver's verbose DOT of a template graph (cudaGraphDebugDotPrint)."""
-    fd, path = tempfile.mkstemp(suffix=".dot")
+    fd, path = tempfile.mkstemp(suffix=".dot", prefix="graphscope-", dir=_dot_dir())
     os.close(fd)
     try:
         native.debug_dot_print(graph_ptr, path)

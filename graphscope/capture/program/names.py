@@ -21,9 +21,17 @@ from ...annotate.training import leaf_scopes
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+_SKIPPED: dict[tuple[str, str], bool] = {}  # (file, torch's dir) -> _skip_frame's answer
+
+
 def _skip_frame(fn: str, torch_dir: str) -> bool:
-    return (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
-            or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
+    hit = _SKIPPED.get((fn, torch_dir))
+    if hit is None:
+        hit = (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
+               or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
+        if len(_SKIPPED) < 4096:
+            _SKIPPED[(fn, torch_dir)] = hit
+    return hit
 
 
 def capture_site(torch_dir: str) -> tuple[str, str]:
