@@ -164,6 +164,7 @@ def watched(model: nn.Module, tokens: torch.Tensor, op_captures: int, sizes: lis
         s = loop(model, tokens, True, sizes)
         if causes is not None:
             causes.update(w.overhead)
+            causes["steps_total"] = w.steps_s
         return s
     finally:
         undo()
