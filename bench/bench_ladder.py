@@ -11,7 +11,9 @@ twice the rounds in the same time; ``--counts-learned``: and ``run`` with
 ``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
 CUPTI, the node counts' way before they became the default for captures begun with grad off;
 ``--walk-counts``: and ``run`` with ``GRAPHSCOPE_COUNT_DEPS=0``, every node-count note a walk of
-the graph, as before the ninth session).
+the graph, as before the ninth session). Each process also reports its loop's CPU time
+(``capture_cpu_s``) and the host's stolen CPU seconds while it ran (``host_steal_s``); the
+bundle's facts give graphscope's own seconds in the loop (by cause, and ``capture_steps_s``).
 """
 
 from __future__ import annotations
