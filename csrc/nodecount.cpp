@@ -43,7 +43,6 @@ struct Counter {
 };
 Counter cnt;
 
-
 // The graph's node count: cuGraphGetNodes walks the graph (0.55 us at 100 nodes on the H200,
 // timed back to back: bench/probes/graph_get_nodes_gpu.py).
 bool walk_count(uint64_t& n) {
