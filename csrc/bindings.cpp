@@ -174,6 +174,9 @@ NB_MODULE(_native, m) {
   m.def("recorder_active", []() -> bool { return rec.active; });
   m.def("recorder_records", &recorder_records);
   m.def("inspect_graph", &inspect_graph, nb::arg("graph"), nb::arg("demangle") = true);
+  m.def("positional_ids", &positional_ids,
+        "Whether graph node ids are read as positions: -1 not checked yet, 0 no, 1 yes.");
+  m.def("set_positional_ids", &set_positional_ids, nb::arg("state"));
   m.def("capture_graph", &capture_graph, nb::arg("stream"),
         "The graph being captured on stream (0: not capturing).");
   m.def("exec_id", &exec_id, nb::arg("graph_exec"));

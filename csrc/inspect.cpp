@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -23,6 +24,41 @@ std::string demangle(const char* mangled) {
   return s;
 }
 
+namespace {
+std::atomic<int> g_positional{-1};
+}  // namespace
+
+int positional_ids() { return g_positional.load(); }
+void set_positional_ids(int state) { g_positional.store(state < 0 ? -1 : state > 0 ? 1 : 0); }
+
+bool node_ids(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<uint64_t>& ids) {
+  const size_t n = nodes.size();
+  ids.resize(n);
+  const int state = g_positional.load();
+  if (n > 0 && state != 0) {
+    const uint64_t base = static_cast<uint64_t>(graph_id_of(g)) << 32;
+    if (state == 1) {
+      if (node_id_of(nodes[0]) == base && node_id_of(nodes[n - 1]) == (base | (n - 1))) {
+        for (size_t i = 0; i < n; ++i) ids[i] = base | i;
+        return true;
+      }
+    } else {
+      bool same = true;
+      for (size_t i = 0; i < n; ++i) {
+        ids[i] = node_id_of(nodes[i]);
+        same = same && ids[i] == (base | i);
+      }
+      if (n >= 2) {
+        int unknown = -1;
+        g_positional.compare_exchange_strong(unknown, same ? 1 : 0);
+      }
+      return same;
+    }
+  }
+  for (size_t i = 0; i < n; ++i) ids[i] = node_id_of(nodes[i]);
+  return false;
+}
+
 nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   require_loaded();
   auto graph = reinterpret_cast<CUgraph>(graph_ptr);
@@ -34,7 +70,8 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
     r = drv.GraphGetNodes(graph, nodes.data(), &n);
     if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
   }
-  std::vector<uint64_t> ids(n);
+  std::vector<uint64_t> ids;
+  node_ids(graph, nodes, ids);
   std::vector<int32_t> types(n);
   std::vector<int32_t> grid(3 * n, 0), block(3 * n, 0);
   std::vector<uint32_t> smem(n, 0);
@@ -55,7 +92,6 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
     return i;
   };
   for (size_t i = 0; i < n; ++i) {
-    ids[i] = node_id_of(nodes[i]);
     id_of[nodes[i]] = ids[i];
     // Most nodes of a captured graph are kernels: their parameters are asked for first, and
     // only a node that has none is asked its type (one driver call less per kernel node, in a

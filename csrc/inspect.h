@@ -2,14 +2,30 @@
 // launch dimensions, memcpy/memset sizes, edges) and read exec/graph ids.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common.h"
 
 namespace gs {
 
 std::string demangle(const char* mangled);
+// CUPTI's id of each of `nodes` (graph `g`'s nodes as cuGraphGetNodes lists them) into `ids`:
+// the graph's id << 32 | the node's creation index. The driver lists a graph's nodes in
+// creation order (bench/probes/inspect_parts_gpu.py: every graph of a 67-bucket ladder), so
+// the ids are the positions where that holds: asking CUPTI costs ~0.9 us a node on the H200,
+// 60% of reading a graph. The process's first graph of two or more nodes is checked node by
+// node against CUPTI; once that held, each graph's first and last node are (a removed node or
+// another order asks CUPTI for every node of that graph); once it failed, CUPTI is asked for
+// every node. Returns whether the ids are positions.
+bool node_ids(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<uint64_t>& ids);
+// Whether ids are positions: -1 unknown (not checked yet), 0 no, 1 yes; set_positional_ids
+// forces it (tests; GRAPHSCOPE_NODE_IDS=cupti sets 0).
+int positional_ids();
+void set_positional_ids(int state);
 nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names = true);
 // The graph being captured on `stream` (0: the stream is not capturing). The driver permits
 // every operation but destroy and node removal on it until the capture ends.

@@ -140,6 +140,8 @@ def ensure_loaded() -> Any:
                 "NVIDIA GPU and driver"
             )
         torch.cuda.init()  # loads torch's libcupti through kineto
+        if os.environ.get(NODE_IDS_ENV, "").strip().lower() == "cupti":
+            ext.set_positional_ids(0)
         why = ext.load_driver()
         if why:
             raise NoGPUError(why)
@@ -476,6 +478,18 @@ def capture_graph(stream: int) -> int:
     """The graph being captured on ``stream`` (a ``cudaStream_t`` handle), 0 when the stream is
     not capturing. Valid until the capture ends; nodes may be read, not removed."""
     return int(_call(ensure_loaded().capture_graph, int(stream)))
+
+
+# GRAPHSCOPE_NODE_IDS=cupti: ask CUPTI for every node's id (never read ids as positions)
+NODE_IDS_ENV = "GRAPHSCOPE_NODE_IDS"
+
+
+def positional_ids() -> bool | None:
+    """Whether graph node ids are read as the nodes' positions in the driver's list (checked
+    against CUPTI node by node on the process's first graph, then on each graph's first and
+    last node; csrc/inspect.h): None until a graph was read."""
+    state = int(extension().positional_ids())
+    return None if state < 0 else bool(state)
 
 
 def warm_graph_ids() -> str:

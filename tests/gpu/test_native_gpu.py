@@ -83,6 +83,46 @@ def test_the_graph_being_captured_reads_as_its_template_will():
     assert native.demangled(during, {}).demangled == after.demangled
 
 
+def test_node_ids_read_as_positions_are_cuptis_on_every_kind_of_node():
+    # GIVEN a graph with kernels, a device copy and a side stream's work joined back,
+    # read while it is still being captured (as graphscope run reads it)
+    m, x = _model()
+    _warm(m, x)
+    side = torch.cuda.Stream()
+    buf = torch.empty(4096, device="cuda")
+    ext = native.extension()
+    g = torch.cuda.CUDAGraph()
+    reads = {}
+    try:
+        with torch.cuda.graph(g):
+            buf.zero_()
+            y = m(x)
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                z = y.relu() * 2
+            torch.cuda.current_stream().wait_stream(side)
+            copy = torch.empty_like(buf)
+            copy.copy_(buf)
+            (z + y).sum()
+            ptr = native.capture_graph(torch.cuda.current_stream().cuda_stream)
+            ext.set_positional_ids(-1)
+            reads["checked"] = native.inspect_graph(ptr, demangle=False)  # node by node
+            state = native.positional_ids()
+            reads["positions"] = native.inspect_graph(ptr, demangle=False)
+            ext.set_positional_ids(0)
+            reads["cupti"] = native.inspect_graph(ptr, demangle=False)
+    finally:
+        ext.set_positional_ids(-1)
+    # THEN the driver lists the nodes in creation order: the check held, and ids read as
+    # positions are CUPTI's, node for node and edge for edge
+    assert state is True
+    kinds = set(reads["cupti"].node_type.tolist())
+    assert {0, 1} <= kinds, kinds  # kernels and the copy
+    for how in ("checked", "positions"):
+        for f in ("node_id", "edge_from", "edge_to", "node_type", "name_idx"):
+            assert np.array_equal(getattr(reads[how], f), getattr(reads["cupti"], f)), (how, f)
+
+
 def test_cuptis_graph_ids_are_warmed_on_an_empty_graph_without_a_capture():
     # graphscope run does this at install: the process's first id read is not in the
     # program's first capture. It leaves no graph and no allocation behind.
