@@ -5,9 +5,12 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dl.h"
+#include "inspect.h"
 #include "ticks.h"
 
 namespace gs {
@@ -15,6 +18,11 @@ namespace gs {
 std::atomic<bool> g_counting{false};
 
 namespace {
+
+// A note's count not known yet: 1 + the creation index of the node it waits on, resolved at
+// count_detach from the graph's node list (inspect.h: positions are creation indices), not by
+// asking CUPTI at the note (~0.9 us a node on the H200: most of a note's cost)
+constexpr uint64_t kPending = ~0ull;
 
 struct Counter {
   std::mutex mu;          // count_start against count_stop (notes are the capturing thread's)
@@ -26,12 +34,15 @@ struct Counter {
   uint64_t fake_n = 0;
   int64_t fake_deps = -1;  // tests: the stream dependencies' count when it differs (-1: same)
   uint64_t deps_last = 0;  // the last dependencies' count (kept monotone)
-  CUgraphNode dep_node = nullptr;  // the single dependency CUPTI was last asked about
-  uint64_t dep_count = 0;          // and the count it gave
+  CUgraphNode dep_node = nullptr;  // the single dependency the last count was read from
+  uint64_t dep_count = 0;          // and that count (kPending: resolved at count_detach)
   uint64_t mismatches = 0;  // notes (and the end) where the two counts differed
   std::vector<uint64_t> counts;
   std::vector<int64_t> scopes;
   std::vector<int64_t> ops;  // the thread's op id (tls.op) from that count on
+  // kCountDeps: counts[first] is 1 + second's creation index, resolved at count_detach
+  std::vector<std::pair<size_t, CUgraphNode>> pending;
+  CUgraphNode last_node = nullptr;  // the node the last count waits on (nullptr: known)
   int64_t last = INT64_MIN;
   int64_t last_op = INT64_MIN;
   bool attached = false;
@@ -60,7 +71,9 @@ bool walk_count(uint64_t& n) {
 // creation index (CUPTI's local node id) among the nodes the stream's next work would follow.
 // Equal to the node count while the newest node is one of them: always in a capture made on
 // one stream; not while another stream's newest work is unjoined (kCountVerify finds out).
-bool deps_count(uint64_t& n) {
+// With `wait` (kCountDeps' notes), a single new dependency is not asked about: n is kPending
+// and *wait the node, resolved when the capture ends.
+bool deps_count(uint64_t& n, CUgraphNode* wait = nullptr) {
   if (cnt.fake) {
     n = cnt.fake_deps >= 0 ? static_cast<uint64_t>(cnt.fake_deps) : cnt.fake_n;
   } else {
@@ -73,10 +86,16 @@ bool deps_count(uint64_t& n) {
         status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
       return false;
     uint64_t best = 0;
-    if (ndeps == 1 && deps[0] == cnt.dep_node) {
+    if (ndeps == 1 && deps[0] == cnt.dep_node && cnt.dep_count != kPending) {
       // nothing captured since the last note (a module's return and the next module's call):
-      // the same node, whose id CUPTI gave then (a node is never freed during its capture)
+      // the same node, whose count was read then (a node is never freed during its capture)
       best = cnt.dep_count;
+    } else if (ndeps == 1 && wait != nullptr) {
+      cnt.dep_node = deps[0];
+      cnt.dep_count = kPending;
+      *wait = deps[0];
+      n = kPending;
+      return true;  // made monotone when resolved (count_detach)
     } else {
       for (size_t i = 0; i < ndeps; ++i) {
         uint64_t id = 0;
@@ -93,18 +112,18 @@ bool deps_count(uint64_t& n) {
   return true;
 }
 
-bool node_count_of(uint64_t& n) {
+bool node_count_of(uint64_t& n, CUgraphNode* wait) {
   if (cnt.how == kCountWalk) return walk_count(n);
-  if (cnt.how == kCountDeps) return deps_count(n);
+  if (cnt.how == kCountDeps) return deps_count(n, wait);
   uint64_t d = 0;  // kCountVerify: the walk's count is kept, the other compared
   if (!walk_count(n)) return false;
   if (!deps_count(d) || d != n) cnt.mismatches++;
   return true;
 }
 
-bool node_count(uint64_t& n) {
+bool node_count(uint64_t& n, CUgraphNode* wait) {
   const int64_t t0 = ticks();
-  const bool ok = node_count_of(n);
+  const bool ok = node_count_of(n, wait);
   cnt.queries++;
   cnt.query_ticks += ticks() - t0;
   return ok;
@@ -116,20 +135,80 @@ void note(ThreadState& t) {
   const int64_t cur = t.current();
   if (cur == cnt.last && t.op == cnt.last_op) return;
   uint64_t n = 0;
-  if (!node_count(n)) {
+  CUgraphNode wait = nullptr;
+  if (!node_count(n, &wait)) {
     cnt.errors++;
     return;
   }
-  if (!cnt.counts.empty() && cnt.counts.back() == n) {
-    cnt.scopes.back() = cur;  // no node made under the scope (or op) it replaces
+  // no node made under the scope (or op) the last note opened: it is replaced
+  const bool same = !cnt.counts.empty() &&
+                    (wait != nullptr ? cnt.last_node == wait
+                                     : cnt.last_node == nullptr && cnt.counts.back() == n);
+  if (same) {
+    cnt.scopes.back() = cur;
     cnt.ops.back() = t.op;
   } else {
+    if (wait != nullptr) cnt.pending.emplace_back(cnt.counts.size(), wait);
     cnt.counts.push_back(n);
     cnt.scopes.push_back(cur);
     cnt.ops.push_back(t.op);
   }
+  cnt.last_node = wait;
   cnt.last = cur;
   cnt.last_op = t.op;
+}
+
+// Each node of the graph being captured -> its creation index, and the node count (one
+// cuGraphGetNodes; ids as positions where that was checked, inspect.h)
+bool graph_index(std::unordered_map<CUgraphNode, uint64_t>& index, uint64_t& n) {
+  size_t k = 0;
+  if (drv.GraphGetNodes(cnt.graph, nullptr, &k) != CUDA_SUCCESS) return false;
+  std::vector<CUgraphNode> nodes(k);
+  if (k && drv.GraphGetNodes(cnt.graph, nodes.data(), &k) != CUDA_SUCCESS) return false;
+  nodes.resize(k);
+  std::vector<uint64_t> ids;
+  node_ids(cnt.graph, nodes, ids);
+  index.reserve(k);
+  for (size_t i = 0; i < k; ++i) index.emplace(nodes[i], ids[i] & 0xFFFFFFFFull);
+  n = k;
+  return true;
+}
+
+// kCountDeps at the capture's end: the waiting notes' counts from the graph's node list, made
+// monotone as deps_count keeps them, and one walk checking the last count
+void resolve_deps() {
+  const int64_t t0 = ticks();
+  std::unordered_map<CUgraphNode, uint64_t> index;
+  uint64_t w = 0, d = 0;
+  const bool listed = cnt.fake ? walk_count(w) : graph_index(index, w);
+  for (const auto& [at, node] : cnt.pending) {
+    auto it = index.find(node);
+    if (it == index.end()) {
+      cnt.errors++;  // stays kPending: the window is reported unrecorded
+      continue;
+    }
+    cnt.counts[at] = it->second + 1;
+  }
+  uint64_t high = 0;
+  for (uint64_t& c : cnt.counts) {
+    if (c == kPending) continue;
+    c = std::max(c, high);
+    high = c;
+  }
+  cnt.deps_last = std::max(cnt.deps_last, high);
+  CUgraphNode wait = nullptr;
+  if (!listed || !deps_count(d, &wait)) {
+    cnt.mismatches++;
+  } else {
+    if (wait != nullptr) {
+      auto it = index.find(wait);
+      d = it == index.end() ? kPending : std::max(it->second + 1, cnt.deps_last);
+    }
+    if (w != d) cnt.mismatches++;
+  }
+  cnt.pending.clear();
+  cnt.queries++;
+  cnt.query_ticks += ticks() - t0;
 }
 
 }  // namespace
@@ -160,6 +239,8 @@ void count_start(bool fake, int how) {
   cnt.dep_node = nullptr;
   cnt.dep_count = 0;
   cnt.mismatches = 0;
+  cnt.pending.clear();
+  cnt.last_node = nullptr;
   cnt.counts.clear();
   cnt.scopes.clear();
   cnt.ops.clear();
@@ -204,10 +285,7 @@ void count_attach(uintptr_t stream) {
 // The capture is about to end (capture_end may destroy the graph when it fails): no more notes.
 void count_detach() {
   if (!g_counting.load() || tls.tid != cnt.tid.load()) return;
-  if (cnt.attached && cnt.how == kCountDeps) {  // the end: one walk checks the last count
-    uint64_t w = 0, d = 0;
-    if (!walk_count(w) || !deps_count(d) || w != d) cnt.mismatches++;
-  }
+  if (cnt.attached && cnt.how == kCountDeps) resolve_deps();
   cnt.detached = cnt.detached || cnt.attached;
   cnt.attached = false;
   cnt.graph = nullptr;
@@ -221,6 +299,9 @@ void count_fake_nodes(uint64_t n, int64_t deps) {
 nb::dict count_stop() {
   std::lock_guard<std::mutex> g(cnt.mu);
   g_counting.store(false);
+  // notes still waiting: the capture ended without count_detach, its graph may be gone
+  cnt.errors += cnt.pending.size();
+  cnt.pending.clear();
   nb::dict d;
   d["counts"] = as_bytes(cnt.counts);
   d["scopes"] = as_bytes(cnt.scopes);
