@@ -130,6 +130,9 @@ def watch(monkeypatch):
         out.append(_nodes(3, threads.pop(0) if threads else None))
 
     monkeypatch.setattr(W.ann, "session", session)
+    # a counted window with no ops (the light one): the same fake, counted
+    monkeypatch.setattr(W, "counted_window",
+                        lambda count_how: session(False, True, True, count_how))
     monkeypatch.setattr(torch.cuda.memory, "_snapshot",
                         lambda *a, **k: events.append("snapshot") or {"segments": []})
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: None)

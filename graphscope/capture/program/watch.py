@@ -39,7 +39,7 @@ from ... import annotate as ann
 from ... import native, nodecount
 from ..._errors import GraphscopeError
 from ...annotate import state
-from ...annotate.session import resolve_accumulation
+from ...annotate.session import backward_counter, counted_window, resolve_accumulation
 from ...annotate.training import optimizer_hooks
 from ...bundle_files import TREES_FILE
 from ..meter import CaptureMeter, tensor_bytes
@@ -165,12 +165,20 @@ class GraphWatch:
         stack = contextlib.ExitStack()
         t = self._spent("site", t)
         try:
-            self._records = stack.enter_context(ann.session(record_ops, held=True,
-                                                            counted=rec.counted,
-                                                            count_how=rec.count_how))
-            t = self._spent("subscribe", t)
+            # held for the batch before the window's session patches autograd's entry (a
+            # session puts back what it found)
             self._hold_batch()
-            active = state.ATTRIBUTION.active
+            t = self._spent("hooks", t)
+            attribution = state.ATTRIBUTION
+            if rec.counted and not record_ops and attribution.ddp is None and \
+                    not attribution.streams:
+                window = counted_window(rec.count_how)  # scopes only: no per-window setup
+            else:
+                window = ann.session(record_ops, held=True, counted=rec.counted,
+                                     count_how=rec.count_how)
+            self._records = stack.enter_context(window)
+            t = self._spent("subscribe", t)
+            active = attribution.active
             if active is not None:
                 active.leaf_scope = self.module_names.leaf_scopes()
         except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
@@ -180,10 +188,10 @@ class GraphWatch:
             return
         except BaseException:
             stack.close()
+            self._release_batch()
             raise
         self._window = stack
         self.current = rec
-        t = self._spent("hooks", t)
         self.meter.begin()
         self._spent("meter", t)
 
@@ -262,6 +270,7 @@ class GraphWatch:
         self._batch_hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
                                          self._outer_return, self.meter.marks)
         self._batch_hooks += optimizer_hooks()
+        self._batch_hooks.append(backward_counter())  # a counted window's backward calls
 
     @property
     def holding(self) -> bool:
