@@ -11,9 +11,13 @@ twice the rounds in the same time; ``--counts-learned``: and ``run`` with
 ``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
 CUPTI, the node counts' way before they became the default for captures begun with grad off;
 ``--walk-counts``: and ``run`` with ``GRAPHSCOPE_COUNT_DEPS=0``, every node-count note a walk of
-the graph, as before the ninth session). Each process also reports its loop's CPU time
-(``capture_cpu_s``) and the host's stolen CPU seconds while it ran (``host_steal_s``); the
-bundle's facts give graphscope's own seconds in the loop (by cause, and ``capture_steps_s``).
+the graph, as before the ninth session; ``--cpus=8-11``: every process on those CPUs, so that
+the two processes of a pair are not placed on CPUs of different speed: on the H200 host a
+process's captures ran at ~3.5 ms or ~5.8 ms each, by process). Each process also reports its
+loop's CPU time (``capture_cpu_s``) and the host's stolen CPU seconds while it ran
+(``host_steal_s``), and each capture's milliseconds (``each_capture_ms``: the JSON's
+``added_by_position_ms`` sums what ``run`` added to the first, the op and the other captures);
+the bundle's facts give graphscope's own seconds in the loop (by cause, and ``capture_steps_s``).
 """
 
 from __future__ import annotations
@@ -87,11 +91,14 @@ with torch.inference_mode():
     reserved0 = torch.cuda.memory_reserved()
     t, cpu = time.perf_counter(), time.thread_time()
     first_s = None
+    each = []  # each capture's milliseconds, in the loop's order
     for bs in reversed(SIZES):  # largest first: smaller buckets reuse its memory
+        t_each = time.perf_counter()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, pool=pool):
             outs[bs] = model(tokens[:bs])
         graphs[bs] = g
+        each.append((time.perf_counter() - t_each) * 1e3)
         first_s = time.perf_counter() - t if first_s is None else first_s
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t
@@ -112,7 +119,7 @@ def replays(n):
 traced_ms = replays(TRACED)
 untraced_ms = replays(UNTRACED)
 print("RESULT", json.dumps({"capture_s": capture_s, "first_capture_s": first_s,
-                            "capture_cpu_s": capture_cpu_s,
+                            "capture_cpu_s": capture_cpu_s, "each_capture_ms": each,
                             "graphs": len(graphs),
                             "pool_reserved_bytes": reserved, "traced_replay_ms": traced_ms,
                             "untraced_replay_ms": untraced_ms}))
@@ -130,6 +137,18 @@ def steal_s() -> float:
         return 0.0
 
 
+CPUS: set[int] = set()  # --cpus: every process of the bench on these CPUs (empty: any)
+
+
+def parse_cpus(text: str) -> set[int]:
+    """``8-11`` / ``2,4,6``: CPU numbers."""
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
 def once(path: str, observed: bool, traced: int, untraced: int, *flags: str,
          env: dict | None = None) -> dict:
     args = [path, str(traced), str(untraced)]
@@ -138,8 +157,9 @@ def once(path: str, observed: bool, traced: int, untraced: int, *flags: str,
     cmd = ([sys.executable, "-m", "graphscope", "run", "-o", out_dir, "--force",
             "--replays", str(traced), *flags, *args] if observed else [sys.executable, *args])
     stolen = steal_s()
+    pin = (lambda: os.sched_setaffinity(0, CPUS)) if CPUS else None
     out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                         env={**os.environ, **(env or {})}).stdout
+                         env={**os.environ, **(env or {})}, preexec_fn=pin).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("RESULT"))
     return {**json.loads(line.split(" ", 1)[1]), "host_steal_s": round(steal_s() - stolen, 3)}
 
@@ -160,6 +180,24 @@ def ladder_facts(bundle: str) -> dict:
             "pools": len(mem.get("pools", [])),
             "total_reserved_bytes": mem.get("total_reserved_bytes"),
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}
+
+
+def added_by_position(plain: list[dict], run: list[dict], op_captures: int = 2) -> dict:
+    """What ``run`` added to each capture of the loop (the median over paired rounds of its
+    milliseconds minus plain's at the same position), summed: the first capture, the other op
+    captures, the rest (and the rest's median per capture)."""
+    pairs = [(p["each_capture_ms"], r["each_capture_ms"]) for p, r in zip(plain, run)
+             if p.get("each_capture_ms") and r.get("each_capture_ms")]
+    if not pairs:
+        return {}
+    n = min(len(p) for p, _ in pairs)
+    added = [statistics.median(r[i] - p[i] for p, r in pairs) for i in range(n)]
+    rest = added[op_captures:]
+    return {"first": round(added[0], 2), "op_captures_after_first": round(
+        sum(added[1:op_captures]), 2), "rest": round(sum(rest), 2),
+        "rest_per_capture": round(statistics.median(rest), 3) if rest else None,
+        "plain_rest_per_capture": round(statistics.median(
+            statistics.median(p[i] for p, _ in pairs) for i in range(op_captures, n)), 3)}
 
 
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
@@ -200,6 +238,9 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
     walk_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, res["walk"])]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
+        # per capture of the loop, the median over rounds of run minus plain, summed: the op
+        # captures (the first 2) apart from the rest, the first capture apart from both
+        "added_by_position_ms": added_by_position(plain, run),
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
         # the loops' medians against each other (less moved by one noisy process of a pair)
@@ -232,6 +273,10 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
 
 
 if __name__ == "__main__":  # [ROUNDS] [--no-all-ops] [--counts-learned] [--walk-counts]
+    # [--cpus=LIST]
+    for a in sys.argv[1:]:
+        if a.startswith("--cpus="):
+            CPUS.update(parse_cpus(a.split("=", 1)[1]))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv,
          counts_learned="--counts-learned" in sys.argv, walk="--walk-counts" in sys.argv)
