@@ -15,9 +15,11 @@ the graph, as before the ninth session; ``--cpus=8-11``: every process on those 
 the two processes of a pair are not placed on CPUs of different speed: on the H200 host a
 process's captures ran at ~3.5 ms or ~5.8 ms each, by process). Each process also reports its
 loop's CPU time (``capture_cpu_s``) and the host's stolen CPU seconds while it ran
-(``host_steal_s``), and each capture's milliseconds (``each_capture_ms``: the JSON's
-``added_by_position_ms`` sums what ``run`` added to the first, the op and the other captures);
-the bundle's facts give graphscope's own seconds in the loop (by cause, and ``capture_steps_s``).
+(``host_steal_s``), each capture's milliseconds (``each_capture_ms``: the JSON's
+``added_by_position_ms`` sums what ``run`` added to the first, the op and the other captures)
+and a fixed piece of host work timed before and after its loop (``calib_s``: the JSON's
+``capture_ratio_calibrated`` divides each loop by it); the bundle's facts give graphscope's
+own seconds in the loop (by cause, and ``capture_steps_s``).
 """
 
 from __future__ import annotations
@@ -81,6 +83,22 @@ tokens = torch.zeros(max(SIZES), dtype=torch.long, device="cuda")
 
 PROGRAM = MODEL + r'''
 TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
+
+
+def calibrate():
+    """A fixed piece of host work, timed: this process's host speed (the H200's host ran a
+    process's captures at one of two speeds). Pure Python and small CPU tensor ops, which no
+    hook of graphscope's touches outside a capture."""
+    t = time.perf_counter()
+    acc = 0
+    for i in range(100000):
+        acc += i * i % 7
+    x = torch.ones(8)
+    for _ in range(1000):
+        x = x + 1
+    return time.perf_counter() - t
+
+
 pool = torch.cuda.graph_pool_handle()
 graphs, outs = {}, {}
 with torch.inference_mode():
@@ -89,6 +107,7 @@ with torch.inference_mode():
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     reserved0 = torch.cuda.memory_reserved()
+    calib0 = calibrate()
     t, cpu = time.perf_counter(), time.thread_time()
     first_s = None
     each = []  # each capture's milliseconds, in the loop's order
@@ -103,6 +122,7 @@ with torch.inference_mode():
     torch.cuda.synchronize()
     capture_s = time.perf_counter() - t
     capture_cpu_s = time.thread_time() - cpu  # the loop's CPU time (a co-tenant adds wall only)
+    calib1 = calibrate()
     reserved = torch.cuda.memory_reserved() - reserved0
 
 
@@ -120,6 +140,7 @@ traced_ms = replays(TRACED)
 untraced_ms = replays(UNTRACED)
 print("RESULT", json.dumps({"capture_s": capture_s, "first_capture_s": first_s,
                             "capture_cpu_s": capture_cpu_s, "each_capture_ms": each,
+                            "calib_s": [calib0, calib1],
                             "graphs": len(graphs),
                             "pool_reserved_bytes": reserved, "traced_replay_ms": traced_ms,
                             "untraced_replay_ms": untraced_ms}))
@@ -200,6 +221,19 @@ def added_by_position(plain: list[dict], run: list[dict], op_captures: int = 2) 
             statistics.median(p[i] for p, _ in pairs) for i in range(op_captures, n)), 3)}
 
 
+def calibrated_ratios(plain: list[dict], run: list[dict]) -> list[float]:
+    """Each pair's ratio with each process's loop divided by its own host-speed calibration
+    (the mean of the one before and the one after its loop): a pair whose two processes got a
+    host of different speed compares like with like. Pairs without calibrations are left out."""
+    out = []
+    for p, r in zip(plain, run):
+        cp, cr = p.get("calib_s"), r.get("calib_s")
+        if cp and cr and min(cp) > 0 and min(cr) > 0:
+            out.append((r["capture_s"] / statistics.mean(cr))
+                       / (p["capture_s"] / statistics.mean(cp)))
+    return out
+
+
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
          counts_learned: bool = False, walk: bool = False) -> None:
     with tempfile.TemporaryDirectory() as d:
@@ -243,6 +277,10 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "added_by_position_ms": added_by_position(plain, run),
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
+        # the same with each loop divided by its process's host-speed calibration
+        "capture_ratio_calibrated": (statistics.median(calibrated_ratios(plain, run))
+                                     if calibrated_ratios(plain, run) else None),
+        "capture_ratio_calibrated_all": calibrated_ratios(plain, run),
         # the loops' medians against each other (less moved by one noisy process of a pair)
         "capture_ratio_of_medians": med(run, "capture_s") / med(plain, "capture_s"),
         # the fastest loop of each against each other (a noisy host only ever adds time)

@@ -1,0 +1,44 @@
+"""bench/bench_ladder.py's statistics over its per-process results (the GPU bench itself needs
+an H200): what ``run`` added by position in the loop, and the ratio with each loop divided by
+its process's own host-speed calibration."""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import bench_ladder as B  # noqa: E402
+
+
+def test_added_by_position_sums_the_paired_medians_of_first_op_and_later_captures():
+    plain = [{"each_capture_ms": [7.0, 4.0, 4.0, 4.0, 4.0]},
+             {"each_capture_ms": [9.0, 6.0, 6.0, 6.0, 6.0]},
+             {"each_capture_ms": [7.0, 4.0, 4.0, 4.0, 4.0]}]
+    run = [{"each_capture_ms": [15.0, 6.0, 4.5, 4.5, 4.5]},
+           {"each_capture_ms": [17.0, 8.0, 7.0, 7.0, 7.0]},
+           {"each_capture_ms": [15.0, 6.0, 4.5, 4.5, 4.5]}]
+    got = B.added_by_position(plain, run)
+    assert got["first"] == 8.0 and got["op_captures_after_first"] == 2.0
+    assert got["rest"] == 1.5 and got["rest_per_capture"] == 0.5
+    assert got["plain_rest_per_capture"] == 4.0
+    assert B.added_by_position([{}], [{}]) == {}
+
+
+def test_a_calibrated_ratio_compares_processes_that_got_hosts_of_different_speed():
+    # GIVEN a plain process on a fast host and a run process on a host 1.6x slower: the raw
+    # ratio says 2.0x, the loops divided by their own calibration 1.25x
+    plain = [{"capture_s": 0.30, "calib_s": [0.010, 0.010]}]
+    run = [{"capture_s": 0.60, "calib_s": [0.015, 0.017]}]
+    assert run[0]["capture_s"] / plain[0]["capture_s"] == 2.0
+    assert B.calibrated_ratios(plain, run) == [pytest.approx(1.25)]
+    # AND a pair without calibrations (an older result) is left out, not guessed
+    assert B.calibrated_ratios(plain + [{"capture_s": 0.3}], run + [{"capture_s": 0.4}]) == [
+        pytest.approx(1.25)]
+
+
+def test_cpu_lists_parse_as_taskset_writes_them():
+    assert B.parse_cpus("8-11") == {8, 9, 10, 11}
+    assert B.parse_cpus("2,4,6-7") == {2, 4, 6, 7}
