@@ -26,6 +26,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _driver import driver_calls  # noqa: E402
+
 from graphscope import native  # noqa: E402
 
 
@@ -48,15 +51,9 @@ def main() -> None:
     print(f"time.time_ns {per_call_us(time.time_ns) * 1e3:.0f} ns, time.perf_counter "
           f"{per_call_us(time.perf_counter) * 1e3:.0f} ns, time.thread_time "
           f"{per_call_us(time.thread_time) * 1e3:.0f} ns a call")
-    native.ensure_loaded()
+    d = driver_calls()
     native.warm_graph_ids()
-    cu = ctypes.CDLL("libcuda.so.1")
-    cupti = ctypes.CDLL(native.loaded_cupti_paths()[0])
-    get_info = cu.cuStreamGetCaptureInfo_v3
-    get_nodes = cu.cuGraphGetNodes
-    get_nodes.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-    node_id = cupti.cuptiGetGraphNodeId
-    node_id.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    cu, get_info, get_nodes, node_id = d.cu, d.capture_info, d.graph_nodes, d.node_id
     kparams = cu.cuGraphKernelNodeGetParams_v2
     kparams.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     v = ctypes.c_int()

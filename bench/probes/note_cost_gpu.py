@@ -24,6 +24,9 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 from _measure import shuffled_rounds  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _driver import driver_calls as driver_functions  # noqa: E402
 from torch import nn  # noqa: E402
 
 from graphscope import native, nodecount  # noqa: E402
@@ -111,13 +114,8 @@ def per_call_us(f: Any, batches: int, calls: int) -> float:
 
 
 def driver_calls(kernels: int) -> None:
-    cu = ctypes.CDLL("libcuda.so.1")
-    cupti = ctypes.CDLL(native.loaded_cupti_paths()[0])
-    info = cu.cuStreamGetCaptureInfo_v3
-    nodes = cu.cuGraphGetNodes
-    nodes.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
-    node_id = cupti.cuptiGetGraphNodeId
-    node_id.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    d = driver_functions()
+    cu, info, nodes, node_id = d.cu, d.capture_info, d.graph_nodes, d.node_id
     x = torch.zeros(16, device="cuda")
     s = torch.cuda.Stream()
     g = torch.cuda.CUDAGraph()

@@ -12,15 +12,6 @@ from graphscope.annotate import state
 from graphscope.annotate.session import CountedSession, Session, backward_counter, counted_window
 
 
-@pytest.fixture()
-def ext():
-    e = native.extension()
-    yield e
-    if e.counting():
-        e.count_stop()
-    state.ATTRIBUTION.active = None
-
-
 def test_a_counted_window_notes_scopes_without_touching_autograd(ext):
     engine = torch.autograd._engine_run_backward
     with counted_window(nodecount.DEPS, fake=True) as out:

@@ -13,14 +13,6 @@ from graphscope import native, nodecount
 U8 = np.uint64
 
 
-@pytest.fixture()
-def ext():
-    e = native.extension()
-    yield e
-    if e.counting():
-        e.count_stop()
-
-
 def _marks(**kw):
     base = dict(counts=np.zeros(0, U8), scopes=np.zeros(0, np.int64), ops=np.zeros(0, np.int64),
                 attached=True, foreign=0,
