@@ -388,6 +388,7 @@ def set_current_op(op_id: int) -> int:
 # The native op observer (graphscope._opwatch, csrc/opwatch.cpp): a second compiled module,
 # built only where torch was importable at build time and usable only with that same torch.
 OP_OBSERVER_ENV = "GRAPHSCOPE_OP_OBSERVER"  # "python" forces the dispatch mode
+NODE_IDS_ENV = "GRAPHSCOPE_NODE_IDS"  # "cupti": every node's id asked of CUPTI, none positional
 _opwatch: Any = None
 _opwatch_why: str | None = None
 
@@ -478,10 +479,6 @@ def capture_graph(stream: int) -> int:
     """The graph being captured on ``stream`` (a ``cudaStream_t`` handle), 0 when the stream is
     not capturing. Valid until the capture ends; nodes may be read, not removed."""
     return int(_call(ensure_loaded().capture_graph, int(stream)))
-
-
-# GRAPHSCOPE_NODE_IDS=cupti: ask CUPTI for every node's id (never read ids as positions)
-NODE_IDS_ENV = "GRAPHSCOPE_NODE_IDS"
 
 
 def positional_ids() -> bool | None:

@@ -5,6 +5,7 @@ module scopes its forward hooks push (named by the one rule of :mod:`graphscope.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -21,17 +22,10 @@ from ...annotate.training import leaf_scopes
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-_SKIPPED: dict[tuple[str, str], bool] = {}  # (file, torch's dir) -> _skip_frame's answer
-
-
+@functools.lru_cache(maxsize=4096)  # asked per frame of every capture: the same few files
 def _skip_frame(fn: str, torch_dir: str) -> bool:
-    hit = _SKIPPED.get((fn, torch_dir))
-    if hit is None:
-        hit = (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
-               or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
-        if len(_SKIPPED) < 4096:
-            _SKIPPED[(fn, torch_dir)] = hit
-    return hit
+    return (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
+            or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
 
 
 def capture_site(torch_dir: str) -> tuple[str, str]:
