@@ -120,9 +120,10 @@ class NoCupti:
 def fake_cuda() -> None:
     native.HELD = NoCupti()  # type: ignore[assignment]
     # a site's captures past --op-captures count nodes (graphscope.nodecount): the count faked
-    real_counting = nodecount.counting
-    nodecount.counting = lambda fake=True, how=0: real_counting(fake=True, how=how)  # type: ignore[misc]
-    torch.cuda.current_stream = lambda *a: type("S", (), {"cuda_stream": 0})  # type: ignore
+    real_start = nodecount.start
+    nodecount.start = lambda fake=True, how=0: real_start(True, how)  # type: ignore[misc]
+    stream = type("S", (), {"cuda_stream": 0})  # made once: the GPU's raw getter makes none
+    torch.cuda.current_stream = lambda *a: stream  # type: ignore
     torch.cuda.CUDAGraph = FakeGraph  # type: ignore[misc,assignment]
     torch.cuda.memory._record_memory_history = lambda *a, **k: None
     torch.cuda.memory._snapshot = lambda *a, **k: {"segments": []}
@@ -131,12 +132,11 @@ def fake_cuda() -> None:
     W.native.capture_graph = lambda stream: 1
     # the graph's nodes are read in the loop (before capture_end): that call is the driver's,
     # faked here; what graphscope does with the answer is timed
-    W.native.inspect_graph = lambda ptr, demangle=True: native.GraphInspection(
-        graph_id=1, node_id=np.arange(4, dtype=np.uint64), node_type=np.zeros(4, np.int32),
-        grid=np.zeros((4, 3), np.int32), block=np.zeros((4, 3), np.int32),
-        smem=np.zeros(4, np.uint32), bytes=np.zeros(4, np.uint64),
-        name_idx=np.zeros(4, np.int32), names=["k"], demangled=["k"],
-        edge_from=np.zeros(0, np.uint64), edge_to=np.zeros(0, np.uint64))
+    read = {"graph_id": 1, "node_id": np.arange(4, dtype="<u8").tobytes(),
+            "node_type": bytes(16), "grid": bytes(48), "block": bytes(48), "smem": bytes(16),
+            "bytes": bytes(32), "name_idx": bytes(16), "names": ["k"], "demangled": ["k"],
+            "edge_from": b"", "edge_to": b""}  # the extension's answer: columns as bytes
+    W.native.read_graph = lambda ptr: read
     W.read_dot = lambda ptr: ""
     W.native.exec_id = lambda ptr: 7
 

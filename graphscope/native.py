@@ -458,7 +458,21 @@ def inspect_graph(graph_ptr: int, demangle: bool = True) -> GraphInspection:
     """Walk a graph: a template (kept with ``keep_graph=True``) or one still being captured
     (:func:`capture_graph`). ``demangle=False`` leaves ``demangled`` as the raw names (see
     :func:`demangled`)."""
-    d = _call(ensure_loaded().inspect_graph, int(graph_ptr), bool(demangle))
+    return as_inspection(_call(ensure_loaded().inspect_graph, int(graph_ptr), bool(demangle)))
+
+
+def read_graph(graph_ptr: int) -> Any:
+    """:func:`inspect_graph` with ``demangle=False``, its columns left as the extension's bytes
+    until :func:`as_inspection` makes them a :class:`GraphInspection`: ``graphscope run`` reads
+    each graph inside the program's capture loop and builds the arrays after it."""
+    return _call(ensure_loaded().inspect_graph, int(graph_ptr), False)
+
+
+def as_inspection(d: Any) -> GraphInspection:
+    """A :class:`GraphInspection` from :func:`read_graph`'s answer (one already made is
+    returned as it is)."""
+    if isinstance(d, GraphInspection):
+        return d
     return GraphInspection(
         graph_id=int(d["graph_id"]),
         node_id=_col(d["node_id"], "<u8"),

@@ -60,7 +60,7 @@ def mode() -> str:
     return "learned" if raw == "learned" else "all"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made in a ladder's every capture (a frozen init is slower)
 class CountedNodes:
     """One capture window's scope and op changes: ``scopes[i]`` and ``ops[i]`` from node count
     ``counts[i]`` on."""
@@ -92,28 +92,39 @@ class CountedNodes:
                        ops=np.zeros(0, np.int64))
 
 
+def start(fake: bool = False, how: int = WALK) -> None:
+    """Start counting nodes on this thread, the ``how`` way (attach to the capture with
+    :func:`attach` once it has begun; end with :func:`stop`). CUPTI's subscription held across
+    captures (:data:`native.HELD`) is released first: while subscribed, every captured launch
+    pays for its callbacks."""
+    ext = native.extension() if fake else native.ensure_loaded()
+    if native.HELD.held:
+        native.HELD.release()
+    native._call(ext.count_start, fake, how)
+
+
+def stop() -> CountedNodes:
+    """Stop counting: what was noted since :func:`start`."""
+    d = native.extension().count_stop()
+    return CountedNodes(counts=native._col(d["counts"], "<u8"),
+                        scopes=native._col(d["scopes"], "<i8"),
+                        ops=native._col(d["ops"], "<i8"),
+                        attached=bool(d["attached"]), foreign=int(d["foreign"]),
+                        errors=int(d["errors"]), thread=threading.get_native_id(),
+                        how=int(d["how"]), mismatches=int(d["mismatches"]),
+                        queries=int(d["queries"]), query_s=float(d["query_s"]))
+
+
 @contextmanager
 def counting(fake: bool = False, how: int = WALK) -> Iterator[list[CountedNodes]]:
-    """Count nodes on this thread for the ``with`` body (attach to the capture with
-    :func:`attach` once it has begun), the ``how`` way; yields a list that holds the
-    :class:`CountedNodes` once the body ends. CUPTI's subscription held across captures
-    (:data:`native.HELD`) is released first: while subscribed, every captured launch pays for
-    its callbacks."""
-    ext = native.extension() if fake else native.ensure_loaded()
-    native.HELD.release()
-    native._call(ext.count_start, fake, how)
+    """Count nodes on this thread for the ``with`` body (:func:`start`, :func:`stop`); yields a
+    list that holds the :class:`CountedNodes` once the body ends."""
+    start(fake, how)
     out: list[CountedNodes] = []
     try:
         yield out
     finally:
-        d = ext.count_stop()
-        out.append(CountedNodes(counts=native._col(d["counts"], "<u8"),
-                                scopes=native._col(d["scopes"], "<i8"),
-                                ops=native._col(d["ops"], "<i8"),
-                                attached=bool(d["attached"]), foreign=int(d["foreign"]),
-                                errors=int(d["errors"]), thread=threading.get_native_id(),
-                                how=int(d["how"]), mismatches=int(d["mismatches"]),
-                                queries=int(d["queries"]), query_s=float(d["query_s"])))
+        out.append(stop())
 
 
 def detach() -> None:

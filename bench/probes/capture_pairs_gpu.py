@@ -45,15 +45,15 @@ from graphscope.config import CaptureConfig  # noqa: E402
 _ns: dict = {}
 exec(MODEL, _ns)
 model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
-REAL_COUNTING = nodecount.counting
-REAL_INSPECT = native.inspect_graph
+REAL_START = nodecount.start
+REAL_READ = native.read_graph
 _READ: list = []
 PlainGraph = type("PlainGraph", (torch._C._CUDAGraph,), {})
 
 
-def _inspect_once(ptr: int, demangle: bool = True):
+def _read_once(ptr: int):
     if not _READ:
-        _READ.append(REAL_INSPECT(ptr, demangle))
+        _READ.append(REAL_READ(ptr))
     return _READ[0]
 
 
@@ -66,9 +66,9 @@ class Variant:
 
     def __enter__(self) -> None:
         if self.name == "fakecount":
-            nodecount.counting = lambda fake=False, how=0: REAL_COUNTING(fake=True, how=how)
+            nodecount.start = lambda fake=False, how=0: REAL_START(True, how)
         elif self.name == "noinspect":
-            W.native.inspect_graph = _inspect_once
+            W.native.read_graph = _read_once
         elif self.name == "nohooks":
             self.w._hold_batch()  # held (as for every capture) then its __call__ put back
             self.saved_call = torch.nn.Module.__call__
@@ -76,8 +76,8 @@ class Variant:
             self.w._hold_batch = lambda: None  # type: ignore[method-assign]
 
     def __exit__(self, *exc: object) -> None:
-        nodecount.counting = REAL_COUNTING
-        W.native.inspect_graph = REAL_INSPECT
+        nodecount.start = REAL_START
+        W.native.read_graph = REAL_READ
         if self.saved_call is not None:
             torch.nn.Module.__call__ = self.saved_call
             del self.w._hold_batch

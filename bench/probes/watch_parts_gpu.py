@@ -39,15 +39,15 @@ _ns: dict = {}
 exec(MODEL, _ns)
 model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
 REAL_HOOKS = W.module_hooks
-REAL_COUNTING = nodecount.counting
-REAL_INSPECT = native.inspect_graph
+REAL_START = nodecount.start
+REAL_READ = native.read_graph
 _READ: list = []
 
 
-def _inspect_once(ptr: int, demangle: bool = True):
+def _read_once(ptr: int):
     """The first graph's inspection, read once and returned for every later graph."""
     if not _READ:
-        _READ.append(REAL_INSPECT(ptr, demangle))
+        _READ.append(REAL_READ(ptr))
     return _READ[0]
 
 
@@ -90,11 +90,11 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
     elif not marks:
         W.module_hooks = lambda n, d, f, o, m: REAL_HOOKS(n, d, f, o, None)
     if not count:
-        nodecount.counting = lambda fake=False, how=0: REAL_COUNTING(fake=True, how=how)
+        nodecount.start = lambda fake=False, how=0: REAL_START(True, how)
     if walk:
         os.environ[nodecount.DEPS_ENV] = "0"
     if not inspect:
-        W.native.inspect_graph = _inspect_once
+        W.native.read_graph = _read_once
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, record_ops=ops, op_captures=2))
     w.meter.history = hist
     undo = patch_cuda_graph(w)
@@ -106,9 +106,9 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
         w._release_batch()
         w.pending.clear()
         W.module_hooks = REAL_HOOKS
-        nodecount.counting = REAL_COUNTING
+        nodecount.start = REAL_START
         os.environ.pop(nodecount.DEPS_ENV, None)
-        W.native.inspect_graph = REAL_INSPECT
+        W.native.read_graph = REAL_READ
         w.meter._stop_history()
 
 

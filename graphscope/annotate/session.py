@@ -123,11 +123,25 @@ class Session:
 
 
 class CountedSession(Session):
-    """A counted window that records no ops (:func:`counted_window`): module, ``mark_kernels``
+    """A counted window that records no ops (:class:`CountedWindow`): module, ``mark_kernels``
     and memory scopes only. No autograd patches, op observer or ownership notes per window: a
     backward run inside it is counted by :func:`backward_counter`, held for a batch of
     captures, and leaves the window's nodes without scopes (the caller's check, as for a
-    :class:`Session`'s ``backward_calls``)."""
+    :class:`Session`'s ``backward_calls``). Made once per capture of a serving ladder's
+    bucket: it sets only what a window reads (the rest are class defaults)."""
+
+    record_ops = False
+    record_memory = False
+    skip_dirs: tuple[str, ...] = ()
+    ddp = None
+    native_backward = None
+    _observer = None
+
+    def __init__(self) -> None:  # not Session's: no per-window directories or env reads
+        self.hooked: set[Any] = set()
+        self.leaf_scope: Any = None
+        self.backward_calls = 0
+        self.main_thread = threading.get_ident()
 
     def enter(self) -> None:
         ownership = state.ATTRIBUTION.ownership
@@ -138,25 +152,46 @@ class CountedSession(Session):
         pass
 
 
-@contextlib.contextmanager
-def counted_window(count_how: int, fake: bool = False) -> Iterator[list[Any]]:
+class CountedWindow:
     """:func:`session` for a counted capture that records no ops: what a serving ladder's
     buckets past their op captures need (module and memory scopes by node counts), without the
     per-window setup of backward attribution and the op observer (on the H200, the windows'
     opening and closing, counting included, went from 7.2 to 4.4 ms over a 67-bucket ladder's
-    captures: the bundles' ``subscribe`` and ``unsubscribe`` causes). ``fake``: the count is
-    :func:`graphscope.nodecount.counting`'s fake one (tests without a GPU)."""
-    attribution = state.ATTRIBUTION
-    if attribution.active is not None:
-        raise AnnotationError("an annotated capture is already running in this process")
-    with nodecount.counting(fake=fake, how=count_how) as records:
-        s = CountedSession(False)
+    captures: the bundles' ``subscribe`` and ``unsubscribe`` causes). A plain class, not a
+    generator: ``graphscope run`` opens one per bucket inside the program's capture loop.
+    ``__enter__`` returns a list that holds the window's
+    :class:`~graphscope.nodecount.CountedNodes` once it has exited. ``fake``: the count is
+    :func:`graphscope.nodecount.start`'s fake one (tests without a GPU)."""
+
+    __slots__ = ("how", "fake", "records")
+
+    def __init__(self, count_how: int, fake: bool = False) -> None:
+        self.how = count_how
+        self.fake = fake
+        self.records: list[Any] = []
+
+    def __enter__(self) -> list[Any]:
+        attribution = state.ATTRIBUTION
+        if attribution.active is not None:
+            raise AnnotationError("an annotated capture is already running in this process")
+        nodecount.start(self.fake, self.how)
+        s = CountedSession()
         attribution.active = s
         try:
             s.enter()
-            yield records
-        finally:
-            attribution.active = None
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self.records
+
+    def __exit__(self, *exc: Any) -> None:
+        state.ATTRIBUTION.active = None
+        self.records.append(nodecount.stop())
+
+
+def counted_window(count_how: int, fake: bool = False) -> CountedWindow:
+    """A :class:`CountedWindow` counting the ``count_how`` way."""
+    return CountedWindow(count_how, fake)
 
 
 def backward_counter() -> Any:

@@ -23,6 +23,9 @@ def tensors_in(x: Any) -> list[Any]:
             return
         if isinstance(v, torch.Tensor):
             out.append(v)
+        elif type(v) is tuple or type(v) is list:  # before the ABC check: the usual case
+            for e in v:
+                walk(e, depth + 1)
         elif isinstance(v, Mapping):
             for e in v.values():
                 walk(e, depth + 1)

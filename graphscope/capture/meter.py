@@ -146,15 +146,17 @@ class CaptureMeter:
         capture_s = time.perf_counter() - self._t0
         end_ns = time.time_ns()
         reserved1 = _reserved() if self._reserved0 is not None else None
-        self._remove_hooks()
+        if self._hooks:
+            self._remove_hooks()
         info: dict[str, Any] = {"capture_s": round(capture_s, 6)}
         if self._reserved0 is not None and reserved1 is not None:
             # all the device memory the caching allocator reserved during the capture, in the
             # graph's pool or not (a library's workspace on another stream, say)
             info["capture_reserved_bytes"] = reserved1 - self._reserved0
-        pool = None
-        with contextlib.suppress(Exception):
-            pool = tuple(int(x) for x in cuda_graph.pool())
+        try:
+            pool: Optional[tuple[int, ...]] = tuple(map(int, cuda_graph.pool()))
+        except Exception:  # noqa: BLE001 - a graph without a pool (a fake's, an old torch's)
+            pool = None
         if pool is not None:
             info["pool_id"] = list(pool)
         window = Window(pool, self._wall0_ns, end_ns, self.marks.copy(), self._armed,

@@ -102,8 +102,8 @@ class FakeGraph:
 def watch(monkeypatch):
     events, counted_windows, threads, count_hows = [], [], [], []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
-    monkeypatch.setattr(W.native, "inspect_graph",
-                        lambda ptr, demangle=True: events.append("inspect") or _inspection(3))
+    monkeypatch.setattr(W.native, "read_graph",
+                        lambda ptr: events.append("inspect") or _inspection(3))
     monkeypatch.setattr(W.native, "capture_graph",
                         lambda stream: 4321 if FakeGraph.capturing is not None else 0)
     monkeypatch.setattr(FakeGraph, "capturing", None)
@@ -200,11 +200,11 @@ def test_a_capture_loop_reads_each_graph_before_capture_end_and_the_rest_at_the_
 def test_kernel_names_are_demangled_when_the_batch_is_read(watch, monkeypatch):
     # GIVEN graphs whose nodes were read in the loop with their names as the driver gives them
     mangled = "_Z3addPfS_i"
-    monkeypatch.setattr(W.native, "inspect_graph", lambda ptr, demangle=True: (
-        watch.events.append(("inspect", demangle)) or W.native.GraphInspection(
+    monkeypatch.setattr(W.native, "read_graph", lambda ptr: (
+        watch.events.append("read") or W.native.GraphInspection(
             **{**_inspection(3).__dict__, "names": [mangled], "demangled": [mangled]})))
     gs = _capture(2)
-    assert [e for e in watch.events if e[0] == "inspect"] == [("inspect", False)] * 2
+    assert watch.events.count("read") == 2  # read raw (read_graph: never demangled) in the loop
     # WHEN the batch is read
     gs[0].replay()
     # THEN they carry the demangled name
@@ -248,10 +248,10 @@ def test_a_graph_that_cannot_be_read_before_capture_end_is_reported_and_the_prog
         watch, monkeypatch):
     from graphscope._errors import GraphscopeError
 
-    def refuse(ptr, demangle=True):
+    def refuse(ptr):
         raise GraphscopeError("cuGraphGetNodes failed: CUDA_ERROR_INVALID_VALUE")
 
-    monkeypatch.setattr(W.native, "inspect_graph", refuse)
+    monkeypatch.setattr(W.native, "read_graph", refuse)
     (g,) = _capture(1)
     # THEN the capture is reported unread, its instantiate went on as torch's
     assert g.exec and not watch.pending

@@ -80,6 +80,8 @@ class Pending:
     rec: ProgramGraph
     graph: Any  # weakref to the torch.cuda.CUDAGraph
     records: Any  # the recorder's CreatedNodes, or a counted window's CountedNodes
-    inspection: Any = None  # read before capture_end (names not demangled yet)
+    # read before capture_end: native.read_graph's answer until the batch is read, then a
+    # GraphInspection (names demangled then)
+    inspection: Any = None
     dot: str = ""
     dot_later: bool = False  # the DOT is read from the kept template (keep_graph=True)

@@ -57,6 +57,17 @@ if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
 FLUSH_AFTER_S = 2.0  # a pause this long after a capture ends the batch: it is read then
 
 
+def _current_stream() -> int:
+    """The handle of this thread's current CUDA stream (torch's raw getter where it exists:
+    ``torch.cuda.current_stream()`` builds a Stream object, in a ladder's every capture)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(torch._C._cuda_getDevice()))
+    return int(torch.cuda.current_stream().cuda_stream)
+
+
 class GraphWatch:
     """Records every capture made while installed (``torch.cuda.CUDAGraph`` patched)."""
 
@@ -93,7 +104,8 @@ class GraphWatch:
         # everything graphscope adds to a capture loop in its own code
         self.steps_s = 0.0
         self._undo: list[Callable[[], None]] = []
-        self._window: Optional[contextlib.ExitStack] = None
+        # the open capture window: a context manager entered by begin, exited by _close_window
+        self._window: Optional[Any] = None
         self._records: list[Any] = []
         self._stream: Optional[int] = None  # the stream the window's capture runs on (begun)
         self._read: Optional[tuple[Any, str, bool]] = None  # ending's (inspection, dot, later)
@@ -103,6 +115,9 @@ class GraphWatch:
         self._torch_dir = ""
         self.install_s = 0.0  # warming CUPTI's graph ids at install (outside the program)
         self.install_note = ""  # why that could not be done
+        # the environment's node-count settings, read as a batch opens, not per capture
+        self._count_mode = nodecount.mode()
+        self._deps_allowed = nodecount.deps_allowed()
 
     # -- install / uninstall
     def install(self) -> None:
@@ -140,6 +155,9 @@ class GraphWatch:
                              or t - self._last_end > FLUSH_AFTER_S):
             self.flush()  # a graph captured again, or the program paused: read the batch
             t = time.perf_counter()
+        if not self._batch_hooks:  # a batch opens
+            self._count_mode = nodecount.mode()
+            self._deps_allowed = nodecount.deps_allowed()
         site, kind = capture_site(self._torch_dir)
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
@@ -157,40 +175,45 @@ class GraphWatch:
         record_ops = self.cfg.record_ops and within
         rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
         rec.counted = self._counts(site, kind, record_ops)
-        if rec.counted and nodecount.deps_allowed():
+        if rec.counted and self._deps_allowed:
             ok = self.deps_ok.get(site)
             rec.count_how = (nodecount.VERIFY if ok is None else
                              nodecount.DEPS if ok else nodecount.WALK)
         self.module_names.new_window()
-        stack = contextlib.ExitStack()
         t = self._spent("site", t)
+        entered: Any = None  # the window, once its __enter__ returned
         try:
             # held for the batch before the window's session patches autograd's entry (a
             # session puts back what it found)
             self._hold_batch()
             t = self._spent("hooks", t)
             attribution = state.ATTRIBUTION
-            if rec.counted and not record_ops and attribution.ddp is None and \
-                    not attribution.streams:
-                window = counted_window(rec.count_how)  # scopes only: no per-window setup
+            light = (rec.counted and not record_ops and attribution.ddp is None
+                     and not attribution.streams)
+            window: Any
+            if light:  # scopes only: no per-window setup (and no backward to attribute)
+                window = counted_window(rec.count_how)
             else:
                 window = ann.session(record_ops, held=True, counted=rec.counted,
                                      count_how=rec.count_how)
-            self._records = stack.enter_context(window)
+            self._records = window.__enter__()
+            entered = window
             t = self._spent("subscribe", t)
             active = attribution.active
-            if active is not None:
+            if active is not None and not light:  # AccumulateGrad's scope in a backward
                 active.leaf_scope = self.module_names.leaf_scopes()
         except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
-            stack.close()
+            if entered is not None:  # (a failed __enter__ undid itself)
+                entered.__exit__(None, None, None)
             rec.failed = str(exc)
             self.warnings.append(f"{site}: not recorded: {exc}")
             return
         except BaseException:
-            stack.close()
+            if entered is not None:
+                entered.__exit__(None, None, None)
             self._release_batch()
             raise
-        self._window = stack
+        self._window = entered
         self.current = rec
         self.meter.begin()
         self._spent("meter", t)
@@ -201,7 +224,7 @@ class GraphWatch:
         autograd's thread; one that runs anyway is caught), ops included, unless
         ``GRAPHSCOPE_NODE_COUNTS=learned``; and past a site's op captures once its CUPTI
         captures made every node on the capturing thread."""
-        mode = nodecount.mode()
+        mode = self._count_mode
         known = self.countable.get(site)
         if kind != "eager" or mode == "off" or known is False:
             return False
@@ -222,9 +245,7 @@ class GraphWatch:
         if rec is None or self.by_id.get(id(cuda_graph)) is not rec:
             return
         try:
-            import torch
-
-            self._stream = torch.cuda.current_stream().cuda_stream
+            self._stream = _current_stream()
             if rec.counted:
                 nodecount.attach(self._stream)
         except Exception as exc:  # noqa: BLE001 - the program's capture goes on
@@ -240,13 +261,15 @@ class GraphWatch:
             return
         t = time.perf_counter()
         if rec.counted:
-            with contextlib.suppress(Exception):
+            try:  # (no contextlib.suppress in a ladder's every capture: three Python calls)
                 nodecount.detach()
+            except Exception:  # noqa: BLE001 - a note missed is caught by the count's checks
+                pass
         try:
             ptr = native.capture_graph(self._stream) if self._stream is not None else 0
             if not ptr:
                 raise GraphscopeError("its stream was not capturing when capture_end ran")
-            ins = native.inspect_graph(ptr, demangle=False)
+            ins = native.read_graph(ptr)  # made a GraphInspection when the batch is read
             t = self._spent("inspect", t)
             first = self.sites.get(rec.site, 0) == 0
             dot = read_dot(ptr) if self.cfg.dot and first and not rec.user_keep else ""
@@ -307,17 +330,19 @@ class GraphWatch:
             cur.outputs.append(output)
 
     def _close_window(self) -> Optional[Any]:
-        stack, self._window = self._window, None
+        window, self._window = self._window, None
         self.current = None
-        if stack is None:
+        if window is None:
             return None
-        stack.close()  # removes hooks, exits modes, releases CUPTI
-        with contextlib.suppress(native.NativeUnavailableError):
+        window.__exit__(None, None, None)  # removes hooks, exits modes, releases CUPTI
+        try:
             # graphscope's own seconds inside the module calls it scoped in the window (the
             # node-count notes' driver queries among them: "count_queries")
             calls, own_s = native.extension().module_call_stats(True)
             if calls:
                 self.overhead["module_calls"] = self.overhead.get("module_calls", 0.0) + own_s
+        except native.NativeUnavailableError:
+            pass
         records = self._records[0] if self._records else None
         if isinstance(records, nodecount.CountedNodes) and records.queries:
             self.overhead["count_queries"] = (self.overhead.get("count_queries", 0.0)
@@ -466,7 +491,7 @@ class GraphWatch:
             if g is not None:
                 self._read_dot(p, g)
             t = time.perf_counter()
-            p.inspection = native.demangled(p.inspection, self._demangled)
+            p.inspection = native.demangled(native.as_inspection(p.inspection), self._demangled)
             self._spent("inspect", t, later=True)
             records = p.records
             if isinstance(records, nodecount.CountedNodes):  # its nodes are the template's
@@ -488,13 +513,15 @@ class GraphWatch:
             rec.instantiate_s += seconds
         if rec is None or rec.failed:
             return
-        with contextlib.suppress(Exception):
+        try:
             eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
             if not rec.exec_ids or rec.exec_ids[-1] != eid:
                 rec.exec_ids.append(eid)
             if rec.raw is not None:
                 rec.raw.exec_id = eid
                 ann.remap_to_exec_graph(cuda_graph)
+        except Exception:  # noqa: BLE001 - the exec id is optional; the program goes on
+            pass
 
     # -- results
     def result(self) -> RawCapture:
