@@ -1,7 +1,8 @@
 """The one door to the compiled extension ``graphscope._native``.
 
 Nothing else imports the extension. Loading is lazy and never raises on import: a machine with
-no GPU, no driver and no CUPTI still imports graphscope, and :func:`probe` says what is missing.
+no GPU, no driver and no CUPTI still imports graphscope, and
+:func:`graphscope.capabilities.probe` says what is missing.
 
 libcupti is chosen so that one process never holds two copies: the copy torch already loaded
 (found in ``/proc/self/maps``) wins; otherwise the pip package ``nvidia-cuda-cupti``, then
@@ -156,81 +157,6 @@ def ensure_loaded() -> Any:
             "libcupti not found: install the pip package nvidia-cuda-cupti or set CUDA_HOME"
             + (f" ({'; '.join(errors)})" if errors else "")
         )
-
-
-# ------------------------------------------------------------------ probe
-@dataclass(frozen=True)
-class Capabilities:
-    """What works on this machine, and why not."""
-
-    extension: bool
-    gpu: bool
-    cupti: bool
-    can_subscribe: bool
-    tools_id_api: bool
-    details: dict[str, Any] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()
-
-    @property
-    def can_capture(self) -> bool:
-        return self.extension and self.gpu and self.cupti and self.can_subscribe
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self.problems) or "ok"
-
-
-def _gzip_engine() -> str:
-    """What annotate-trace inflates and deflates .gz traces with here."""
-    from .streamio import isal_gzip
-
-    if isal_gzip() is None:
-        return "zlib" + (" (GRAPHSCOPE_ZLIB=1)" if os.environ.get("GRAPHSCOPE_ZLIB") == "1" else
-                         " (python-isal not installed)")
-    from importlib.metadata import version
-
-    return f"ISA-L (python-isal {version('isal')})"
-
-
-def probe(try_subscribe: bool = True) -> Capabilities:
-    """Check, by doing tiny operations, what graphscope can do here. Never raises."""
-    details: dict[str, Any] = {"python": sys.version.split()[0], "gzip": _gzip_engine()}
-    problems: list[str] = []
-    if _ext is None:
-        return Capabilities(False, False, False, False, False, details, (_IMPORT_ERROR,))
-    try:
-        import torch
-
-        details["torch"] = torch.__version__
-        details["torch_cuda"] = torch.version.cuda
-        details["node_creation_hook"] = hasattr(torch.autograd.graph, "node_creation_hook")
-        details["torch_graph_annotations"] = hasattr(torch.cuda, "graph_annotations")
-        details["op_observer"] = "native" if op_observer() is not None else (
-            f"python dispatch mode ({op_observer_why()})")
-    except ImportError:
-        problems.append("PyTorch is not installed")
-    gpu = cupti = False
-    try:
-        ensure_loaded()
-        gpu = cupti = True
-        import torch
-
-        details["gpu"] = torch.cuda.get_device_name()
-    except GraphscopeError as exc:
-        problems.append(str(exc))
-        gpu = not isinstance(exc, NoGPUError) and "libcupti" in str(exc)
-    raw = _ext.probe(try_subscribe and cupti)
-    details.update(raw)
-    can_sub = raw.get("subscribe") == "ok"
-    if cupti and try_subscribe and not can_sub:
-        problems.append(str(translate(RuntimeError(raw.get("subscribe", "")))))
-    tools = bool(raw.get("tools_id_api"))
-    if gpu and not tools:
-        details["tools_id_note"] = (
-            "cudaGraphNodeGetToolsId needs a CUDA >= 13.1 driver: torch's own mark_kernels "
-            "records nothing here; graphscope uses CUPTI node ids instead"
-        )
-    return Capabilities(True, gpu, cupti, can_sub, tools, details, tuple(problems))
 
 
 # ------------------------------------------------------------------ columns

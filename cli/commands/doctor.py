@@ -30,7 +30,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from graphscope.native import probe
+    from graphscope.capabilities import probe
     from graphscope.pmsampling import pm_sampling_trial
 
     from ..options import console

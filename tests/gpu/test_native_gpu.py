@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphscope import native
+from graphscope import capabilities, native
 from tests.conftest import run_py
 
 pytestmark = pytest.mark.gpu
@@ -251,7 +251,7 @@ def test_subscriber_error_39_after_profiler_names_the_fix():
 
 
 def test_probe_on_gpu():
-    caps = native.probe(try_subscribe=True)
+    caps = capabilities.probe(try_subscribe=True)
     assert caps.can_capture, caps.reason
     assert caps.details["cupti_api_version"] >= 19
     assert "libcupti" in caps.details["cupti_path"]

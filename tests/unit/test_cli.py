@@ -8,8 +8,8 @@ import sys
 import pytest
 from click.testing import CliRunner
 
+from graphscope.capabilities import probe
 from graphscope.cli.main import cli, main
-from graphscope.native import probe
 from tests.conftest import DATA, ROOT
 
 NO_GPU = not probe(try_subscribe=False).gpu

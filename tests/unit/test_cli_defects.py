@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from graphscope.capabilities import probe
 from graphscope.cli.main import main
-from graphscope.native import probe
 from tests.conftest import DATA, ROOT, SAMPLES
 
 NO_GPU = not probe(try_subscribe=False).gpu

@@ -318,8 +318,8 @@ def test_sample_budget_is_sized_for_the_replays():
 
 
 def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
+    from graphscope.capabilities import probe
     from graphscope.cli.main import main
-    from graphscope.native import probe
 
     if probe(False).gpu:
         pytest.skip("a GPU is visible")
@@ -367,8 +367,8 @@ def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
 
 
 def test_doctor_says_whether_counters_work(capsys):
+    from graphscope.capabilities import probe
     from graphscope.cli.main import main
-    from graphscope.native import probe
 
     main(["doctor", "--json", "--no-subscribe"])
     d = json.loads(capsys.readouterr().out)

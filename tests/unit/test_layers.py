@@ -3,7 +3,7 @@ imports alike): no import cycle between graphscope modules, and no import agains
 documented in docs/architecture.md. Lowest first:
 
     base      _errors _version _yaml streamio outputs render.fmt   (import nothing of ours above)
-    native    native pmsampling profilers nodecount             (the one door to the extension)
+    native    native capabilities pmsampling profilers nodecount  (the door to the extension)
     model     model/ bundle ranks                               (the data and its files)
     analysis  analysis/                                         (every number from a bundle)
     render    render/ (not fmt)                                 (formatting only; never each other)
@@ -29,8 +29,8 @@ PKG = "graphscope"
 LAYERS: dict[str, tuple[str, ...]] = {
     "base": ("graphscope._errors", "graphscope._version", "graphscope._yaml", "graphscope.streamio",
              "graphscope.userregex", "graphscope.outputs", "graphscope.render.fmt"),
-    "native": ("graphscope.native", "graphscope.pmsampling", "graphscope.profilers",
-               "graphscope.nodecount"),
+    "native": ("graphscope.native", "graphscope.capabilities", "graphscope.pmsampling",
+               "graphscope.profilers", "graphscope.nodecount"),
     "model": ("graphscope.model", "graphscope.bundle", "graphscope.bundle_check",
               "graphscope.bundle_files",
               "graphscope.ranks"),
@@ -231,7 +231,7 @@ def test_the_reader_sees_function_level_and_relative_imports():
     # GIVEN imports known to sit inside functions and to be relative THEN the reader finds them
     got = {(e.src, e.dst) for e in EDGES}
     assert ("graphscope.model.join", "graphscope.native") in got  # `from .. import native`
-    assert ("graphscope.native", "graphscope.streamio") in got  # inside _gzip_engine()
+    assert ("graphscope.capabilities", "graphscope.streamio") in got  # inside gzip_engine()
     assert ("graphscope.render.dot", "graphscope.render.fmt") in got
     assert not any(e.dst.endswith("_native") for e in EDGES)  # the compiled module is no module
 

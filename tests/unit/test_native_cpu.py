@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from graphscope import _errors, native
+from graphscope import _errors, capabilities, native
 
 
 def test_import_does_not_import_torch_or_need_a_gpu():
@@ -38,7 +38,7 @@ def test_scope_stack_is_per_thread_and_slot_is_retired():
 
 
 def test_probe_without_gpu_says_why():
-    caps = native.probe(try_subscribe=True)
+    caps = capabilities.probe(try_subscribe=True)
     if caps.can_capture:
         pytest.skip("this machine has a GPU")
     assert caps.extension
@@ -71,7 +71,7 @@ def test_demangle():
 
 
 def test_no_gpu_error_before_touching_cupti():
-    caps = native.probe(try_subscribe=False)
+    caps = capabilities.probe(try_subscribe=False)
     if caps.gpu:
         pytest.skip("this machine has a GPU")
     with pytest.raises(_errors.NoGPUError):
