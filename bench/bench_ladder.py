@@ -21,8 +21,9 @@ and the same ladder captured plain in the same process, before its loop and afte
 on graphs of torch's C base class that ``graphscope run`` does not watch (``plain_loops_s``:
 the JSON's ``capture_ratio_in_process`` divides each loop by its process's own plain loops, so
 that a pair whose processes ran at different host speeds compares like with like; a Python
-timing of host work, tried first, did not follow the capture speed); the bundle's facts give
-graphscope's own seconds in the loop (by cause, and ``capture_steps_s``).
+timing of host work, tried first, did not follow the capture speed); each median ratio comes
+with a 90% bootstrap interval (``*_interval``); the bundle's facts give graphscope's own
+seconds in the loop (by cause, and ``capture_steps_s``).
 """
 
 from __future__ import annotations
@@ -235,6 +236,22 @@ def added_by_position(plain: list[dict], run: list[dict], op_captures: int = 2) 
             statistics.median(p[i] for p, _ in pairs) for i in range(op_captures, n)), 3)}
 
 
+def median_interval(values: list[float], level: float = 0.9, draws: int = 2000,
+                    seed: int = 0) -> list[float] | None:
+    """A bootstrap interval of the median of ``values`` (``level`` of the resampled medians,
+    a fixed seed): how far the host's noise leaves the median of a handful of paired rounds.
+    None for fewer than 3 values."""
+    import random
+
+    if len(values) < 3:
+        return None
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    lo = meds[int((1 - level) / 2 * (draws - 1))]
+    hi = meds[int((1 + level) / 2 * (draws - 1))]
+    return [round(lo, 3), round(hi, 3)]
+
+
 def in_process_ratios(plain: list[dict], run: list[dict]) -> list[float]:
     """Each pair's ratio with each process's loop divided by the mean of its own plain loops
     (``plain_loops_s``: the ladder on unwatched graphs in the same process): a pair whose two
@@ -292,10 +309,13 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
         "added_by_position_ms": added_by_position(plain, run),
         "plain_capture_s": med(plain, "capture_s"), "run_capture_s": med(run, "capture_s"),
         "capture_ratio": statistics.median(ratios), "capture_ratio_all": ratios,
+        # a 90% bootstrap interval of that median (the host moves single rounds by 0.7-1.6x)
+        "capture_ratio_interval": median_interval(ratios),
         # the same with each loop divided by its process's own plain loops (unwatched graphs)
         "capture_ratio_in_process": (statistics.median(in_process_ratios(plain, run))
                                      if in_process_ratios(plain, run) else None),
         "capture_ratio_in_process_all": in_process_ratios(plain, run),
+        "capture_ratio_in_process_interval": median_interval(in_process_ratios(plain, run)),
         # the plain loops of run's processes against plain's: graphscope's effect on captures
         # it does not watch (1.0 but for the host's speed)
         "unwatched_loop_ratio": (

@@ -42,3 +42,14 @@ def test_an_in_process_ratio_compares_processes_that_got_hosts_of_different_spee
 def test_cpu_lists_parse_as_taskset_writes_them():
     assert B.parse_cpus("8-11") == {8, 9, 10, 11}
     assert B.parse_cpus("2,4,6-7") == {2, 4, 6, 7}
+
+
+def test_the_median_interval_holds_the_median_and_widens_with_the_spread():
+    steady = [1.20, 1.21, 1.19, 1.20, 1.22, 1.18]
+    noisy = [0.74, 1.55, 1.02, 1.36, 0.91, 1.46]
+    lo, hi = B.median_interval(steady)
+    assert lo <= 1.20 <= hi and hi - lo <= 0.03
+    nlo, nhi = B.median_interval(noisy)
+    assert nlo <= B.statistics.median(noisy) <= nhi and nhi - nlo > 0.3
+    assert B.median_interval(noisy) == [nlo, nhi]  # a fixed seed: the same interval again
+    assert B.median_interval([1.0, 2.0]) is None
