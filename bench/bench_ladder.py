@@ -86,14 +86,12 @@ with torch.device("cuda"):  # weights initialised on the GPU: seconds less per p
 tokens = torch.zeros(max(SIZES), dtype=torch.long, device="cuda")
 '''
 
-PROGRAM = MODEL + r'''
-TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
-
-
+# the ladder captured plain on unwatched graphs (bench/probes/after_trace_gpu.py runs it too)
+PLAIN_LOOP = r'''
 PlainGraph = type("PlainGraph", (torch._C._CUDAGraph,), {})  # graphscope run watches not it
 
 
-def plain_loop():
+def plain_loop(sizes=SIZES):
     """The same ladder captured on graphs of the C base class, which ``graphscope run`` does
     not watch, in a pool of its own, timed and freed: this process's own plain capture speed
     (the H200's host ran a process's captures at one of two speeds, process by process). Run
@@ -102,7 +100,7 @@ def plain_loop():
     keep = []
     torch.cuda.synchronize()
     t = time.perf_counter()
-    for bs in reversed(SIZES):
+    for bs in reversed(sizes):
         g = PlainGraph()
         with torch.cuda.graph(g, pool=cpool):
             keep.append((g, model(tokens[:bs])))
@@ -112,6 +110,10 @@ def plain_loop():
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     return s
+'''
+
+PROGRAM = MODEL + PLAIN_LOOP + r'''
+TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
 
 
 pool = torch.cuda.graph_pool_handle()

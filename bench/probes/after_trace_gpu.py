@@ -32,7 +32,6 @@ import random
 import statistics
 import subprocess
 import sys
-import time
 
 VARIANTS = ("none", "ids", "trace", "trace_finalize", "subscribe", "history")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,30 +41,16 @@ def child(variant: str, n_sizes: int) -> dict:
     """One process: a plain loop, the action, two plain loops."""
     sys.path.insert(0, os.path.dirname(HERE))
     import torch
-    from bench_ladder import MODEL
+    from bench_ladder import MODEL, PLAIN_LOOP
 
     from graphscope import native
 
     ns: dict = {}
-    exec(MODEL, ns)
+    exec(MODEL + PLAIN_LOOP, ns)
     model, tokens, sizes = ns["model"], ns["tokens"], ns["SIZES"][:n_sizes]
-    plain_graph = type("PlainGraph", (torch._C._CUDAGraph,), {})
 
     def loop() -> float:
-        pool = torch.cuda.graph_pool_handle()
-        keep = []
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for bs in reversed(sizes):
-            g = plain_graph()
-            with torch.cuda.graph(g, pool=pool):
-                keep.append((g, model(tokens[:bs])))
-        torch.cuda.synchronize()
-        s = time.perf_counter() - t
-        del keep
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        return s
+        return ns["plain_loop"](sizes)
 
     def small_graph() -> torch.cuda.CUDAGraph:
         g = torch.cuda.CUDAGraph()
