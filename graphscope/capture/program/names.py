@@ -5,6 +5,7 @@ module scopes its forward hooks push (named by the one rule of :mod:`graphscope.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -21,27 +22,10 @@ from ...annotate.training import leaf_scopes
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-# file -> whether its frames are not the program's (torch's, graphscope's, the stdlib's
-# context managers): asked per frame of every capture, of the same few files. For one torch
-# directory at a time (_SKIP_FOR)
-_SKIP: dict[str, bool] = {}
-_SKIP_FOR = [""]
-# (file, line, function, compiled) -> the site's name, for the sites a program captures at
-_SITES: dict[tuple[str, int, str, bool], str] = {}
-
-
+@functools.lru_cache(maxsize=4096)  # asked per frame of every capture: the same few files
 def _skip_frame(fn: str, torch_dir: str) -> bool:
-    if torch_dir is not _SKIP_FOR[0]:
-        _SKIP.clear()
-        _SKIP_FOR[0] = torch_dir
-    skip = _SKIP.get(fn)
-    if skip is None:
-        if len(_SKIP) > 4096:
-            _SKIP.clear()
-        skip = _SKIP[fn] = (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
-                            or os.path.basename(fn) in ("contextlib.py", "runpy.py",
-                                                        "threading.py"))
-    return skip
+    return (fn.startswith((torch_dir, _HERE, "<")) or "torchinductor_" in fn
+            or os.path.basename(fn) in ("contextlib.py", "runpy.py", "threading.py"))
 
 
 def capture_site(torch_dir: str) -> tuple[str, str]:
@@ -53,14 +37,10 @@ def capture_site(torch_dir: str) -> tuple[str, str]:
         if "cudagraph_trees" in fn:
             compiled = True
         if not _skip_frame(fn, torch_dir):
-            key = (fn, f.f_lineno, f.f_code.co_name, compiled)
-            site = _SITES.get(key)
-            if site is None:
-                if len(_SITES) > 4096:
-                    _SITES.clear()
-                site = _SITES[key] = (
-                    f"{os.path.basename(fn)}:{f.f_lineno} ({f.f_code.co_name})" if compiled
-                    else f"{os.path.basename(fn)}:{f.f_lineno}")
+            if compiled:
+                site = f"{os.path.basename(fn)}:{f.f_lineno} ({f.f_code.co_name})"
+            else:
+                site = f"{os.path.basename(fn)}:{f.f_lineno}"
             return site, ("compiled" if compiled else "eager")
         f = f.f_back
     return "?", ("compiled" if compiled else "eager")
