@@ -395,10 +395,7 @@ def read_graph(graph_ptr: int) -> Any:
 
 
 def as_inspection(d: Any) -> GraphInspection:
-    """A :class:`GraphInspection` from :func:`read_graph`'s answer (one already made is
-    returned as it is)."""
-    if isinstance(d, GraphInspection):
-        return d
+    """A :class:`GraphInspection` from :func:`read_graph`'s answer."""
     return GraphInspection(
         graph_id=int(d["graph_id"]),
         node_id=_col(d["node_id"], "<u8"),

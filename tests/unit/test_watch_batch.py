@@ -35,13 +35,15 @@ def _nodes(n, threads=None):
         exec_id=np.zeros(0, np.uint32), exec_graph=np.zeros(0, np.uint32), callback_errors=0)
 
 
-def _inspection(n):
-    z = np.zeros(n, dtype=np.int64)
-    return native.GraphInspection(
-        graph_id=1, node_id=np.arange(n, dtype=U8), node_type=np.zeros(n, np.int32),
-        grid=np.zeros((n, 3), np.int64), block=np.zeros((n, 3), np.int64), smem=z, bytes=z,
-        name_idx=z, names=["k"], demangled=["k"], edge_from=np.zeros(0, U8),
-        edge_to=np.zeros(0, U8))
+def _graph_read(n, names=("k",)):
+    """What native.read_graph answers for an n-node graph: the extension's columns as bytes."""
+    def col(dtype, width=1):
+        return np.zeros(n * width, dtype=dtype).tobytes()
+
+    return {"graph_id": 1, "node_id": np.arange(n, dtype=U8).tobytes(), "node_type": col("<i4"),
+            "grid": col("<i4", 3), "block": col("<i4", 3), "smem": col("<u4"),
+            "bytes": col("<u8"), "name_idx": col("<i4"), "names": list(names),
+            "demangled": list(names), "edge_from": b"", "edge_to": b""}
 
 
 class FakeGraph:
@@ -103,7 +105,7 @@ def watch(monkeypatch):
     events, counted_windows, threads, count_hows = [], [], [], []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
     monkeypatch.setattr(W.native, "read_graph",
-                        lambda ptr: events.append("inspect") or _inspection(3))
+                        lambda ptr: events.append("inspect") or _graph_read(3))
     monkeypatch.setattr(W.native, "capture_graph",
                         lambda stream: 4321 if FakeGraph.capturing is not None else 0)
     monkeypatch.setattr(FakeGraph, "capturing", None)
@@ -201,8 +203,7 @@ def test_kernel_names_are_demangled_when_the_batch_is_read(watch, monkeypatch):
     # GIVEN graphs whose nodes were read in the loop with their names as the driver gives them
     mangled = "_Z3addPfS_i"
     monkeypatch.setattr(W.native, "read_graph", lambda ptr: (
-        watch.events.append("read") or W.native.GraphInspection(
-            **{**_inspection(3).__dict__, "names": [mangled], "demangled": [mangled]})))
+        watch.events.append("read") or _graph_read(3, [mangled])))
     gs = _capture(2)
     assert watch.events.count("read") == 2  # read raw (read_graph: never demangled) in the loop
     # WHEN the batch is read
