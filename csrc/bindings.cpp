@@ -187,6 +187,8 @@ NB_MODULE(_native, m) {
   m.def("tracer_start", &tracer_start, nb::arg("decode") = true, nb::arg("buffer_kb") = 0);
   m.def("tracer_stop", &tracer_stop);
   m.def("tracer_active", []() -> bool { return tracer.active; });
+  m.def("cupti_detach", &cupti_detach,
+        "Detach CUPTI (cuptiFinalize at a driver call's exit): '' or why it did not.");
   m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
         nb::arg("need_comma") = false, nb::arg("end") = 0);

@@ -101,6 +101,7 @@ std::string load_cupti(const std::string& path) {
             sym(h, "cuptiGetTimestamp", a.GetTimestamp);
   if (!ok) return path + " lacks a required CUPTI symbol (CUPTI older than CUDA 12?)";
   sym(h, "cuptiSubscribe_v2", a.Subscribe_v2);
+  sym(h, "cuptiFinalize", a.Finalize);
   a.handle = h;
   a.path = path;
   cupti = a;

@@ -34,6 +34,7 @@ struct CuptiApi {
   CUptiResult (*ActivityGetNextRecord)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
+  CUptiResult (*Finalize)() = nullptr;  // optional: detach (cupti_detach)
 };
 
 struct DriverApi {

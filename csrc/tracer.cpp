@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "dl.h"
+#include "pmsampling.h"
+#include "recorder.h"
 
 namespace gs {
 
@@ -317,5 +319,52 @@ nb::dict tracer_stop() {
   return d;
 }
 
+
+namespace {
+
+std::atomic<bool> g_detached{false};
+CUptiResult g_detach_rc = CUPTI_SUCCESS;
+
+// The detaching subscriber's callback: at the exit of the driver call cupti_detach makes (or
+// of any thread's call that gets here first), finalize once. Finalizing frees the subscriber.
+void CUPTIAPI detach_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  auto* d = static_cast<const CUpti_CallbackData*>(data);
+  if (d == nullptr || d->callbackSite != CUPTI_API_EXIT) return;
+  if (g_detached.exchange(true)) return;
+  g_detach_rc = cupti.Finalize();
+}
+
+}  // namespace
+
+std::string cupti_detach() {
+  require_loaded();
+  if (!cupti.Finalize) return cupti.path + " has no cuptiFinalize";
+  if (!drv.GraphCreate || !drv.GraphDestroy) return "libcuda lacks cuGraphCreate/cuGraphDestroy";
+  if (tracer.active) return "the graphscope tracer is running";
+  if (rec.active) return "the graphscope recorder is subscribed";
+  if (pm_active()) return "PM sampling is on";
+  CUpti_SubscriberHandle sub = nullptr;
+  CUptiResult r = cupti.Subscribe(&sub, detach_callback, nullptr);
+  // another subscriber (torch.profiler's, once it has run) owns CUPTI: it stays attached
+  if (r != CUPTI_SUCCESS) return "cuptiSubscribe: " + cupti_error(r);
+  g_detached = false;
+  g_detach_rc = CUPTI_SUCCESS;
+  r = cupti.EnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
+                           CUPTI_DRIVER_TRACE_CBID_cuGraphCreate);
+  if (r != CUPTI_SUCCESS) {
+    cupti.Unsubscribe(sub);
+    return "cuptiEnableCallback: " + cupti_error(r);
+  }
+  CUgraph g = nullptr;
+  CUresult cr = drv.GraphCreate(&g, 0);  // the callback finalizes at its exit
+  if (cr == CUDA_SUCCESS) drv.GraphDestroy(g);
+  if (!g_detached.load()) {
+    cupti.Unsubscribe(sub);
+    return "cuGraphCreate's callback did not come (error " + std::to_string(static_cast<int>(cr)) +
+           ")";
+  }
+  if (g_detach_rc != CUPTI_SUCCESS) return "cuptiFinalize: " + cupti_error(g_detach_rc);
+  return "";
+}
 
 }  // namespace gs

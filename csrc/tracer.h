@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -37,5 +38,11 @@ extern Tracer tracer;
 
 void tracer_start(bool decode_records = true, size_t buffer_kb = 0);
 nb::dict tracer_stop();
+// Detach CUPTI from the process (cuptiFinalize, from a driver call's exit callsite, as NVIDIA's
+// cupti_finalize sample and Kineto's teardown do): once its activity records have been on, an
+// attached CUPTI keeps slowing the program's later captures. Any later CUPTI call attaches it
+// again. Returns "" or why it did not (the tracer or recorder running, PM sampling on, another
+// subscriber such as torch.profiler's holding CUPTI).
+std::string cupti_detach();
 
 }  // namespace gs

@@ -284,6 +284,16 @@ def tracer_active() -> bool:
     return _ext is not None and bool(_ext.tracer_active())
 
 
+def cupti_detach() -> str:
+    """Detach CUPTI from the process (``cuptiFinalize`` at a driver call's exit, as Kineto's
+    teardown does): once activity records have been on, an attached CUPTI slows the program's
+    later captures. The next CUPTI call attaches it again. Returns '' or why it did not (the
+    tracer or recorder running, PM sampling on, another subscriber such as torch.profiler's)."""
+    if _ext is None:
+        return "the graphscope extension is not loaded"
+    return str(_call(_ext.cupti_detach))
+
+
 def recorder_active() -> bool:
     return _ext is not None and bool(_ext.recorder_active())
 

@@ -250,6 +250,52 @@ def test_subscriber_error_39_after_profiler_names_the_fix():
     assert "torch.profiler" in r.stdout and "fresh process" in r.stdout
 
 
+def test_cupti_detached_after_tracing_attaches_again_with_the_same_ids():
+    """graphscope run detaches CUPTI after each tracing window (an attached CUPTI slowed later
+    captures and eager launches, bench/probes/after_trace_gpu.py): the graphs captured before
+    keep their exec ids, their replays traced after the detach still key by them, a capture
+    under the recorder still gets its nodes, and torch.profiler, started after, still records
+    the GPU; once the profiler holds CUPTI, the detach says so and leaves it attached."""
+    r = run_py(
+        "import torch\n"
+        "from graphscope import native\n"
+        "m = torch.nn.Linear(64, 64).cuda(); x = torch.randn(8, 64, device='cuda')\n"
+        "m(x); torch.cuda.synchronize()\n"
+        "g = torch.cuda.CUDAGraph()\n"
+        "with native.recording():\n"
+        "    with torch.cuda.graph(g):\n"
+        "        y = m(x)\n"
+        "eid = native.exec_id(g.raw_cuda_graph_exec())\n"
+        "with native.tracing() as t:\n"
+        "    g.replay(); torch.cuda.synchronize()\n"
+        "print('DETACH1', repr(native.cupti_detach()))\n"
+        "with native.tracing() as t2:\n"
+        "    g.replay(); torch.cuda.synchronize()\n"
+        "ids = {int(v) >> 32 for v in t2[0].graph_node_id.tolist() if v}\n"
+        "print('SAME_EXEC', ids == {eid} and native.exec_id(g.raw_cuda_graph_exec()) == eid)\n"
+        "print('DETACH2', repr(native.cupti_detach()))\n"
+        "g2 = torch.cuda.CUDAGraph()\n"
+        "with native.recording() as rec:\n"
+        "    with torch.cuda.graph(g2):\n"
+        "        m(x)\n"
+        "print('NODES', len(rec[0].node_id))\n"
+        "print('DETACH3', repr(native.cupti_detach()))\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        "with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:\n"
+        "    g.replay(); m(x); torch.cuda.synchronize()\n"
+        "n = sum(1 for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA)\n"
+        "print('GPU_EVENTS', n)\n"
+        "print('AFTER_PROFILER', repr(native.cupti_detach()))\n"
+    )
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "DETACH1 ''" in out and "DETACH2 ''" in out and "DETACH3 ''" in out, out
+    assert "SAME_EXEC True" in out, out
+    assert int(out.split("NODES")[1].split()[0]) > 0
+    assert int(out.split("GPU_EVENTS")[1].split()[0]) > 0
+    assert "AFTER_PROFILER 'cuptiSubscribe" in out, out
+
+
 def test_probe_on_gpu():
     caps = capabilities.probe(try_subscribe=True)
     assert caps.can_capture, caps.reason

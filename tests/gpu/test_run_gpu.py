@@ -58,6 +58,9 @@ def test_decode_loop_two_buckets_named_by_site_and_shape(tmp_path):
         assert all(n.get("source", "").startswith(os.path.join(PROGRAMS, "decode.py"))
                    for n in w if n.get("source"))
     assert manifest["mode"] == "run"
+    # AND CUPTI was detached after each tracing window (none left attached to slow the program)
+    tw = manifest["tracing_windows"]
+    assert tw["windows"] >= 1 and tw["cupti_detached"] == tw["windows"], tw
 
 
 def test_whole_training_step_optimizer_is_its_own_scope(tmp_path):

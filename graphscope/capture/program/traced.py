@@ -5,12 +5,21 @@ replay that is not traced, before a capture begins, before a torch.profiler sess
 program opens, and at the end: between them the program runs as it would, so the gaps between
 replays on the GPU are the program's own (``traced_back_to_back`` in the manifest; the
 diagnosis's "host bound between replays"). The records are joined afterwards by the one join
-(capture/replay.py)."""
+(capture/replay.py).
+
+Once a window closes, CUPTI is detached (``native.cupti_detach``): with its activity records
+once on, an attached CUPTI left the program's later captures ~20% slower and its eager launches
+~20% slower on the H200 (bench/probes/after_trace_gpu.py). The next window attaches it again
+(~15 ms, counted in ``tracer_open_s``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a
+program that uses CUPTI's activity records itself without a callback subscriber (which would
+stop a detach)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import numpy as np
@@ -34,6 +43,12 @@ class TracedReplays:
         self._regex = re.compile(cfg.graphs) if cfg.graphs else None
         self._window: Optional[contextlib.ExitStack] = None  # open tracing window
         self._out: list[native.ActivityRecords] = []
+        self.detach = os.environ.get("GRAPHSCOPE_CUPTI_DETACH", "1") != "0"
+        self.windows = 0
+        self.open_s = 0.0  # opening windows (CUPTI attached again after a detach among it)
+        self.detached = 0  # windows after which CUPTI was detached
+        self.detach_s = 0.0
+        self.not_detached = ""  # why CUPTI stayed attached after a window (the first reason)
 
     def wanted(self, rec: Any) -> bool:
         """Whether this replay of graph ``rec`` (a ``ProgramGraph``, counted already) is traced."""
@@ -51,6 +66,7 @@ class TracedReplays:
                 replay()
                 return
             stack = contextlib.ExitStack()
+            t = time.perf_counter()
             try:
                 self._out = stack.enter_context(native.tracing())
             except GraphscopeError as exc:
@@ -63,6 +79,8 @@ class TracedReplays:
                     self.warnings.append(f"{rec.name}: some replays not traced ({exc})")
                 replay()
                 return
+            self.open_s += time.perf_counter() - t
+            self.windows += 1
             self._window = stack
             native.BEFORE_PROFILER.append(self.close)
         replay()
@@ -83,6 +101,28 @@ class TracedReplays:
             stack.close()
         self.cols.extend(self._out)
         self._out = []
+        if self.detach:
+            t = time.perf_counter()
+            why = native.cupti_detach()
+            self.detach_s += time.perf_counter() - t
+            if why:
+                self.not_detached = self.not_detached or why
+            else:
+                self.detached += 1
+
+    def facts(self) -> dict[str, Any]:
+        """The tracing windows for the manifest: how many, their opening and detaching
+        seconds, and why CUPTI stayed attached after one (where it did)."""
+        if not self.windows:
+            return {}
+        out: dict[str, Any] = {"windows": self.windows, "open_s": round(self.open_s, 6),
+                               "cupti_detached": self.detached,
+                               "detach_s": round(self.detach_s, 6)}
+        if not self.detach:
+            out["not_detached"] = "GRAPHSCOPE_CUPTI_DETACH=0"
+        elif self.not_detached:
+            out["not_detached"] = self.not_detached
+        return out
 
     def join(self, done: list[Any]) -> Optional[JoinResult]:
         """The traced records of graphs ``done`` joined onto their nodes (None: none traced)."""

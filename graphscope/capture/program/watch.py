@@ -559,7 +559,10 @@ class GraphWatch:
             meta["install_warm_failed"] = self.install_note
         if self.warnings:
             meta["warnings"] = list(self.warnings)
-        raw_capture = RawCapture(raws, join=self.traced.join(done), meta=meta)
+        join = self.traced.join(done)  # closes the open window: its facts are complete
+        if self.traced.facts():
+            meta["tracing_windows"] = self.traced.facts()
+        raw_capture = RawCapture(raws, join=join, meta=meta)
         trees = self.trees.doc()
         if trees is not None:
             raw_capture.extra_files[TREES_FILE] = lambda: trees
