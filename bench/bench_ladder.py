@@ -6,12 +6,16 @@ memory pool, as vLLM does. The program times its own capture loop, its first rep
 --op-captures all`` (ops in every bucket), in alternating fresh processes of one bench run
 (paired rounds; the order of the variants reversed every other round). Prints JSON; the
 figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [ROUNDS]
-[--no-all-ops] [--counts-learned] [--walk-counts]`` (``--no-all-ops``: plain and ``run`` only,
-twice the rounds in the same time; ``--counts-learned``: and ``run`` with
+[--no-all-ops] [--counts-learned] [--walk-counts] [--no-gc]`` (``--no-all-ops``: plain and
+``run`` only, twice the rounds in the same time; ``--counts-learned``: and ``run`` with
 ``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
 CUPTI, the node counts' way before they became the default for captures begun with grad off;
 ``--walk-counts``: and ``run`` with ``GRAPHSCOPE_COUNT_DEPS=0``, every node-count note a walk of
-the graph, as before the ninth session; ``--cpus=8-11``: every process on those CPUs, so that
+the graph, as before the ninth session; ``--no-gc``: every variant's program freezes its heap
+and takes the collection out of its captures, as vLLM does (torch.cuda.graph collects at each
+capture's start; ``graphscope run`` freezes the heap it finds before a program, which speeds
+that collection: in a program that does neither, plain against ``run`` is not graphscope's cost
+alone); ``--cpus=8-11``: every process on those CPUs, so that
 the two processes of a pair are not placed on CPUs of different speed: on the H200 host a
 process's captures ran at ~3.5 ms or ~5.8 ms each, by process). Each process also reports its
 loop's CPU time (``capture_cpu_s``) and the host's stolen CPU seconds while it ran
@@ -38,7 +42,7 @@ import tempfile
 
 # the decoder and its inputs (bench_ladder_parts.py runs the same)
 MODEL = r'''
-import json, sys, time, torch
+import json, os, sys, time, torch
 from torch import nn
 import torch.nn.functional as F
 
@@ -114,6 +118,11 @@ def plain_loop(sizes=SIZES):
 
 PROGRAM = MODEL + PLAIN_LOOP + r'''
 TRACED, UNTRACED = int(sys.argv[1]), int(sys.argv[2])
+if os.environ.get("LADDER_NO_GC") == "1":  # as vLLM captures: no collection per capture
+    import gc
+    gc.collect()
+    gc.freeze()
+    gc.collect = lambda *a, **k: 0  # torch.cuda.graph collects at each capture's start
 
 
 pool = torch.cuda.graph_pool_handle()
@@ -271,7 +280,9 @@ def in_process_ratios(plain: list[dict], run: list[dict]) -> list[float]:
 
 
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
-         counts_learned: bool = False, walk: bool = False) -> None:
+         counts_learned: bool = False, walk: bool = False, no_gc: bool = False) -> None:
+    if no_gc:
+        os.environ["LADDER_NO_GC"] = "1"  # every variant's program
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ladder.py")
         with open(path, "w") as f:
@@ -308,6 +319,8 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
     walk_ratios = [r["capture_s"] / p["capture_s"] for p, r in zip(plain, res["walk"])]
     res = {
         "graphs": plain[0]["graphs"], "rounds": rounds,
+        # the program froze its heap and took the collection out of its captures (--no-gc)
+        "gc_per_capture": not no_gc,
         # per capture of the loop, the median over rounds of run minus plain, summed: the op
         # captures (the first 2) apart from the rest, the first capture apart from both
         "added_by_position_ms": added_by_position(plain, run),
@@ -361,7 +374,7 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
 
 
 if __name__ == "__main__":  # [ROUNDS] [--no-all-ops] [--counts-learned] [--walk-counts]
-    # [--cpus=LIST]
+    # [--no-gc] [--cpus=LIST]
     if {"-h", "--help"} & set(sys.argv[1:]):
         print(__doc__)
         sys.exit(0)
@@ -370,4 +383,5 @@ if __name__ == "__main__":  # [ROUNDS] [--no-all-ops] [--counts-learned] [--walk
             CPUS.update(parse_cpus(a.split("=", 1)[1]))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     main(int(args[0]) if args else 3, all_ops="--no-all-ops" not in sys.argv,
-         counts_learned="--counts-learned" in sys.argv, walk="--walk-counts" in sys.argv)
+         counts_learned="--counts-learned" in sys.argv, walk="--walk-counts" in sys.argv,
+         no_gc="--no-gc" in sys.argv)

@@ -14,13 +14,18 @@ action, then the same loop twice more. The action:
 - ``ids``: ``native.warm_graph_ids()`` (CUPTI loaded and its graph ids read, as ``run``'s install);
 - ``trace``: one small graph replayed 3 times under ``native.tracing()`` (activity records on
   and off, as ``run``'s traced replays);
-- ``trace_finalize``: the same, then ``cuptiFinalize()`` (CUPTI detached; everything was
-  synchronized and flushed first);
+- ``trace_finalize``: the same, then ``cuptiFinalize()`` called plainly (CUPTI detached;
+  everything was synchronized and flushed first);
+- ``trace_detach``: the same, then ``native.cupti_detach()`` (finalized at a driver call's exit,
+  as graphscope does after a tracing window). This variant also times, after the loops, CUPTI's
+  attaching again (a tracing window, a recorder subscription) and checks that the small graph's
+  exec id read before the detach still keys its traced records after it;
 - ``subscribe``: one capture under ``native.recording()`` (the resource callbacks subscribed
   and unsubscribed);
 - ``history``: one capture with the allocator history on, then off.
 
-Prints JSON: per variant, the median over rounds of each later loop against the first.
+Prints JSON: per variant, the median over rounds of each later loop against the first, and of
+20 eager forwards at batch 1 after the loops against 20 before the action.
 Needs a GPU: ``python3 bench/probes/after_trace_gpu.py [ROUNDS] [SIZES] [VARIANT ...]``.
 """
 
@@ -32,8 +37,9 @@ import random
 import statistics
 import subprocess
 import sys
+import time
 
-VARIANTS = ("none", "ids", "trace", "trace_finalize", "subscribe", "history")
+VARIANTS = ("none", "ids", "trace", "trace_finalize", "trace_detach", "subscribe", "history")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -52,6 +58,14 @@ def child(variant: str, n_sizes: int) -> dict:
     def loop() -> float:
         return ns["plain_loop"](sizes)
 
+    def eager() -> float:  # the same model's eager forwards at batch 1 (kernel launches)
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(20):
+            model(tokens[:1])
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+
     def small_graph() -> torch.cuda.CUDAGraph:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
@@ -63,10 +77,12 @@ def child(variant: str, n_sizes: int) -> dict:
             model(tokens[:bs])
         torch.cuda.synchronize()
         first = loop()
+        eager_first = eager()
         if variant == "ids":
             native.warm_graph_ids()
-        elif variant in ("trace", "trace_finalize"):
+        elif variant in ("trace", "trace_finalize", "trace_detach"):
             g = small_graph()
+            g_exec = native.exec_id(g.raw_cuda_graph_exec())
             with native.tracing():
                 for _ in range(3):
                     g.replay()
@@ -77,6 +93,10 @@ def child(variant: str, n_sizes: int) -> dict:
                 rc = ctypes.CDLL(native.loaded_cupti_paths()[0]).cuptiFinalize()
                 if rc != 0:
                     raise SystemExit(f"cuptiFinalize returned {rc}")
+            elif variant == "trace_detach":
+                why = native.cupti_detach()
+                if why:
+                    raise SystemExit(f"cupti_detach: {why}")
         elif variant == "subscribe":
             with native.recording():
                 small_graph()
@@ -86,7 +106,22 @@ def child(variant: str, n_sizes: int) -> dict:
             torch.cuda.memory._record_memory_history(None)
         torch.cuda.synchronize()
         later = [loop(), loop()]
-    return {"first_s": first, "later_s": later}
+        out = {"first_s": first, "later_s": later, "eager_first_s": eager_first,
+               "eager_later_s": eager()}
+        if variant == "trace_detach":  # attaching again, and the ids across the detach
+            t = time.perf_counter()
+            with native.tracing() as recs:
+                g.replay()
+                torch.cuda.synchronize()
+            out["retrace_s"] = time.perf_counter() - t
+            t = time.perf_counter()
+            with native.recording():
+                pass
+            out["resubscribe_s"] = time.perf_counter() - t
+            out["exec_id_kept"] = native.exec_id(g.raw_cuda_graph_exec()) == g_exec
+            execs = {int(x) >> 32 for r in recs for x in r.graph_node_id.tolist() if x}
+            out["records_keyed_by_old_exec_id"] = execs == {g_exec}
+    return out
 
 
 def main(rounds: int, n_sizes: int, variants: list[str]) -> None:
@@ -104,8 +139,13 @@ def main(rounds: int, n_sizes: int, variants: list[str]) -> None:
             file=sys.stderr, flush=True)
     summary = {v: {"later_over_first": [round(statistics.median(
         x["later_s"][i] / x["first_s"] for x in res[v]), 3) for i in (0, 1)],
-        "first_s_median": round(statistics.median(x["first_s"] for x in res[v]), 4)}
+        "first_s_median": round(statistics.median(x["first_s"] for x in res[v]), 4),
+        "eager_later_over_first": round(statistics.median(
+            x["eager_later_s"] / x["eager_first_s"] for x in res[v]), 3)}
         for v in variants}
+    for x in res.get("trace_detach", []):
+        for k in ("retrace_s", "resubscribe_s", "exec_id_kept", "records_keyed_by_old_exec_id"):
+            summary["trace_detach"].setdefault(k, []).append(x[k])
     print(json.dumps({"rounds": rounds, "sizes": n_sizes, "variants": summary, "all": res},
                      indent=1))
 
