@@ -268,9 +268,12 @@ def in_process_ratios(plain: list[dict], run: list[dict]) -> list[float]:
     """Each pair's ratio with each process's loop divided by its own plain loop before it
     (``plain_loops_s[0]``: the ladder on unwatched graphs in the same process, just before):
     a pair whose two processes ran at different host speeds compares like with like. Not the
-    loop after the replays: in ``run`` processes it ran slower than before the loop (0.83-2.23x
-    against 0.61-1.02x in plain ones, run C of the thirteenth session; CUPTI stays attached
-    after the traced replays, bench/probes/after_trace_gpu.py). Pairs without it are left out."""
+    loop after the replays: before graphscope detached CUPTI after its tracing windows, ``run``
+    processes captured slower after their traced replays (bench/probes/after_trace_gpu.py).
+    Where the program collects at each capture (torch's default), the loop before is faster
+    in ``run`` processes (graphscope freezes the heap it finds, which speeds each collection):
+    this ratio then leaves out that gain and reads graphscope's own cost, higher than the
+    program's wall ratio. Pairs without the loop are left out."""
     out = []
     for p, r in zip(plain, run):
         cp, cr = p.get("plain_loops_s"), r.get("plain_loops_s")
