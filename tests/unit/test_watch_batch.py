@@ -612,3 +612,42 @@ def test_a_dependency_count_miss_with_another_threads_scope_change_sends_the_sit
     # THEN the site goes back to CUPTI (another thread's nodes cannot be counted at all)
     assert [g.counted for g in watch.graphs] == [True, True, True, False]
     assert watch.countable[watch.graphs[0].site] is False
+
+
+def test_replays_traced_in_one_window_then_cupti_detached_once_the_program_is_quiet(
+        watch, monkeypatch):
+    """Through the real patches: the first 2 replays of each graph in one tracing window, the
+    window closed at the first untraced replay, CUPTI detached at the first replay after
+    DETACH_AFTER_S with no window open (not at the close: attaching again costs ~15 ms), and
+    the manifest says so."""
+    from graphscope.capture.program import traced as T
+
+    events, now = [], [100.0]
+
+    @contextlib.contextmanager
+    def tracing():
+        events.append("open")
+        yield []
+        events.append("close")
+
+    monkeypatch.setattr(T.native, "tracing", tracing)
+    monkeypatch.setattr(T.native, "tracer_active", lambda: False)
+    monkeypatch.setattr(T.native, "cupti_detach", lambda: events.append("detach") or "")
+    monkeypatch.setattr(T, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(watch.cfg, "replays", 2)
+    monkeypatch.setattr(W.TracedReplays, "join", lambda self, done: self.close())
+    a, b = _capture(2)
+    for g in (a, b, a, b):
+        g.replay()
+    assert events == ["open"]
+    a.replay()  # untraced: the window closes; the detach waits
+    assert events == ["open", "close"]
+    now[0] += T.DETACH_AFTER_S
+    b.replay()
+    assert events == ["open", "close", "detach"]
+    a.replay()
+    assert events.count("detach") == 1
+    assert [g.traced for g in watch.graphs] == [2, 2]
+    tw = watch.result().meta["tracing_windows"]
+    assert tw["windows"] == 1 and tw["cupti_detached"] == 1 and "attached_at_end" not in tw

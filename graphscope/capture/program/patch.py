@@ -48,6 +48,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
     def capture_begin(self: Any, *a: Any, **k: Any) -> None:
         t0 = time.perf_counter()
         watch.traced.close()  # no tracing window across a capture
+        watch.traced.settle()  # CUPTI detached if the windows are long past
         watch.begin(self, keep_of.get(id(self), False))
         t1 = time.perf_counter()
         try:
@@ -92,6 +93,8 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         else:
             watch.traced.close()  # the window holds consecutive traced replays only
             plain(self)
+            if watch.traced.detach_at is not None:
+                watch.traced.settle()
 
     def reset(self: Any) -> None:
         watch.graph_going(self)  # its template goes: inspected first if still waiting

@@ -7,12 +7,17 @@ replays on the GPU are the program's own (``traced_back_to_back`` in the manifes
 diagnosis's "host bound between replays"). The records are joined afterwards by the one join
 (capture/replay.py).
 
-Once a window closes, CUPTI is detached (``native.cupti_detach``): with its activity records
-once on, an attached CUPTI left the program's later captures ~20% slower and its eager launches
-~20% slower on the H200 (bench/probes/after_trace_gpu.py). The next window attaches it again
-(~15 ms, counted in ``tracer_open_s``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a
-program that uses CUPTI's activity records itself without a callback subscriber (which would
-stop a detach)."""
+After the windows, CUPTI is detached (``native.cupti_detach``): with its activity records once
+on, an attached CUPTI left the program's later captures ~20% slower and its eager launches ~20%
+slower on the H200 (bench/probes/after_trace_gpu.py). A window opened after a detach attaches
+CUPTI again (~15 ms, in the manifest's ``tracing_windows.open_s``), so the detach waits until no
+window has been open for ``DETACH_AFTER_S``: it is made at the program's first replay or capture
+after that (graphscope sees nothing else of the program), so a serving loop that alternates
+traced and untraced buckets pays it about twice a second at most, not at every window. A
+program that stops replaying right after its last window ends with CUPTI attached (the manifest
+says ``attached_at_end``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a program that
+reads CUPTI's activity records itself without a callback subscriber (which would stop a
+detach)."""
 
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ from ..replay import join_traced
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
 
+DETACH_AFTER_S = 0.5  # no window open this long: CUPTI is detached at the next replay/capture
+
 
 class TracedReplays:
     """Which replays to trace, and the activity records of those traced so far."""
@@ -49,6 +56,7 @@ class TracedReplays:
         self.detached = 0  # windows after which CUPTI was detached
         self.detach_s = 0.0
         self.not_detached = ""  # why CUPTI stayed attached after a window (the first reason)
+        self.detach_at: Optional[float] = None  # a detach is due from then (perf_counter)
 
     def wanted(self, rec: Any) -> bool:
         """Whether this replay of graph ``rec`` (a ``ProgramGraph``, counted already) is traced."""
@@ -81,6 +89,7 @@ class TracedReplays:
                 return
             self.open_s += time.perf_counter() - t
             self.windows += 1
+            self.detach_at = None  # still attached: the detach waits for the next quiet time
             self._window = stack
             native.BEFORE_PROFILER.append(self.close)
         replay()
@@ -102,17 +111,28 @@ class TracedReplays:
         self.cols.extend(self._out)
         self._out = []
         if self.detach:
-            t = time.perf_counter()
-            why = native.cupti_detach()
-            self.detach_s += time.perf_counter() - t
-            if why:
-                self.not_detached = self.not_detached or why
-            else:
-                self.detached += 1
+            self.detach_at = time.perf_counter() + DETACH_AFTER_S
+
+    def settle(self) -> None:
+        """Detach CUPTI if no window has been open for ``DETACH_AFTER_S`` (called at the
+        program's replays outside a window and at its captures' start)."""
+        if self.detach_at is None or self._window is not None:
+            return
+        t = time.perf_counter()
+        if t < self.detach_at:
+            return
+        self.detach_at = None
+        why = native.cupti_detach()
+        self.detach_s += time.perf_counter() - t
+        if why:
+            self.not_detached = self.not_detached or why
+        else:
+            self.detached += 1
 
     def facts(self) -> dict[str, Any]:
         """The tracing windows for the manifest: how many, their opening and detaching
-        seconds, and why CUPTI stayed attached after one (where it did)."""
+        seconds, how many detaches, why one was refused (the first reason), and whether the
+        program ended with a detach still due."""
         if not self.windows:
             return {}
         out: dict[str, Any] = {"windows": self.windows, "open_s": round(self.open_s, 6),
@@ -122,6 +142,8 @@ class TracedReplays:
             out["not_detached"] = "GRAPHSCOPE_CUPTI_DETACH=0"
         elif self.not_detached:
             out["not_detached"] = self.not_detached
+        if self.detach_at is not None:  # no replay or capture came after the last window
+            out["attached_at_end"] = True
         return out
 
     def join(self, done: list[Any]) -> Optional[JoinResult]:
