@@ -99,6 +99,7 @@ std::string pm_supported() {
 }
 
 bool pm_active() { return s.obj != nullptr; }
+void pm_forget_init() { s.profiler_initialized = false; }
 
 size_t pm_setup(int device, const std::vector<std::string>& metrics, uint64_t interval_ns,
                 uint64_t hw_buffer_bytes, uint32_t max_samples) {
@@ -298,6 +299,7 @@ std::string pm_supported() {
   return "graphscope was built against CUPTI headers without PM sampling (CUDA < 12.6)";
 }
 bool pm_active() { return false; }
+void pm_forget_init() {}
 size_t pm_setup(int, const std::vector<std::string>&, uint64_t, uint64_t, uint32_t) {
   throw std::runtime_error("notloaded:0:" + pm_supported());
 }

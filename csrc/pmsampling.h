@@ -28,5 +28,7 @@ void pm_stop();
 nb::dict pm_decode();
 void pm_teardown();
 bool pm_active();
+// CUPTI was finalized (cupti_detach): the profiler API is initialized again at the next setup.
+void pm_forget_init();
 
 }  // namespace gs

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "dl.h"
@@ -322,16 +323,20 @@ nb::dict tracer_stop() {
 
 namespace {
 
-std::atomic<bool> g_detached{false};
-CUptiResult g_detach_rc = CUPTI_SUCCESS;
+// 0: no detach under way, 1: a callback is finalizing, 2: finalized (g_detach_rc says how)
+std::atomic<int> g_detach{0};
+std::atomic<int> g_detach_rc{CUPTI_SUCCESS};
 
 // The detaching subscriber's callback: at the exit of the driver call cupti_detach makes (or
-// of any thread's call that gets here first), finalize once. Finalizing frees the subscriber.
+// of another thread's cuGraphCreate that gets here first), finalize once. Finalizing frees
+// the subscriber.
 void CUPTIAPI detach_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
   auto* d = static_cast<const CUpti_CallbackData*>(data);
   if (d == nullptr || d->callbackSite != CUPTI_API_EXIT) return;
-  if (g_detached.exchange(true)) return;
-  g_detach_rc = cupti.Finalize();
+  int expected = 0;
+  if (!g_detach.compare_exchange_strong(expected, 1)) return;
+  g_detach_rc = static_cast<int>(cupti.Finalize());
+  g_detach = 2;
 }
 
 }  // namespace
@@ -347,7 +352,7 @@ std::string cupti_detach() {
   CUptiResult r = cupti.Subscribe(&sub, detach_callback, nullptr);
   // another subscriber (torch.profiler's, once it has run) owns CUPTI: it stays attached
   if (r != CUPTI_SUCCESS) return "cuptiSubscribe: " + cupti_error(r);
-  g_detached = false;
+  g_detach = 0;
   g_detach_rc = CUPTI_SUCCESS;
   r = cupti.EnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API,
                            CUPTI_DRIVER_TRACE_CBID_cuGraphCreate);
@@ -358,12 +363,17 @@ std::string cupti_detach() {
   CUgraph g = nullptr;
   CUresult cr = drv.GraphCreate(&g, 0);  // the callback finalizes at its exit
   if (cr == CUDA_SUCCESS) drv.GraphDestroy(g);
-  if (!g_detached.load()) {
+  if (g_detach.load() == 0) {
     cupti.Unsubscribe(sub);
     return "cuGraphCreate's callback did not come (error " + std::to_string(static_cast<int>(cr)) +
            ")";
   }
-  if (g_detach_rc != CUPTI_SUCCESS) return "cuptiFinalize: " + cupti_error(g_detach_rc);
+  // another thread's cuGraphCreate may have reached the callback first: wait for its finalize
+  for (int i = 0; g_detach.load() == 1 && i < 10000; ++i) std::this_thread::yield();
+  if (g_detach.load() != 2) return "cuptiFinalize did not return on the thread that called it";
+  pm_forget_init();
+  auto rc = static_cast<CUptiResult>(g_detach_rc.load());
+  if (rc != CUPTI_SUCCESS) return "cuptiFinalize: " + cupti_error(rc);
   return "";
 }
 
