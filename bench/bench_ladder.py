@@ -225,6 +225,8 @@ def ladder_facts(bundle: str) -> dict:
             # all of graphscope's seconds in the patched capture_begin/capture_end
             "capture_steps_s": b.manifest.get("capture_steps_s"),
             "read_after_loop_s": b.manifest.get("read_overhead_s"),
+            # the tracing windows and CUPTI's detach after them
+            "tracing_windows": b.manifest.get("tracing_windows"),
             "pools": len(mem.get("pools", [])),
             "total_reserved_bytes": mem.get("total_reserved_bytes"),
             "capture_s": mem.get("capture_s"), "instantiate_s": mem.get("instantiate_s")}

@@ -53,9 +53,9 @@ class TracedReplays:
         self.detach = os.environ.get("GRAPHSCOPE_CUPTI_DETACH", "1") != "0"
         self.windows = 0
         self.open_s = 0.0  # opening windows (CUPTI attached again after a detach among it)
-        self.detached = 0  # windows after which CUPTI was detached
+        self.detached = 0  # detaches made
         self.detach_s = 0.0
-        self.not_detached = ""  # why CUPTI stayed attached after a window (the first reason)
+        self.not_detached = ""  # why a detach was refused (the first reason)
         self.detach_at: Optional[float] = None  # a detach is due from then (perf_counter)
 
     def wanted(self, rec: Any) -> bool:

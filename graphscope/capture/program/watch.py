@@ -560,8 +560,9 @@ class GraphWatch:
         if self.warnings:
             meta["warnings"] = list(self.warnings)
         join = self.traced.join(done)  # closes the open window: its facts are complete
-        if self.traced.facts():
-            meta["tracing_windows"] = self.traced.facts()
+        windows = self.traced.facts()
+        if windows:
+            meta["tracing_windows"] = windows
         raw_capture = RawCapture(raws, join=join, meta=meta)
         trees = self.trees.doc()
         if trees is not None:
