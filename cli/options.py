@@ -78,6 +78,15 @@ def json_option(help_text: str = "Print a machine-readable summary instead of ta
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
+def not_empty(ctx: click.Context, param: click.Parameter, value: Optional[str]
+              ) -> Optional[str]:
+    """A name option given as '' (or blanks) is refused, not read as "no option"."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty: give a graph's name, its ordinal ('#1'), a unique "
+                                 "prefix or a regex")
+    return value
+
+
 def depth_option(help_text: str) -> Callable[[F], F]:
     return click.option("--depth", type=click.IntRange(min=0), default=None, help=help_text)
 

@@ -48,6 +48,13 @@ def model_path(model: Optional[str]) -> str:
     return path
 
 
+def check_model_file(path: str) -> None:
+    """A model file that is not there (or is a directory) refused with one line."""
+    if not os.path.isfile(path):
+        raise ModelFileError(f"{path}: " + ("a directory, not a model file"
+                                            if os.path.isdir(path) else "no such model file"))
+
+
 def file_sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -60,9 +67,7 @@ def load_model_file(path: str, entry: str = DEFAULT_ENTRY) -> ModelSpec:
     ``model`` and ``args`` (or ``buckets``: several input sets) and optionally ``kwargs``,
     ``loss``, ``step`` and ``settings``.
     """
-    if not os.path.isfile(path):
-        raise ModelFileError(f"{path}: " + ("a directory, not a model file"
-                                            if os.path.isdir(path) else "no such model file"))
+    check_model_file(path)
     name = "graphscope_user_model_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:8]
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

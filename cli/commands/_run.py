@@ -32,11 +32,12 @@ def check_capture_output(cfg: Any, command: str) -> str:
     """The bundle path the capture will write (this rank's under torchrun), refused now if it
     cannot be written: before the warm-up, the capture and the replays."""
     from graphscope.capture import default_output
-    from graphscope.loader import model_path
+    from graphscope.loader import check_model_file, model_path
     from graphscope.outputs import check_bundle_output
     from graphscope.ranks import rank_from_env, rank_output
 
     model = model_path(cfg.model)  # no MODEL and no sample model: say so before the GPU
+    check_model_file(model)  # and a MODEL that is not there
     out: str = cfg.output or default_output(model, command)
     rank = rank_from_env()
     if rank is not None:

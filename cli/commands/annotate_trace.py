@@ -29,7 +29,9 @@ def _not_nan(v: float) -> float:
 @click.option("-a", "--annotations", "ann", required=True, type=click.Path(),
               help="A bundle, graphscope's annotations.json, or PyTorch's annotation pickle "
               "(read with a restricted unpickler: plain containers and scalars only).")
-@output_option("Output trace (.json or .json.gz). Default: TRACE.annotated.json[.gz].")
+@output_option("Output trace (.json or .json.gz). Default: next to TRACE, '.annotated' before "
+               "its extension (run.json -> run.annotated.json, run.json.gz -> "
+               "run.annotated.json.gz).")
 @click.option("--default-stream", type=click.IntRange(0, (1 << 53) - 1), default=7,
               show_default=True,
               help="Stream lane for graphed work without an annotated stream.")

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import click
 
-from ..options import bundle_argument, command, depth_option, force_option, output_option
+from ..options import bundle_argument, command, depth_option, force_option, not_empty, output_option
 
 
 # Long on purpose (~80 lines): the five outputs of dump and the one-file-per-graph rule.
@@ -22,7 +22,7 @@ from ..options import bundle_argument, command, depth_option, force_option, outp
 @output_option("Output file (default: next to the bundle; '-' for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
               show_default=True, help="Render the annotated DOT with Graphviz's `dot`.")
-@click.option("--graph", default=None,
+@click.option("--graph", default=None, callback=not_empty,
               help="Graph name (step, forward, backward, or a run bundle's graph: exact name, "
               "ordinal such as '#1', unique prefix or regex).")
 @click.option("--group", type=click.Choice(["module", "phase", "stream", "none"]),

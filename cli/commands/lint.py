@@ -41,14 +41,12 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
 
     from graphscope._errors import GraphscopeError
     from graphscope.lint import lint_in_child
-    from graphscope.loader import model_path
+    from graphscope.loader import check_model_file, model_path
 
     from ..options import console
 
     path = model_path(model)
-    if not os.path.isfile(path):
-        raise GraphscopeError(f"{path}: " + ("a directory, not a model file"
-                                            if os.path.isdir(path) else "no such model file"))
+    check_model_file(path)
     report = lint_in_child(os.path.abspath(path), entry, timeout)
     failing = report.at_or_above(fail_on)
     if as_json:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import click
 
-from ..options import bundle_argument, command, depth_option, force_option, json_option
+from ..options import bundle_argument, command, depth_option, force_option, json_option, not_empty
 
 MAX_ROWS = 80
 DEFAULT_TOP = 10
@@ -31,7 +31,8 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
               "concurrency. It reads every node: by default it is left out (and said so) only "
               "where the tables come from summary.json of a bundle over "
               f"{DIAGNOSIS_AUTO_BYTES >> 20} MB of graph.json.")
-@click.option("--graph", "graph_name", default=None, metavar="NAME",
+@click.option("--graph", "graph_name", default=None, callback=not_empty,
+              metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; an ordinal such "
               "as '#1', a unique prefix or a regex that matches one graph).")
 @click.option("--ladder", is_flag=True,

@@ -308,9 +308,10 @@ _ORDINAL = re.compile(r"#\d+")
 def resolve_graph(bundle: Bundle, name: str) -> str:
     """The one graph ``name`` means, whatever the number of graphs: an exact name, else an
     ordinal ``#1`` (the graph whose name holds ``#1``, never ``#10``), else a prefix that ends
-    where a word ends (``decode.py:71 #1``, never ``... #10``), else a plain prefix, else a
-    regex (matched in bounded time). The first of these that matches anything decides: two or
-    more graphs there is an error listing them."""
+    where a word ends (``decode.py:71 #1``, never ``... #10``), else a plain prefix, else a part
+    of the name as written (``[16]``, a bucket's shapes: brackets are not a character class
+    there), else a regex (matched in bounded time). The first of these that matches anything
+    decides: two or more graphs there is an error listing them."""
     from .._errors import BundleError
 
     names = bundle.graph_names
@@ -326,6 +327,7 @@ def resolve_graph(bundle: Bundle, name: str) -> str:
         tiers.append(lambda: [n for n in names if token.search(n)])
     tiers.append(lambda: [n for n in names if n.startswith(name) and cut(n)])
     tiers.append(lambda: [n for n in names if n.startswith(name)])
+    tiers.append(lambda: [n for n in names if name in n])
 
     def by_regex() -> list[str]:
         from ..userregex import compile_user_regex, time_limit

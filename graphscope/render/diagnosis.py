@@ -64,7 +64,9 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
                      + "; the span column is every traced replay's)")
     if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
         notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
-    t = Table(title="Diagnosis (median per replay)", title_justify="left",
+    title = ("Diagnosis (median per replay)" if any(o.get("timed") for o in marks)
+             else "Diagnosis (no timed replays: node counts)")
+    t = Table(title=title, title_justify="left",
               caption="; ".join(notes) or None, caption_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
@@ -163,10 +165,13 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
                        + (f", two or more nodes running {_share(o.get('concurrency_pct'))} of "
                           "the span" if o.get("streams", 0) > 1 else ", one stream"))
         cp = o["critical_path"]
-        mods = (cp.get("modules_rolled_up") or cp["modules"])[:4]
+        every = cp.get("modules_rolled_up") or cp["modules"]
+        mods = every[:4]
         if mods and o.get("timed"):
+            rest = every[4:]
             out.append(head + "critical path by module: " + ", ".join(
-                f"{m['module']} {m['pct']:.0f}%" for m in mods))
+                f"{m['module']} {m['pct']:.0f}%" for m in mods)
+                + (f", {len(rest)} more {sum(m['pct'] for m in rest):.0f}%" if rest else ""))
         near = o.get("slack", {}).get("near_critical", [])[:3]
         if near and o.get("timed"):
             out.append(head + "nearest off the path: " + ", ".join(

@@ -11,17 +11,36 @@ from rich.text import Text as _RichText
 
 from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
 
+OUTSIDE = "(outside modules)"  # the bundle's row for what ran outside every module scope
+
 
 def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
     """rich's Text (never markup) of ``s`` with control characters escaped."""
     return _RichText(safe(s), **kw)  # type: ignore[arg-type]
 
 
+def _module_title(summary: dict[str, Any], timed: bool) -> tuple[str, str]:
+    """The module table's title and caption, saying what its figures are: a graph's median
+    replay; with several graphs, one median replay of each traced graph added up (kernel counts
+    cover every graph, replayed or not); without timed replays, kernels only."""
+    graphs = summary.get("graphs") or []
+    if not timed:
+        return "Kernels by module", ""
+    if len(graphs) <= 1:
+        return "GPU time by module (median per replay)", ""
+    traced = len(graphs) - int(summary.get("untraced_graphs") or 0)
+    return (f"GPU time by module ({traced} graphs' median replays, added)",
+            f"kernels: all {len(graphs)} graphs, {len(graphs) - traced} of them not traced"
+            if traced < len(graphs) else "")
+
+
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     timed = summary.get("replays", 0) > 0
     # the autograd engine's gradient-accumulation adds, inside bwd: shown when there are any
     acc = any(r.get("acc_kernels") for r in summary["modules"])
-    t = Table(title="GPU time by module (median per replay)", title_justify="left")
+    title, caption = _module_title(summary, timed)
+    t = Table(title=title, title_justify="left", caption=caption or None,
+              caption_justify="left", min_width=len(title))  # a title on one line
     widest = max((len(r["module"].rsplit(".", 1)[-1]) + 2 * r["level"]
                   for r in summary["modules"]), default=6)
     t.add_column("module", no_wrap=True, overflow="ellipsis", min_width=min(widest, 24))
@@ -495,10 +514,22 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
     return keep_figures(t)
 
 
+def outside_note(rows: list[dict[str, Any]]) -> str:
+    """What the memory table's outside row holds, where it holds anything (in a training
+    step, most of the capture)."""
+    if any(r["module"] == OUTSIDE and (r["alloc_bytes"] or r["capture_s"]) for r in rows):
+        return (f"{OUTSIDE}: outside every module's forward call, such as a training step's "
+                "loss, backward pass and optimizer step (not split by module)")
+    return ""
+
+
 def memory_group(mem: dict[str, Any], depth: Optional[int] = None) -> Group:
     parts: list[Any] = [pools_table(mem), capture_table(mem)]
     if mem.get("by_module"):
         parts.append(module_memory_table(mem["by_module"], depth))
+        note = outside_note(mem["by_module"])
+        if note:
+            parts.append(Text(note))
     return Group(*parts)
 
 

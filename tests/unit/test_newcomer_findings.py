@@ -1,0 +1,94 @@
+"""What a newcomer's first try of the read-only commands on the recorded bundles stumbled on
+(the fourteenth session), each fixed and kept fixed here (CPU)."""
+
+import os
+
+import pytest
+
+from graphscope.cli.main import main
+from tests.conftest import DATA
+
+
+def _run(capsys, monkeypatch, *args, columns=200):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.mark.parametrize("cmd", [["report"], ["dump", "--dot", "-o", "-"]])
+def test_an_empty_graph_name_is_refused_not_read_as_every_graph(capsys, monkeypatch, cmd):
+    rc, out, err = _run(capsys, monkeypatch, *cmd, os.path.join(DATA, "run_ladder"),
+                        "--graph", "")
+    assert rc == 2 and not out
+    assert "--graph" in err and "is empty" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bucket_is_chosen_by_its_shapes_as_written(capsys, monkeypatch):
+    # '[16]' as a regex is a character class (5 graphs); as written it is one bucket's shapes
+    rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"),
+                        "--graph", "[16]")
+    assert rc == 0, err
+    assert out.startswith("graphs: ladder.py:45 #5 [16] ")
+
+
+def test_a_regex_still_selects_when_nothing_holds_it_as_written(capsys, monkeypatch):
+    rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"),
+                        "--graph", r"#5 \[1\d\]")
+    assert rc == 0, err
+    assert out.startswith("graphs: ladder.py:45 #5 [16] ")
+
+
+def test_diff_says_which_larger_increase_the_noise_floor_left_out(capsys, monkeypatch):
+    rc, out, err = _run(capsys, monkeypatch, "diff", os.path.join(DATA, "mlp_step"),
+                        os.path.join(DATA, "mlp_step_eager"), "--fail-above", "5")
+    assert rc == 0, err
+    lines = out.splitlines()
+    worst = next(i for i, ln in enumerate(lines) if ln.startswith("worst regression +1.5%"))
+    assert lines[worst + 1].strip() == ("not counted: L.act +6.0% is +0.37 µs, under the 1 µs "
+                                        "noise floor")
+
+
+def test_critical_path_by_module_says_what_it_leaves_out(capsys, monkeypatch):
+    rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"))
+    assert rc == 0, err
+    line = next(ln for ln in out.splitlines() if "critical path by module" in ln)
+    assert line.endswith("(loss) 9%, 1 more 8%"), line
+
+
+def test_module_table_title_says_what_the_times_add_up(capsys, monkeypatch):
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"))
+    assert rc == 0
+    assert "GPU time by module (8 graphs' median replays, added)" in out
+    assert "kernels: all 10 graphs, 2 of them not traced" in out
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"))
+    assert "GPU time by module (median per replay)" in out
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_annotate"))
+    assert "\nKernels by module " in out and "median per replay" not in out
+    assert "Diagnosis (no timed replays: node counts)" in out
+
+
+def test_memory_by_module_says_what_outside_modules_holds(capsys, monkeypatch):
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step_eager"))
+    assert rc == 0
+    i = out.index("Memory by module (during capture)")
+    assert "(outside modules): outside every module's forward call, such as a training step's " \
+        "loss, backward pass and optimizer step" in out[i:]
+
+
+def test_capture_of_a_missing_model_file_says_so_before_asking_for_a_gpu(capsys, monkeypatch,
+                                                                         tmp_path):
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = _run(capsys, monkeypatch, "capture", "nosuch.py")
+    assert rc == 2
+    assert err.strip() == "graphscope: error: nosuch.py: no such model file"
+
+
+def test_annotate_trace_help_names_the_default_output_as_written():
+    from click.testing import CliRunner
+
+    from graphscope.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["annotate-trace", "--help"], env={"COLUMNS": "200"})
+    assert "run.json -> run.annotated.json" in r.output
+    assert "TRACE.annotated.json" not in r.output
