@@ -22,7 +22,6 @@ class _State:
 
 STATE = _State()
 
-PIPE_WIDTH = 160  # columns for tables written to a pipe or file (rich's default there is 80)
 
 
 def console(stderr: bool = False) -> Any:
@@ -32,6 +31,8 @@ def console(stderr: bool = False) -> Any:
     import os
 
     from rich.console import Console
+
+    from graphscope.render.fmt import PIPE_WIDTH  # tables into a pipe or file: 160 columns
 
     con = Console(stderr=stderr)
     if not con.is_terminal and not os.environ.get("COLUMNS"):

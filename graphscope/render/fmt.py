@@ -1,9 +1,10 @@
 """The formatting every output shares: durations, byte sizes, names made safe for a terminal,
-figures kept whole in narrow tables. Plain functions of numbers and strings (no rich import, no
-model): capture's messages use them too."""
+figures kept whole in narrow tables. Plain functions of numbers and strings (no rich import at
+module level, no model): capture's messages use them too."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Optional
 
@@ -47,6 +48,23 @@ _MARKUP = re.compile(r"\[/?[a-z #0-9]*\]")  # rich's colour tags around a figure
 _FIGURE = re.compile(r"^(?:[-+±]?\d[\d.,]*(?: ?[a-zA-Zµ%]+)?|[\d.]+/[\d.]+|-|new|gone|n/r)$")
 
 
+PIPE_WIDTH = 160  # columns for tables written to a pipe or file (rich's default there is 80)
+
+
+def output_width() -> int:
+    """The width the command's console prints at: ``COLUMNS``, else the terminal's, else
+    (a pipe or a file) ``PIPE_WIDTH``."""
+    import shutil
+    import sys
+
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size((80, 24)).columns
+    return PIPE_WIDTH
+
+
 def keep_figures(table: Any, width: Optional[int] = None) -> Any:
     """A rich ``Table`` whose columns of figures (``190.0 µs``, ``36.0 MiB``, ``+11.4%``,
     ``-``) do not wrap inside a figure: such a column gets a minimum width of its widest cell
@@ -54,9 +72,7 @@ def keep_figures(table: Any, width: Optional[int] = None) -> Any:
     (``190.`` over ``0 µs`` reads as two values). Only where the table still fits ``width``
     (the terminal's, ``COLUMNS`` first): rich crops a table wider than that, which would hide
     whole columns. Duck-typed: no rich import here."""
-    import shutil
-
-    width = width or shutil.get_terminal_size((80, 24)).columns
+    width = width or output_width()
     mins = []
     need = 1
     for col in table.columns:
@@ -71,6 +87,14 @@ def keep_figures(table: Any, width: Optional[int] = None) -> Any:
         else:  # a name column: what it needs at least (it wraps)
             w = min(8, max((len(c) for c in cells), default=1))
         need += max(w, min(head, 8)) + 3  # a header word, padding and the border
+    if need > width and len(table.columns) > 1:
+        # too wide for the terminal: no vertical rules, paddings collapsed (a column costs its
+        # figure and two characters, not three), then the same check
+        from rich import box
+
+        table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
+        table.collapse_padding = True
+        need -= len(table.columns) + 1
     if need <= width:
         for col, w in mins:
             col.min_width = max(col.min_width or 0, w)

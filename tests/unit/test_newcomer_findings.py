@@ -92,3 +92,18 @@ def test_annotate_trace_help_names_the_default_output_as_written():
     r = CliRunner().invoke(cli, ["annotate-trace", "--help"], env={"COLUMNS": "200"})
     assert "run.json -> run.annotated.json" in r.output
     assert "TRACE.annotated.json" not in r.output
+
+
+def test_a_table_too_wide_for_the_terminal_drops_its_rules_before_a_figure_wraps(
+        capsys, monkeypatch):
+    # at 60 columns the module table's figures were cut ("66.8 …"); without vertical rules
+    # it fits whole
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"), columns=60)
+    assert rc == 0
+    table = out[out.index("GPU time by module"):out.index("Top kernels")]
+    assert "┃" not in table and "…" not in table
+    assert "66.8 µs" in table and "30.4 µs" in table
+    assert max(len(x) for x in out.splitlines()) <= 60
+    # AND where it fits, the table keeps its rules
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"), columns=120)
+    assert "┃ module ┃" in out
