@@ -139,6 +139,20 @@ def test_ending_right_after_the_last_window_says_so(fake, clock):
     assert facts["attached_at_end"] is True and facts["cupti_detached"] == 0
 
 
+def test_no_detach_while_the_programs_profiler_runs(fake, clock, monkeypatch):
+    f = fake()
+    t = TracedReplays(_cfg(replays=1), [])
+    _replay(t, _graph("a"), f.events)
+    t.close()  # as BEFORE_PROFILER does when the program's profiler opens
+    clock.now += DETACH_AFTER_S
+    monkeypatch.setattr(T, "profiler_active", lambda: True)
+    t.settle()
+    assert "detach" not in f.events and t.detach_at is not None  # still due
+    monkeypatch.setattr(T, "profiler_active", lambda: False)
+    t.settle()
+    assert f.events[-1] == "detach" and t.facts()["cupti_detached"] == 1
+
+
 def test_why_cupti_stayed_attached_is_kept(fake, clock):
     f = fake("cuptiSubscribe: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED")
     t = TracedReplays(_cfg(replays=1), [])

@@ -12,7 +12,8 @@ on, an attached CUPTI left the program's later captures ~20% slower and its eage
 slower on the H200 (bench/probes/after_trace_gpu.py). A window opened after a detach attaches
 CUPTI again (~15 ms, in the manifest's ``tracing_windows.open_s``), so the detach waits until no
 window has been open for ``DETACH_AFTER_S``: it is made at the program's first replay or capture
-after that (graphscope sees nothing else of the program), so a serving loop that alternates
+after that (graphscope sees nothing else of the program; not while the program's
+torch.profiler runs), so a serving loop that alternates
 traced and untraced buckets pays it about twice a second at most, not at every window. A
 program that stops replaying right after its last window ends with CUPTI attached (the manifest
 says ``attached_at_end``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a program that
@@ -32,6 +33,7 @@ import numpy as np
 from ... import native
 from ..._errors import GraphscopeError
 from ...model.join import JoinResult
+from ...profilers import profiler_active
 from ..replay import join_traced
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
@@ -119,8 +121,8 @@ class TracedReplays:
         if self.detach_at is None or self._window is not None:
             return
         t = time.perf_counter()
-        if t < self.detach_at:
-            return
+        if t < self.detach_at or profiler_active():
+            return  # the program's torch.profiler owns CUPTI now: later
         self.detach_at = None
         why = native.cupti_detach()
         self.detach_s += time.perf_counter() - t
