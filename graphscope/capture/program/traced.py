@@ -13,8 +13,8 @@ slower on the H200 (bench/probes/after_trace_gpu.py). A window opened after a de
 CUPTI again (~15 ms, in the manifest's ``tracing_windows.open_s``), so the detach waits until no
 window has been open for ``DETACH_AFTER_S``: it is made at the program's first replay or capture
 after that (graphscope sees nothing else of the program; not while the program's
-torch.profiler runs), so a serving loop that alternates
-traced and untraced buckets pays it about twice a second at most, not at every window. A
+torch.profiler runs), so a serving loop that alternates traced and untraced buckets pays it
+about twice a second at most, not at every window. A
 program that stops replaying right after its last window ends with CUPTI attached (the manifest
 says ``attached_at_end``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a program that
 reads CUPTI's activity records itself without a callback subscriber (which would stop a
