@@ -36,10 +36,11 @@ from typing import Any, Optional
 
 from .. import native
 from ..annotate.tensors import tensors_in
+from ..model.graph import OUTSIDE_MODULES
 
 HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
 END_SLACK_US = 500.0  # see CaptureMeter._attribute
-OUTSIDE = "(outside modules)"  # allocations and time of a capture outside every module scope
+OUTSIDE = OUTSIDE_MODULES  # allocations and time of a capture outside every module scope
 
 
 def history_wanted() -> bool:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 UNATTRIBUTED = "(unattributed)"
+# a capture's memory and time outside every module scope (memory by module's row)
+OUTSIDE_MODULES = "(outside modules)"
 DDP_SCOPE = "(ddp)"  # DDP's reducer work (annotate/training.py)
 
 

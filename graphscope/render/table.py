@@ -9,9 +9,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
+from ..model.graph import OUTSIDE_MODULES
 from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
-
-OUTSIDE = "(outside modules)"  # the bundle's row for what ran outside every module scope
 
 
 def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
@@ -517,9 +516,10 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
 def outside_note(rows: list[dict[str, Any]]) -> str:
     """What the memory table's outside row holds, where it holds anything (in a training
     step, most of the capture)."""
-    if any(r["module"] == OUTSIDE and (r["alloc_bytes"] or r["capture_s"]) for r in rows):
-        return (f"{OUTSIDE}: outside every module's forward call, such as a training step's "
-                "loss, backward pass and optimizer step (not split by module)")
+    if any(r["module"] == OUTSIDE_MODULES and (r["alloc_bytes"] or r["capture_s"])
+           for r in rows):
+        return (f"{OUTSIDE_MODULES}: outside every module's forward call, such as a training "
+                "step's loss, backward pass and optimizer step (not split by module)")
     return ""
 
 
