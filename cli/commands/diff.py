@@ -79,22 +79,14 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
         con.print(f"worst regression {worst:+.1f}% GPU work in {escape(where)} (limit "
                   f"{fail_above:+.1f}%): {verdict}")
-        from graphscope.analysis.diff import NOISE_FLOOR_NS
+        from graphscope.analysis.diff import NOISE_FLOOR_NS, under_floor
 
-        under = _under_floor(d, worst, NOISE_FLOOR_NS)
+        under = under_floor(d, worst)
         if under:  # a larger % in the table, left out as noise: say why
             con.print(f"  not counted: {escape(under['module'])} {under['delta_pct']:+.1f}% is "
                       f"{under['delta_ns'] / 1e3:+.2f} µs, under the "
                       f"{NOISE_FLOOR_NS / 1e3:g} µs noise floor", highlight=False)
     return 1 if failed else 0
-
-
-def _under_floor(d: dict, worst: float, floor_ns: float) -> Optional[dict]:
-    """The module with the largest increase above ``worst`` that the noise floor left out of
-    the worst regression (None: none)."""
-    rows = [r for r in d["modules"] if r["only_in"] is None and r["delta_pct"] is not None
-            and r["delta_pct"] > worst and 0 < r["delta_ns"] < floor_ns]
-    return max(rows, key=lambda r: r["delta_pct"]) if rows else None
 
 
 def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:

@@ -74,6 +74,16 @@ def worst_regression(d: dict[str, Any], floor_ns: float = NOISE_FLOOR_NS
     return best
 
 
+def under_floor(d: dict[str, Any], worst: float, floor_ns: float = NOISE_FLOOR_NS
+                ) -> Optional[dict[str, Any]]:
+    """The module with the largest increase above ``worst`` that ``floor_ns`` left out of
+    :func:`worst_regression` as noise (None: none): what a gate's verdict line names beside
+    it, so that a larger % in the table is not read as missed."""
+    rows = [r for r in d["modules"] if r["only_in"] is None and r["delta_pct"] is not None
+            and r["delta_pct"] > worst and 0 < r["delta_ns"] < floor_ns]
+    return max(rows, key=lambda r: r["delta_pct"]) if rows else None
+
+
 def worst_regression_pct(d: dict[str, Any]) -> float:
     """The largest GPU-work increase in %, over the total and every module present in both."""
     return worst_regression(d)[0]
