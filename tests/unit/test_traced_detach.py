@@ -1,9 +1,11 @@
 """graphscope run's traced replays: consecutive traced replays share one tracing window, and
-CUPTI is detached once no window has been open for DETACH_AFTER_S, at the program's next replay
-or capture (on the H200 an attached CUPTI, its activity records once on, left later captures and
-eager launches ~20% slower: bench/probes/after_trace_gpu.py; attaching it again costs ~15 ms, so
-not at every window). The tracer, the detach and the clock are faked here; the window logic and
-the patched replay are real."""
+CUPTI is detached as each window closes, after its synchronize (on the H200 an attached CUPTI,
+its activity records once on, left later captures and eager launches ~20% slower:
+bench/probes/after_trace_gpu.py; a detach put off to a later replay crashed the program's next
+launch: tests/gpu/test_run_gpu.py::test_cupti_detached_while_the_program_replays_back_to_back).
+Not while the program's torch.profiler runs: then it is made at the next replay or capture. The
+tracer, the detach and the clock are faked here; the window logic and the patched replay are
+real."""
 
 import contextlib
 import types
@@ -13,7 +15,7 @@ import torch
 
 from graphscope import native
 from graphscope.capture.program import traced as T
-from graphscope.capture.program.traced import DETACH_AFTER_S, TracedReplays
+from graphscope.capture.program.traced import TracedReplays
 
 
 class Fake:
@@ -55,7 +57,7 @@ def fake(monkeypatch, clock):
         monkeypatch.setattr(native, "tracing", f.tracing)
         monkeypatch.setattr(native, "cupti_detach", f.cupti_detach)
         monkeypatch.setattr(native, "tracer_active", lambda: False)
-        monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: f.events.append("sync"))
         return f
     return make
 
@@ -80,77 +82,62 @@ def _replay(t, g, events):
             t.settle()
 
 
-def test_one_window_for_consecutive_traced_replays_detached_once_quiet(fake, clock):
+def test_one_window_for_consecutive_traced_replays_detached_as_it_closes(fake, clock):
     f = fake()
     t = TracedReplays(_cfg(replays=2), [])
     a, b = _graph("a"), _graph("b")
     for g in (a, b, a, b, a, b):
         _replay(t, g, f.events)
-    # the window closed at a's untraced replay; no detach yet (it waits for a quiet time)
-    assert f.events == ["open", "replay a", "replay b", "replay a", "replay b", "close",
-                        "plain a", "plain b"]
-    clock.now += DETACH_AFTER_S
-    _replay(t, a, f.events)
-    assert f.events[-2:] == ["plain a", "detach"]
-    _replay(t, b, f.events)  # once detached, replays pass untouched
-    assert f.events[-1] == "plain b"
+    # the window closed at a's untraced replay: synchronized, the tracer stopped, then CUPTI
+    # detached (nothing of the program's still running on the GPU)
+    assert f.events == ["open", "replay a", "replay b", "replay a", "replay b", "sync",
+                        "close", "sync", "detach", "plain a", "plain b"]
+    _replay(t, a, f.events)  # once detached, replays pass untouched
+    assert f.events[-1] == "plain a"
     facts = t.facts()
     assert facts["windows"] == 1 and facts["cupti_detached"] == 1
     assert "attached_at_end" not in facts and "not_detached" not in facts
 
 
-def test_windows_close_together_cost_one_detach(fake, clock):
-    """A serving loop mixing traced and untraced buckets: many windows, CUPTI kept attached
-    between them (no ~15 ms attach per window), detached once the windows stop."""
+def test_every_window_is_detached_after_it(fake, clock):
+    """A serving loop mixing traced and untraced buckets: each window attaches CUPTI again
+    (~15 ms on the H200) and detaches it as it closes."""
     f = fake()
     t = TracedReplays(_cfg(replays=3), [])
     done, fresh = _graph("done"), _graph("fresh")
     done.traced = 3  # its traced replays are over
     for _ in range(3):
-        _replay(t, fresh, f.events)  # traced: opens a window (or joins it)
+        _replay(t, fresh, f.events)  # traced: opens a window
         clock.now += 0.01
         _replay(t, done, f.events)  # untraced: closes it
         clock.now += 0.01
-    assert f.events.count("open") == 3 and "detach" not in f.events
-    clock.now += DETACH_AFTER_S
-    _replay(t, done, f.events)
-    assert f.events.count("detach") == 1
-    assert t.facts()["windows"] == 3 and t.facts()["cupti_detached"] == 1
+    assert f.events.count("open") == 3 and f.events.count("detach") == 3
+    assert t.facts()["windows"] == 3 and t.facts()["cupti_detached"] == 3
 
 
-def test_a_capture_after_quiet_detaches_and_one_right_after_does_not(fake, clock):
+def test_a_capture_closes_the_window_and_detaches(fake, clock):
     f = fake()
     t = TracedReplays(_cfg(replays=1), [])
     _replay(t, _graph("a"), f.events)
     t.close()  # what capture_begin does first
-    t.settle()
-    assert "detach" not in f.events  # a capture right after the window: CUPTI stays
-    clock.now += DETACH_AFTER_S + 1
-    t.settle()
     assert f.events[-1] == "detach"
-
-
-def test_ending_right_after_the_last_window_says_so(fake, clock):
-    f = fake()
-    t = TracedReplays(_cfg(replays=1), [])
-    _replay(t, _graph("a"), f.events)
-    t.close()
-    facts = t.facts()
-    assert facts["attached_at_end"] is True and facts["cupti_detached"] == 0
+    t.settle()  # and then: nothing more is due
+    assert f.events.count("detach") == 1 and "attached_at_end" not in t.facts()
 
 
 def test_no_detach_while_the_programs_profiler_runs(fake, clock, monkeypatch):
     f = fake()
     t = TracedReplays(_cfg(replays=1), [])
     _replay(t, _graph("a"), f.events)
-    t.close()  # as BEFORE_PROFILER does when the program's profiler opens
-    clock.now += DETACH_AFTER_S
     monkeypatch.setattr(T, "profiler_active", lambda: True)
-    t.settle()
+    t.close()  # as BEFORE_PROFILER does when the program's profiler opens
     assert "detach" not in f.events and t.detach_at is not None  # still due
+    assert t.facts()["attached_at_end"] is True  # the program could end there
     monkeypatch.setattr(T, "profiler_active", lambda: False)
-    t.settle()
+    clock.now += 1
+    t.settle()  # the program's next replay or capture, its profiler gone
     assert f.events[-1] == "detach" and t.facts()["cupti_detached"] == 1
+    assert "attached_at_end" not in t.facts()
 
 
 def test_why_cupti_stayed_attached_is_kept(fake, clock):
@@ -158,8 +145,6 @@ def test_why_cupti_stayed_attached_is_kept(fake, clock):
     t = TracedReplays(_cfg(replays=1), [])
     _replay(t, _graph("a"), f.events)
     t.close()
-    clock.now += DETACH_AFTER_S
-    t.settle()
     facts = t.facts()
     assert facts["cupti_detached"] == 0 and "attached_at_end" not in facts
     assert facts["not_detached"].startswith("cuptiSubscribe")
@@ -171,7 +156,6 @@ def test_detach_can_be_turned_off(fake, clock, monkeypatch):
     t = TracedReplays(_cfg(replays=1), [])
     _replay(t, _graph("a"), f.events)
     t.close()
-    clock.now += DETACH_AFTER_S
     t.settle()
     assert "detach" not in f.events
     assert t.facts()["not_detached"] == "GRAPHSCOPE_CUPTI_DETACH=0"

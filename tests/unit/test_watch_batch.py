@@ -614,12 +614,10 @@ def test_a_dependency_count_miss_with_another_threads_scope_change_sends_the_sit
     assert watch.countable[watch.graphs[0].site] is False
 
 
-def test_replays_traced_in_one_window_then_cupti_detached_once_the_program_is_quiet(
-        watch, monkeypatch):
+def test_replays_traced_in_one_window_then_cupti_detached_as_it_closes(watch, monkeypatch):
     """Through the real patches: the first 2 replays of each graph in one tracing window, the
-    window closed at the first untraced replay, CUPTI detached at the first replay after
-    DETACH_AFTER_S with no window open (not at the close: attaching again costs ~15 ms), and
-    the manifest says so."""
+    window closed at the first untraced replay (synchronized, the tracer stopped) and CUPTI
+    detached there, before that replay runs, and the manifest says so."""
     from graphscope.capture.program import traced as T
 
     events, now = [], [100.0]
@@ -634,18 +632,16 @@ def test_replays_traced_in_one_window_then_cupti_detached_once_the_program_is_qu
     monkeypatch.setattr(T.native, "tracer_active", lambda: False)
     monkeypatch.setattr(T.native, "cupti_detach", lambda: events.append("detach") or "")
     monkeypatch.setattr(T, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: events.append("sync"))
     monkeypatch.setattr(watch.cfg, "replays", 2)
     monkeypatch.setattr(W.TracedReplays, "join", lambda self, done: self.close())
     a, b = _capture(2)
     for g in (a, b, a, b):
         g.replay()
     assert events == ["open"]
-    a.replay()  # untraced: the window closes; the detach waits
-    assert events == ["open", "close"]
-    now[0] += T.DETACH_AFTER_S
+    a.replay()  # untraced: the window closes and CUPTI is detached, then it runs
+    assert events == ["open", "sync", "close", "sync", "detach"]
     b.replay()
-    assert events == ["open", "close", "detach"]
     a.replay()
     assert events.count("detach") == 1
     assert [g.traced for g in watch.graphs] == [2, 2]

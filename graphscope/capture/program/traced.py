@@ -7,18 +7,19 @@ replays on the GPU are the program's own (``traced_back_to_back`` in the manifes
 diagnosis's "host bound between replays"). The records are joined afterwards by the one join
 (capture/replay.py).
 
-After the windows, CUPTI is detached (``native.cupti_detach``): with its activity records once
+After each window, CUPTI is detached (``native.cupti_detach``): with its activity records once
 on, an attached CUPTI left the program's later captures ~20% slower and its eager launches ~20%
-slower on the H200 (bench/probes/after_trace_gpu.py). A window opened after a detach attaches
-CUPTI again (~15 ms, in the manifest's ``tracing_windows.open_s``), so the detach waits until no
-window has been open for ``DETACH_AFTER_S``: it is made at the program's first replay or capture
-after that (graphscope sees nothing else of the program; not while the program's
-torch.profiler runs), so a serving loop that alternates traced and untraced buckets pays it
-about twice a second at most, not at every window. A
-program that stops replaying right after its last window ends with CUPTI attached (the manifest
-says ``attached_at_end``). ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps it attached, for a program that
-reads CUPTI's activity records itself without a callback subscriber (which would stop a
-detach)."""
+slower on the H200 (bench/probes/after_trace_gpu.py). The detach is made as the window closes,
+right after its synchronize and the tracer's stop. A detach put off until the program had gone
+on replaying with CUPTI attached (made at a later replay, so that windows close together would
+share one attachment) crashed the program's next graph launch (SIGSEGV in ``replay``, on the
+67-bucket ladder of bench/bench_ladder.py and in tests/gpu/test_run_gpu.py, 2026-12-02, a
+synchronize before it or not; the cause inside CUPTI or the driver is not established), so each
+window pays for attaching again (~15 ms, in the manifest's ``tracing_windows.open_s``). Not while
+the program's torch.profiler runs (it owns CUPTI then): the detach stays due and is made at the
+program's first replay or capture after it. ``GRAPHSCOPE_CUPTI_DETACH=0`` keeps CUPTI attached,
+for a program that reads CUPTI's activity records itself without a callback subscriber (which
+would stop a detach)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,6 @@ from ..replay import join_traced
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
 
-DETACH_AFTER_S = 0.5  # no window open this long: CUPTI is detached at the next replay/capture
 
 
 class TracedReplays:
@@ -113,17 +113,22 @@ class TracedReplays:
         self.cols.extend(self._out)
         self._out = []
         if self.detach:
-            self.detach_at = time.perf_counter() + DETACH_AFTER_S
+            self.detach_at = time.perf_counter()
+            self.settle()
 
     def settle(self) -> None:
-        """Detach CUPTI if no window has been open for ``DETACH_AFTER_S`` (called at the
-        program's replays outside a window and at its captures' start)."""
+        """Detach CUPTI if a detach is due (a window closed) and the program's torch.profiler
+        does not own CUPTI (called as a window closes, and at the program's replays outside a
+        window and its captures' start, for a detach put off by the profiler)."""
         if self.detach_at is None or self._window is not None:
             return
         t = time.perf_counter()
         if t < self.detach_at or profiler_active():
             return  # the program's torch.profiler owns CUPTI now: later
         self.detach_at = None
+        import torch
+
+        torch.cuda.synchronize()  # no work of the program's in flight while CUPTI finalizes
         why = native.cupti_detach()
         self.detach_s += time.perf_counter() - t
         if why:
