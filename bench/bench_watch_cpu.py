@@ -137,6 +137,8 @@ def fake_cuda() -> None:
             "bytes": bytes(32), "name_idx": bytes(16), "names": ["k"], "demangled": ["k"],
             "edge_from": b"", "edge_to": b""}  # the extension's answer: columns as bytes
     W.native.read_graph = lambda ptr: read
+    W.native.read_capture = lambda stream, detach: (nodecount.detach() if detach else None,
+                                                    read)[1]
     W.read_dot = lambda ptr: ""
     W.native.exec_id = lambda ptr: 7
 

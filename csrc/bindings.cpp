@@ -146,7 +146,7 @@ NB_MODULE(_native, m) {
         "Note the graph's node count at this thread's scope changes (nodecount.h).");
   m.def("count_attach", &count_attach, nb::arg("stream"),
         "The capture began on stream (this thread's): count its graph from now.");
-  m.def("count_detach", &count_detach,
+  m.def("count_detach", []() { count_detach(); },
         "The capture is ending: no more notes (its graph may be destroyed if it fails).");
   m.def("count_fake_nodes", &count_fake_nodes, nb::arg("n"), nb::arg("deps") = -1,
         "count_start(fake=True)'s node count, and the stream dependencies' count when it "
@@ -179,6 +179,10 @@ NB_MODULE(_native, m) {
   m.def("set_positional_ids", &set_positional_ids, nb::arg("state"));
   m.def("capture_graph", &capture_graph, nb::arg("stream"),
         "The graph being captured on stream (0: not capturing).");
+  m.def("read_capture", &read_capture, nb::arg("stream"), nb::arg("detach_count"),
+        "The graph being captured on stream, its nodes listed once: node counting detached "
+        "(detach_count) and the graph inspected (inspect_graph(demangle=False)); None when "
+        "the stream is not capturing.");
   m.def("exec_id", &exec_id, nb::arg("graph_exec"));
   m.def("graph_id", &graph_id, nb::arg("graph"));
   m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));

@@ -2,7 +2,9 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "dl.h"
+#include "nodecount.h"
 #include "recorder.h"
 
 namespace gs {
@@ -31,12 +34,14 @@ std::atomic<int> g_positional{-1};
 int positional_ids() { return g_positional.load(); }
 void set_positional_ids(int state) { g_positional.store(state < 0 ? -1 : state > 0 ? 1 : 0); }
 
-bool node_ids(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<uint64_t>& ids) {
+bool node_ids(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<uint64_t>& ids,
+              int64_t graph_id) {
   const size_t n = nodes.size();
   ids.resize(n);
   const int state = g_positional.load();
   if (n > 0 && state != 0) {
-    const uint64_t base = static_cast<uint64_t>(graph_id_of(g)) << 32;
+    const uint64_t base = static_cast<uint64_t>(graph_id >= 0 ? static_cast<uint32_t>(graph_id)
+                                                              : graph_id_of(g)) << 32;
     if (state == 1) {
       if (node_id_of(nodes[0]) == base && node_id_of(nodes[n - 1]) == (base | (n - 1))) {
         for (size_t i = 0; i < n; ++i) ids[i] = base | i;
@@ -59,19 +64,70 @@ bool node_ids(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<uint
   return false;
 }
 
+int64_t NodeList::index_of(CUgraphNode node) const {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), node,
+                             [](const std::pair<CUgraphNode, uint32_t>& e, CUgraphNode x) {
+                               return std::less<CUgraphNode>()(e.first, x);
+                             });
+  return it != sorted.end() && it->first == node ? static_cast<int64_t>(it->second) : -1;
+}
+
+CUresult list_nodes(CUgraph graph, NodeList& out) {
+  size_t n = 0;
+  CUresult r = drv.GraphGetNodes(graph, nullptr, &n);
+  if (r != CUDA_SUCCESS) return r;
+  out.nodes.assign(n, nullptr);
+  if (n) {
+    r = drv.GraphGetNodes(graph, out.nodes.data(), &n);
+    if (r != CUDA_SUCCESS) return r;
+    out.nodes.resize(n);
+  }
+  out.graph_id = graph_id_of(graph);
+  node_ids(graph, out.nodes, out.ids, out.graph_id);
+  out.sorted.resize(n);
+  for (size_t i = 0; i < n; ++i) out.sorted[i] = {out.nodes[i], static_cast<uint32_t>(i)};
+  std::sort(out.sorted.begin(), out.sorted.end(),
+            [](const std::pair<CUgraphNode, uint32_t>& a,
+               const std::pair<CUgraphNode, uint32_t>& b) {
+              return std::less<CUgraphNode>()(a.first, b.first);
+            });
+  return CUDA_SUCCESS;
+}
+
 nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   require_loaded();
   auto graph = reinterpret_cast<CUgraph>(graph_ptr);
-  size_t n = 0;
-  CUresult r = drv.GraphGetNodes(graph, nullptr, &n);
+  NodeList listed;
+  CUresult r = list_nodes(graph, listed);
   if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
-  std::vector<CUgraphNode> nodes(n);
-  if (n) {
-    r = drv.GraphGetNodes(graph, nodes.data(), &n);
-    if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
+  return inspect_listed(graph, listed, demangle_names);
+}
+
+nb::object read_capture(uintptr_t stream, bool detach_count) {
+  uintptr_t g = 0;
+  try {
+    g = capture_graph(stream);
+  } catch (...) {  // counting stops however the read ends
+    if (detach_count) count_detach();
+    throw;
   }
-  std::vector<uint64_t> ids;
-  node_ids(graph, nodes, ids);
+  auto graph = reinterpret_cast<CUgraph>(g);
+  if (!g) {
+    if (detach_count) count_detach();
+    return nb::none();
+  }
+  NodeList listed;
+  CUresult r = list_nodes(graph, listed);
+  if (detach_count) count_detach(r == CUDA_SUCCESS ? &listed : nullptr, graph);
+  if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetNodes", r);
+  return inspect_listed(graph, listed, false);
+}
+
+nb::dict inspect_listed(CUgraph graph, const NodeList& listed, bool demangle_names) {
+  const std::vector<CUgraphNode>& nodes = listed.nodes;
+  const std::vector<uint64_t>& ids = listed.ids;
+  const size_t n = nodes.size();
+  CUresult r = CUDA_SUCCESS;
   std::vector<int32_t> types(n);
   std::vector<int32_t> grid(3 * n, 0), block(3 * n, 0);
   std::vector<uint32_t> smem(n, 0);
@@ -79,9 +135,7 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   std::vector<int32_t> name_idx(n, -1);
   std::vector<std::string> names;
   std::unordered_map<std::string, int32_t> name_of;
-  std::unordered_map<CUgraphNode, uint64_t> id_of;
   std::unordered_map<const void*, int32_t> name_of_fn;  // CUfunction (or CUkernel) -> name
-  id_of.reserve(n);
   auto intern = [&](const char* s) -> int32_t {
     std::string k = s ? s : "";
     auto it = name_of.find(k);
@@ -92,7 +146,6 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
     return i;
   };
   for (size_t i = 0; i < n; ++i) {
-    id_of[nodes[i]] = ids[i];
     // Most nodes of a captured graph are kernels: their parameters are asked for first, and
     // only a node that has none is asked its type (one driver call less per kernel node, in a
     // program's capture loop; the call fails on any other type of node)
@@ -153,8 +206,8 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   }
   std::vector<uint64_t> efrom(ne), eto(ne);
   auto id_of_node = [&](CUgraphNode x) {
-    auto it = id_of.find(x);
-    return it != id_of.end() ? it->second : node_id_of(x);
+    const int64_t i = listed.index_of(x);
+    return i >= 0 ? ids[static_cast<size_t>(i)] : node_id_of(x);
   };
   for (size_t i = 0; i < ne; ++i) {
     efrom[i] = id_of_node(from[i]);
@@ -164,7 +217,7 @@ nb::dict inspect_graph(uintptr_t graph_ptr, bool demangle_names) {
   demangled.reserve(names.size());
   for (auto& s : names) demangled.push_back(demangle_names ? demangle(s.c_str()) : s);
   nb::dict d;
-  d["graph_id"] = graph_id_of(graph);
+  d["graph_id"] = listed.graph_id;
   d["node_id"] = as_bytes(ids);
   d["node_type"] = as_bytes(types);
   d["grid"] = as_bytes(grid);

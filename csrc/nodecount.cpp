@@ -5,7 +5,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -158,36 +157,36 @@ void note(ThreadState& t) {
   cnt.last_op = t.op;
 }
 
-// Each node of the graph being captured -> its creation index, and the node count (one
-// cuGraphGetNodes; ids as positions where that was checked, inspect.h)
-bool graph_index(std::unordered_map<CUgraphNode, uint64_t>& index, uint64_t& n) {
-  size_t k = 0;
-  if (drv.GraphGetNodes(cnt.graph, nullptr, &k) != CUDA_SUCCESS) return false;
-  std::vector<CUgraphNode> nodes(k);
-  if (k && drv.GraphGetNodes(cnt.graph, nodes.data(), &k) != CUDA_SUCCESS) return false;
-  nodes.resize(k);
-  std::vector<uint64_t> ids;
-  node_ids(cnt.graph, nodes, ids);
-  index.reserve(k);
-  for (size_t i = 0; i < k; ++i) index.emplace(nodes[i], ids[i] & 0xFFFFFFFFull);
-  n = k;
-  return true;
-}
-
-// kCountDeps at the capture's end: the waiting notes' counts from the graph's node list, made
-// monotone as deps_count keeps them, and one walk checking the last count
-void resolve_deps() {
+// kCountDeps at the capture's end: the waiting notes' counts from the graph's node list
+// (`listed`, or listed here: one cuGraphGetNodes), made monotone as deps_count keeps them, and
+// one walk checking the last count
+void resolve_deps(const NodeList* listed) {
   const int64_t t0 = ticks();
-  std::unordered_map<CUgraphNode, uint64_t> index;
+  NodeList own;
   uint64_t w = 0, d = 0;
-  const bool listed = cnt.fake ? walk_count(w) : graph_index(index, w);
+  bool ok = true;
+  if (cnt.fake) {
+    ok = walk_count(w);
+    listed = nullptr;
+  } else {
+    if (listed == nullptr) {
+      ok = list_nodes(cnt.graph, own) == CUDA_SUCCESS;
+      listed = &own;
+    }
+    w = listed->nodes.size();
+  }
+  // the creation index + 1 of `node`, or kPending when it is not in the list
+  auto count_after = [&](CUgraphNode node) -> uint64_t {
+    const int64_t i = ok && listed != nullptr ? listed->index_of(node) : -1;
+    return i < 0 ? kPending : (listed->ids[static_cast<size_t>(i)] & 0xFFFFFFFFull) + 1;
+  };
   for (const auto& [at, node] : cnt.pending) {
-    auto it = index.find(node);
-    if (it == index.end()) {
+    const uint64_t c = count_after(node);
+    if (c == kPending) {
       cnt.errors++;  // stays kPending: the window is reported unrecorded
       continue;
     }
-    cnt.counts[at] = it->second + 1;
+    cnt.counts[at] = c;
   }
   uint64_t high = 0;
   for (uint64_t& c : cnt.counts) {
@@ -197,12 +196,12 @@ void resolve_deps() {
   }
   cnt.deps_last = std::max(cnt.deps_last, high);
   CUgraphNode wait = nullptr;
-  if (!listed || !deps_count(d, &wait)) {
+  if (!ok || !deps_count(d, &wait)) {
     cnt.mismatches++;
   } else {
     if (wait != nullptr) {
-      auto it = index.find(wait);
-      d = it == index.end() ? kPending : std::max(it->second + 1, cnt.deps_last);
+      const uint64_t c = count_after(wait);
+      d = c == kPending ? kPending : std::max(c, cnt.deps_last);
     }
     if (w != d) cnt.mismatches++;
   }
@@ -283,9 +282,10 @@ void count_attach(uintptr_t stream) {
 }
 
 // The capture is about to end (capture_end may destroy the graph when it fails): no more notes.
-void count_detach() {
+void count_detach(const NodeList* listed, CUgraph graph) {
   if (!g_counting.load() || tls.tid != cnt.tid.load()) return;
-  if (cnt.attached && cnt.how == kCountDeps) resolve_deps();
+  if (listed != nullptr && graph != cnt.graph) listed = nullptr;  // not the counted graph
+  if (cnt.attached && cnt.how == kCountDeps) resolve_deps(listed);
   cnt.detached = cnt.detached || cnt.attached;
   cnt.attached = false;
   cnt.graph = nullptr;

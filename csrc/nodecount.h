@@ -8,6 +8,8 @@
 // with GRAPHSCOPE_NODE_COUNTS=all for every capture begun with grad off (watch.py).
 #pragma once
 
+#include <cuda.h>
+
 #include <atomic>
 
 #include "common.h"
@@ -37,7 +39,10 @@ constexpr int kCountVerify = 2;
 
 void count_start(bool fake, int how = kCountWalk);
 void count_attach(uintptr_t stream);
-void count_detach();
+struct NodeList;  // inspect.h
+// The capture is about to end: no more notes. `listed`: the counted graph's nodes, listed by
+// the caller (read_capture), which resolves the waiting notes without listing them again.
+void count_detach(const NodeList* listed = nullptr, CUgraph graph = nullptr);
 void count_fake_nodes(uint64_t n, int64_t deps = -1);
 nb::dict count_stop();
 

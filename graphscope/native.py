@@ -129,6 +129,8 @@ def _import_torch_cuda() -> Any:
 def ensure_loaded() -> Any:
     """Open libcuda and libcupti (torch's copy) in the extension; raise if that cannot be done."""
     global _loaded
+    if _loaded and _ext is not None:  # no lock once loaded: a capture loop asks several times
+        return _ext
     ext = extension()
     with _lock:
         if _loaded:
@@ -420,6 +422,15 @@ def as_inspection(d: Any) -> GraphInspection:
         edge_from=_col(d["edge_from"], "<u8"),
         edge_to=_col(d["edge_to"], "<u8"),
     )
+
+
+def read_capture(stream: int, detach_count: bool) -> Any:
+    """:func:`read_graph` of the graph being captured on ``stream``, with the graph's nodes
+    listed once: with ``detach_count``, node counting is detached at the same listing (its
+    waiting notes resolved from it, :func:`graphscope.nodecount.detach`). None when the stream
+    is not capturing (counting is detached all the same). ``graphscope run`` calls it just
+    before the program's ``capture_end``."""
+    return _call(ensure_loaded().read_capture, int(stream), bool(detach_count))
 
 
 def capture_graph(stream: int) -> int:

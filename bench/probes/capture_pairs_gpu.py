@@ -46,14 +46,16 @@ _ns: dict = {}
 exec(MODEL, _ns)
 model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
 REAL_START = nodecount.start
-REAL_READ = native.read_graph
+REAL_READ = native.read_capture
 _READ: list = []
 PlainGraph = type("PlainGraph", (torch._C._CUDAGraph,), {})
 
 
-def _read_once(ptr: int):
+def _read_once(stream: int, detach_count: bool):
     if not _READ:
-        _READ.append(REAL_READ(ptr))
+        _READ.append(REAL_READ(stream, detach_count))
+    elif detach_count:  # the count still stops, and its notes are resolved, as in the read
+        nodecount.detach()
     return _READ[0]
 
 
@@ -68,7 +70,7 @@ class Variant:
         if self.name == "fakecount":
             nodecount.start = lambda fake=False, how=0: REAL_START(True, how)
         elif self.name == "noinspect":
-            W.native.read_graph = _read_once
+            W.native.read_capture = _read_once
         elif self.name == "nohooks":
             self.w._hold_batch()  # held (as for every capture) then its __call__ put back
             self.saved_call = torch.nn.Module.__call__
@@ -77,7 +79,7 @@ class Variant:
 
     def __exit__(self, *exc: object) -> None:
         nodecount.start = REAL_START
-        W.native.read_graph = REAL_READ
+        W.native.read_capture = REAL_READ
         if self.saved_call is not None:
             torch.nn.Module.__call__ = self.saved_call
             del self.w._hold_batch

@@ -40,14 +40,16 @@ exec(MODEL, _ns)
 model, tokens, SIZES = _ns["model"], _ns["tokens"], _ns["SIZES"]
 REAL_HOOKS = W.module_hooks
 REAL_START = nodecount.start
-REAL_READ = native.read_graph
+REAL_READ = native.read_capture
 _READ: list = []
 
 
-def _read_once(ptr: int):
+def _read_once(stream: int, detach_count: bool):
     """The first graph's inspection, read once and returned for every later graph."""
     if not _READ:
-        _READ.append(REAL_READ(ptr))
+        _READ.append(REAL_READ(stream, detach_count))
+    elif detach_count:  # the count still stops, and its notes are resolved, as in the read
+        nodecount.detach()
     return _READ[0]
 
 
@@ -94,7 +96,7 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
     if walk:
         os.environ[nodecount.DEPS_ENV] = "0"
     if not inspect:
-        W.native.read_graph = _read_once
+        W.native.read_capture = _read_once
     w = W.GraphWatch(CaptureConfig(mode="run", replays=0, record_ops=ops, op_captures=2))
     w.meter.history = hist
     undo = patch_cuda_graph(w)
@@ -108,7 +110,7 @@ def watched(hooks: bool = True, marks: bool = True, hist: bool = True, count: bo
         W.module_hooks = REAL_HOOKS
         nodecount.start = REAL_START
         os.environ.pop(nodecount.DEPS_ENV, None)
-        W.native.read_graph = REAL_READ
+        W.native.read_capture = REAL_READ
         w.meter._stop_history()
 
 

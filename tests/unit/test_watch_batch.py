@@ -109,6 +109,14 @@ def watch(monkeypatch):
     monkeypatch.setattr(W.native, "capture_graph",
                         lambda stream: 4321 if FakeGraph.capturing is not None else 0)
     monkeypatch.setattr(FakeGraph, "capturing", None)
+
+    def read_capture(stream, detach_count):  # the extension's one call: detach, then read
+        if detach_count:
+            W.nodecount.detach()
+        ptr = W.native.capture_graph(stream)
+        return W.native.read_graph(ptr) if ptr else None
+
+    monkeypatch.setattr(W.native, "read_capture", read_capture)
     monkeypatch.setattr(W, "read_dot", lambda ptr: events.append("dot") or "digraph {}")
     monkeypatch.setattr(W.native, "exec_id", lambda ptr: 7)
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])

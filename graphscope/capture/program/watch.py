@@ -260,24 +260,28 @@ class GraphWatch:
         if rec is None or self.by_id.get(id(cuda_graph)) is not rec:
             return
         t = time.perf_counter()
-        if rec.counted:
-            try:  # (no contextlib.suppress in a ladder's every capture: three Python calls)
-                nodecount.detach()
-            except Exception:  # noqa: BLE001 - a note missed is caught by the count's checks
-                pass
+        stream = self._stream
         try:
-            ptr = native.capture_graph(self._stream) if self._stream is not None else 0
-            if not ptr:
+            # one listing of the graph's nodes: a counted window's notes stop (a failed
+            # capture_end destroys the graph) and are resolved from it, and the graph is read
+            ins = native.read_capture(stream, rec.counted) if stream is not None else None
+            if stream is None or ins is None:
                 raise GraphscopeError("its stream was not capturing when capture_end ran")
-            ins = native.read_graph(ptr)  # made a GraphInspection when the batch is read
             t = self._spent("inspect", t)
             first = self.sites.get(rec.site, 0) == 0
-            dot = read_dot(ptr) if self.cfg.dot and first and not rec.user_keep else ""
+            dot = (read_dot(native.capture_graph(stream))
+                   if self.cfg.dot and first and not rec.user_keep else "")
             self._spent("dot", t)
             self._read = (ins, dot, self.cfg.dot and rec.user_keep)
         except GraphscopeError as exc:  # the capture goes on; this graph is reported unread
             rec.failed = rec.failed or f"could not inspect the graph: {exc}"
             self._spent("inspect", t)
+        finally:
+            if rec.counted and stream is None:  # never attached: no notes to resolve
+                try:  # (no contextlib.suppress in a ladder's every capture: 3 Python calls)
+                    nodecount.detach()
+                except Exception:  # noqa: BLE001 - a missed note is caught by the checks
+                    pass
 
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
