@@ -28,7 +28,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -60,22 +60,45 @@ def mode() -> str:
     return "learned" if raw == "learned" else "all"
 
 
-@dataclass(slots=True)  # not frozen: made in a ladder's every capture (a frozen init is slower)
 class CountedNodes:
     """One capture window's scope and op changes: ``scopes[i]`` and ``ops[i]`` from node count
-    ``counts[i]`` on."""
+    ``counts[i]`` on. The three columns may be given as the extension's bytes (:func:`stop`,
+    in a ladder's every capture): they become arrays when first read, after the loop (three
+    ``np.frombuffer`` calls cost ~11 us a capture on the H200 host)."""
 
-    counts: np.ndarray  # uint64, ascending
-    scopes: np.ndarray  # int64
-    ops: np.ndarray  # int64: the op observer's op (or op call) id, -1 for none
-    attached: bool  # the capture began and its graph was found (count_attach)
-    foreign: int  # scope changes on other threads while counting (their nodes: unknown)
-    errors: int  # node counts the driver refused
-    thread: int  # the capturing thread's native id
-    how: int = WALK  # WALK, DEPS or VERIFY
-    mismatches: int = 0  # notes (DEPS: the capture's end) where the two counts differed
-    queries: int = 0  # node counts asked of the driver (a note whose scope or op changed)
-    query_s: float = 0.0  # the seconds those took
+    __slots__ = ("_cols", "attached", "foreign", "errors", "thread", "how", "mismatches",
+                 "queries", "query_s")
+
+    def __init__(self, counts: Any, scopes: Any, ops: Any, attached: bool, foreign: int,
+                 errors: int, thread: int, how: int = WALK, mismatches: int = 0,
+                 queries: int = 0, query_s: float = 0.0) -> None:
+        self._cols: list[Any] = [counts, scopes, ops]
+        self.attached = attached  # the capture began and its graph was found (count_attach)
+        self.foreign = foreign  # scope changes on other threads while counting (unknown nodes)
+        self.errors = errors  # node counts the driver refused
+        self.thread = thread  # the capturing thread's native id
+        self.how = how  # WALK, DEPS or VERIFY
+        self.mismatches = mismatches  # notes (DEPS: the capture's end) where the counts differed
+        self.queries = queries  # node counts asked of the driver (a note whose scope/op changed)
+        self.query_s = query_s  # the seconds those took
+
+    def _col(self, i: int, dtype: str) -> np.ndarray:
+        c = self._cols[i]
+        if isinstance(c, (bytes, bytearray, memoryview)):
+            c = self._cols[i] = np.frombuffer(c, dtype=dtype)
+        return c
+
+    @property
+    def counts(self) -> np.ndarray:  # uint64, ascending
+        return self._col(0, "<u8")
+
+    @property
+    def scopes(self) -> np.ndarray:  # int64
+        return self._col(1, "<i8")
+
+    @property
+    def ops(self) -> np.ndarray:  # int64: the op observer's op (or op call) id, -1 for none
+        return self._col(2, "<i8")
 
     def problem(self) -> str:
         """Why this window recorded nothing usable ('' when it did)."""
@@ -88,8 +111,9 @@ class CountedNodes:
     def unplaced(self) -> CountedNodes:
         """The same window with no scope for any node: other threads made some of its nodes
         (their scopes are not in the counts), so none is given a scope it may not have."""
-        return replace(self, counts=np.zeros(0, np.uint64), scopes=np.zeros(0, np.int64),
-                       ops=np.zeros(0, np.int64))
+        return CountedNodes(np.zeros(0, np.uint64), np.zeros(0, np.int64),
+                            np.zeros(0, np.int64), self.attached, self.foreign, self.errors,
+                            self.thread, self.how, self.mismatches, self.queries, self.query_s)
 
 
 def start(fake: bool = False, how: int = WALK) -> None:
@@ -106,9 +130,7 @@ def start(fake: bool = False, how: int = WALK) -> None:
 def stop() -> CountedNodes:
     """Stop counting: what was noted since :func:`start`."""
     d = native.extension().count_stop()
-    return CountedNodes(counts=native._col(d["counts"], "<u8"),
-                        scopes=native._col(d["scopes"], "<i8"),
-                        ops=native._col(d["ops"], "<i8"),
+    return CountedNodes(counts=d["counts"], scopes=d["scopes"], ops=d["ops"],
                         attached=bool(d["attached"]), foreign=int(d["foreign"]),
                         errors=int(d["errors"]), thread=threading.get_native_id(),
                         how=int(d["how"]), mismatches=int(d["mismatches"]),

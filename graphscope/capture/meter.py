@@ -61,6 +61,9 @@ def mark_log() -> Any:
 
 def tensor_bytes(values: Any) -> int:
     """Bytes of the distinct CUDA tensors among ``values`` (tuples, lists, dicts, dataclasses)."""
+    one = values[0] if type(values) is list and len(values) == 1 else values
+    if type(one).__name__ == "Tensor" and type(one).__module__ == "torch":  # a decode step's
+        return int(one.nbytes) if one.is_cuda else 0  # logits: no walk, one call less a tensor
     seen: set[int] = set()
     total = 0
     for x in tensors_in(values):
@@ -93,6 +96,7 @@ class Window:
     marks: Any  # a MarkLog or list of (time_ns, scope)
     armed: bool  # the allocator history ran through it
     reserved_from_history: bool = False  # capture_reserved_bytes is the history's to give
+    pool_read: bool = False  # stopped with read_pool=False: set_pool has read it since
 
 
 class CaptureMeter:
@@ -141,9 +145,11 @@ class CaptureMeter:
         self.marks.append((time.time_ns(), native.current_scope()))
         self._t0 = time.perf_counter()
 
-    def stop(self, cuda_graph: Any) -> tuple[dict[str, Any], Window]:
+    def stop(self, cuda_graph: Any, read_pool: bool = True) -> tuple[dict[str, Any], Window]:
         """Just after ``capture_end``: the capture's time and reserved bytes now, and its
-        window, for :meth:`read` to add the pool's and the allocator history's facts."""
+        window, for :meth:`read` to add the pool's and the allocator history's facts.
+        ``read_pool=False``: the graph's pool is left for the caller to set before
+        :meth:`read` (:meth:`set_pool`; ``graphscope run`` reads it after the loop)."""
         capture_s = time.perf_counter() - self._t0
         end_ns = time.time_ns()
         reserved1 = _reserved() if self._reserved0 is not None else None
@@ -154,10 +160,7 @@ class CaptureMeter:
             # all the device memory the caching allocator reserved during the capture, in the
             # graph's pool or not (a library's workspace on another stream, say)
             info["capture_reserved_bytes"] = reserved1 - self._reserved0
-        try:
-            pool: Optional[tuple[int, ...]] = tuple(map(int, cuda_graph.pool()))
-        except Exception:  # noqa: BLE001 - a graph without a pool (a fake's, an old torch's)
-            pool = None
+        pool = graph_pool(cuda_graph) if read_pool else None
         if pool is not None:
             info["pool_id"] = list(pool)
         window = Window(pool, self._wall0_ns, end_ns, self.marks.copy(), self._armed,
@@ -165,6 +168,14 @@ class CaptureMeter:
         if not self.keep_history:
             self._end_history()
         return info, window
+
+    @staticmethod
+    def set_pool(info: dict[str, Any], window: Window, cuda_graph: Any) -> None:
+        """A window stopped with ``read_pool=False``: its graph's pool, read now."""
+        pool = graph_pool(cuda_graph)
+        window.pool = pool
+        if pool is not None:
+            info["pool_id"] = list(pool)
 
     def read(self, windows: list[tuple[dict[str, Any], Window]]) -> None:
         """One allocator snapshot for all ``windows`` (stopped, not yet read): each info gets
@@ -426,6 +437,15 @@ def pool_facts(cuda_graph: Any) -> dict[str, Any]:
     info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
     info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
     return info
+
+
+def graph_pool(cuda_graph: Any) -> Optional[tuple[int, ...]]:
+    """The memory pool of a captured ``torch.cuda.CUDAGraph`` (None: a graph without one, a
+    fake's or an old torch's)."""
+    try:
+        return tuple(map(int, cuda_graph.pool()))
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _reserved() -> Optional[int]:

@@ -185,9 +185,13 @@ def test_a_capture_loop_reads_each_graph_before_capture_end_and_the_rest_at_the_
     assert {"inspect", "meter"} <= set(watch.overhead)
     # AND the program's keep_graph=False stood: torch instantiated in capture_end, no template
     assert all(not g.keep and not g.template and g.exec for g in gs)
-    assert [r.exec_id for r in watch.graphs] == [7] * 4
+    # its time is the graph's instantiate_s; its exec id and pool are read with the batch
+    assert [r.exec_id for r in watch.graphs] == [-1] * 4
     assert all(r.instantiate_s > 0 for r in watch.graphs)
+    assert all(r.window.pool is None and "pool_id" not in r.cost for r in watch.graphs)
     gs[0].replay()
+    assert [r.exec_id for r in watch.graphs] == [7] * 4
+    assert [r.pool for r in watch.graphs] == [(0, 9)] * 4
     # the first replay reads the batch: one allocator snapshot, each graph published once
     assert watch.events.count("snapshot") == 1
     assert watch.events.count("inspect") == watch.events.count("publish") == 4
@@ -251,6 +255,23 @@ def test_a_kept_graph_freed_inside_another_capture_has_its_dot_read_and_the_batc
     assert len(watch.pending) == 2 and "snapshot" not in watch.events
     raw = watch.result()
     assert len(raw.graphs) == 2 and watch.events.count("snapshot") == 1
+
+
+def test_a_graph_freed_inside_another_capture_has_its_exec_id_and_pool_read_as_it_goes(watch):
+    # GIVEN a captured graph (torch instantiated it in capture_end) waiting to be read
+    (a,) = _capture(1)
+    g = torch.cuda.CUDAGraph()
+    g.capture_begin()
+    # WHEN the program frees it inside another capture (the batch is not read there)
+    del a
+    gc.collect()
+    assert len(watch.pending) == 1
+    g.capture_end()
+    # THEN its exec id and pool were read from it while it existed
+    raw = watch.result()
+    assert len(raw.graphs) == 2
+    assert [r.exec_id for r in watch.graphs] == [7, 7]
+    assert [r.pool for r in watch.graphs] == [(0, 9)] * 2
 
 
 def test_a_graph_that_cannot_be_read_before_capture_end_is_reported_and_the_program_goes_on(

@@ -27,6 +27,8 @@ class ProgramGraph:
     name: str = ""
     raw: Optional[RawGraph] = None
     exec_ids: list[int] = field(default_factory=list)
+    # instantiated by torch inside capture_end: its exec id is read with the batch
+    exec_later: bool = False
     replays: int = 0
     traced: int = 0
     pool_bytes: Optional[int] = None

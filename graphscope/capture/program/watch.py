@@ -372,10 +372,12 @@ class GraphWatch:
         if rec is None or rec is not self.current:
             return
         read, self._read = self._read, None
-        if not rec.user_keep:
-            self.instantiated(cuda_graph, capture_end_s)
+        if not rec.user_keep:  # its exec id is read with the batch (_read_live)
+            rec.instantiate_s += capture_end_s
+            rec.exec_later = True
         t = time.perf_counter()
-        rec.cost, rec.window = self.meter.stop(cuda_graph)  # the history is read with the batch
+        # the history is read with the batch, and the graph's pool then (_read_live)
+        rec.cost, rec.window = self.meter.stop(cuda_graph, read_pool=False)
         if rec.outputs:
             rec.static_output_bytes = tensor_bytes(rec.outputs)
             rec.outputs = []
@@ -454,6 +456,20 @@ class GraphWatch:
         return records.unplaced()
 
     # -- reading finished graphs (outside the program's capture loop)
+    def _read_live(self, p: Pending, cuda_graph: Any) -> None:
+        """What a finished capture's ``torch.cuda.CUDAGraph`` gives while it exists, read when
+        the batch is read or the graph is reset or freed, not in the program's capture loop
+        (~25 us a capture on the H200): the exec id of torch's instantiate in
+        ``capture_end``, the graph's pool, a kept template's DOT."""
+        rec = p.rec
+        if rec.exec_later:
+            rec.exec_later = False
+            self._exec_id(rec, cuda_graph)
+        if rec.window is not None and rec.window.pool is None and not rec.window.pool_read:
+            rec.window.pool_read = True
+            self.meter.set_pool(rec.cost, rec.window, cuda_graph)
+        self._read_dot(p, cuda_graph)
+
     def _read_dot(self, p: Pending, cuda_graph: Any) -> None:
         """A kept template's DOT, while it exists."""
         if not p.dot_later:
@@ -472,7 +488,7 @@ class GraphWatch:
         p = self.pending.get(id(cuda_graph))
         if p is None:
             return
-        self._read_dot(p, cuda_graph)
+        self._read_live(p, cuda_graph)
         if self._window is None:  # not inside another capture: read the batch now
             self.flush()
 
@@ -486,14 +502,17 @@ class GraphWatch:
         if not self.pending:
             return
         batch, self.pending = list(self.pending.values()), {}
+        graphs = [p.graph() for p in batch]
         t = time.perf_counter()
+        for p, g in zip(batch, graphs):
+            if g is not None:
+                self._read_live(p, g)
+        t = self._spent("live", t, later=True)
         self.meter.read([(p.rec.cost, p.rec.window) for p in batch if p.rec.window is not None])
         t = self._spent("meter", t, later=True)
-        for p in batch:
-            rec, g = p.rec, p.graph()
+        for p, g in zip(batch, graphs):
+            rec = p.rec
             rec.window = None
-            if g is not None:
-                self._read_dot(p, g)
             t = time.perf_counter()
             p.inspection = native.demangled(native.as_inspection(p.inspection), self._demangled)
             self._spent("inspect", t, later=True)
@@ -512,10 +531,18 @@ class GraphWatch:
             self._spent("publish", t, later=True)
 
     def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
+        """The program instantiated a graph it keeps (``instantiate``, or a replay without
+        it): its time and its exec id."""
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None:
             rec.instantiate_s += seconds
         if rec is None or rec.failed:
+            return
+        rec.exec_later = False
+        self._exec_id(rec, cuda_graph)
+
+    def _exec_id(self, rec: ProgramGraph, cuda_graph: Any) -> None:
+        if rec.failed:
             return
         try:
             eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
