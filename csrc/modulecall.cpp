@@ -57,10 +57,31 @@ struct KeyHash {
   }
 };
 struct Entry {
-  PyObject* module_ref = nullptr;  // weak references (owned)
+  PyObject* module_ref = nullptr;  // weak references (owned), made with g_died as callback
   PyObject* root_ref = nullptr;
   int64_t sid = -1;
+  uint64_t seen = 0;  // g_deaths when both referents were last found alive
 };
+
+// How many objects the cache's weak references pointed at have died: bumped by their
+// callback. An entry whose `seen` equals it is valid without reading its two weak references
+// (two objects, two cache lines, in every module call of a capture loop, where modules never
+// die); after a death every entry is checked once more, its references read.
+uint64_t g_deaths = 1;
+
+PyObject* died(PyObject*, PyObject*) {
+  ++g_deaths;  // with the GIL held (weakref callbacks run in the referent's dealloc)
+  Py_RETURN_NONE;
+}
+
+PyMethodDef g_died_def = {"module_scope_cache_died", died, METH_O,
+                          "graphscope: a module of the scope cache died"};
+PyObject* g_died = nullptr;  // the callback (made once, kept for the process)
+
+PyObject* died_callback() {
+  if (g_died == nullptr) g_died = PyCFunction_New(&g_died_def, nullptr);
+  return g_died;
+}
 using Cache = std::unordered_map<Key, Entry, KeyHash>;
 
 constexpr const char* kCacheName = "graphscope.module_scope_cache";
@@ -202,8 +223,9 @@ bool resolve(ModuleCall* self, PyObject* module, PyObject* const* args, Py_ssize
   Py_INCREF(*root);
   Py_DECREF(r);
   if (parent != nullptr && *root == parent) {
-    PyObject* mref = PyWeakref_NewRef(module, nullptr);
-    PyObject* rref = mref != nullptr ? PyWeakref_NewRef(parent, nullptr) : nullptr;
+    PyObject* cb = died_callback();
+    PyObject* mref = cb != nullptr ? PyWeakref_NewRef(module, cb) : nullptr;
+    PyObject* rref = mref != nullptr ? PyWeakref_NewRef(parent, cb) : nullptr;
     if (mref == nullptr || rref == nullptr) {  // not weakly referenceable: never cached
       Py_XDECREF(mref);
       PyErr_Clear();
@@ -212,7 +234,7 @@ bool resolve(ModuleCall* self, PyObject* module, PyObject* const* args, Py_ssize
     Entry& e = (*self->cache)[Key{module, parent, outer}];
     Py_XDECREF(e.module_ref);  // an entry for an object that is gone
     Py_XDECREF(e.root_ref);
-    e = Entry{mref, rref, *sid};
+    e = Entry{mref, rref, *sid, g_deaths};
   }
   return true;
 }
@@ -239,11 +261,15 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
   int64_t sid = -1;
   if (parent != nullptr) {
     auto it = self->cache->find(Key{module, parent, outer});
-    if (it != self->cache->end() && refers_to(it->second.module_ref, module) &&
-        refers_to(it->second.root_ref, parent)) {
-      root = parent;
-      Py_INCREF(root);
-      sid = it->second.sid;
+    if (it != self->cache->end()) {
+      Entry& e = it->second;
+      if (e.seen == g_deaths ||
+          (refers_to(e.module_ref, module) && refers_to(e.root_ref, parent))) {
+        e.seen = g_deaths;
+        root = parent;
+        Py_INCREF(root);
+        sid = e.sid;
+      }
     }
   }
   if (root == nullptr &&

@@ -50,7 +50,7 @@ def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     loss = torch.nn.MSELoss()
     names = ModuleNames()
     names.new_window()
-    fqns = names.names_of(model)
+    fqns = {id(m): names.fqn(model, m) for m in model.modules()}
     # WHEN the model is named as graphscope capture names it
     h = register_module_annotations(model)
     try:
@@ -62,13 +62,13 @@ def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     # THEN the same names, L first; the loss module is a root of its own, by its class
     assert fqns == registered
     assert sorted(fqns.values()) == ["L", "L.0", "L.1", "L.1.0"]
-    assert names.names_of(loss) == {id(loss): "(MSELoss)"}
+    assert names.fqn(loss, loss) == "(MSELoss)" and names.fqn(model, loss) is None
     # AND a root keeps its name in a later capture, where a new model is L again
     names.new_window()
-    assert names.names_of(loss) == {id(loss): "(MSELoss)"}
+    assert names.fqn(loss, loss) == "(MSELoss)"
     other = torch.nn.Linear(1, 1)
     names.new_window()
-    assert names.names_of(other) == {id(other): "L"}
+    assert names.fqn(other, other) == "L"
     # AND the names keep no model alive (a table that held its own root did: a run's every
     # model, and its memory, lived to the end)
     import gc
@@ -530,3 +530,55 @@ def test_a_program_runs_on_a_settled_heap():
     # is left to them
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
+
+
+def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_reused():
+    # GIVEN graphscope run's cached module scopes, after a window that called L.a
+    import gc
+
+    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from tests.unit._fake import fake_session
+
+    seen = []
+    Probe = _probe(seen)
+
+    class Parent(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = Probe()
+            self.order = ["a"]
+
+        def forward(self, x):
+            for name in self.order:
+                x = getattr(self, name)(x)
+            return x
+
+    model = Parent()
+    names = ModuleNames()
+
+    def window():
+        names.new_window()
+        hooks = module_hooks(names, None, lambda m, a: None)
+        try:
+            with fake_session():
+                model(torch.ones(1))
+        finally:
+            for h in hooks:
+                h.remove()
+
+    window()
+    old = id(model.a)
+    # WHEN the program drops L.a and a new module, made at the same address, is L.c
+    gc.disable()  # (the object's block is freed last: the next object of its size takes it)
+    try:
+        del model.a
+        new = Probe.__new__(Probe)
+    finally:
+        gc.enable()
+    assert id(new) == old
+    Probe.__init__(new)
+    model.c = new
+    model.order = ["c"]
+    window()
+    # THEN the new module gets its own scope, not the dead one's cached at its address
+    assert seen == ["L.a", "L.c"]

@@ -88,35 +88,55 @@ class ModuleNames:
     """
 
     def __init__(self) -> None:
-        # root -> {id(module): fqn} over its modules (ids, not the modules: a table holding its
-        # own key would keep every root, and its GPU memory, alive for the whole run)
-        self.roots: weakref.WeakKeyDictionary[Any, dict[int, str]] = weakref.WeakKeyDictionary()
+        # root -> (its prefix, {id(module): (weak reference to the module, fqn)}) over its
+        # modules (ids and weak references, not the modules: a table holding its own key would
+        # keep every root, and its GPU memory, alive for the whole run)
+        self.roots: weakref.WeakKeyDictionary[Any, tuple[str, dict[int, tuple[Any, str]]]] = (
+            weakref.WeakKeyDictionary())
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
+        self._remade: set[int] = set()  # id() of the roots whose table was made again in it
         # module_hooks' caches (one per depth limit), kept across capture windows (see there)
         self.scope_cache: dict[Optional[int], Any] = {}
 
     def new_window(self) -> None:
         self._in_window.clear()
+        self._remade.clear()
 
-    def names_of(self, root: Any) -> dict[int, str]:
-        """``{id(module): fqn}`` over ``root``'s modules (ids stay valid while the root lives:
-        it holds them)."""
-        names = self.roots.get(root)
-        if names is None:
+    @staticmethod
+    def _table(root: Any, prefix: str) -> dict[int, tuple[Any, str]]:
+        return {id(m): (weakref.ref(m), module_fqn(p, prefix)) for p, m in root.named_modules()}
+
+    def fqn(self, root: Any, module: Any) -> Optional[str]:
+        """``module``'s name under ``root`` (``root`` itself included; a root first seen in a
+        window where another root was called is ``(<class>)``), or None where ``module`` is
+        not one of ``root``'s modules. A root's table is made when the root is first seen, and
+        made again (once per window) when ``module`` is missing from it or its entry is another
+        object's: the program changed its model, and a dropped module's address can be a new
+        module's."""
+        entry = self.roots.get(root)
+        if entry is None:
             prefix = other_root(root) if self._in_window else ROOT
-            names = {id(m): module_fqn(p, prefix) for p, m in root.named_modules()}
-            self.roots[root] = names
+            entry = self.roots[root] = (prefix, self._table(root, prefix))
         self._in_window.add(id(root))
-        return names
+        prefix, table = entry
+        hit = table.get(id(module))
+        if (hit is None or hit[0]() is not module) and id(root) not in self._remade:
+            self._remade.add(id(root))
+            table = self._table(root, prefix)
+            self.roots[root] = (prefix, table)
+            hit = table.get(id(module))
+        return hit[1] if hit is not None and hit[0]() is module else None
 
     def leaf_scopes(self) -> Callable[[Any], int]:
         """AccumulateGrad: the parameter's owner module among the modules seen so far."""
 
         def owner(var: Any) -> Optional[str]:
-            for root, table in list(self.roots.items()):
+            for root, (_prefix, table) in list(self.roots.items()):
                 for mod in root.modules():
-                    if id(mod) in table and any(p is var for p in mod.parameters(recurse=False)):
-                        return table[id(mod)]
+                    hit = table.get(id(mod))
+                    if (hit is not None and hit[0]() is mod
+                            and any(p is var for p in mod.parameters(recurse=False))):
+                        return hit[1]
             return None
 
         return leaf_scopes(owner)
@@ -265,19 +285,18 @@ def _resolver(names: ModuleNames, depth: Optional[int],
               first_call: Callable[[Any, Any], None]) -> Callable[[Any, Any, Any], Any]:
     """``(module, args, parent root or None) -> (root, scope id or -1)`` by the naming rule:
     the module's root is the parent root where the module is one of its submodules, else the
-    module itself (a new outermost module, named by :meth:`ModuleNames.names_of`)."""
+    module itself (a new outermost module, named by :meth:`ModuleNames.fqn`)."""
     attribution = state.ATTRIBUTION
     current = native.extension().current_scope
 
     def resolve(module: Any, args: Any, parent_root: Any) -> tuple[Any, int]:
-        table = names.names_of(parent_root) if parent_root is not None else None
-        if table is None or id(module) not in table:
-            root, table = module, names.names_of(module)
+        fqn = names.fqn(parent_root, module) if parent_root is not None else None
+        if fqn is None:  # a new outermost module (or one called inside a root it is not in)
+            root, fqn = module, names.fqn(module, module) or other_root(module)
             if parent_root is None:
                 first_call(module, args)
         else:
             root = parent_root
-        fqn = table[id(module)]
         if depth is not None and fqn.count(".") > depth:
             return root, -1
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
