@@ -13,10 +13,11 @@
 // opens (-1: none, deeper than the depth limit) and lives in a capsule that graphscope keeps
 // across capture windows: a program's capture loop enters the same modules in the same scopes,
 // so after the first capture every call hits. Entries hold weak references to the module and
-// the root, compared on every hit: an address reused by a later object is a miss, and the
-// cache keeps no program object alive. A miss, and every call of an outermost module (no
-// root open), goes to the Python resolver; so does a module that cannot be weakly referenced
-// (never cached).
+// the root, whose callback counts the deaths of cached objects: a hit reads them only when a
+// cached object died since the entry was last found alive (an address reused by a later object
+// is then a miss), and the cache keeps no program object alive. A miss, and every call of an
+// outermost module (no root open), goes to the Python resolver; so does a module that cannot
+// be weakly referenced (never cached).
 //
 // The type is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR), as functions are: calling a
 // module looks `__call__` up on its type and calls it with the module prepended, with no

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from graphscope import capabilities, native
+from graphscope import capabilities, native, nodecount
 from tests.conftest import run_py
 
 pytestmark = pytest.mark.gpu
@@ -81,6 +81,35 @@ def test_the_graph_being_captured_reads_as_its_template_will():
     # AND its names are the driver's, demangled later to the same text
     assert during.names == after.names
     assert native.demangled(during, {}).demangled == after.demangled
+
+
+def test_read_capture_reads_what_inspect_graph_reads_and_detaches_the_count():
+    # GIVEN a capture counted by node counts (graphscope run's ladder buckets), just before
+    # its capture_end
+    m, x = _model()
+    _warm(m, x)
+    g = torch.cuda.CUDAGraph(keep_graph=True)
+    stream = torch.cuda.current_stream().cuda_stream
+    assert native.read_capture(stream, False) is None  # not capturing
+    nodecount.start(how=nodecount.DEPS)
+    try:
+        with torch.cuda.graph(g):
+            nodecount.attach(torch.cuda.current_stream().cuda_stream)
+            with torch.no_grad():
+                m(x)
+            # WHEN graphscope reads it with one listing of its nodes
+            read = native.read_capture(torch.cuda.current_stream().cuda_stream, True)
+    finally:
+        marks = nodecount.stop()
+    # THEN it reads as the template does, and the count was detached there, its last count
+    # checked against the listing (no mismatch)
+    ins, after = native.as_inspection(read), native.inspect_graph(g.raw_cuda_graph())
+    for f in ("node_id", "node_type", "grid", "block", "smem", "bytes", "name_idx", "edge_from",
+              "edge_to"):
+        assert np.array_equal(getattr(ins, f), getattr(after, f)), f
+    assert ins.graph_id == after.graph_id and ins.names == after.names
+    assert marks.problem() == "" and marks.mismatches == 0
+    assert int(marks.counts[-1]) <= len(after.node_id)
 
 
 def test_node_ids_read_as_positions_are_cuptis_on_every_kind_of_node():
