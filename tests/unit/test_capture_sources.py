@@ -203,14 +203,29 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     assert [m for m, _ in returned] == [model, loss]
 
 
+def _hooked_window(names, model, depth=None, marks=None):
+    """One (GPU-less) annotated capture window of graphscope run's module hooks, installed for
+    it as graphscope run does, in which the program calls ``model``."""
+    from graphscope.capture.program.names import module_hooks
+    from tests.unit._fake import fake_session
+
+    names.new_window()
+    hooks = module_hooks(names, depth, lambda m, a: None, None, marks)
+    try:
+        with fake_session():
+            model(torch.ones(1))
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 @pytest.mark.parametrize("log", ["MarkLog", "list"])
 def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them(log):
     # GIVEN graphscope run's module hooks with a depth limit and the meter's marks (the
     # extension's MarkLog, as the meter makes them, or a list)
     import graphscope.capture.program.names as N
     from graphscope import native
-    from graphscope.capture.program.names import ModuleNames, module_hooks
-    from tests.unit._fake import fake_session
+    from graphscope.capture.program.names import ModuleNames
 
     seen = []
     Probe = _probe(seen)
@@ -226,14 +241,7 @@ def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them(log)
         # WHEN the program runs the model in three capture windows, the hooks installed per
         # window as graphscope run does
         for _ in range(3):
-            names.new_window()
-            hooks = module_hooks(names, 1, lambda m, a: None, None, marks)
-            try:
-                with fake_session():
-                    model(torch.ones(1))
-            finally:
-                for h in hooks:
-                    h.remove()
+            _hooked_window(names, model, 1, marks)
     finally:
         N.normalize = real_normalize
     # the first window resolves L, L.0, L.1 (deeper modules open no scope); the later ones
@@ -536,8 +544,7 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
     # GIVEN graphscope run's cached module scopes, after a window that called L.a
     import gc
 
-    from graphscope.capture.program.names import ModuleNames, module_hooks
-    from tests.unit._fake import fake_session
+    from graphscope.capture.program.names import ModuleNames
 
     seen = []
     Probe = _probe(seen)
@@ -555,18 +562,7 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
 
     model = Parent()
     names = ModuleNames()
-
-    def window():
-        names.new_window()
-        hooks = module_hooks(names, None, lambda m, a: None)
-        try:
-            with fake_session():
-                model(torch.ones(1))
-        finally:
-            for h in hooks:
-                h.remove()
-
-    window()
+    _hooked_window(names, model)
     old = id(model.a)
     # WHEN the program drops L.a and a new module, made at the same address, is L.c
     gc.disable()  # (the object's block is freed last: the next object of its size takes it)
@@ -579,6 +575,6 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
     Probe.__init__(new)
     model.c = new
     model.order = ["c"]
-    window()
+    _hooked_window(names, model)
     # THEN the new module gets its own scope, not the dead one's cached at its address
     assert seen == ["L.a", "L.c"]
