@@ -578,3 +578,13 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
     _hooked_window(names, model)
     # THEN the new module gets its own scope, not the dead one's cached at its address
     assert seen == ["L.a", "L.c"]
+    # AND a module added to the model later is named by its path too, and one the model calls
+    # without holding it (in a plain list) by its class, as an outermost module is
+    model.d = Probe()
+    model.loose = [Probe()]
+    model.order = ["d"]
+    _hooked_window(names, model)
+    model.forward = lambda x: model.loose[0](x)
+    _hooked_window(names, model)
+    _hooked_window(names, model)
+    assert seen[2:] == ["L.d", "(Probe)", "(Probe)"]

@@ -88,19 +88,18 @@ class ModuleNames:
     """
 
     def __init__(self) -> None:
-        # root -> (its prefix, {id(module): (weak reference to the module, fqn)}) over its
-        # modules (ids and weak references, not the modules: a table holding its own key would
-        # keep every root, and its GPU memory, alive for the whole run)
-        self.roots: weakref.WeakKeyDictionary[Any, tuple[str, dict[int, tuple[Any, str]]]] = (
-            weakref.WeakKeyDictionary())
+        # root -> (its prefix, {id(module): (weak reference to the module, fqn)} over its
+        # modules, ids of modules called inside it that are none of them) (ids and weak
+        # references, not the modules: a table holding its own key would keep every root, and
+        # its GPU memory, alive for the whole run)
+        self.roots: weakref.WeakKeyDictionary[
+            Any, tuple[str, dict[int, tuple[Any, str]], set[int]]] = weakref.WeakKeyDictionary()
         self._in_window: set[int] = set()  # id() of the roots called in the current capture
-        self._remade: set[int] = set()  # id() of the roots whose table was made again in it
         # module_hooks' caches (one per depth limit), kept across capture windows (see there)
         self.scope_cache: dict[Optional[int], Any] = {}
 
     def new_window(self) -> None:
         self._in_window.clear()
-        self._remade.clear()
 
     @staticmethod
     def _table(root: Any, prefix: str) -> dict[int, tuple[Any, str]]:
@@ -109,29 +108,32 @@ class ModuleNames:
     def fqn(self, root: Any, module: Any) -> Optional[str]:
         """``module``'s name under ``root`` (``root`` itself included; a root first seen in a
         window where another root was called is ``(<class>)``), or None where ``module`` is
-        not one of ``root``'s modules. A root's table is made when the root is first seen, and
-        made again (once per window) when ``module`` is missing from it or its entry is another
-        object's: the program changed its model, and a dropped module's address can be a new
-        module's."""
+        not one of ``root``'s modules. A root's table is made when the root is first seen and
+        made again when its entry for ``module``'s id is another object's (the program dropped
+        a module and a new one got its address: the new one must not take the dead one's name)
+        or when a module is missing from it (added to the model since), once per such module."""
         entry = self.roots.get(root)
         if entry is None:
             prefix = other_root(root) if self._in_window else ROOT
-            entry = self.roots[root] = (prefix, self._table(root, prefix))
+            entry = self.roots[root] = (prefix, self._table(root, prefix), set())
         self._in_window.add(id(root))
-        prefix, table = entry
+        prefix, table, outside = entry
         hit = table.get(id(module))
-        if (hit is None or hit[0]() is not module) and id(root) not in self._remade:
-            self._remade.add(id(root))
+        stale = hit is not None and hit[0]() is not module
+        if stale or (hit is None and id(module) not in outside):
             table = self._table(root, prefix)
-            self.roots[root] = (prefix, table)
+            outside = set() if stale else outside
+            self.roots[root] = (prefix, table, outside)
             hit = table.get(id(module))
+            if hit is None:
+                outside.add(id(module))  # called inside the root, not one of its modules
         return hit[1] if hit is not None and hit[0]() is module else None
 
     def leaf_scopes(self) -> Callable[[Any], int]:
         """AccumulateGrad: the parameter's owner module among the modules seen so far."""
 
         def owner(var: Any) -> Optional[str]:
-            for root, (_prefix, table) in list(self.roots.items()):
+            for root, (_prefix, table, _outside) in list(self.roots.items()):
                 for mod in root.modules():
                     hit = table.get(id(mod))
                     if (hit is not None and hit[0]() is mod

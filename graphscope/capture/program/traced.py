@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from ...config import CaptureConfig
 
 
-
 class TracedReplays:
     """Which replays to trace, and the activity records of those traced so far."""
 
