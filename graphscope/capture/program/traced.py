@@ -90,7 +90,7 @@ class TracedReplays:
                 return
             self.open_s += time.perf_counter() - t
             self.windows += 1
-            self.detach_at = None  # still attached: the detach waits for the next quiet time
+            self.detach_at = None  # attached again for this window: detached as it closes
             self._window = stack
             native.BEFORE_PROFILER.append(self.close)
         replay()
