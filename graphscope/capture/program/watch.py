@@ -457,10 +457,9 @@ class GraphWatch:
 
     # -- reading finished graphs (outside the program's capture loop)
     def _read_live(self, p: Pending, cuda_graph: Any) -> None:
-        """What a finished capture's ``torch.cuda.CUDAGraph`` gives while it exists, read when
-        the batch is read or the graph is reset or freed, not in the program's capture loop
-        (~25 us a capture on the H200): the exec id of torch's instantiate in
-        ``capture_end``, the graph's pool, a kept template's DOT."""
+        """What a finished capture's ``CUDAGraph`` gives while it exists (the exec id of
+        torch's instantiate in ``capture_end``, its pool, a kept template's DOT), read with the
+        batch or as the graph goes, not in the program's loop (~25 us a capture on the H200)."""
         rec = p.rec
         if rec.exec_later:
             rec.exec_later = False
@@ -531,8 +530,8 @@ class GraphWatch:
             self._spent("publish", t, later=True)
 
     def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
-        """The program instantiated a graph it keeps (``instantiate``, or a replay without
-        it): its time and its exec id."""
+        """A graph the program keeps was instantiated (``instantiate``, or a replay): its time
+        and exec id."""
         rec = self.by_id.get(id(cuda_graph))
         if rec is not None:
             rec.instantiate_s += seconds
@@ -541,9 +540,7 @@ class GraphWatch:
         rec.exec_later = False
         self._exec_id(rec, cuda_graph)
 
-    def _exec_id(self, rec: ProgramGraph, cuda_graph: Any) -> None:
-        if rec.failed:
-            return
+    def _exec_id(self, rec: ProgramGraph, cuda_graph: Any) -> None:  # (rec not failed)
         try:
             eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
             if not rec.exec_ids or rec.exec_ids[-1] != eid:
