@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
