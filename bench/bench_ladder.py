@@ -26,7 +26,10 @@ on graphs of torch's C base class that ``graphscope run`` does not watch (``plai
 the JSON's ``capture_ratio_in_process`` divides each loop by its process's own plain loop
 before it, so that a pair whose processes ran at different host speeds compares like with like,
 and ``later_plain_loop_ratio`` compares each process's two plain loops; a Python
-timing of host work, tried first, did not follow the capture speed); each median ratio comes
+timing of host work, tried first, did not follow the capture speed; the loop before is the
+process's second unwatched ladder, the first being a warm-up that pays torch's first-capture
+costs, and ``in_process_added`` compares each capture of a process's loop with the same
+bucket in it, plain's processes being the control); each median ratio comes
 with a 90% bootstrap interval (``*_interval``); the bundle's facts give graphscope's own
 seconds in the loop (by cause, and ``capture_steps_s``).
 """
@@ -95,19 +98,23 @@ PLAIN_LOOP = r'''
 PlainGraph = type("PlainGraph", (torch._C._CUDAGraph,), {})  # graphscope run watches not it
 
 
-def plain_loop(sizes=SIZES):
+def plain_loop(sizes=SIZES, each=None):
     """The same ladder captured on graphs of the C base class, which ``graphscope run`` does
     not watch, in a pool of its own, timed and freed: this process's own plain capture speed
     (the H200's host ran a process's captures at one of two speeds, process by process). Run
-    outside the program's batch of watched captures, so no hook of graphscope's is in it."""
+    outside the program's batch of watched captures, so no hook of graphscope's is in it.
+    ``each``: a list that gets each capture's milliseconds."""
     cpool = torch.cuda.graph_pool_handle()
     keep = []
     torch.cuda.synchronize()
     t = time.perf_counter()
     for bs in reversed(sizes):
+        t_each = time.perf_counter()
         g = PlainGraph()
         with torch.cuda.graph(g, pool=cpool):
             keep.append((g, model(tokens[:bs])))
+        if each is not None:
+            each.append((time.perf_counter() - t_each) * 1e3)
     torch.cuda.synchronize()
     s = time.perf_counter() - t
     del keep
@@ -132,7 +139,11 @@ with torch.inference_mode():
         model(tokens[:bs])
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
-    calib0 = plain_loop()
+    # the process's first capture loop pays torch's and the driver's first-capture costs: a
+    # warm-up, not the reference; the loop just before the program's is
+    warm_s = plain_loop()
+    ref_each = []
+    calib0 = plain_loop(each=ref_each)
     reserved0 = torch.cuda.memory_reserved()
     t, cpu = time.perf_counter(), time.thread_time()
     first_s = None
@@ -167,7 +178,8 @@ with torch.inference_mode():
     calib1 = plain_loop()  # after the first replay: graphscope run's batch was read, hooks off
 print("RESULT", json.dumps({"capture_s": capture_s, "first_capture_s": first_s,
                             "capture_cpu_s": capture_cpu_s, "each_capture_ms": each,
-                            "plain_loops_s": [calib0, calib1],
+                            "plain_loops_s": [calib0, calib1], "warm_loop_s": warm_s,
+                            "plain_loop_each_ms": ref_each,
                             "graphs": len(graphs),
                             "pool_reserved_bytes": reserved, "traced_replay_ms": traced_ms,
                             "untraced_replay_ms": untraced_ms}))
@@ -284,6 +296,36 @@ def in_process_ratios(plain: list[dict], run: list[dict]) -> list[float]:
     return out
 
 
+def in_process_added(xs: list[dict], op_captures: int = 2) -> dict | None:
+    """Within each process, each capture of the program's loop against the same bucket's
+    capture in the process's own unwatched loop just before it (``plain_loop_each_ms``; the
+    host's speed, which held for a process or switched once, is the same for both): per
+    process, the loop against that loop, the first capture's added milliseconds, the other op
+    captures', and the median over the later buckets; then the median over processes of each,
+    with a 90% bootstrap interval. For plain processes it is the control: ~1.0x and ~0 ms
+    where the loop before is a fair reference. None without the per-capture times."""
+    rows = []
+    for x in xs:
+        loop, ref = x.get("each_capture_ms"), x.get("plain_loop_each_ms")
+        if not loop or not ref or len(loop) != len(ref) or len(loop) <= op_captures:
+            continue
+        d = [a - b for a, b in zip(loop, ref)]
+        rows.append({"loop_ratio": sum(loop) / sum(ref), "first_ms": d[0],
+                     "op_captures_after_first_ms": sum(d[1:op_captures]),
+                     "later_per_capture_ms": statistics.median(d[op_captures:]),
+                     "later_ratio": (statistics.median(loop[op_captures:])
+                                     / statistics.median(ref[op_captures:]))})
+    if not rows:
+        return None
+    out: dict = {"processes": len(rows)}
+    for k in rows[0]:
+        vals = [r[k] for r in rows]
+        out[k] = round(statistics.median(vals), 3)
+        out[k + "_interval"] = median_interval(vals)
+        out[k + "_all"] = [round(v, 3) for v in vals]
+    return out
+
+
 def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = True,
          counts_learned: bool = False, walk: bool = False, no_gc: bool = False) -> None:
     if no_gc:
@@ -338,6 +380,9 @@ def main(rounds: int = 3, traced: int = 3, untraced: int = 20, all_ops: bool = T
                                      if in_process_ratios(plain, run) else None),
         "capture_ratio_in_process_all": in_process_ratios(plain, run),
         "capture_ratio_in_process_interval": median_interval(in_process_ratios(plain, run)),
+        # each process's captures against its own unwatched ladder just before its loop,
+        # bucket by bucket (plain's processes: the control)
+        "in_process_added": {"plain": in_process_added(plain), "run": in_process_added(run)},
         # the plain loops of run's processes against plain's, before the loop and after the
         # replays: graphscope's effect on captures it does not watch (1.0 but for the host)
         "unwatched_loop_ratio": ([

@@ -54,3 +54,23 @@ def test_the_median_interval_holds_the_median_and_widens_with_the_spread():
     assert nlo <= B.statistics.median(noisy) <= nhi and nhi - nlo > 0.3
     assert B.median_interval(noisy) == [nlo, nhi]  # a fixed seed: the same interval again
     assert B.median_interval([1.0, 2.0]) is None
+
+
+def test_in_process_added_compares_each_capture_with_the_same_bucket_just_before():
+    # GIVEN two run processes at different host speeds: each capture against the same bucket
+    # of the process's own unwatched ladder just before its loop
+    fast = {"each_capture_ms": [12.0, 5.0, 4.4, 4.5, 4.4],
+            "plain_loop_each_ms": [5.0, 4.0, 4.0, 4.0, 4.0]}
+    slow = {"each_capture_ms": [16.0, 8.0, 6.8, 6.9, 6.8],
+            "plain_loop_each_ms": [8.0, 6.0, 6.0, 6.0, 6.0]}
+    got = B.in_process_added([fast, slow])
+    assert got["processes"] == 2
+    assert got["first_ms"] == pytest.approx(7.5)  # the median of 7 and 8
+    assert got["op_captures_after_first_ms"] == pytest.approx(1.5)
+    assert got["later_per_capture_ms"] == pytest.approx(0.6)  # median of 0.4 and 0.8
+    assert got["later_ratio"] == pytest.approx((4.4 / 4.0 + 6.8 / 6.0) / 2, abs=1e-3)
+    assert got["loop_ratio_all"] == [round(30.3 / 21, 3), round(44.5 / 32, 3)]
+    assert got["loop_ratio_interval"] is None  # fewer than 3 processes: no interval
+    # AND processes without both columns, or with columns of other lengths, are left out
+    assert B.in_process_added([{"each_capture_ms": [1.0, 2.0, 3.0]}]) is None
+    assert B.in_process_added([{**fast, "plain_loop_each_ms": [1.0]}, slow])["processes"] == 1
