@@ -35,7 +35,12 @@ def _inside(path: str, root: str) -> bool:
 def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
                  what: str = "output") -> str:
     """Refuse an output that would destroy data; return how it will be written:
-    ``"stdout"``, ``"inplace"`` (device or FIFO) or ``"atomic"``."""
+    ``"stdout"``, ``"inplace"`` (device or FIFO) or ``"atomic"``. ``inputs`` are paths (a
+    missing one is named first: a typo in the input path is the thing to fix, not the output
+    that ``--force`` would replace)."""
+    for src in inputs:
+        if src and src != "-" and not os.path.lexists(src):
+            raise GraphscopeError(f"{src}: no such file or directory")
     if path == "-":
         return "stdout"
     if path.endswith(("/", os.sep)) and not os.path.exists(path):

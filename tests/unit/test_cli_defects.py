@@ -368,3 +368,20 @@ def test_op_captures_all_is_accepted_from_the_environment_and_a_config_file(tmp_
     p.write_text("op_captures: some\n")
     with pytest.raises(Exception, match="c.yaml:1: key 'op_captures' must be int"):
         load_yaml(str(p))
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "{missing}", "--html", "{out}"],
+    ["dump", "{missing}", "-o", "{out}"],
+    ["annotate-trace", "{missing}", "-a", "{missing}", "-o", "{out}"],
+])
+def test_a_missing_input_is_named_before_an_existing_output(tmp_path, capsys, argv):
+    """A typo in the input path was answered 'OUT already exists: pass --force', advice that
+    fixes nothing: the missing input is named first, the existing output left alone."""
+    out = tmp_path / "out.file"
+    out.write_text("keep")
+    missing = str(tmp_path / "nosuch")
+    rc = main([a.format(missing=missing, out=out) for a in argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"{missing}: no such file or directory" in err, err
+    assert "--force" not in err and out.read_text() == "keep"
