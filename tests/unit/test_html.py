@@ -122,10 +122,15 @@ def selftest(tmp_path, page):
 def test_every_view_works_in_headless_chromium(tmp_path, name):
     page = tmp_path / "report.html"
     page.write_text(_page(name))
-    res, _ = selftest(tmp_path, page)
+    res, dom = selftest(tmp_path, page)
     data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
                                 page.read_text(), re.S).group(1))
     assert len(res["views"]) == len(data["views"])
+    # the header's graph work is one replay of each graph, summed, where there are several
+    meta = re.search(r'id="meta"[^>]*>([^<]*)<', dom).group(1)
+    several = len(data["overview"]) > 1
+    assert ("for one replay of each graph" in meta) == several, meta
+    assert ("per replay" in meta) != several, meta
     for got, view in zip(res["views"], data["views"]):
         n_events = len(view["events"]["t"])
         timed = view["total_ns"] > 0
