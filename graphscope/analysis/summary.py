@@ -248,7 +248,13 @@ def untimed_as_null(s: dict[str, Any]) -> dict[str, Any]:
     """``s`` (a :func:`summarize` result) as ``report --json`` prints it: where no replay of
     the view was timed (a program's graph never traced, alone under ``--graph``), its times are
     null, not 0 ns (which reads as measured at zero), as the graph rows already are and the
-    tables show them ("-")."""
+    tables show them ("-"). A program's several graphs (``graphscope run``) have no span per
+    replay: the program replays each when it likes, so the first start of the i-th replay of
+    one to the last end of another's measures the program's pauses, not the graphs (null, as
+    the header leaves it out)."""
+    graphs = s.get("graphs") or []
+    if len(graphs) > 1 and any("site" in g for g in graphs):
+        s = {**s, "replay_span_median_ns": None}
     if s.get("replays"):
         return s
 

@@ -107,3 +107,23 @@ def test_a_table_too_wide_for_the_terminal_drops_its_rules_before_a_figure_wraps
     # AND where it fits, the table keeps its rules
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"), columns=120)
     assert "┃ module ┃" in out
+
+
+def test_report_json_has_no_span_per_replay_across_a_programs_graphs(capsys, monkeypatch):
+    """The sixteenth session's newcomer: a run bundle's JSON gave 'replay_span_median_ns'
+    3.34 ms, first start to last end of the i-th replay of 8 graphs the program replays when it
+    likes (each graph's own span is at most 0.25 ms); the header leaves it out, the JSON nulls
+    it. One graph's span, and a model file's graphs replayed as one step, keep theirs."""
+    import json
+
+    def span(*args):
+        rc, out, _ = _run(capsys, monkeypatch, "report", *args, "--json")
+        assert rc == 0
+        return json.loads(out)
+
+    every = span(os.path.join(DATA, "run_ladder"))
+    assert every["replay_span_median_ns"] is None and every["replay_kernel_median_ns"] > 0
+    one = span(os.path.join(DATA, "run_ladder"), "--graph", "#3")
+    assert 0 < one["replay_span_median_ns"] < 300_000
+    step = span(os.path.join(DATA, "mlp_callables"))
+    assert len(step["graphs"]) > 1 and step["replay_span_median_ns"] > 0
