@@ -12,7 +12,8 @@ budgets.yaml::
     total:
       max_time_us: 800            # median graph work per replay
       max_kernels: 300
-    modules:                      # glob patterns on module FQNs; every match must pass
+    modules:                      # glob patterns on module FQNs (or a name as written);
+                                  # every match must pass
       "L.blocks.*":
         max_time_us: 250
         max_kernels: 60
@@ -20,7 +21,8 @@ budgets.yaml::
       max_pct: 10                 # total and every module present in both
       min_us: 1                   # increases under this are noise, never regressions (1)
       depth: 2                    # modules this deep below the root (default: all)
-    graphs:                       # glob patterns on graph names; every match must pass
+    graphs:                       # glob patterns on graph names (or a name as written, its
+                                  # bucket's "[96]" no character class); every match must pass
       "*":                        # (the diagnosis: graphscope/analysis/diagnosis.py)
         max_critical_path_us: 500   # critical path through the DAG (median durations)
         max_idle_pct: 20            # time inside the replay span with no node running
@@ -85,6 +87,16 @@ class CheckResult:
     message: str
     skipped: bool = False  # nothing to hold to the budget (a bucket never replayed): passes
 
+
+
+def _matches(names: list[str], pattern: str) -> list[str]:
+    """The names a budget's pattern picks: the one it spells exactly (a program's graph names
+    carry their bucket's shapes, ``ladder.py:45 #0 [96]``, which a glob would read as a
+    character class), else every name it matches as a glob (``*``, ``?``, ``[...]``; ``[[]``
+    for a literal ``[``)."""
+    if pattern in names:
+        return [pattern]
+    return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
 
 def _type_ok(value: Any, t: type) -> bool:
     if t is float:
@@ -204,8 +216,10 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
         out += _limits("total", s["replay_kernel_median_ns"], s["work_nodes"], budgets.total,
                        bundle.has_timings, per)
     rows = module_rows(bundle)
+    names = [r["module"] for r in rows]
     for pattern, limits in budgets.modules.items():
-        matched = [r for r in rows if fnmatch.fnmatchcase(r["module"], pattern)]
+        picked = set(_matches(names, pattern))
+        matched = [r for r in rows if r["module"] in picked]
         if not matched:
             out.append(CheckResult(f"modules[{pattern}]", False, None, None,
                                    f"no module matches {pattern!r}"))
@@ -252,7 +266,7 @@ def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list
     diag = {o["graph"]: o for o in diagnose(bundle)["graphs"]}
     out: list[CheckResult] = []
     for pattern, limits in patterns.items():
-        matched = [g for g in diag if fnmatch.fnmatchcase(g, pattern)]
+        matched = _matches(list(diag), pattern)
         if not matched:
             out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
                                    f"no graph matches {pattern!r}"))

@@ -127,3 +127,27 @@ def test_report_json_has_no_span_per_replay_across_a_programs_graphs(capsys, mon
     assert 0 < one["replay_span_median_ns"] < 300_000
     step = span(os.path.join(DATA, "mlp_callables"))
     assert len(step["graphs"]) > 1 and step["replay_span_median_ns"] > 0
+
+
+def test_a_graph_budget_naming_a_bucket_as_written_checks_that_bucket_only(tmp_path, capsys,
+                                                                           monkeypatch):
+    """The sixteenth session's newcomer: a budget on 'ladder.py:45 #0 [96]' read '[96]' as a
+    character class. A pattern that is a graph's name as written picks that graph; a glob
+    still picks every match, '[[]' for a literal '['."""
+    import json
+
+    from graphscope.analysis.budgets import evaluate, load_budgets
+    from graphscope.bundle import read_bundle
+
+    b = read_bundle(os.path.join(DATA, "run_ladder"))
+
+    def checked(pattern):
+        p = tmp_path / "b.yaml"
+        p.write_text("graphs:\n  " + json.dumps(pattern) + ": {max_critical_path_us: 1e9}\n")
+        return sorted({r.name for r in evaluate(b, load_budgets(str(p)))
+                       if r.name.startswith("graphs[")})
+
+    one = checked("ladder.py:45 #3 [32]")
+    assert one == ["graphs[ladder.py:45 #3 [32]].critical_path"], one  # checked, not unmatched
+    assert len(checked("*[32]*")) == 4  # a class: the names with a 2 or a 3 in them
+    assert checked("*[[]32]*") == one
