@@ -5,7 +5,8 @@ Layout (every JSON file carries ``schema_version``)::
 
     manifest.json      versions, command line, model hash, files
     graph.json         graphs -> nodes (kernel, launch dims, annotation, op, shapes, source), edges
-    annotations.json   {exec node id: [dict]}; annotations.pkl is the same map, PyTorch's pickle
+    annotations.json   "annotations": {exec node id: [dict]}; annotations.pkl is that map bare,
+                       PyTorch's pickle
     timeline.json      per-replay totals, a few replays as events
     durations.npy      per-node durations per replay (int64; column 0 is the exec node id)
     summary.json       module table and top kernels (what `graphscope report` prints)
@@ -47,6 +48,8 @@ from .model.graph import Bundle, CapturedGraph, Node, safe_file_stem
 SCHEMA_VERSION = 1
 DURATIONS_FILE = "durations.npy"
 REQUIRED = ("manifest.json", "graph.json", "annotations.json")
+# said of a file missing from a directory whose manifest is a bundle's
+INCOMPLETE = " (the bundle was copied incompletely; copy or record it again)"
 COUNTERS_FILE = "counters.json"
 COUNTERS_VERSION = 1  # counters.json's own "version" (graphscope/analysis/counters.py)
 
@@ -262,7 +265,8 @@ def _load_json(path: str, name: str) -> dict[str, Any]:
                     f"{path}: a multi-rank bundle ({len(ranks)} ranks): pass one rank's "
                     f"bundle ({path.rstrip('/')}/rank{ranks[0][0]} ...); graphscope report "
                     "reads them all") from None
-        raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
+            raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
+        raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
     except _DecodeError as exc:
         raise BundleError(f"{p}: invalid JSON ({exc})") from None
     except (RecursionError, UnicodeDecodeError, ValueError) as exc:
@@ -321,7 +325,7 @@ def _read_bundle(path: str) -> Bundle:
         try:
             durations = _read_durations(member(path, name, "durations_file"))
         except FileNotFoundError:
-            raise BundleError(f"{path}: {name} is missing") from None
+            raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
     else:  # bundles from before durations.npy
         raw = timeline.get("durations_ns", {})
         _expect(isinstance(raw, dict), where, "durations_ns", "an object")
@@ -443,7 +447,7 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
     missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
     if missing:
-        raise BundleError(f"{path}: not a graphscope bundle ({missing[0]} is missing)")
+        raise BundleError(f"{path}: {missing[0]} is missing{INCOMPLETE}")
     if not os.path.lexists(os.path.join(path, "summary.json")):
         return None
     data = _load_json(path, "summary.json")

@@ -333,8 +333,9 @@ def eager_budgets(bundle: Bundle, budgets: Budgets, eager: Optional[dict[str, An
             lim = budgets.eager[key]
             v = step[what] if step is not None else None
             if v is None:
-                why = ("no eager baseline in the bundle (capture with --eager-baseline, or "
-                       "set capture: {eager_baseline: true} in the budgets file)"
+                why = ("no eager baseline in the bundle (record one with graphscope capture "
+                       "--eager-baseline, or check the model file, not its bundle, with "
+                       "capture: {eager_baseline: true} in the budgets file)"
                        if step is None else "no graph time to compare with")
                 out.append(CheckResult(f"eager.{what}", False, None, lim, why))
                 continue

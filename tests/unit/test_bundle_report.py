@@ -145,6 +145,24 @@ def test_missing_and_corrupt_bundles(tmp_path):
         read_bundle(p)
 
 
+@pytest.mark.parametrize("name", ["graph.json", "durations.npy", "annotations.json"])
+def test_a_file_missing_from_a_bundle_says_it_was_copied_incompletely(tmp_path, name):
+    """Not 'not a graphscope bundle' (its manifest says it is one) nor a bare 'is missing': the
+    same advice as a lost timeline's, from read_bundle and from the summary's fast path."""
+    from graphscope.bundle import read_summary
+
+    p = _copy_of(tmp_path, "mlp_step")
+    os.remove(os.path.join(p, name))
+    want = f"{name} is missing .the bundle was copied incompletely; copy or record it again"
+    # the summary's fast path reads no durations; the bundle's reader, no annotations.json
+    # (its annotations are graph.json's nodes'): each refuses what it needs
+    readers = {"graph.json": (read_bundle, read_summary), "durations.npy": (read_bundle,),
+               "annotations.json": (read_summary,)}[name]
+    for read in readers:
+        with pytest.raises(BundleError, match=want):
+            read(p)
+
+
 def _summarized() -> list[str]:
     """Every committed bundle with a stored summary.json (tests/refresh_summaries.py rewrites
     them when the summary's shape changes: a stale one shows here)."""
