@@ -49,6 +49,25 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
     if fmt != "dot" and what != "dot":
         raise click.UsageError(f"--format {fmt} renders the annotated DOT; --{what} writes "
                                "text as it is")
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    if what != "dot":  # the annotated DOT's options are not silently dropped
+        for name, flag in (("group", "--group"), ("depth", "--depth"),
+                           ("collapse", "--collapse/--no-collapse"), ("regex", "--filter")):
+            if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
+                                                  ParameterSource.ENVIRONMENT):
+                raise click.UsageError(f"{flag} shapes the annotated DOT; --{what} writes "
+                                       "every node as it is")
+    ext = os.path.splitext(output or "")[1].lower().lstrip(".")
+    if (what == "dot" and ext in ("svg", "png", "pdf")
+            and ctx.get_parameter_source("fmt") == ParameterSource.DEFAULT):
+        fmt = ext  # -o graph.svg: rendered as its name says
+    if what == "dot" and ext in ("dot", "gv", "svg", "png", "pdf") and (
+            ext != fmt and not (ext == "gv" and fmt == "dot")):
+        raise click.UsageError(f"-o {output}: --format {fmt} writes {fmt.upper()}, not "
+                               f"{ext.upper()}: name the file .{fmt} or pass --format {ext}"
+                               .replace("--format gv", "--format dot"))
 
     if output:  # refused before any work if it would destroy data
         check_output(output, force=force, inputs=[bundle])

@@ -151,3 +151,37 @@ def test_a_graph_budget_naming_a_bucket_as_written_checks_that_bucket_only(tmp_p
     assert one == ["graphs[ladder.py:45 #3 [32]].critical_path"], one  # checked, not unmatched
     assert len(checked("*[32]*")) == 4  # a class: the names with a 2 or a 3 in them
     assert checked("*[[]32]*") == one
+
+
+@pytest.mark.parametrize("extra", [["--filter", "fc1"], ["--collapse"], ["--group", "phase"],
+                                   ["--depth", "1"]])
+@pytest.mark.parametrize("what", ["--trace", "--annotations", "--raw"])
+def test_dump_refuses_the_annotated_dots_options_with_another_output(tmp_path, capsys,
+                                                                     monkeypatch, what, extra):
+    """The sixteenth session's newcomer: '--trace --filter fc1' wrote every event, the filter
+    dropped in silence (while '--format svg --trace' was refused)."""
+    out = tmp_path / "x.out"
+    rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"), what,
+                      *extra, "-o", str(out))
+    assert rc == 2 and "shapes the annotated DOT" in err and extra[0] in err, err
+    assert not out.exists()
+
+
+def test_dump_renders_as_the_output_is_named_and_refuses_a_name_that_says_otherwise(
+        tmp_path, capsys, monkeypatch):
+    """'--format svg -o g.dot' wrote SVG into a .dot file; '-o g.svg' now renders SVG."""
+    import shutil
+
+    dot = tmp_path / "g.dot"
+    rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"),
+                      "--format", "svg", "-o", str(dot))
+    assert rc == 2 and "--format svg writes SVG, not DOT" in err and not dot.exists(), err
+    rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"),
+                      "--format", "dot", "-o", str(tmp_path / "g.svg"))
+    assert rc == 2 and "name the file .dot or pass --format svg" in err, err
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    svg = tmp_path / "g.svg"
+    rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"), "-o",
+                      str(svg))
+    assert rc == 0 and svg.read_text().lstrip().startswith("<?xml"), err
