@@ -508,7 +508,9 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
     for r in rows:
         if depth is not None and r["level"] > depth:
             continue
-        t.add_row(Text("  " * r["level"] + r["module"]), _b(r["alloc_bytes"]),
+        # a row's own name under its parent's, as the GPU time tables show the tree
+        name = r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
+        t.add_row(Text("  " * r["level"] + name), _b(r["alloc_bytes"]),
                   _b(r["held_bytes"]), _s(r["capture_s"]))
     return keep_figures(t)
 
