@@ -58,6 +58,16 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
                                **({"eager": eager} if eager else {})}, sort_keys=True, indent=1))
         return 1 if failed else 0
     con = console()
+    if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
+        from .report import MAX_ROWS
+
+        levels = sorted({r["level"] for r in d["modules"]})
+        fits = [lv for lv in levels
+                if sum(1 for r in d["modules"] if r["level"] <= lv) <= MAX_ROWS]
+        if fits and fits[-1] < levels[-1]:
+            con.print(f"note: {len(d['modules'])} module rows; showing {fits[-1] + 1} "
+                      "level(s) (pass --depth N for more; --fail-above holds every module)")
+            d = {**d, "modules": [r for r in d["modules"] if r["level"] <= fits[-1]]}
     con.print(diff_table(d, a, b))
     from graphscope.render.diagnosis import diagnosis_diff_table
 

@@ -185,3 +185,15 @@ def test_dump_renders_as_the_output_is_named_and_refuses_a_name_that_says_otherw
     rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"), "-o",
                       str(svg))
     assert rc == 0 and svg.read_text().lstrip().startswith("<?xml"), err
+
+
+def test_diff_of_a_deep_tree_shows_the_levels_that_fit_and_says_so(capsys, monkeypatch):
+    """The sixteenth session's newcomer: diff printed ~200 module rows where report stops at
+    the levels that fit and says so; the gate still holds every module."""
+    a, b = os.path.join(DATA, "branches_forward"), os.path.join(DATA, "branches_try_streams")
+    rc, out, _ = _run(capsys, monkeypatch, "diff", a, b)
+    assert rc == 0 and "module rows; showing" in out and "pass --depth N" in out
+    shown = sum(1 for ln in out.splitlines() if ln.startswith("│"))
+    rc, full, _ = _run(capsys, monkeypatch, "diff", a, b, "--depth", "9")
+    assert "module rows; showing" not in full
+    assert sum(1 for ln in full.splitlines() if ln.startswith("│")) > shown > 3
