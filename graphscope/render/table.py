@@ -62,8 +62,9 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
         cells = [label]
         if timed:
             cells += [fmt_ns(row["median_ns"]), f"{row['pct']:.1f}"]
-            if split:
-                cells += [fmt_ns(row["fwd_ns"]), fmt_ns(row["bwd_ns"])]
+            if split:  # a phase the row has no kernels of is blank, as opt and acc are
+                cells += [fmt_ns(row[f"{p}_ns"]) if row.get(f"{p}_kernels") else ""
+                          for p in ("fwd", "bwd")]
             if opt:
                 cells.append(fmt_ns(row.get("opt_ns")) if row.get("opt_kernels") else "")
             if acc:

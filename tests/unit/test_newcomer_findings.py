@@ -197,3 +197,12 @@ def test_diff_of_a_deep_tree_shows_the_levels_that_fit_and_says_so(capsys, monke
     rc, full, _ = _run(capsys, monkeypatch, "diff", a, b, "--depth", "9")
     assert "module rows; showing" not in full
     assert sum(1 for ln in full.splitlines() if ln.startswith("│")) > shown > 3
+
+
+def test_a_phase_a_row_has_no_kernels_of_is_blank_in_every_phase_column(capsys, monkeypatch):
+    """The sixteenth session's newcomer: the module table left 'opt' blank for modules with no
+    optimizer kernels but gave the optimizer row '0 ns' under fwd and bwd."""
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_train_step_amp"))
+    row = next(ln for ln in out.splitlines() if ln.startswith("│ (optimizer)"))
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert rc == 0 and cells[3] == cells[4] == "" and cells[5].endswith("µs"), cells
