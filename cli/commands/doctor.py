@@ -89,6 +89,7 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     for p in problems:
         con.print(f"[yellow]why not:[/yellow] {escape(p)}")
     if not caps.can_capture:
+        # one line, not folded at the console's width inside a command's name
         con.print("Commands that work here (no GPU needed): "
-                  + ", ".join(f"graphscope {c}" for c in BUNDLE_COMMANDS))
+                  + ", ".join(f"graphscope {c}" for c in BUNDLE_COMMANDS), soft_wrap=True)
     return 0 if caps.extension else 2

@@ -206,3 +206,15 @@ def test_a_phase_a_row_has_no_kernels_of_is_blank_in_every_phase_column(capsys, 
     row = next(ln for ln in out.splitlines() if ln.startswith("│ (optimizer)"))
     cells = [c.strip() for c in row.strip("│").split("│")]
     assert rc == 0 and cells[3] == cells[4] == "" and cells[5].endswith("µs"), cells
+
+
+def test_doctor_lists_the_commands_that_work_without_a_gpu_on_one_line(capsys, monkeypatch):
+    """The sixteenth session's newcomer: piped, doctor folded the list inside 'graphscope
+    lint'. (Only where capture cannot run here, as on this CPU host.)"""
+    from graphscope.capabilities import probe
+
+    if probe(try_subscribe=False).can_capture:
+        pytest.skip("capture works here: doctor lists no fallback commands")
+    rc, out, _ = _run(capsys, monkeypatch, "doctor", columns=100)
+    line = next(ln for ln in out.splitlines() if ln.startswith("Commands that work here"))
+    assert line.rstrip().endswith("graphscope lint"), out[-400:]
