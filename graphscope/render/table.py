@@ -83,7 +83,10 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     rows = summary["top_kernels"] if key == "kernel" else summary["top_ops"]
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
-    t = Table(title=title + (" by time" if timed else " by count"), title_justify="left")
+    memory = key == "kernel" and any(r[key] in ("memcpy", "memset") for r in rows)
+    t = Table(title=title + (" by time" if timed else " by count"), title_justify="left",
+              caption=("memcpy and memset rows are the graph's copy and memset nodes, not "
+                       "kernels") if memory else None, caption_justify="left")
     # the width there is; a name longer than that wraps rather than being cut, so that two
     # kernels never read alike (their names are unique: model.graph.unique_short_names)
     t.add_column(key, overflow="fold", ratio=1)

@@ -218,3 +218,11 @@ def test_doctor_lists_the_commands_that_work_without_a_gpu_on_one_line(capsys, m
     rc, out, _ = _run(capsys, monkeypatch, "doctor", columns=100)
     line = next(ln for ln in out.splitlines() if ln.startswith("Commands that work here"))
     assert line.rstrip().endswith("graphscope lint"), out[-400:]
+
+
+def test_top_kernels_say_memset_and_memcpy_rows_are_memory_nodes(capsys, monkeypatch):
+    """The sixteenth session's newcomer: 'Top kernels by count' listed 'memset' as a kernel."""
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"), "--graph",
+                      "#0")
+    assert rc == 0 and "│ memset " in out
+    assert "memcpy and memset rows are the graph's copy and memset nodes, not kernels" in out
