@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from ..model.graph import OUTSIDE_MODULES
+from ..model.graph import OUTSIDE_MODULES, NodeKind
 from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
 
 
@@ -83,7 +83,7 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     rows = summary["top_kernels"] if key == "kernel" else summary["top_ops"]
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
-    memory = key == "kernel" and any(r[key] in ("memcpy", "memset") for r in rows)
+    memory = key == "kernel" and any(r[key] in (NodeKind.MEMCPY, NodeKind.MEMSET) for r in rows)
     t = Table(title=title + (" by time" if timed else " by count"), title_justify="left",
               caption=("memcpy and memset rows are the graph's copy and memset nodes, not "
                        "kernels") if memory else None, caption_justify="left")
