@@ -25,8 +25,11 @@ from .loader import ModelSpec
 SEVERITIES = ("info", "warning", "error")
 
 # aten ops that copy a device value to the host: a sync, illegal while capturing
-_SYNC_OPS = {"aten::_local_scalar_dense": "reads a tensor value on the host (.item(), "
-             "float(t), .tolist() or bool(t))"}
+_READ = "reads a tensor value on the host (.item(), float(t), int(t) or bool(t))"
+# (aten::item where the dispatcher keeps it whole: under torch.inference_mode())
+_SYNC_OPS = {"aten::_local_scalar_dense": _READ, "aten::item": _READ,
+             "aten::equal": "torch.equal() returns a Python bool: it reads the comparison on "
+             "the host"}
 # aten ops whose output shape depends on tensor values
 _DYNAMIC_OPS = {
     "aten::nonzero": "nonzero() has a data-dependent output shape",
@@ -37,7 +40,12 @@ _DYNAMIC_OPS = {
     "aten::unique_consecutive": "unique_consecutive() has a data-dependent output shape",
     "aten::repeat_interleave.Tensor": "repeat_interleave() with tensor repeats has a "
     "data-dependent output shape (pass output_size=)",
+    "aten::bincount": "bincount() has a data-dependent output size (its input's maximum, read "
+    "on the host)",
 }
+# index_put with a boolean mask (``x[mask] = v``): the mask's indices are found on the host
+_INDEX_PUT = {"aten::index_put", "aten::index_put_", "aten::_index_put_impl",
+              "aten::_index_put_impl_"}
 _FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint", "eye",
               "linspace", "logspace", "tensor", "as_tensor", "zeros_like", "ones_like"}
 _LIKE = {"zeros_like", "ones_like"}
@@ -98,6 +106,13 @@ class _Collector:
         return out
 
 
+def _names_cpu(device: Any) -> bool:
+    """Whether ``device`` is the CPU spelled as a string (``"cpu"``, ``"cpu:0"``). Not a
+    ``torch.device``: on the CPU that lint runs on, ``x.device`` is one too, and it is what
+    the advice asks for."""
+    return isinstance(device, str) and device.split(":")[0].strip().lower() == "cpu"
+
+
 def _modes(col: _Collector) -> tuple[Any, Any]:
     import torch
     from torch.overrides import TorchFunctionMode
@@ -111,16 +126,23 @@ def _modes(col: _Collector) -> tuple[Any, Any]:
             if name in _SYNC_OPS:
                 col.add("host-sync", "error", _SYNC_OPS[name])
             msg = _DYNAMIC_OPS.get(name) or _DYNAMIC_OPS.get(base)
+            if msg and name == "aten::repeat_interleave.Tensor" and (
+                    (kwargs or {}).get("output_size") is not None):
+                msg = None  # its size given: nothing to read on the host
             if msg:
                 col.add("data-dependent-shape", "error", msg)
-            if base == "aten::index" and any(
+            masked = any(
                 isinstance(i, torch.Tensor) and i.dtype == torch.bool
                 for i in (args[1] if len(args) > 1 and isinstance(args[1], (list, tuple))
-                          else ())
-            ):
+                          else ()))
+            if base == "aten::index" and masked:
                 col.add("data-dependent-shape", "error",
                         "boolean-mask indexing has a data-dependent output shape "
                         "(use torch.where)")
+            elif base in _INDEX_PUT and masked and col.forward():  # (its backward: no line)
+                col.add("host-sync", "error",
+                        "assignment through a boolean mask (x[mask] = v) finds the mask's "
+                        "indices on the host (use torch.where or masked_fill_)")
             return func(*args, **(kwargs or {}))
 
     class Function(TorchFunctionMode):
@@ -135,13 +157,17 @@ def _modes(col: _Collector) -> tuple[Any, Any]:
             elif name in ("__repr__", "__str__", "__format__"):
                 col.add("print-tensor", "error",
                         "formats a tensor (print/log/f-string): copies it to the host")
-            elif name in ("cpu", "numpy"):
+            elif name in ("cpu", "numpy", "tolist"):
                 col.add("host-sync", "error", f".{name}() copies to the host")
+            elif name == "to" and any(_names_cpu(x) for x in (*args[1:], kwargs.get("device"))):
+                col.add("host-sync", "error", ".to('cpu') copies to the host")
             elif col.forward() and name in _FACTORIES and getattr(func, "__module__", "") in (
                     "torch", "torch._C._VariableFunctions") and name not in _LIKE:
-                if kwargs.get("device") is None:
+                device = kwargs.get("device")
+                if device is None or _names_cpu(device):
+                    how = "without device=" if device is None else f"with device={device!r}"
                     col.add("cpu-tensor-in-forward", "warning",
-                            f"torch.{name}() without device= makes a CPU tensor inside "
+                            f"torch.{name}() {how} makes a CPU tensor inside "
                             "forward; on the GPU it is copied host-to-device in the captured "
                             "step (pass device=x.device)")
             return func(*args, **kwargs)
@@ -251,10 +277,17 @@ def _run_model(spec: ModelSpec, col: _Collector, report: LintReport) -> None:
     col.in_forward = False
     if spec.loss is not None:
         loss = spec.loss(out)
-    else:
-        leaves = out if isinstance(out, (tuple, list)) else (out,)
-        ts = [t for t in leaves if isinstance(t, torch.Tensor) and t.is_floating_point()]
-        loss = sum(t.float().sum() for t in ts) if ts else None
+    else:  # the capture's own default loss: what it backwards, lint backwards
+        from ._errors import CaptureError
+        from .capture import default_loss
+
+        try:
+            loss = default_loss(out)
+        except CaptureError as exc:
+            col.add("no-backward", "warning",
+                    f"no backward was run: {exc} (the step capture, graphscope capture's "
+                    "default, would fail this way; --mode forward captures inference only)")
+            return
     if loss is not None and getattr(loss, "requires_grad", False):
         loss.backward()
         report.ran_backward = True

@@ -69,7 +69,7 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
     if report.error and not any(f.rule in ("exit", "timeout") for f in report.findings):
         raise GraphscopeError(f"{path}: the model failed while linting on the CPU: "
                               f"{report.error}")
-    if any(f.rule == "timeout" for f in report.findings):
+    if any(f.rule in ("timeout", "exit") for f in report.findings):
         return 2  # not linted to the end: what it found is above, the rest is unknown
     return 1 if failing else 0
 
