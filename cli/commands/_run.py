@@ -47,9 +47,9 @@ def check_capture_output(cfg: Any, command: str) -> str:
 
 
 def run(cfg: Any, command: str, timing: bool, quiet: bool) -> Any:
-    from graphscope.capture import check_eager_mode, require_gpu, run_capture
+    from graphscope.capture import check_capture_options, require_gpu, run_capture
 
-    check_eager_mode(cfg)
+    check_capture_options(cfg)
     check_capture_output(cfg, command)
     require_gpu(command)  # before loading anything: one clear line without a GPU
     console = Console(stderr=True)

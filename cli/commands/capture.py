@@ -58,10 +58,11 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                 eager_baseline=eager_baseline, try_streams=try_streams)
     cfg = build_config(opts, config_path)
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
-        from graphscope.capture import check_eager_mode
+        from graphscope.capture import check_capture_options, require_gpu
 
-        check_eager_mode(cfg)  # options refused here, not once per rank
+        check_capture_options(cfg)  # options refused here, not once per rank
         check_capture_output(cfg, "capture")
+        require_gpu("capture")  # one line here, not a no-GPU error and a traceback per rank
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
     section = _counters(res) if cfg.counters else None

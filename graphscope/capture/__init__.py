@@ -127,11 +127,7 @@ def run_capture(
     """Load a model file, capture it with the source ``cfg.mode`` names, replay, write."""
     import torch
 
-    if SOURCES[cfg.mode].takes != "model":
-        models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
-        raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
-                          f"takes one of {', '.join(models)}")
-    check_eager_mode(cfg)
+    check_capture_options(cfg)
     phase = Phases(progress)
     require_gpu(command)
     if cfg.counters:
@@ -174,9 +170,14 @@ def run_capture(
 EAGER_MODES = ("step", "forward")
 
 
-def check_eager_mode(cfg: CaptureConfig) -> None:
-    """``--eager-baseline`` needs a source whose graphs are one eager step, ``--try-streams``
-    the forward source (refused before any work)."""
+def check_capture_options(cfg: CaptureConfig) -> None:
+    """What a model file's capture refuses before any work (before the GPU check, and once for
+    all ranks under ``--nproc``): a mode that runs a program, ``--eager-baseline`` but for a
+    source whose graphs are one eager step, ``--try-streams`` but for the forward source."""
+    if SOURCES[cfg.mode].takes != "model":
+        models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
+        raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
+                          f"takes one of {', '.join(models)}")
     if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
         raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
                           f"{cfg.mode!r} (its graphs are not one eager step)")
@@ -271,7 +272,7 @@ __all__ = [
     "RawCapture",
     "RawGraph",
     "build_graphs",
-    "check_eager_mode",
+    "check_capture_options",
     "default_loss",
     "default_output",
     "finish",

@@ -226,3 +226,36 @@ def test_top_kernels_say_memset_and_memcpy_rows_are_memory_nodes(capsys, monkeyp
                       "#0")
     assert rc == 0 and "│ memset " in out
     assert "memcpy and memset rows are the graph's copy and memset nodes, not kernels" in out
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_capture_refuses_the_run_mode_before_asking_for_a_gpu(capsys, monkeypatch, how):
+    """The sixteenth session's newcomer: 'capture --mode run' said only 'needs an NVIDIA
+    GPU'; the mode is refused first, on any machine."""
+    from tests.conftest import SAMPLES
+
+    args = ["capture", os.path.join(SAMPLES, "mlp.py"), "--force", "-o", "/nonexistent/x"]
+    if how == "flag":
+        args += ["--mode", "run"]
+    else:
+        monkeypatch.setenv("GRAPHSCOPE_MODE", "run")
+    rc, _, err = _run(capsys, monkeypatch, *args)
+    assert rc == 2 and "mode 'run' runs a program (graphscope run)" in err, err
+
+
+def test_capture_nproc_without_a_gpu_is_one_line_not_a_torchrun_per_rank(capsys, monkeypatch,
+                                                                        tmp_path):
+    from graphscope.capabilities import probe
+    from tests.conftest import SAMPLES
+
+    if probe(try_subscribe=False).gpu:
+        pytest.skip("a GPU is here: the ranks would run")
+    import subprocess
+
+    def no_torchrun(*a, **k):
+        raise AssertionError("torchrun was started")
+
+    monkeypatch.setattr(subprocess, "call", no_torchrun)
+    rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
+                      "--nproc", "2", "-o", str(tmp_path / "b"))
+    assert rc == 2 and "needs an NVIDIA GPU" in err and len(err.strip().splitlines()) == 1, err
