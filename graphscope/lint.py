@@ -302,6 +302,17 @@ def _optimizer_needs_gpu(exc: BaseException) -> bool:
         f"torch{os.sep}optim{os.sep}" in fr.filename for fr in frames[-3:])
 
 
+def _user_frame(exc: BaseException, skip_dirs: tuple[str, ...]) -> Optional[str]:
+    """``file:line (function)`` of the innermost frame of ``exc``'s traceback in the user's
+    code (not torch's or graphscope's): where the model failed."""
+    import traceback
+
+    for fr in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not fr.filename.startswith(skip_dirs) and not fr.filename.startswith("<"):
+            return f"{fr.filename}:{fr.lineno} ({fr.name})"
+    return None
+
+
 def lint_model(spec: ModelSpec) -> LintReport:
     """Run one step of ``spec`` on the CPU (see :func:`_run_model`) and collect findings."""
     col = _Collector(default_skip_dirs())
@@ -313,7 +324,8 @@ def lint_model(spec: ModelSpec) -> LintReport:
                 contextlib.redirect_stdout(printed), function, dispatch:
             _run_model(spec, col, report)
     except Exception as exc:  # the user's model failed on CPU: still report what was seen
-        report.error = f"{type(exc).__name__}: {exc}"
+        where = _user_frame(exc, col.skip_dirs)
+        report.error = f"{type(exc).__name__}: {exc}" + (f" (at {where})" if where else "")
     report.findings = col.findings() + _graphing_restrictions(spec)
     return report
 
@@ -362,6 +374,22 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
             error=f"the model {why}")
 
 
+def _cpu_for_cuda() -> None:
+    """On a machine without CUDA (a CI runner), ``.cuda()`` of a tensor or module returns it on
+    the CPU, as lint runs the whole model there: a model file that moves its target to the GPU
+    (the README's example) is linted, not failed. Only in lint's child process."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+
+    def stay(self: Any, *a: Any, **k: Any) -> Any:
+        return self
+
+    torch.Tensor.cuda = stay  # type: ignore[method-assign]
+    torch.nn.Module.cuda = stay  # type: ignore[method-assign]
+
+
 def _child_main() -> None:
     """The child: load, lint, write the report as JSON, and leave at once (os._exit: a
     thread the model started must not keep the process alive)."""
@@ -372,6 +400,7 @@ def _child_main() -> None:
     from .loader import load_model_file
 
     path, entry, out = sys.argv[1:4]
+    _cpu_for_cuda()
     try:
         spec = load_model_file(path, entry)
         report = lint_model(spec)

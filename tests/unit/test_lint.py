@@ -167,3 +167,27 @@ def test_lint_reads_items_under_inference_mode_and_warns_where_no_backward_can_r
     rep = lint_model(load_model_file(os.path.join(SAMPLES, "tiny_kernels.py")))
     assert [f.rule for f in rep.findings] == ["no-backward"], rep.findings
     assert rep.findings[0].severity == "warning" and not rep.ran_backward
+
+
+def test_lint_takes_cuda_as_the_cpu_and_names_where_a_model_failed(tmp_path, capsys):
+    """The README's model file moves its loss target with .cuda(): on a CPU runner lint ran
+    none of it; a model that fails says where (the sixteenth session's newcomer)."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is here: .cuda() is the GPU's")
+    moved = tmp_path / "moved.py"
+    moved.write_text("import torch\n\ndef graphscope_model():\n"
+                     "    target = torch.randn(4, 2).cuda()\n"
+                     "    m = torch.nn.Linear(3, 2).cuda()\n"
+                     "    return {'model': m, 'args': (torch.randn(4, 3),),\n"
+                     "            'loss': lambda out: ((out - target) ** 2).mean()}\n")
+    assert main(["lint", str(moved), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["error"] is None and data["ran_backward"] and data["findings"] == [], data
+    boom = tmp_path / "boom.py"
+    boom.write_text("import torch\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+                    "        raise RuntimeError('boom')\n\ndef graphscope_model():\n"
+                    "    return M(), (torch.ones(1),)\n")
+    assert main(["lint", str(boom)]) == 2
+    assert f"RuntimeError: boom (at {boom}:5 (forward))" in capsys.readouterr().err
