@@ -119,6 +119,12 @@ def _normalised(data: Any, size: int, path: str) -> dict[int, dict[str, Any]]:
                                  "id is 0..2^64-1")
             out[key] = _normalise(v, budget)
     except (TypeError, ValueError, OverflowError) as exc:
+        first = next(iter(data), None)
+        if isinstance(first, str) and not first.strip().lstrip("-").isdigit():
+            # a bundle's graph.json or manifest.json, a trace: named by what it is not
+            raise TraceError(f"{path}: not an annotation file (its first key is {first!r}, "
+                             "not an exec node id): pass a bundle directory, its "
+                             "annotations.json or annotations.pkl") from None
         raise TraceError(f"{path}: keys must be exec node ids ({exc})") from None
     except _OverBudget:
         raise TraceError(f"{path}: expands to far more annotations than its size allows "

@@ -259,3 +259,15 @@ def test_capture_nproc_without_a_gpu_is_one_line_not_a_torchrun_per_rank(capsys,
     rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
                       "--nproc", "2", "-o", str(tmp_path / "b"))
     assert rc == 2 and "needs an NVIDIA GPU" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("name", ["graph.json", "manifest.json"])
+def test_annotate_trace_names_a_bundle_file_that_is_not_its_annotations(tmp_path, capsys,
+                                                                        monkeypatch, name):
+    """'-a BUNDLE/graph.json' said "keys must be exec node ids (invalid literal for int()
+    ...: 'graphs')" (the sixteenth session's newcomer)."""
+    rc, _, err = _run(capsys, monkeypatch, "annotate-trace",
+                      os.path.join(DATA, "run_profiled.trace.json"), "-a",
+                      os.path.join(DATA, "run_profiled", name), "-o", str(tmp_path / "t.json"))
+    assert rc == 2 and "not an annotation file (its first key is" in err, err
+    assert "pass a bundle directory" in err and not (tmp_path / "t.json").exists()
