@@ -19,9 +19,31 @@ def read_yaml(path: str, what: str) -> tuple[Any, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
     try:
-        return yaml.compose(text), yaml.safe_load(text)
+        tree = yaml.compose(text)
+        _no_duplicate_keys(tree, path)
+        return tree, yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}: invalid YAML: {where}{problem}") from None
+
+
+
+def _no_duplicate_keys(node: Any, path: str, prefix: str = "") -> None:
+    """A key given twice in one mapping is refused (YAML keeps the last in silence), named by
+    its line and dotted path."""
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode):
+                if k.value in seen:
+                    raise ConfigError(f"{path}:{k.start_mark.line + 1}: duplicate key "
+                                      f"'{prefix}{k.value}'")
+                seen.add(k.value)
+            _no_duplicate_keys(v, path, f"{prefix}{getattr(k, 'value', '?')}.")
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            _no_duplicate_keys(v, path, prefix)

@@ -127,19 +127,6 @@ def _coerce(value: Any, t: type, where: str, name: str) -> Any:
     return value
 
 
-def _no_duplicates(node: Any, path: str, prefix: str = "") -> None:
-    import yaml
-
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for k, v in node.value:
-            if k.value in seen:
-                raise ConfigError(f"{path}:{k.start_mark.line + 1}: duplicate key "
-                                  f"'{prefix}{k.value}'")
-            seen.add(k.value)
-            _no_duplicates(v, path, f"{prefix}{k.value}.")
-
-
 def load_budgets(path: str) -> Budgets:
     """Parse and validate; errors name the file, line and key."""
     import yaml
@@ -149,7 +136,6 @@ def load_budgets(path: str) -> Budgets:
         raise ConfigError(f"{path}: empty budgets file")
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:1: the top level must be a mapping")
-    _no_duplicates(root, path)
     lines = {k.value: (k.start_mark.line + 1, v) for k, v in root.value}
 
     def where(node: Any) -> str:

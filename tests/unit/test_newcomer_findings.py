@@ -271,3 +271,16 @@ def test_annotate_trace_names_a_bundle_file_that_is_not_its_annotations(tmp_path
                       os.path.join(DATA, "run_profiled", name), "-o", str(tmp_path / "t.json"))
     assert rc == 2 and "not an annotation file (its first key is" in err, err
     assert "pass a bundle directory" in err and not (tmp_path / "t.json").exists()
+
+
+def test_a_config_file_giving_a_key_twice_is_refused_with_its_line(tmp_path, capsys,
+                                                                  monkeypatch):
+    """A --config file with 'replays' twice kept the last in silence (budgets files already
+    refused it; now every YAML file graphscope reads does)."""
+    from tests.conftest import SAMPLES
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("replays: 5\nmode: step\nreplays: 6\n")
+    rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
+                      "--config", str(cfg))
+    assert rc == 2 and f"{cfg}:3: duplicate key 'replays'" in err, err
