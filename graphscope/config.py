@@ -107,12 +107,12 @@ def load_yaml(path: str) -> dict[str, Any]:
     lines = {}
     if node is not None and hasattr(node, "value"):
         for k, _ in node.value:
-            lines[k.value] = k.start_mark.line + 1
+            lines[str(k.value)] = k.start_mark.line + 1  # the node's text: "1" for 1
     out = {}
     for k, v in data.items():
         key = str(k).replace("-", "_")
         out[key] = _all_captures(key, v)
-        _check(key, out[key], f"{path}:{lines.get(k, '?')}")
+        _check(key, out[key], f"{path}:{lines.get(str(k), '?')}")
     return out
 
 

@@ -284,3 +284,13 @@ def test_a_config_file_giving_a_key_twice_is_refused_with_its_line(tmp_path, cap
     rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
                       "--config", str(cfg))
     assert rc == 2 and f"{cfg}:3: duplicate key 'replays'" in err, err
+
+
+def test_a_config_key_that_is_not_text_is_named_by_its_line(tmp_path, capsys, monkeypatch):
+    from tests.conftest import SAMPLES
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("replays: 5\n1: 2\n")
+    rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
+                      "--config", str(cfg))
+    assert rc == 2 and f"{cfg}:2: unknown key '1'" in err, err  # was '{cfg}:?'
