@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import annotate as _ann
-from ._errors import CaptureError
+from ._errors import CaptureError, NoGPUError
 
 _ERROR_MODES = ("default", "global", "thread_local", "relaxed")
 
@@ -40,6 +40,16 @@ class _GcPause:
             self._was = False
 
 
+def _cuda_or_raise(what: str) -> None:
+    """One clear error naming ``what`` where no CUDA GPU is visible (torch's own are about
+    dummy base classes and streams)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGPUError(f"graphscope.{what} needs a CUDA GPU: none is visible to PyTorch "
+                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+
+
 class graph:
     """``torch.cuda.graph`` (CG3) plus ``enable_annotations`` (MK1) and ``record_ops``.
 
@@ -60,6 +70,7 @@ class graph:
         enable_annotations: bool = False,
         record_ops: bool = False,
     ) -> None:
+        _cuda_or_raise("graph")
         import torch
 
         self.cuda_graph = cuda_graph
@@ -157,6 +168,7 @@ class Graph:
         enable_annotations: bool = False,
         record_ops: bool = False,
     ) -> None:
+        _cuda_or_raise("Graph")
         import torch
 
         if capture_error_mode not in _ERROR_MODES:

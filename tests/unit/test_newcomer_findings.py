@@ -294,3 +294,19 @@ def test_a_config_key_that_is_not_text_is_named_by_its_line(tmp_path, capsys, mo
     rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"),
                       "--config", str(cfg))
     assert rc == 2 and f"{cfg}:2: unknown key '1'" in err, err  # was '{cfg}:?'
+
+
+def test_graph_and_Graph_without_a_gpu_say_so_in_one_line():
+    """torch's own errors were 'Tried to instantiate dummy base class CUDAGraph' and
+    'torch.cuda.Stream requires CUDA support' (the sixteenth session's newcomer)."""
+    import torch
+
+    import graphscope
+    from graphscope._errors import NoGPUError
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    for make, name in ((lambda: graphscope.Graph(), "Graph"),
+                       (lambda: graphscope.graph(object()), "graph")):
+        with pytest.raises(NoGPUError, match=f"graphscope.{name} needs a CUDA GPU"):
+            make()
