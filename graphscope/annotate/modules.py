@@ -111,6 +111,10 @@ def register_module_annotations(
         prefix: the FQN prefix PyTorch's helper uses (``"L"``).
         backward: also attribute each module's backward kernels to it (MK5).
     """
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
+                              or depth < 0):
+        raise ValueError(f"register_module_annotations: depth must be None or an int >= 0, "
+                         f"not {depth!r}")
     hooks = state.ATTRIBUTION.modules
     mods = []
     for path, mod in model.named_modules():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .. import native
+from .._errors import AnnotationError
 from . import state
 from .scopes import Annotation, normalize
 
@@ -226,7 +227,11 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
     The stream's dict is the outermost layer: scopes inside override its keys. Pass
     ``annotation=None`` to forget the stream.
     """
-    handle = int(getattr(stream, "cuda_stream", stream))
+    raw = getattr(stream, "cuda_stream", stream)
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        raise AnnotationError(f"mark_stream: stream must be a torch.cuda.Stream or its handle "
+                              f"(an int), not {type(stream).__name__}")
+    handle = int(raw)
     if annotation is None:
         state.ATTRIBUTION.streams.pop(handle, None)
         return

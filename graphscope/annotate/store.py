@@ -213,6 +213,8 @@ def get_kernel_annotations() -> Mapping[int, list[dict[str, Any]]]:
 def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
     """Pickle ``dict(get_kernel_annotations())`` atomically, in PyTorch's format."""
     path = os.fspath(path)
+    if os.path.isdir(path):  # (the temp file beside it would be named in the error)
+        raise IsADirectoryError(f"{path}: is a directory; give a file name for the annotations")
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "wb") as f:
         store = state.ATTRIBUTION.store

@@ -310,3 +310,22 @@ def test_graph_and_Graph_without_a_gpu_say_so_in_one_line():
                        (lambda: graphscope.graph(object()), "graph")):
         with pytest.raises(NoGPUError, match=f"graphscope.{name} needs a CUDA GPU"):
             make()
+
+
+def test_api_misuses_are_named_not_raw_errors(tmp_path):
+    """The sixteenth session's newcomer: mark_stream(None, ...) raised int()'s TypeError,
+    save_kernel_annotations(a directory) named an internal temp file, a negative depth was
+    taken."""
+    import graphscope
+    from graphscope._errors import AnnotationError
+
+    with pytest.raises(AnnotationError, match="stream must be a torch.cuda.Stream"):
+        graphscope.mark_stream(None, "side")
+    with pytest.raises(IsADirectoryError, match=f"{tmp_path}: is a directory"):
+        graphscope.save_kernel_annotations(str(tmp_path))
+    assert not [p for p in os.listdir(tmp_path.parent) if ".tmp" in p and p.startswith(
+        tmp_path.name)]
+    import torch
+
+    with pytest.raises(ValueError, match="depth must be None or an int >= 0"):
+        graphscope.register_module_annotations(torch.nn.Linear(2, 2), depth=-1)
