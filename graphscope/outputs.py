@@ -87,12 +87,12 @@ def check_bundle_output(path: str, *, force: bool, inputs: Sequence[str] = ()) -
             raise OutputError(f"{path}: the bundle would overwrite the input {src}; "
                               "choose another path")
     if os.path.lexists(path):
+        if not os.path.isdir(path) or os.path.islink(path):  # --force would not help
+            raise OutputError(f"{path}: exists and is not a bundle directory; --force replaces "
+                              "bundles only: choose another path")
         if not force:
             raise OutputError(f"{path} already exists: pass --force to replace it or choose "
                               "-o PATH")
-        if not os.path.isdir(path) or os.path.islink(path):
-            raise OutputError(f"{path}: exists and is not a bundle directory; --force replaces "
-                              "bundles only: choose another path")
         if os.listdir(path) and not _is_bundle_dir(path):
             raise OutputError(f"{path}: a directory that is not a graphscope bundle; --force "
                               "replaces bundles only: choose another path")

@@ -329,3 +329,15 @@ def test_api_misuses_are_named_not_raw_errors(tmp_path):
 
     with pytest.raises(ValueError, match="depth must be None or an int >= 0"):
         graphscope.register_module_annotations(torch.nn.Linear(2, 2), depth=-1)
+
+
+def test_a_bundle_output_that_is_a_file_is_refused_without_advising_force(tmp_path, capsys,
+                                                                          monkeypatch):
+    """'capture -o /dev/null' advised --force, which was then refused too."""
+    from tests.conftest import SAMPLES
+
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"), "-o",
+                      str(f))
+    assert rc == 2 and "exists and is not a bundle directory" in err and "pass --force" not in err
