@@ -173,6 +173,11 @@ def load_budgets(path: str) -> Budgets:
                                   f"(known: {', '.join(sorted(spec))})")
         for k, v in data[key].items():
             data[key][k] = _coerce(v, spec[k], f"{path}:{line}", f"{key}.{k}")
+        if key == "capture":  # each option's value checked as the capture checks it, by line
+            from ..config import merge
+
+            for k, _ in entries:
+                merge({k.value: data[key][k.value]}, where=f"{where(k)}: capture")
     return Budgets(path=path, **{k: dict(v) for k, v in data.items()})
 
 

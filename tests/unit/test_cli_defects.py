@@ -286,7 +286,8 @@ def test_budget_capture_values_name_the_budgets_file(tmp_path, capsys):
     b = tmp_path / "budgets.yaml"
     b.write_text("capture: {mode: graph}\ntotal: {max_kernels: 3}\n")
     assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
-    assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}: capture: mode must "
+    # (and its line: the sixteenth session's newcomer)
+    assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}:1: capture: mode must "
                                                "be one of callables, forward, step, not 'graph'")
 
 
