@@ -69,6 +69,7 @@ _SCHEMA: dict[str, Any] = {
 class Budgets:
     path: str
     capture: dict[str, Any] = field(default_factory=dict)
+    capture_lines: dict[str, int] = field(default_factory=dict)  # each capture option's line
     min_coverage: dict[str, float] = field(default_factory=dict)
     total: dict[str, float] = field(default_factory=dict)
     modules: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -137,6 +138,7 @@ def load_budgets(path: str) -> Budgets:
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{path}:1: the top level must be a mapping")
     lines = {k.value: (k.start_mark.line + 1, v) for k, v in root.value}
+    capture_lines: dict[str, int] = {}
 
     def where(node: Any) -> str:
         return f"{path}:{node.start_mark.line + 1}"
@@ -173,12 +175,9 @@ def load_budgets(path: str) -> Budgets:
                                   f"(known: {', '.join(sorted(spec))})")
         for k, v in data[key].items():
             data[key][k] = _coerce(v, spec[k], f"{path}:{line}", f"{key}.{k}")
-        if key == "capture":  # each option's value checked as the capture checks it, by line
-            from ..config import merge
-
-            for k, _ in entries:
-                merge({k.value: data[key][k.value]}, where=f"{where(k)}: capture")
-    return Budgets(path=path, **{k: dict(v) for k, v in data.items()})
+        if key == "capture":  # each option's line, for the capture's own check of its value
+            capture_lines.update({k.value: k.start_mark.line + 1 for k, _ in entries})
+    return Budgets(capture_lines=capture_lines, path=path, **{k: dict(v) for k, v in data.items()})
 
 
 def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None,
