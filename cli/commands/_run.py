@@ -21,10 +21,26 @@ PHASES = {
 }
 
 
-def build_config(cli_opts: dict[str, Any], config_path: Optional[str]) -> Any:
+# config keys that only one command reads: the other says so (a project's one config file
+# may hold both commands' options; an environment variable applies wherever it is read)
+ONLY_FOR = {"op_captures": "run", "skip_replays": "run", "graphs": "run",
+            "mode": "capture", "warmup": "capture", "backward": "capture", "entry": "capture",
+            "counters": "capture", "eager_baseline": "capture", "try_streams": "capture"}
+
+
+def build_config(cli_opts: dict[str, Any], config_path: Optional[str],
+                 command: str = "capture") -> Any:
+    import click
+
     from graphscope.config import from_env, load_yaml, merge
 
     yaml_layer = load_yaml(config_path) if config_path else {}
+    reads = "run" if command == "run" else "capture"  # annotate and check capture a model
+    ignored = sorted(k for k in yaml_layer if ONLY_FOR.get(k, reads) != reads)
+    if ignored:
+        click.echo(f"warning: {config_path}: {', '.join(ignored)}: graphscope "
+                   f"{'capture' if reads == 'run' else 'run'}'s option(s), not read by "
+                   f"graphscope {command}", err=True)
     return merge(yaml_layer, from_env(), cli_opts, where="command line")
 
 

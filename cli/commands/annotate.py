@@ -29,7 +29,7 @@ def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
     opts: dict[str, Any] = dict(model=model, entry=entry, mode=mode, warmup=warmup,
                                 depth=depth, output=output, force=force or None, backward=backward,
                                 replays=0)
-    cfg = build_config(opts, config_path)
+    cfg = build_config(opts, config_path, "annotate")
     res = run(cfg, "annotate", timing=False, quiet=as_json)
     s = res.summary
     pkl = os.path.join(res.bundle_path, "annotations.pkl")

@@ -56,7 +56,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                 replays=replays,
                                 counters=_counter_replays(counters, counter_replays),
                                 eager_baseline=eager_baseline, try_streams=try_streams)
-    cfg = build_config(opts, config_path)
+    cfg = build_config(opts, config_path, "capture")
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         from graphscope.capture import check_capture_options, require_gpu
 

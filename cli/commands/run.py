@@ -78,7 +78,7 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                                 skip_replays=skip_replays, graphs=graphs_regex, depth=depth,
                                 record_ops=False if no_ops else None, op_captures=op_captures,
                                 force=force)
-    cfg = build_config(opts, config_path)
+    cfg = build_config(opts, config_path, "run")
     job = ProgramJob(target, list(args), cfg, module=as_module)
     raw, res = run_program_capture(cfg, job, argv=["graphscope", *sys.argv[1:]])
     code = job.exit_code if job.exit_code is not None else 0

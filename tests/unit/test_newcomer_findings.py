@@ -341,3 +341,25 @@ def test_a_bundle_output_that_is_a_file_is_refused_without_advising_force(tmp_pa
     rc, _, err = _run(capsys, monkeypatch, "capture", os.path.join(SAMPLES, "mlp.py"), "-o",
                       str(f))
     assert rc == 2 and "exists and is not a bundle directory" in err and "pass --force" not in err
+
+
+@pytest.mark.parametrize(("command", "text", "keys", "other"), [
+    (["run", "--config", "{cfg}", "-o", "{out}", "{prog}"],
+     "replays: 5\ntry_streams: 2\ncounters: 3\n", "counters, try_streams", "capture"),
+    (["capture", "{prog}", "--config", "{cfg}", "-o", "{out}"],
+     "replays: 5\nop_captures: 3\ngraphs: x\n", "graphs, op_captures", "run"),
+])
+def test_a_config_key_the_command_does_not_read_is_named(tmp_path, capsys, monkeypatch,
+                                                        command, text, keys, other):
+    """'run --config' ignored try_streams and counters in silence, capture op_captures and
+    graphs (the sixteenth session's newcomer): a project's one file may hold both, so it is a
+    warning, not an error."""
+    from tests.conftest import SAMPLES
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    argv = [a.format(cfg=cfg, out=tmp_path / "b", prog=os.path.join(SAMPLES, "mlp.py"))
+            for a in command]
+    _, _, err = _run(capsys, monkeypatch, *argv)
+    assert (f"warning: {cfg}: {keys}: graphscope {other}'s option(s), not read by "
+            f"graphscope {command[0]}") in err, err
