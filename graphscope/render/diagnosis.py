@@ -29,11 +29,13 @@ TRIED_MIN_WIDTH = 120  # narrower terminals get the measured what-if in the line
 
 
 def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
-                    width: Optional[int] = None) -> Table:
+                    width: Optional[int] = None, notes_out: Optional[list[str]] = None
+                    ) -> Table:
     """One row per graph: critical path against work and span, parallelism achieved / the DAG
     allows, idle share of the span, launch latency and the what-if of removing
     stream-order-only edges (analysis/diagnosis.py defines each). Above ``max_rows`` graphs,
-    the longest critical paths (``--json`` has them all)."""
+    the longest critical paths (``--json`` has them all). ``notes_out``: a list that gets the
+    table's notes, one a line, instead of the caption (which wraps at the table's width)."""
     rows = diag["graphs"]
     if len(rows) > max_rows:
         rows = sorted(rows, key=lambda o: -float((o.get("critical_path") or {})
@@ -66,8 +68,10 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
         notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
     title = ("Diagnosis (median per replay)" if any(o.get("timed") for o in marks)
              else "Diagnosis (no timed replays: node counts)")
-    t = Table(title=title, title_justify="left",
-              caption="; ".join(notes) or None, caption_justify="left")
+    if notes_out is not None:
+        notes_out.extend(notes)
+    t = Table(title=title, title_justify="left", caption_justify="left",
+              caption=None if notes_out is not None else ("; ".join(notes) or None))
     t.add_column("graph", overflow="fold", ratio=1)
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -212,7 +216,10 @@ def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
 
 def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> None:
     con = console or Console()
-    con.print(diagnosis_table(diag, width=con.width))
+    notes: list[str] = []
+    con.print(diagnosis_table(diag, width=con.width, notes_out=notes))
+    for note in notes:  # each on its own line, at the console's width, not the table's
+        con.print(Text(note))
     con.print(diagnosis_lines(diag))
 
 
