@@ -227,6 +227,9 @@ def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
 def remap_to_exec_graph(cuda_graph: Any) -> int:
     """Rekey ``cuda_graph``'s annotations to its current exec graph (each instantiate mints a
     new exec id). Returns the number of exec node ids keyed."""
+    if not callable(getattr(cuda_graph, "raw_cuda_graph_exec", None)):
+        raise TypeError(f"remap_to_exec_graph takes a torch.cuda.CUDAGraph, not "
+                        f"{type(cuda_graph).__name__}")
     store = state.ATTRIBUTION.store
     gid = store.graph_ids.get(cuda_graph)
     if gid is None:

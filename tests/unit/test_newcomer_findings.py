@@ -329,6 +329,8 @@ def test_api_misuses_are_named_not_raw_errors(tmp_path):
 
     with pytest.raises(ValueError, match="depth must be None or an int >= 0"):
         graphscope.register_module_annotations(torch.nn.Linear(2, 2), depth=-1)
+    with pytest.raises(TypeError, match="takes a torch.cuda.CUDAGraph, not object"):
+        graphscope.remap_to_exec_graph(object())  # returned 0, as for a graph with nothing
 
 
 def test_a_bundle_output_that_is_a_file_is_refused_without_advising_force(tmp_path, capsys,
