@@ -59,15 +59,13 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         return 1 if failed else 0
     con = console()
     if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
-        from .report import MAX_ROWS
+        from ..options import depth_that_fits
 
-        levels = sorted({r["level"] for r in d["modules"]})
-        fits = [lv for lv in levels
-                if sum(1 for r in d["modules"] if r["level"] <= lv) <= MAX_ROWS]
-        if fits and fits[-1] < levels[-1]:
-            con.print(f"note: {len(d['modules'])} module rows; showing {fits[-1] + 1} "
+        shown = depth_that_fits(d["modules"])
+        if shown is not None:
+            con.print(f"note: {len(d['modules'])} module rows; showing {shown + 1} "
                       "level(s) (pass --depth N for more; --fail-above holds every module)")
-            d = {**d, "modules": [r for r in d["modules"] if r["level"] <= fits[-1]]}
+            d = {**d, "modules": [r for r in d["modules"] if r["level"] <= shown]}
     con.print(diff_table(d, a, b))
     from graphscope.render.diagnosis import diagnosis_diff_table
 

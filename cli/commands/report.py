@@ -9,7 +9,6 @@ import click
 
 from ..options import bundle_argument, command, depth_option, force_option, json_option, not_empty
 
-MAX_ROWS = 80
 DEFAULT_TOP = 10
 DIAGNOSIS_AUTO_BYTES = 8 << 20  # larger graph.json: the summary.json fast path skips diagnosis
 DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) only on request
@@ -126,15 +125,12 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         return 0
     from graphscope.render.table import print_summary
 
-    from ..options import console
+    from ..options import console, depth_that_fits
 
     con = console()
     if depth is None:  # a huge tree: show the levels that fit in MAX_ROWS, and say so
-        levels = sorted({r["level"] for r in s["modules"]})
-        shown = [lv for lv in levels
-                 if sum(1 for r in s["modules"] if r["level"] <= lv) <= MAX_ROWS]
-        if shown and shown[-1] < levels[-1]:
-            depth = shown[-1]
+        depth = depth_that_fits(s["modules"])
+        if depth is not None:
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
     print_summary(s, con, depth)
