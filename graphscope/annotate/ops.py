@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import operator
 import os
 import sys
 import threading
@@ -228,10 +229,13 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
     ``annotation=None`` to forget the stream.
     """
     raw = getattr(stream, "cuda_stream", stream)
-    if isinstance(raw, bool) or not isinstance(raw, int):
+    try:  # an integer of any kind (a numpy one too), as int() took before; never None or bool
+        if isinstance(raw, bool):
+            raise TypeError
+        handle = operator.index(raw)
+    except TypeError:
         raise AnnotationError(f"mark_stream: stream must be a torch.cuda.Stream or its handle "
-                              f"(an int), not {type(stream).__name__}")
-    handle = int(raw)
+                              f"(an int), not {type(stream).__name__}") from None
     if annotation is None:
         state.ATTRIBUTION.streams.pop(handle, None)
         return
