@@ -58,7 +58,6 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     for key, value in budgets.capture.items():  # its values, naming the file and line
         line = budgets.capture_lines.get(key)
         merge({key: value}, where=f"{budget_path}{f':{line}' if line else ''}: capture")
-    merge(budgets.capture, where=f"{budget_path}: capture")  # and together
     base = read_bundle(baseline) if baseline else None
     if model and not os.path.exists(model):  # not a GPU question: a typo
         raise ConfigError(f"{model}: no such bundle directory or model file")
