@@ -168,8 +168,9 @@ NB_MODULE(_native, m) {
   }, "Addresses of push_scope, pop_scope, current_scope, set_slot for graphscope._opwatch.");
   m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
   m.def("recorder_stop", &recorder_stop);
-  m.def("recorder_gate", &recorder_gate, nb::arg("open"),
-        "Let the subscribed recorder's callbacks record (or not).");
+  m.def("recorder_gate", &recorder_gate, nb::arg("open"), nb::arg("callbacks") = -1,
+        "Let the subscribed recorder's callbacks record (or not); shut, CUPTI's callbacks are "
+        "disabled too (callbacks -1: as the gate, 0/1: off/on whatever the gate).");
   m.def("recorder_clear", &recorder_clear, "Drop the records taken so far.");
   m.def("recorder_active", []() -> bool { return rec.active; });
   m.def("recorder_records", &recorder_records);

@@ -75,6 +75,21 @@ void CUPTIAPI resource_callback(void*, CUpti_CallbackDomain domain, CUpti_Callba
   }
 }
 
+namespace {
+const CUpti_CallbackId kCallbacks[] = {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
+                                       CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
+                                       CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
+                                       CUPTI_CBID_RESOURCE_GRAPH_CLONED};
+
+CUptiResult enable_callbacks(CUpti_SubscriberHandle sub, bool on) {
+  for (auto id : kCallbacks) {
+    CUptiResult r = cupti.EnableCallback(on ? 1 : 0, sub, CUPTI_CB_DOMAIN_RESOURCE, id);
+    if (r != CUPTI_SUCCESS) return r;
+  }
+  return CUPTI_SUCCESS;
+}
+}  // namespace
+
 // Subscribe to the resource callbacks. Returns "" or the holder's name on error 39.
 void recorder_start(bool clear) {
   require_loaded();
@@ -102,23 +117,35 @@ void recorder_start(bool clear) {
     throw std::runtime_error("cupti:" + std::to_string(static_cast<int>(r)) +
                              ":cuptiSubscribe: " + cupti_error(r) + " (holder: " + holder + ")");
   }
-  const CUpti_CallbackId ids[] = {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED,
-                                  CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED,
-                                  CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
-                                  CUPTI_CBID_RESOURCE_GRAPH_CLONED};
-  for (auto id : ids) {
-    r = cupti.EnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, id);
-    if (r != CUPTI_SUCCESS) {
-      cupti.Unsubscribe(sub);
-      raise_cupti("cuptiEnableCallback", r);
-    }
+  r = enable_callbacks(sub, true);
+  if (r != CUPTI_SUCCESS) {
+    cupti.Unsubscribe(sub);
+    raise_cupti("cuptiEnableCallback", r);
   }
   rec.sub = sub;
+  rec.callbacks = true;
   rec.gate = true;
   rec.active = true;
 }
 
-void recorder_gate(bool open) { rec.gate.store(open, std::memory_order_release); }
+// The gate, and CUPTI's callbacks with it (`callbacks` -1: as the gate; 0/1: off/on whatever the
+// gate, for bench/probes/held_callbacks_gpu.py to measure the difference). Shut, the callbacks
+// are disabled: a subscription held across a batch of captures costs the captures made
+// between its windows nothing per node. An enable that fails raises (the window would record
+// nothing); a disable that fails leaves them delivered and dropped by the gate, as before.
+void recorder_gate(bool open, int callbacks) {
+  const bool want = callbacks < 0 ? open : callbacks != 0;
+  if (!open) rec.gate.store(false, std::memory_order_release);
+  if (rec.active && rec.callbacks != want) {
+    CUptiResult r = enable_callbacks(rec.sub, want);
+    if (r == CUPTI_SUCCESS) {
+      rec.callbacks = want;
+    } else if (want) {
+      raise_cupti("cuptiEnableCallback", r);
+    }
+  }
+  if (open) rec.gate.store(true, std::memory_order_release);
+}
 
 void recorder_clear() {
   std::lock_guard<std::mutex> g(rec.mu);
@@ -129,6 +156,7 @@ void recorder_stop() {
   if (!rec.active) return;
   CUptiResult r = cupti.Unsubscribe(rec.sub);
   rec.sub = nullptr;
+  rec.callbacks = false;
   rec.active = false;
   if (r != CUPTI_SUCCESS) raise_cupti("cuptiUnsubscribe", r);
 }

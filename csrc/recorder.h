@@ -26,6 +26,10 @@ struct Recorder {
   // whether callbacks record: graphscope run holds the subscription across a batch of
   // captures and opens the gate for each capture window only
   std::atomic<bool> gate{true};
+  // whether CUPTI calls the callbacks at all: off while the gate is shut (a subscription held
+  // with its callbacks on made CUPTI build and deliver a record for every node a counted
+  // capture created and every node instantiate cloned, for the gate to drop)
+  bool callbacks = false;
   // GRAPHNODE_CREATED
   std::vector<uint64_t> node_id;
   std::vector<uint32_t> graph_id;
@@ -54,7 +58,7 @@ uint64_t node_id_of(CUgraphNode n);
 uint32_t graph_id_of(CUgraph g);
 void recorder_start(bool clear);
 void recorder_stop();
-void recorder_gate(bool open);
+void recorder_gate(bool open, int callbacks = -1);
 void recorder_clear();
 nb::dict recorder_records();
 

@@ -235,7 +235,9 @@ class HeldRecorder:
     """The CUPTI resource-callback subscription held across consecutive capture windows
     (``graphscope run``'s batch of a program's capture loop): subscribing and unsubscribing
     cost about 0.5 ms per capture on the H200, a tenth of a small decode graph's capture.
-    Between windows the callbacks record nothing (the recorder's gate is shut). Released by
+    Between windows the callbacks are off (the recorder's gate shut disables them in CUPTI: with
+    them on, a counted capture between two windows had CUPTI deliver a record for every node it
+    created and instantiate cloned, for the gate to drop). Released by
     :meth:`release`: when the batch is read (the program's first replay, a pause, the end),
     when a capture fails, before a torch.profiler session starts (CUPTI has one subscriber;
     Kineto needs it) and before any other :func:`recording`."""
@@ -258,7 +260,7 @@ class HeldRecorder:
             self.held = True
         else:
             ext.recorder_clear()
-            ext.recorder_gate(True)
+            _call(ext.recorder_gate, True)  # CUPTI's callbacks on again (off between windows)
         out: list[CreatedNodes] = []
         self.open = True
         try:
