@@ -17,6 +17,9 @@ compare like with like):
   (``recorder_gate(False)``): how it holds it since;
 - ``history``: no subscription, the caching allocator's history on as ``graphscope run`` keeps it
   across a batch (``"all"``, no context);
+- ``history_lean``: ``"all"`` without the actions graphscope's meter never reads
+  (``LEAN_SKIPPED``: ``free_completed``, ``snapshot``, ``oom``; a free is ``free_requested``
+  then ``free_completed``, a third of a capture's entries);
 - ``history_state``: the history as ``"state"`` (no trace of actions, no context);
 - ``history_skip``: ``"all"`` with every action skipped (``skip_actions``, where torch takes it);
 - ``read``: no subscription, the graph read just before ``capture_end`` as ``graphscope run``
@@ -47,8 +50,10 @@ from bench_ladder import MODEL  # noqa: E402
 
 from graphscope import native  # noqa: E402
 
-VARIANTS = ("none", "held_on", "held_off", "history", "history_state", "history_skip", "read")
+VARIANTS = ("none", "held_on", "held_off", "history", "history_lean", "history_state",
+            "history_skip", "read")
 # every action torch's allocator history records (skip_actions, where torch takes it)
+LEAN_SKIPPED = ["free_completed", "snapshot", "oom"]
 ACTIONS = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
            "segment_map", "segment_unmap", "snapshot", "oom"]
 
@@ -70,12 +75,16 @@ def main(rounds: int, n_sizes: int) -> None:
 
     record = torch.cuda.memory._record_memory_history
     skip_ok = "skip_actions" in inspect.signature(record).parameters
-    variants = tuple(v for v in VARIANTS if v != "history_skip" or skip_ok)
+    variants = tuple(v for v in VARIANTS
+                     if v not in ("history_skip", "history_lean") or skip_ok)
 
     def setup(variant: str) -> None:
         if variant == "history":
             record("all", context=None, stacks="python", max_entries=1 << 20,
                    clear_history=True)
+        elif variant == "history_lean":
+            record("all", context=None, stacks="python", max_entries=1 << 20,
+                   clear_history=True, skip_actions=LEAN_SKIPPED)
         elif variant == "history_state":
             record("state", context=None, stacks="python", max_entries=1 << 20,
                    clear_history=True)
