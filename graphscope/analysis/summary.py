@@ -215,10 +215,12 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2,
     return {"graphs": cols, "rows": rows}
 
 
-def summarize(bundle: Bundle, top: int = 10) -> dict[str, Any]:
-    """Everything `graphscope report` shows, as plain data (also written to summary.json)."""
+def summarize(bundle: Bundle, top: int = 10,
+              rows: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """Everything `graphscope report` shows, as plain data (also written to summary.json).
+    ``rows``: the bundle's :func:`graph_rows`, if made already (a walk of every graph)."""
     work = list(bundle.work_nodes())
-    rows = graph_rows(bundle)
+    rows = graph_rows(bundle) if rows is None else rows
     return {
         "graphs": rows,
         "replays": bundle.replays,

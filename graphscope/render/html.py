@@ -76,10 +76,12 @@ def _events(bundle: Bundle, strings: _Strings, replay: int, base: Optional[str] 
 
 def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
           graph: Optional[str] = None, svg: Optional[str] = None,
-          base: Optional[str] = None) -> dict[str, Any]:
+          base: Optional[str] = None, rows: Optional[list[dict[str, Any]]] = None
+          ) -> dict[str, Any]:
     """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
-    ``svg`` the key of its drawing in ``graph_svg``."""
-    s = summarize(bundle, top=10)
+    ``svg`` the key of its drawing in ``graph_svg``; ``rows``: the bundle's graph rows, if
+    made already."""
+    s = summarize(bundle, top=10, rows=rows)
     diag, crit = _diagnosis(bundle)
     return {
         "diagnosis": diag,
@@ -167,7 +169,7 @@ def payload(bundle: Bundle, replay: int = 0,
         base = source_base(b)
         one = b.graphs[0].name if len(b.graphs) == 1 else None
         views.append(_view(b, strings, replay, label, one,
-                           svg_key(rank, one) if one is not None else None, base))
+                           svg_key(rank, one) if one is not None else None, base, rows))
         # a view per graph: for the slowest MAX_GRAPH_VIEWS of them (each costs a summary)
         own: dict[str, int] = {}
         if len(b.graphs) > 1:
@@ -200,7 +202,7 @@ def payload(bundle: Bundle, replay: int = 0,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
         **({"counters": c} if (c := _counters(bundle)) else {}),
-        "ladder_svg": _ladder_charts(bundle) if not ranks else [],
+        "ladder_svg": _ladder_charts(bundle, rows) if not ranks else [],
     }
 
 
@@ -216,14 +218,14 @@ def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
 MAX_LADDER_POINTS = 2000  # more buckets at one site: report --ladder --json lists them
 
 
-def _ladder_charts(bundle: Bundle) -> list[str]:
+def _ladder_charts(bundle: Bundle, rows: Optional[list[dict[str, Any]]] = None) -> list[str]:
     """The bucket ladder's charts (time per replay and per row against bucket size), one per
-    capture site with several graphs."""
+    capture site with several graphs. ``rows``: the bundle's graph rows, if made already."""
     from ..analysis.ladder import ladder
 
     if len(bundle.graphs) < 2:
         return []
-    return [svg for site in ladder(bundle, graph_rows(bundle))
+    return [svg for site in ladder(bundle, graph_rows(bundle) if rows is None else rows)
             if len(site["buckets"]) <= MAX_LADDER_POINTS and (svg := ladder_svg(site))]
 
 
