@@ -78,19 +78,17 @@ def main(rounds: int, n_sizes: int) -> None:
     variants = tuple(v for v in VARIANTS
                      if v not in ("history_skip", "history_lean") or skip_ok)
 
+    # the history variants: (enabled, skip_actions or None)
+    histories: dict[str, tuple[Any, Any]] = {
+        "history": ("all", None), "history_lean": ("all", LEAN_SKIPPED),
+        "history_state": ("state", None), "history_skip": ("all", ACTIONS)}
+
     def setup(variant: str) -> None:
-        if variant == "history":
-            record("all", context=None, stacks="python", max_entries=1 << 20,
-                   clear_history=True)
-        elif variant == "history_lean":
-            record("all", context=None, stacks="python", max_entries=1 << 20,
-                   clear_history=True, skip_actions=LEAN_SKIPPED)
-        elif variant == "history_state":
-            record("state", context=None, stacks="python", max_entries=1 << 20,
-                   clear_history=True)
-        elif variant == "history_skip":
-            record("all", context=None, stacks="python", max_entries=1 << 20,
-                   clear_history=True, skip_actions=ACTIONS)
+        if variant in histories:
+            enabled, skip = histories[variant]
+            extra = {"skip_actions": skip} if skip is not None else {}
+            record(enabled, context=None, stacks="python", max_entries=1 << 20,
+                   clear_history=True, **extra)
         elif variant in ("held_on", "held_off"):
             ext.recorder_start(True)
             ext.recorder_gate(False, 1 if variant == "held_on" else 0)
