@@ -376,6 +376,41 @@ def _load_opwatch() -> str | None:
     return None
 
 
+# The allocator trace tracker (graphscope._alloctrace, csrc/alloctrace.cpp): built only against
+# a CUDA build of torch, usable only with that torch and its native caching allocator.
+ALLOC_TRACKER_ENV = "GRAPHSCOPE_ALLOC_TRACKER"  # "history": torch's allocator history instead
+_alloctrace: Any = None
+_alloctrace_why: str | None = None
+
+
+def alloc_tracker() -> Any:
+    """``graphscope._alloctrace`` where it can record the allocator's events, else None."""
+    global _alloctrace, _alloctrace_why
+    if os.environ.get(ALLOC_TRACKER_ENV, "native") == "history":
+        return None
+    if _alloctrace is None and _alloctrace_why is None:
+        _alloctrace_why = _load_alloctrace()
+    return _alloctrace
+
+
+def _load_alloctrace() -> str | None:
+    global _alloctrace
+    try:
+        import torch
+
+        from . import _alloctrace as mod
+
+        if mod.TORCH_VERSION != torch.__version__:
+            return f"built for torch {mod.TORCH_VERSION}, running torch {torch.__version__}"
+        backend = torch.cuda.get_allocator_backend()
+    except Exception as exc:  # noqa: BLE001  (not built here, or no CUDA: the history instead)
+        return f"not usable here ({exc})"
+    if backend != "native":
+        return f"allocator backend {backend!r} (the tracker follows torch's native allocator)"
+    _alloctrace = mod
+    return None
+
+
 @dataclass(frozen=True)
 class GraphInspection:
     """Nodes (creation order) and edges of one template ``cudaGraph_t``."""

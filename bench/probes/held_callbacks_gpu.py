@@ -22,14 +22,16 @@ compare like with like):
   then ``free_completed``, a third of a capture's entries);
 - ``history_state``: the history as ``"state"`` (no trace of actions, no context);
 - ``history_skip``: ``"all"`` with every action skipped (``skip_actions``, where torch takes it);
+- ``tracker``: graphscope's allocator trace tracker open (``graphscope._alloctrace``, which
+  graphscope's meter uses instead of the history where it is built);
 - ``read``: no subscription, the graph read just before ``capture_end`` as ``graphscope run``
   reads it (``native.read_capture``), its own time reported (``read_ms_per_capture``): what the
   loop adds beyond it is what the read leaves slower (torch's instantiate of the graph read).
 
 Prints JSON: per variant, the median loop (ms), the median per-capture ms and, against ``none``
 in the same round, the median ratio of loops and added ms per capture with a 90% bootstrap
-interval. Needs a GPU: ``python3 bench/probes/held_callbacks_gpu.py [ROUNDS] [SIZES]``
-(defaults 6, 67).
+interval. Needs a GPU: ``python3 bench/probes/held_callbacks_gpu.py [ROUNDS] [SIZES] [VARIANT,...]``
+(defaults 6, 67, all; ``none`` is always run).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from bench_ladder import MODEL  # noqa: E402
 from graphscope import native  # noqa: E402
 
 VARIANTS = ("none", "held_on", "held_off", "history", "history_lean", "history_state",
-            "history_skip", "read")
+            "history_skip", "tracker", "read")
 # every action torch's allocator history records (skip_actions, where torch takes it)
 LEAN_SKIPPED = ["free_completed", "snapshot", "oom"]
 ACTIONS = ["alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
@@ -64,7 +66,7 @@ def interval(xs: list[float], n: int = 2000) -> list[float]:
     return [round(meds[int(0.05 * n)], 4), round(meds[int(0.95 * n) - 1], 4)]
 
 
-def main(rounds: int, n_sizes: int) -> None:
+def main(rounds: int, n_sizes: int, only: tuple[str, ...] = ()) -> None:
     ns: dict = {}
     exec(MODEL, ns)
     model, tokens, sizes = ns["model"], ns["tokens"], ns["SIZES"][:n_sizes]
@@ -75,8 +77,11 @@ def main(rounds: int, n_sizes: int) -> None:
 
     record = torch.cuda.memory._record_memory_history
     skip_ok = "skip_actions" in inspect.signature(record).parameters
+    tracker = native.alloc_tracker()
     variants = tuple(v for v in VARIANTS
-                     if v not in ("history_skip", "history_lean") or skip_ok)
+                     if (v not in ("history_skip", "history_lean") or skip_ok)
+                     and (v != "tracker" or tracker is not None)
+                     and (not only or v == "none" or v in only))
 
     # the history variants: (enabled, skip_actions or None)
     histories: dict[str, tuple[Any, Any]] = {
@@ -89,6 +94,8 @@ def main(rounds: int, n_sizes: int) -> None:
             extra = {"skip_actions": skip} if skip is not None else {}
             record(enabled, context=None, stacks="python", max_entries=1 << 20,
                    clear_history=True, **extra)
+        elif variant == "tracker":
+            tracker.start(1 << 20)
         elif variant in ("held_on", "held_off"):
             ext.recorder_start(True)
             ext.recorder_gate(False, 1 if variant == "held_on" else 0)
@@ -96,6 +103,8 @@ def main(rounds: int, n_sizes: int) -> None:
     def teardown(variant: str) -> None:
         if variant.startswith("history"):
             record(None)
+        elif variant == "tracker":
+            tracker.take()
         elif variant in ("held_on", "held_off"):
             ext.recorder_stop()
 
@@ -147,7 +156,8 @@ def main(rounds: int, n_sizes: int) -> None:
             print(f"round {r}: " + ", ".join(f"{v} {sum(res[v][-1]):.1f}" for v in variants),
                   file=sys.stderr, flush=True)
     out: dict = {"rounds": rounds, "sizes": len(sizes), "torch": torch.__version__,
-                 "skip_actions": skip_ok, "variants": {}}
+                 "skip_actions": skip_ok, "tracker": tracker is not None,
+                 "tracker_why": native._alloctrace_why, "variants": {}}
     base = [sum(e) for e in res["none"]]
     for v in variants:
         loops = [sum(e) for e in res[v]]
@@ -167,5 +177,6 @@ def main(rounds: int, n_sizes: int) -> None:
 
 
 if __name__ == "__main__":
-    a = [int(x) for x in sys.argv[1:]]
-    main(a[0] if a else 6, a[1] if len(a) > 1 else 67)
+    a = sys.argv[1:]
+    main(int(a[0]) if a else 6, int(a[1]) if len(a) > 1 else 67,
+         tuple(a[2].split(",")) if len(a) > 2 else ())

@@ -8,20 +8,23 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   (``marks``: the meter's own global forward pre/post hooks, registered after graphscope's so
   they see the scope the next interval runs in, ``native.current_scope()``; under
   ``graphscope run`` its module hooks append the marks themselves, ``scopes=False``);
-- **memory**: the caching allocator's own history (``torch.cuda.memory._record_memory_history``
-  without stacks: a C++ ring buffer, nothing in Python per allocation), read with
-  ``torch.cuda.memory._snapshot()``; the same snapshot gives the pool's segments
-  (``segment_pool_id``). Each allocation of the window in the graph's pool is attributed to the
-  scope active at its time (the allocator's ``time_us`` against the hooks' ``time.time_ns()``:
-  both the realtime clock). The history is cleared when it starts and turned off when it is
-  read (a program's own ``_record_memory_history`` session is ended by a capture). Model-file
-  captures read it at the end of each window (:meth:`CaptureMeter.end`); ``graphscope run``
-  keeps it on across a program's consecutive captures and reads it once for all of them, when
-  the program first replays one (``keep_history``: :meth:`CaptureMeter.stop` per window,
-  :meth:`CaptureMeter.read` for the batch).
+- **memory**: the caching allocator's events during the window, from graphscope's allocator
+  trace tracker where it is built (``graphscope._alloctrace``, csrc/alloctrace.cpp: the
+  allocator calls it for every event; it keeps five integers of those inside an open window,
+  on the realtime clock of ``time.time_ns()``), else from the allocator's own history
+  (``torch.cuda.memory._record_memory_history`` without stacks, cleared when it starts and
+  turned off when it is read: a program's own history session is ended by a capture). Each
+  allocation of the window in the graph's pool is attributed to the scope active at its time;
+  one ``torch.cuda.memory._snapshot()`` gives the pool's segments (``segment_pool_id``).
+  Model-file captures read the events at the end of each window (:meth:`CaptureMeter.end`);
+  ``graphscope run`` keeps them across a program's consecutive captures and reads them once
+  for all of them, when the program first replays one (``keep_history``:
+  :meth:`CaptureMeter.stop` per window, :meth:`CaptureMeter.read` for the batch). The tracker
+  is closed between windows; the history runs on across them.
 
 :meth:`CaptureMeter.end` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
-up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator history off (pool totals stay).
+up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator events off (pool totals stay);
+``GRAPHSCOPE_ALLOC_TRACKER=history`` reads torch's history where the tracker is built.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from .. import native
 from ..annotate.tensors import tensors_in
 from ..model.graph import OUTSIDE_MODULES
 
-HISTORY_ENTRIES = 1 << 20  # allocator trace entries kept per capture window
+HISTORY_ENTRIES = 1 << 20  # allocator events kept per capture window (per batch of them)
 END_SLACK_US = 500.0  # see CaptureMeter._attribute
 OUTSIDE = OUTSIDE_MODULES  # allocations and time of a capture outside every module scope
 
@@ -125,6 +128,8 @@ class CaptureMeter:
         self._armed = False
         self._from_history = False
         self._history_on = False
+        self._tracker: Any = None  # graphscope._alloctrace while it records the events
+        self._tracker_actions: tuple[str, ...] = ()
 
     # -- the window
     def begin(self) -> None:
@@ -135,6 +140,8 @@ class CaptureMeter:
             with contextlib.suppress(Exception):
                 self._start_history()
                 self._history_on = True
+        elif self._tracker is not None and self._history_on:
+            self._tracker.resume()
         self._armed = self._history_on
         if self.scopes:
             self._install_hooks()
@@ -152,6 +159,8 @@ class CaptureMeter:
         :meth:`read` (:meth:`set_pool`; ``graphscope run`` reads it after the loop)."""
         capture_s = time.perf_counter() - self._t0
         end_ns = time.time_ns()
+        if self._tracker is not None:
+            self._tracker.pause()  # the events between windows are neither's
         reserved1 = _reserved() if self._reserved0 is not None else None
         if self._hooks:
             self._remove_hooks()
@@ -181,16 +190,21 @@ class CaptureMeter:
         """One allocator snapshot for all ``windows`` (stopped, not yet read): each info gets
         its pool's reserved and allocated bytes, its per-module capture time and its
         allocations by module. The history is turned off."""
-        snap = None
+        snap = taken = None
         try:
             import torch
 
+            if self._tracker is not None:
+                taken = self._tracker.take()
             snap = torch.cuda.memory._snapshot()
         except Exception:
             snap = None
         finally:
             self._end_history()
-        history = _History(snap, self._offset_us) if any(w.armed for _, w in windows) else None
+        history = None
+        if any(w.armed for _, w in windows):
+            history = (_History.tracked(taken, self._tracker_actions) if taken is not None
+                       else _History(snap, self._offset_us))
         for info, w in windows:
             info.update(self._window_facts(snap, w, history))
 
@@ -220,12 +234,13 @@ class CaptureMeter:
         if w.armed:
             try:
                 history = history or _History(snap, self._offset_us)
-                if history.lost(w.wall0_ns):
+                if history.lost(w.wall0_ns, w.end_ns):
                     info["memory_note"] = ("allocator history overflowed before it was read: "
                                            "memory by module not known for this capture")
                 else:
                     info.update(self._attribute(history.during(w.wall0_ns, w.end_ns), segs,
-                                                pool, w.marks, w.wall0_ns, names, w.end_ns))
+                                                pool, w.marks, w.wall0_ns, names, w.end_ns,
+                                                history.slack_us))
             except (KeyError, TypeError, ValueError) as exc:  # said, never a failed capture
                 info["memory_note"] = f"allocator history not read: {exc!r}"
         return info
@@ -247,6 +262,8 @@ class CaptureMeter:
         """The capture failed: hooks removed, nothing recorded (the history stays on for the
         windows still to be read, where it is kept across windows)."""
         self._remove_hooks()
+        if self._tracker is not None:
+            self._tracker.pause()
         if not self.keep_history:
             self._end_history()
 
@@ -284,8 +301,14 @@ class CaptureMeter:
             out[name] = out.get(name, 0.0) + (t2 - t) / 1e9
         return {k: round(v, 6) for k, v in out.items()}
 
-    # -- allocator history
+    # -- allocator events
     def _start_history(self) -> None:
+        tracker = native.alloc_tracker()
+        if tracker is not None:
+            tracker.start(HISTORY_ENTRIES)
+            self._tracker, self._tracker_actions = tracker, tuple(tracker.ACTIONS)
+            return
+        self._tracker = None
         import torch
 
         try:
@@ -297,6 +320,9 @@ class CaptureMeter:
                                                      max_entries=HISTORY_ENTRIES)
 
     def _stop_history(self) -> None:
+        if self._tracker is not None:
+            self._tracker.pause()  # its events stay for read() (take)
+            return
         import torch
 
         with contextlib.suppress(Exception):
@@ -305,7 +331,8 @@ class CaptureMeter:
     def _attribute(self, entries: list[dict[str, Any]], segs: list[dict[str, Any]],
                    pool: tuple[int, ...], marks: Optional[Iterable[tuple[int, int]]] = None,
                    wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None,
-                   end_ns: Optional[int] = None) -> dict[str, Any]:
+                   end_ns: Optional[int] = None, slack_us: float = END_SLACK_US
+                   ) -> dict[str, Any]:
         """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;
         and per module scope, bytes allocated and bytes still held."""
         starts = sorted((int(s["address"]), int(s["address"]) + int(s["total_size"]))
@@ -326,8 +353,9 @@ class CaptureMeter:
         begin_us = (self._wall0_ns if wall0_ns is None else wall0_ns) / 1000 + offset
         # the history may run on past the window (kept across a program's captures): entries
         # after its end are the next window's, or the program's between them (frees of its
-        # outputs); END_SLACK_US covers the allocator clock's conversion error
-        end_us = float("inf") if end_ns is None else end_ns / 1000 + offset + END_SLACK_US
+        # outputs); END_SLACK_US covers the allocator clock's conversion error (the tracker's
+        # events are on the marks' own clock: no slack)
+        end_us = float("inf") if end_ns is None else end_ns / 1000 + offset + slack_us
         times = [t / 1000 + offset for t, _ in marks]
         mark_names = [names.get(s, OUTSIDE) for _, s in marks]
         live: dict[int, tuple[int, str]] = {}
@@ -382,13 +410,19 @@ class CaptureMeter:
 
 
 class _History:
-    """The allocator history of one snapshot, indexed by time: the entries of a window in
-    one bisection (a batch of windows reads one history, not one scan per window)."""
+    """The allocator events of a batch of windows (the history of one snapshot, or the
+    tracker's), indexed by time: the entries of a window in one bisection (a batch of windows
+    reads one history, not one scan per window)."""
 
-    def __init__(self, snap: Optional[dict[str, Any]], offset_us: float) -> None:
-        traces = (snap or {}).get("device_traces") or []
-        dev = _device_index() if traces else 0
-        entries = traces[dev] if dev < len(traces) else []
+    slack_us = END_SLACK_US  # how far past a window's end its events may be stamped
+    dropped_from_ns: Optional[int] = None  # the tracker's first event not kept
+
+    def __init__(self, snap: Optional[dict[str, Any]], offset_us: float,
+                 entries: Optional[list[dict[str, Any]]] = None) -> None:
+        if entries is None:
+            traces = (snap or {}).get("device_traces") or []
+            dev = _device_index() if traces else 0
+            entries = traces[dev] if dev < len(traces) else []
         times = [float(e.get("time_us", 0.0)) for e in entries]
         if any(b < a for a, b in zip(times, times[1:])):
             order = sorted(range(len(entries)), key=times.__getitem__)
@@ -397,14 +431,31 @@ class _History:
         self.entries, self.times, self.offset_us = entries, times, offset_us
         self.valid = snap is not None and "device_traces" in snap
 
-    def lost(self, wall0_ns: int) -> bool:
-        """The ring buffer wrapped past the window's start."""
+    @classmethod
+    def tracked(cls, taken: tuple[list[tuple[int, ...]], int, int], actions: tuple[str, ...]
+                ) -> _History:
+        """The tracker's events (``take()``: rows, dropped, first drop) of this device."""
+        rows, dropped, first_drop_ns = taken
+        dev = _device_index() if rows else 0
+        entries = [{"action": actions[a], "addr": addr, "size": size, "time_us": t / 1000,
+                    "pool_id": (p0, p1)}
+                   for t, a, d, addr, size, p0, p1 in rows if d == dev]
+        out = cls(None, 0.0, entries)
+        out.valid, out.slack_us = True, 0.0
+        out.dropped_from_ns = int(first_drop_ns) if dropped else None
+        return out
+
+    def lost(self, wall0_ns: int, end_ns: Optional[int] = None) -> bool:
+        """Events of the window not kept: the ring buffer wrapped past its start, or the
+        tracker's buffer was full before its end."""
+        if self.dropped_from_ns is not None:
+            return end_ns is None or self.dropped_from_ns <= end_ns
         return (len(self.entries) >= HISTORY_ENTRIES
                 and self.times[0] > wall0_ns / 1000 + self.offset_us)
 
     def during(self, wall0_ns: int, end_ns: int) -> list[dict[str, Any]]:
         lo = bisect.bisect_left(self.times, wall0_ns / 1000 + self.offset_us)
-        hi = bisect.bisect_right(self.times, end_ns / 1000 + self.offset_us + END_SLACK_US)
+        hi = bisect.bisect_right(self.times, end_ns / 1000 + self.offset_us + self.slack_us)
         return self.entries[lo:hi]
 
     def reserved_delta(self, wall0_ns: int, end_ns: int) -> Optional[int]:

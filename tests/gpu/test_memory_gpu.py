@@ -198,3 +198,54 @@ def test_model_file_captures_record_cost_and_pools(tmp_path, mode, model):
         assert len(mem["pools"]) == 1 and mem["capture_s"] > 0  # fwd and bwd share a pool
     else:
         assert mem["by_module"]
+
+
+OWN_HISTORY = textwrap.dedent('''
+    import json, torch
+    from torch import nn
+
+    torch.cuda.memory._record_memory_history("all", context=None, stacks="python")
+    m = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256)).cuda().eval()
+    x = torch.zeros(8, 256, device="cuda")
+    with torch.inference_mode():
+        m(x)
+        torch.cuda.synchronize()
+        graphs = []
+        for bs in (8, 4):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = m(x[:bs])
+            graphs.append((g, y))
+        for g, _ in graphs:
+            g.replay()
+        torch.cuda.synchronize()
+        late = torch.empty(12345, device="cuda")  # after the captures and the first replay
+    traces = torch.cuda.memory._snapshot()["device_traces"][torch.cuda.current_device()]
+    seen = any(e["action"] == "alloc" and e["size"] >= late.nbytes for e in traces)
+    print("OWN", json.dumps({"late_recorded": seen}))
+''')
+
+
+def test_the_tracker_leaves_a_programs_own_allocator_history_on(tmp_path):
+    """Where graphscope._alloctrace is built (the GPU machine's build), memory by module comes
+    from it and not from torch's allocator history: a program's own history session runs on
+    through its captures under graphscope run (the history, graphscope's fallback, ends it),
+    and the graphs still have their memory by module."""
+    from graphscope import native
+
+    assert native.alloc_tracker() is not None, native._alloctrace_why
+    prog = tmp_path / "own.py"
+    prog.write_text(OWN_HISTORY)
+    out = tmp_path / "b"
+    p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    own = json.loads(next(ln for ln in p.stdout.splitlines()
+                          if ln.startswith("OWN")).split(" ", 1)[1])
+    assert own["late_recorded"], "graphscope ended the program's own allocator history"
+    s = json.loads(subprocess.run([sys.executable, "-m", "graphscope", "report", str(out),
+                                   "--json", "--no-diagnosis"], capture_output=True,
+                                  text=True, timeout=300, cwd=ROOT).stdout)
+    names = {r["module"] for r in s["memory"]["by_module"]}
+    assert any(n.startswith("L") for n in names), names
+    assert all(g.get("capture_alloc_bytes", 0) > 0 for g in s["memory"]["graphs"])

@@ -4,6 +4,7 @@ the capture meter's arithmetic on allocator entries made up here: it needs no GP
 import dataclasses
 import json
 import os
+import time
 
 import pytest
 from rich.console import Console
@@ -266,6 +267,7 @@ def test_meter_window_end_to_end(monkeypatch):
 
     from tests.unit._fake import fake_session
 
+    monkeypatch.setenv("GRAPHSCOPE_ALLOC_TRACKER", "history")  # torch's history, faked
     snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 1024,
                           "segment_pool_id": (0, 3)}], "device_traces": [[]]}
     history = []
@@ -398,6 +400,7 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
 
     from graphscope.capture import meter as mt
 
+    monkeypatch.setenv("GRAPHSCOPE_ALLOC_TRACKER", "history")  # torch's history, faked
     snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
                           "segment_pool_id": (0, 3)}], "device_traces": [[]]}
     history, snaps = [], []
@@ -454,6 +457,103 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
     assert info["memory_by_module"] == a["memory_by_module"]
     assert info["pool_bytes"] == a["pool_bytes"]
 
+
+
+class _FakeTracker:
+    """graphscope._alloctrace's interface (csrc/alloctrace.cpp), its events given by the test
+    as the allocator would hand them to the tracker: kept only while open, up to its cap."""
+
+    ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+               "segment_map", "segment_unmap", "other")
+
+    def __init__(self):
+        self.calls, self.rows, self.open, self.cap, self.dropped, self.first_drop = \
+            [], [], False, 0, 0, 0
+
+    def start(self, max_events):
+        self.calls.append("start")
+        self.rows, self.open, self.cap, self.dropped = [], True, max_events, 0
+
+    def resume(self):
+        self.calls.append("resume")
+        self.open = True
+
+    def pause(self):
+        self.open = False
+
+    def take(self):
+        self.calls.append("take")
+        self.open = False
+        out, self.rows = (self.rows, self.dropped, self.first_drop), []
+        return out
+
+    def event(self, action, addr, size, pool=(0, 3), device=0):
+        if not self.open:
+            return
+        t = time.time_ns()
+        if len(self.rows) >= self.cap:
+            self.dropped, self.first_drop = self.dropped + 1, self.first_drop or t
+            return
+        self.rows.append((t, self.ACTIONS.index(action), device, addr, size, *pool))
+
+
+def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monkeypatch):
+    """Where graphscope._alloctrace is built, the meter records the allocator's events with it
+    instead of torch's history (never switched on): open inside each window only, read once
+    for a batch of windows; events of other pools, other devices and between windows are
+    nobody's; a full buffer says so for the windows it cut."""
+    import torch
+
+    from graphscope import native
+    from graphscope.capture import meter as mt
+
+    fake = _FakeTracker()
+    monkeypatch.setattr(native, "alloc_tracker", lambda: fake)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: pytest.fail("torch's history switched on"))
+    snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
+                          "segment_pool_id": (0, 3)}]}
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snap)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(mt, "scope_name", lambda sid: {7: "L.a", 8: "L.b"}.get(sid, OUTSIDE))
+
+    class Graph:
+        def pool(self):
+            return (0, 3)
+
+    def window(m, sid, addr, size):
+        m.begin()
+        m.marks.append((time.time_ns(), sid))
+        fake.event("segment_alloc", 1 << 40, 2 * size)
+        fake.event("alloc", addr, size)
+        fake.event("alloc", 1 << 42, 77, pool=(0, 0))  # the default pool: not the graph's
+        fake.event("alloc", 1 << 43, 55, device=1)  # another device
+        fake.event("alloc", addr + 4 * size, size)
+        fake.event("free_requested", addr + 4 * size, size)
+        m.marks.append((time.time_ns(), -1))
+        return m.stop(Graph())
+
+    m = CaptureMeter(history=True, scopes=False, keep_history=True)
+    w1 = window(m, 7, 4096, 1024)
+    fake.event("alloc", 9000, 5)  # between the windows: the tracker is closed
+    w2 = window(m, 8, 8192, 2048)
+    assert fake.calls == ["start", "resume"] and not fake.open
+    m.read([w1, w2])
+    assert fake.calls == ["start", "resume", "take"]
+    a, b = w1[0], w2[0]
+    assert a["memory_by_module"] == {"L.a": [2048, 1024]}
+    assert b["memory_by_module"] == {"L.b": [4096, 2048]}
+    assert (a["capture_peak_bytes"], a["capture_live_bytes"]) == (2048, 1024)
+    assert (a["capture_reserved_bytes"], b["capture_reserved_bytes"]) == (2048, 4096)
+    assert a["pool_bytes"] == b["pool_bytes"] == 2 * MiB
+    # a buffer that filled up in the second window: the first is whole, the second says so
+    m = CaptureMeter(history=True, scopes=False, keep_history=True)
+    monkeypatch.setattr(mt, "HISTORY_ENTRIES", 6)
+    w1 = window(m, 7, 4096, 1024)
+    w2 = window(m, 8, 8192, 2048)
+    m.read([w1, w2])
+    assert w1[0]["memory_by_module"] == {"L.a": [2048, 1024]}
+    assert "memory_by_module" not in w2[0] and "overflowed" in w2[0]["memory_note"]
 
 
 def test_ladder_pools_unknown_in_a_bundle_without_pool_ids():
