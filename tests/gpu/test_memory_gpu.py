@@ -85,15 +85,21 @@ PROGRAM = textwrap.dedent('''
 ''') % (SIZES,)
 
 
-def _run(tmp_path):
-    prog = tmp_path / "ladder.py"
-    prog.write_text(PROGRAM)
+def _graphscope_run(tmp_path, source, tag):
+    """``graphscope run`` of the program ``source``: its bundle and the JSON it printed on
+    its line starting with ``tag``."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(source)
     out = tmp_path / "b"
     p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert p.returncode == 0, p.stderr
-    facts = json.loads(next(ln for ln in p.stdout.splitlines()
-                            if ln.startswith("FACTS")).split(" ", 1)[1])
+    return out, json.loads(next(ln for ln in p.stdout.splitlines()
+                                if ln.startswith(tag)).split(" ", 1)[1])
+
+
+def _run(tmp_path):
+    out, facts = _graphscope_run(tmp_path, PROGRAM, "FACTS")
     r = subprocess.run([sys.executable, "-m", "graphscope", "report", str(out), "--json",
                         "--no-diagnosis"], capture_output=True, text=True, timeout=300,
                        cwd=ROOT)
@@ -234,14 +240,7 @@ def test_the_tracker_leaves_a_programs_own_allocator_history_on(tmp_path):
     from graphscope import native
 
     assert native.alloc_tracker() is not None, native._alloctrace_why
-    prog = tmp_path / "own.py"
-    prog.write_text(OWN_HISTORY)
-    out = tmp_path / "b"
-    p = subprocess.run([sys.executable, "-m", "graphscope", "run", "-o", str(out), str(prog)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    own = json.loads(next(ln for ln in p.stdout.splitlines()
-                          if ln.startswith("OWN")).split(" ", 1)[1])
+    out, own = _graphscope_run(tmp_path, OWN_HISTORY, "OWN")
     assert own["late_recorded"], "graphscope ended the program's own allocator history"
     s = json.loads(subprocess.run([sys.executable, "-m", "graphscope", "report", str(out),
                                    "--json", "--no-diagnosis"], capture_output=True,

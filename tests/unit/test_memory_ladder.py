@@ -390,6 +390,24 @@ def test_recorded_ladder_view():
     assert "Bucket ladder" in out and "never replayed: 2 bucket(s)" in out
 
 
+def _fake_allocator(monkeypatch, snapshot):
+    """torch's allocator faked for a meter's windows: ``snapshot`` as ``_snapshot``, device 0,
+    scope ids 7 and 8 naming ``L.a`` and ``L.b``; returns a graph class of pool (0, 3)."""
+    import torch
+
+    from graphscope.capture import meter as mt
+
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", snapshot)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(mt, "scope_name", lambda sid: {7: "L.a", 8: "L.b"}.get(sid, OUTSIDE))
+
+    class Graph:
+        def pool(self):
+            return (0, 3)
+
+    return Graph
+
+
 def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
     """`run` keeps the allocator history on across a program's consecutive captures and reads
     it once (its capture loop pays for no snapshot): stop() per window, read() for all gives
@@ -398,7 +416,6 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
 
     import torch
 
-    from graphscope.capture import meter as mt
 
     monkeypatch.setenv("GRAPHSCOPE_ALLOC_TRACKER", "history")  # torch's history, faked
     snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
@@ -406,14 +423,7 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
     history, snaps = [], []
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                         lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
-    monkeypatch.setattr(torch.cuda.memory, "_snapshot",
-                        lambda *a, **k: snaps.append(1) or snap)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(mt, "scope_name", lambda sid: {7: "L.a", 8: "L.b"}.get(sid, OUTSIDE))
-
-    class Graph:
-        def pool(self):
-            return (0, 3)
+    Graph = _fake_allocator(monkeypatch, lambda *a, **k: snaps.append(1) or snap)
 
     def window(m, sid, addr, size):
         m.begin()
@@ -513,13 +523,7 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
                         lambda *a, **k: pytest.fail("torch's history switched on"))
     snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
                           "segment_pool_id": (0, 3)}]}
-    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda *a, **k: snap)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(mt, "scope_name", lambda sid: {7: "L.a", 8: "L.b"}.get(sid, OUTSIDE))
-
-    class Graph:
-        def pool(self):
-            return (0, 3)
+    Graph = _fake_allocator(monkeypatch, lambda *a, **k: snap)
 
     def window(m, sid, addr, size):
         m.begin()
