@@ -3,11 +3,12 @@
 // instead of torch's allocator history (torch.cuda.memory._record_memory_history).
 //
 // Why: with the history on, every allocator event is also copied into torch's ring buffer
-// (a TraceEntry with two strings and a context pointer) and the allocator keeps per-block
-// history state; on a 67-bucket decode ladder that cost ~0.2 ms of each later bucket's ~3.5 ms
-// capture (bench/probes/held_callbacks_gpu.py, 2026-12-02). The allocator calls its trackers
-// for every event whether the history is on or not; graphscope's keeps five integers of the
-// events that fall inside an open window and nothing otherwise (one relaxed load).
+// (a TraceEntry with two strings and a context pointer); on a 67-bucket decode ladder that
+// cost 0.08-0.22 ms of each ~3.5 ms capture, the tracker 0.04 ms
+// (bench/probes/held_callbacks_gpu.py, 2026-12-02). The allocator calls its trackers for every
+// event whether the history is on or not; graphscope's keeps the time, action, device,
+// address, size and pool of the events that fall inside an open window, and nothing
+// otherwise (one relaxed load).
 //
 // Built only where torch's CUDA libraries (libc10_cuda.so) and the CUDA runtime headers are
 // present at build time (the GPU machine's --no-build-isolation build), against that torch;

@@ -10,12 +10,13 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   ``graphscope run`` its module hooks append the marks themselves, ``scopes=False``);
 - **memory**: the caching allocator's events during the window, from graphscope's allocator
   trace tracker where it is built (``graphscope._alloctrace``, csrc/alloctrace.cpp: the
-  allocator calls it for every event; it keeps five integers of those inside an open window,
-  on the realtime clock of ``time.time_ns()``), else from the allocator's own history
-  (``torch.cuda.memory._record_memory_history`` without stacks, cleared when it starts and
-  turned off when it is read: a program's own history session is ended by a capture). Each
-  allocation of the window in the graph's pool is attributed to the scope active at its time;
-  one ``torch.cuda.memory._snapshot()`` gives the pool's segments (``segment_pool_id``).
+  allocator calls it for every event; it keeps time, action, address, size and pool of those
+  inside an open window, on the realtime clock of ``time.time_ns()``), else from the
+  allocator's own history (``torch.cuda.memory._record_memory_history`` without stacks,
+  cleared when it starts and turned off when it is read: a program's own history session is
+  ended by a capture). Each allocation of the window in the graph's pool is attributed to the
+  scope active at its time; one ``torch.cuda.memory._snapshot()`` gives the pool's segments
+  (``segment_pool_id``).
   Model-file captures read the events at the end of each window (:meth:`CaptureMeter.end`);
   ``graphscope run`` keeps them across a program's consecutive captures and reads them once
   for all of them, when the program first replays one (``keep_history``:
