@@ -306,9 +306,13 @@ class CaptureMeter:
     def _start_history(self) -> None:
         tracker = native.alloc_tracker()
         if tracker is not None:
-            tracker.start(HISTORY_ENTRIES)
-            self._tracker, self._tracker_actions = tracker, tuple(tracker.ACTIONS)
-            return
+            try:
+                tracker.start(HISTORY_ENTRIES)
+            except Exception:  # noqa: BLE001  (an allocator that takes no tracker: the history)
+                tracker = None
+            else:
+                self._tracker, self._tracker_actions = tracker, tuple(tracker.ACTIONS)
+                return
         self._tracker = None
         import torch
 

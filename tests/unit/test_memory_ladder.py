@@ -560,6 +560,35 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
     assert "memory_by_module" not in w2[0] and "overflowed" in w2[0]["memory_note"]
 
 
+def test_meter_falls_back_to_torchs_history_when_the_tracker_will_not_start(monkeypatch):
+    """A tracker that cannot attach (an allocator that takes none) leaves the meter on torch's
+    allocator history, not without memory by module."""
+    import torch
+
+    from graphscope import native
+
+    class Refuses(_FakeTracker):
+        def start(self, max_events):
+            raise RuntimeError("Allocator not initialized")
+
+    monkeypatch.setattr(native, "alloc_tracker", lambda: Refuses())
+    history = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
+    snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 1024,
+                          "segment_pool_id": (0, 3)}], "device_traces": [[]]}
+    Graph = _fake_allocator(monkeypatch, lambda *a, **k: snap)
+    m = CaptureMeter(history=True, scopes=False)
+    m.begin()
+    m.marks.append((time.time_ns(), 7))
+    snap["device_traces"][0].append({"action": "alloc", "addr": 4096, "size": 1024,
+                                     "time_us": time.time_ns() / 1000})
+    m.marks.append((time.time_ns(), -1))
+    info = m.end(Graph())
+    assert history == ["all", None]
+    assert info["memory_by_module"] == {"L.a": [1024, 1024]}
+
+
 def test_ladder_pools_unknown_in_a_bundle_without_pool_ids():
     # GIVEN a run bundle recorded before graphs carried their pool ids (run_decode), and one
     # with them (run_ladder: one shared pool)
