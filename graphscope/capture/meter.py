@@ -305,7 +305,9 @@ class CaptureMeter:
     # -- allocator events
     def _start_history(self) -> None:
         tracker = native.alloc_tracker()
-        if tracker is not None:
+        if tracker is not None and _cuda_initialized():
+            # (attached before CUDA's init, torch's attach reaches no device's allocator and
+            # the tracker would see nothing for the process's life: the history instead)
             try:
                 tracker.start(HISTORY_ENTRIES)
             except Exception:  # noqa: BLE001  (an allocator that takes no tracker: the history)
@@ -420,6 +422,7 @@ class _History:
     reads one history, not one scan per window)."""
 
     slack_us = END_SLACK_US  # how far past a window's end its events may be stamped
+    tracked_events = False  # the tracker's events (no ring buffer to wrap)
     dropped_from_ns: Optional[int] = None  # the tracker's first event not kept
 
     def __init__(self, snap: Optional[dict[str, Any]], offset_us: float,
@@ -446,15 +449,16 @@ class _History:
                     "pool_id": (p0, p1)}
                    for t, a, d, addr, size, p0, p1 in rows if d == dev]
         out = cls(None, 0.0, entries)
-        out.valid, out.slack_us = True, 0.0
+        out.valid, out.slack_us, out.tracked_events = True, 0.0, True
         out.dropped_from_ns = int(first_drop_ns) if dropped else None
         return out
 
     def lost(self, wall0_ns: int, end_ns: Optional[int] = None) -> bool:
         """Events of the window not kept: the ring buffer wrapped past its start, or the
         tracker's buffer was full before its end."""
-        if self.dropped_from_ns is not None:
-            return end_ns is None or self.dropped_from_ns <= end_ns
+        if self.tracked_events or self.dropped_from_ns is not None:
+            return self.dropped_from_ns is not None and (
+                end_ns is None or self.dropped_from_ns <= end_ns)
         return (len(self.entries) >= HISTORY_ENTRIES
                 and self.times[0] > wall0_ns / 1000 + self.offset_us)
 
@@ -512,6 +516,15 @@ def _reserved() -> Optional[int]:
         return int(torch.cuda.memory_reserved())
     except Exception:
         return None
+
+
+def _cuda_initialized() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_initialized())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _device_index() -> int:

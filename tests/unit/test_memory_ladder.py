@@ -519,6 +519,7 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
 
     fake = _FakeTracker()
     monkeypatch.setattr(native, "alloc_tracker", lambda: fake)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                         lambda *a, **k: pytest.fail("torch's history switched on"))
     snap = {"segments": [{"address": 4096, "total_size": 2 * MiB, "allocated_size": 3072,
@@ -558,6 +559,20 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
     m.read([w1, w2])
     assert w1[0]["memory_by_module"] == {"L.a": [2048, 1024]}
     assert "memory_by_module" not in w2[0] and "overflowed" in w2[0]["memory_note"]
+    # as many events kept as HISTORY_ENTRIES, nothing dropped: no ring buffer wrapped
+    m = CaptureMeter(history=True, scopes=False, keep_history=True)
+    w1 = window(m, 7, 4096, 1024)  # 5 of its 6 events on device 0
+    monkeypatch.setattr(mt, "HISTORY_ENTRIES", 5)
+    m.read([w1])
+    assert w1[0]["memory_by_module"] == {"L.a": [2048, 1024]}
+    # before CUDA's init torch's attach would reach no allocator: torch's history instead
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    started = []
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda *a, **k: started.append(a[0] if a else k.get("enabled")))
+    fake.calls.clear()
+    CaptureMeter(history=True, scopes=False).begin()
+    assert started == ["all"] and fake.calls == []
 
 
 def test_meter_falls_back_to_torchs_history_when_the_tracker_will_not_start(monkeypatch):
@@ -572,6 +587,7 @@ def test_meter_falls_back_to_torchs_history_when_the_tracker_will_not_start(monk
             raise RuntimeError("Allocator not initialized")
 
     monkeypatch.setattr(native, "alloc_tracker", lambda: Refuses())
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     history = []
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                         lambda *a, **k: history.append(a[0] if a else k.get("enabled")))
