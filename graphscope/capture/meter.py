@@ -101,6 +101,7 @@ class Window:
     armed: bool  # the allocator history ran through it
     reserved_from_history: bool = False  # capture_reserved_bytes is the history's to give
     pool_read: bool = False  # stopped with read_pool=False: set_pool has read it since
+    device: int = -1  # the CUDA device current as it began (-1: the one current when read)
 
 
 class CaptureMeter:
@@ -131,6 +132,7 @@ class CaptureMeter:
         self._history_on = False
         self._tracker: Any = None  # graphscope._alloctrace while it records the events
         self._tracker_actions: tuple[str, ...] = ()
+        self._device = -1  # the window's device, for the tracker's events of every device
 
     # -- the window
     def begin(self) -> None:
@@ -144,6 +146,10 @@ class CaptureMeter:
         elif self._tracker is not None and self._history_on:
             self._tracker.resume()
         self._armed = self._history_on
+        self._device = -1
+        if self._armed and self._tracker is not None:
+            with contextlib.suppress(Exception):
+                self._device = _device_index()
         if self.scopes:
             self._install_hooks()
         # with the history kept across windows, the reserved bytes come from its segment
@@ -174,7 +180,7 @@ class CaptureMeter:
         if pool is not None:
             info["pool_id"] = list(pool)
         window = Window(pool, self._wall0_ns, end_ns, self.marks.copy(), self._armed,
-                        reserved_from_history=self._from_history)
+                        reserved_from_history=self._from_history, device=self._device)
         if not self.keep_history:
             self._end_history()
         return info, window
@@ -203,10 +209,15 @@ class CaptureMeter:
         finally:
             self._end_history()
         history = None
-        if any(w.armed for _, w in windows):
-            history = (_History.tracked(taken, self._tracker_actions) if taken is not None
-                       else _History(snap, self._offset_us))
+        if taken is None and any(w.armed for _, w in windows):
+            history = _History(snap, self._offset_us)
+        tracked: dict[int, _History] = {}  # the tracker's events, by device
         for info, w in windows:
+            if taken is not None and w.armed:
+                dev = w.device if w.device >= 0 else _device_index()
+                if dev not in tracked:
+                    tracked[dev] = _History.tracked(taken, self._tracker_actions, dev)
+                history = tracked[dev]
             info.update(self._window_facts(snap, w, history))
 
     def end(self, cuda_graph: Any) -> dict[str, Any]:
@@ -440,11 +451,10 @@ class _History:
         self.valid = snap is not None and "device_traces" in snap
 
     @classmethod
-    def tracked(cls, taken: tuple[list[tuple[int, ...]], int, int], actions: tuple[str, ...]
-                ) -> _History:
-        """The tracker's events (``take()``: rows, dropped, first drop) of this device."""
+    def tracked(cls, taken: tuple[list[tuple[int, ...]], int, int], actions: tuple[str, ...],
+                dev: int) -> _History:
+        """The tracker's events (``take()``: rows, dropped, first drop) of device ``dev``."""
         rows, dropped, first_drop_ns = taken
-        dev = _device_index() if rows else 0
         entries = [{"action": actions[a], "addr": addr, "size": size, "time_us": t / 1000,
                     "pool_id": (p0, p1)}
                    for t, a, d, addr, size, p0, p1 in rows if d == dev]

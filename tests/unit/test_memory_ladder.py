@@ -565,6 +565,18 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
     monkeypatch.setattr(mt, "HISTORY_ENTRIES", 5)
     m.read([w1])
     assert w1[0]["memory_by_module"] == {"L.a": [2048, 1024]}
+    # a window captured on device 1, read while device 0 is current: device 1's events
+    m = CaptureMeter(history=True, scopes=False, keep_history=True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    m.begin()
+    m.marks.append((time.time_ns(), 8))
+    fake.event("alloc", 4096, 512, device=1)
+    fake.event("alloc", 8192, 256, device=0)  # another thread's, on device 0
+    m.marks.append((time.time_ns(), -1))
+    w1 = m.stop(Graph())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    m.read([w1])
+    assert w1[0]["memory_by_module"] == {"L.b": [512, 512]}
     # before CUDA's init torch's attach would reach no allocator: torch's history instead
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
     started = []
