@@ -273,8 +273,11 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
       }
     }
   }
+  // the resolver sees the call's positional and keyword argument values (a model called as
+  // model(input_ids=ids) names its graph by them: transformers' models are called so)
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
   if (root == nullptr &&
-      !resolve(self, module, args + 1, nargs - 1, parent, outer, &root, &sid))
+      !resolve(self, module, args + 1, nargs - 1 + nkw, parent, outer, &root, &sid))
     return nullptr;
   self->roots->push_back(root);  // the reference moves to the stack
   if (sid >= 0 && !scope_push(t, sid)) {

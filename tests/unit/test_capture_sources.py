@@ -594,3 +594,38 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
     _hooked_window(names, model)
     _hooked_window(names, model)
     assert seen[2:] == ["L.d", "(Probe)", "(Probe)"]
+
+
+def test_run_first_call_sees_keyword_arguments():
+    # GIVEN graphscope run's module hooks and a model called as transformers' models are,
+    # with its input by keyword
+    from graphscope.capture.program.names import ModuleNames, describe_shapes, module_hooks
+    from tests.unit._fake import fake_session
+
+    class KwModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, input_ids=None, scale=1.0):
+            return self.lin(input_ids) * scale
+
+    model = KwModel()
+    got = []
+    names = ModuleNames()
+    names.new_window()
+    hooks = module_hooks(names, None, lambda m, a: got.append(describe_shapes(a)))
+    try:
+        # WHEN it is called by keyword, and with a positional and a keyword argument
+        with fake_session():
+            out = model(input_ids=torch.ones(8, 4), scale=2.0)
+        names.new_window()
+        with fake_session():
+            model(torch.ones(3, 4), scale=torch.ones(1))
+    finally:
+        for h in hooks:
+            h.remove()
+    # THEN the first call's shapes name its tensors (a bucket's batch size comes from them),
+    # the keyword ones too, and the call's result is the model's own
+    assert got == ["[8,4]", "[3,4] [1]"]
+    assert torch.equal(out, model(input_ids=torch.ones(8, 4), scale=2.0))

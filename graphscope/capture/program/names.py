@@ -245,7 +245,8 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
     ``graphscope._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
     scope inside an annotated capture on this thread and is inert elsewhere (graphscope run
     holds it across a batch of captures). ``first_call(module,
-    args)`` sees the first outermost module called in the window, ``outer_return(module,
+    args)`` sees the first outermost module called in the window (``args``: the values of its
+    positional and keyword arguments, in order), ``outer_return(module,
     output)`` every outermost module's return; ``marks`` (the capture meter's) gets
     ``(time_ns, scope)`` at each scope change (a ``MarkLog``: no Python object made per
     mark; or a list). Returns handles with ``remove()``, as hooks have.
