@@ -130,13 +130,14 @@ LADDERS = {
               "ids = torch.randint(0, 1000, (32, 16), device='cuda')\n"
               "def fwd(bs):\n"
               "    return model(input_ids=ids[:bs], use_cache=False).logits",
-        module="transformers", inside="transformer.h"),
+        # per batch row: input_ids (16 int64), the logits (16 x 1000 fp32)
+        module="transformers", inside="transformer.h", row_in=16 * 8, row_out=16 * 1000 * 4),
     "resnet18": dict(
         build="import torchvision\nmodel = torchvision.models.resnet18(num_classes=10).cuda()\n"
               "x = torch.randn(32, 3, 64, 64, device='cuda')\n"
               "def fwd(bs):\n"
               "    return model(x[:bs])",
-        module="torchvision", inside="layer1"),
+        module="torchvision", inside="layer1", row_in=3 * 64 * 64 * 4, row_out=10 * 4),
 }
 
 
@@ -180,3 +181,8 @@ def test_real_model_bucket_ladder(tmp_path, name):
     assert sum(m["held_bytes"] for m in top) == pytest.approx(facts["allocated"], rel=0.05)
     inside = sum(m["alloc_bytes"] for m in mem["by_module"] if spec["inside"] in m["module"])
     assert inside > 0, [m["module"] for m in mem["by_module"]][:20]
+    # each bucket's static inputs and outputs, at its batch size
+    for g in mem["graphs"]:
+        bs = next(b["batch"] for b in site["buckets"] if b["name"] == g["name"])
+        assert (g["static_input_bytes"], g["static_output_bytes"]) == (
+            bs * spec["row_in"], bs * spec["row_out"]), g
