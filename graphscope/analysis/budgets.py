@@ -255,19 +255,32 @@ def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list
 
     diag = {o["graph"]: o for o in diagnose(bundle)["graphs"]}
     out: list[CheckResult] = []
+    matches = {pattern: _matches(list(diag), pattern) for pattern in patterns}
+    times_matched: dict[str, int] = {}
+    for matched in matches.values():
+        for g in matched:
+            times_matched[g] = times_matched.get(g, 0) + 1
+
+    def label(g: str, pattern: str) -> str:
+        """``graphs[<graph>]``; a graph that several patterns match is named with each glob
+        (``graphs[<glob>][<graph>]``), so that no two results share a name (JUnit's key)."""
+        return (f"graphs[{g}]" if times_matched[g] == 1 or g == pattern
+                else f"graphs[{pattern}][{g}]")
+
     for pattern, limits in patterns.items():
-        matched = _matches(list(diag), pattern)
+        matched = matches[pattern]
         if not matched:
             out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
                                    f"no graph matches {pattern!r}"))
         timed = [g for g in matched if diag[g].get("timed")]
-        if matched and not timed:
+        if matched and not timed:  # one failure: it checked nothing (no skip per graph)
             out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
                                    f"no graph matching {pattern!r} was replayed while traced"))
+            continue
         for g in matched:
             o = diag[g]
             if not o.get("timed"):  # a ladder's bucket the program never replayed traced
-                out.append(CheckResult(f"graphs[{g}]", True, None, None,
+                out.append(CheckResult(label(g, pattern), True, None, None,
                                        f"{g}: never replayed while traced: not checked",
                                        skipped=True))
                 continue
@@ -281,7 +294,7 @@ def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list
                                                 "launch latency not recorded")}
             for key, lim in sorted(limits.items()):
                 v, scale, what, unit, missing = values[key]
-                name = f"graphs[{g}].{key.removeprefix('max_').removesuffix('_us')}"
+                name = f"{label(g, pattern)}.{key.removeprefix('max_').removesuffix('_us')}"
                 if v is None:
                     out.append(CheckResult(name, False, None, lim, f"{g}: {missing}"))
                     continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -214,15 +215,45 @@ def test_graph_budgets_skip_buckets_never_replayed(tmp_path):
     by = {r.name: r for r in res}
     # THEN each such bucket is one skipped result that passes, the replayed ones are checked
     skipped = [r for r in res if r.skipped]
-    assert {r.name for r in skipped} >= {"graphs[ladder.py:45 #0 [96]]",
+    # (#0 is matched by both patterns: its result is named with the glob that gave it)
+    assert {r.name for r in skipped} == {"graphs[ladder.py:45 #*][ladder.py:45 #0 [96]]",
                                          "graphs[ladder.py:45 #1 [64]]"}
     assert all(r.passed and "never replayed while traced" in r.message for r in skipped)
     assert by["graphs[ladder.py:45 #2 [48]].critical_path"].passed
-    # AND a pattern that matches only never-replayed buckets fails: it checked nothing
+    # AND a pattern that matches only never-replayed buckets fails once: it checked nothing
     assert not by["graphs[ladder.py:45 #0*]"].passed
+    assert len(by) == len(res)  # no two results share a name
     # AND JUnit marks the skips as skipped, not as failures
     xml = junit_xml(res)
     assert xml.count("<skipped ") == len(skipped) and f'skipped="{len(skipped)}"' in xml
+
+
+def test_graph_budgets_name_each_result_once(tmp_path):
+    # GIVEN the README's graphs budgets: one graph by its name, and every graph
+    from graphscope.render.junit import junit_xml
+
+    b = _b("run_ladder")
+    p = _yaml(tmp_path, """
+        graphs:
+          "ladder.py:45 #0 [96]": {max_critical_path_us: 300}
+          "ladder.py:45 #2 [48]": {max_critical_path_us: 100000}
+          "*": {max_critical_path_us: 100000, max_idle_pct: 100}
+    """)
+    res = evaluate(b, load_budgets(p))
+    names = [r.name for r in res]
+    # THEN no two results (JUnit test cases) share a name: the graph the exact pattern names
+    # fails once (never replayed while traced), and "*" names the graphs it also matched
+    assert len(names) == len(set(names))
+    assert [r.name for r in res if r.name.startswith("graphs[ladder.py:45 #0")] == [
+        "graphs[ladder.py:45 #0 [96]]"]
+    by = {r.name: r for r in res}
+    assert not by["graphs[ladder.py:45 #0 [96]]"].passed
+    assert by["graphs[ladder.py:45 #2 [48]].critical_path"].passed
+    assert by["graphs[*][ladder.py:45 #2 [48]].critical_path"].passed
+    assert by["graphs[*][ladder.py:45 #0 [96]]"].skipped
+    assert by["graphs[ladder.py:45 #3 [32]].idle_pct"].passed  # matched by "*" only
+    xml = junit_xml(res)
+    assert len(set(re.findall(r'<testcase [^>]*name="([^"]*)"', xml))) == len(res)
 
 
 @pytest.mark.parametrize(("text", "msg"), [
