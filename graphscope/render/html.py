@@ -198,6 +198,9 @@ def payload(bundle: Bundle, replay: int = 0,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),
         "overview": overview,
+        # a program's graphs never replayed while traced (the header counts the traced ones)
+        "untraced_graphs": sum(1 for _, b in sources for g in b.graphs
+                               if g.info.get("traced_replays") == 0),
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)

@@ -128,9 +128,12 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
     assert len(res["views"]) == len(data["views"])
     # the header's graph work is one replay of each graph, summed, where there are several
     meta = re.search(r'id="meta"[^>]*>([^<]*)<', dom).group(1)
-    several = len(data["overview"]) > 1
-    assert ("for one replay of each graph" in meta) == several, meta
+    several, untraced = len(data["overview"]) > 1, data["untraced_graphs"]
+    assert ("for one replay of each" in meta) == several, meta
     assert ("per replay" in meta) != several, meta
+    if several:  # a ladder's buckets never traced are not in the sum, and the header says so
+        assert (f"of each of the {len(data['overview']) - untraced} traced graphs ({untraced} "
+                "never traced)" in meta if untraced else "of each graph" in meta), meta
     for got, view in zip(res["views"], data["views"]):
         n_events = len(view["events"]["t"])
         timed = view["total_ns"] > 0
@@ -263,3 +266,12 @@ def test_a_bundle_of_100000_graphs_reports_in_seconds(tmp_path, capsys):
     assert len(p["overview"]) == 100_000 and len(p["views"]) == 1 + html.MAX_GRAPH_VIEWS
     assert sum(o["view"] is not None for o in p["overview"]) == html.MAX_GRAPH_VIEWS
     assert t_report < 20 and t_html < 20, (t_report, t_html)
+
+
+def test_payload_counts_the_graphs_never_traced():
+    # GIVEN a recorded ladder whose program never replayed its two largest buckets
+    b = _bundle("run_ladder")
+    # THEN the page's header is told how many graphs its one-replay-of-each sum leaves out
+    never = [g.name for g in b.graphs if g.info.get("traced_replays") == 0]
+    assert len(never) == 2 and payload(b)["untraced_graphs"] == 2
+    assert payload(_bundle("mlp_step"))["untraced_graphs"] == 0
