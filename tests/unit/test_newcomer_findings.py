@@ -49,6 +49,18 @@ def test_diff_says_which_larger_increase_the_noise_floor_left_out(capsys, monkey
                                         "noise floor")
 
 
+def test_diff_gate_calls_a_speed_up_no_regression(capsys, monkeypatch):
+    # GIVEN a recording whose every module got faster than its baseline's
+    rc, out, err = _run(capsys, monkeypatch, "diff", os.path.join(DATA, "mlp_step_eager"),
+                        os.path.join(DATA, "mlp_step"), "--fail-above", "1")
+    assert rc == 0, err
+    # THEN the gate's line says there is no regression, not that a speed-up is the worst one
+    line = out.splitlines()[-1]
+    assert line.startswith("no regression (no increase past the 1 µs noise floor): GPU work in "
+                           "total -"), line
+    assert line.endswith("(limit +1.0%): ok") and "worst" not in out
+
+
 def test_critical_path_by_module_says_what_it_leaves_out(capsys, monkeypatch):
     rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"))
     assert rc == 0, err
