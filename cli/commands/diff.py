@@ -85,16 +85,15 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         con.print(eager_module_diff_table(eager["a"], eager["b"]))
     if fail_above is not None:
         verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
+        from graphscope.analysis.diff import NOISE_FLOOR_NS, under_floor
+
         if worst > 0:
             con.print(f"worst regression {worst:+.1f}% GPU work in {escape(where)} (limit "
                       f"{fail_above:+.1f}%): {verdict}")
         else:  # nothing grew (past the noise floor): the total's change, not a "regression"
-            from graphscope.analysis.diff import NOISE_FLOOR_NS as floor
-
-            con.print(f"no regression (no increase past the {floor / 1e3:g} µs noise floor): GPU "
-                      f"work in total {d['total']['delta_pct']:+.1f}% (limit {fail_above:+.1f}%): "
-                      f"{verdict}", highlight=False)
-        from graphscope.analysis.diff import NOISE_FLOOR_NS, under_floor
+            con.print(f"no regression (no increase past the {NOISE_FLOOR_NS / 1e3:g} µs noise "
+                      f"floor): GPU work in total {d['total']['delta_pct']:+.1f}% (limit "
+                      f"{fail_above:+.1f}%): {verdict}", highlight=False)
 
         under = under_floor(d, worst)
         if under:  # a larger % in the table, left out as noise: say why

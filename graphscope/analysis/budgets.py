@@ -39,6 +39,7 @@ from __future__ import annotations
 import fnmatch
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -256,10 +257,7 @@ def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list
     diag = {o["graph"]: o for o in diagnose(bundle)["graphs"]}
     out: list[CheckResult] = []
     matches = {pattern: _matches(list(diag), pattern) for pattern in patterns}
-    times_matched: dict[str, int] = {}
-    for matched in matches.values():
-        for g in matched:
-            times_matched[g] = times_matched.get(g, 0) + 1
+    times_matched = Counter(g for matched in matches.values() for g in matched)
 
     def label(g: str, pattern: str) -> str:
         """``graphs[<graph>]``; a graph that several patterns match is named with each glob

@@ -215,6 +215,12 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2,
     return {"graphs": cols, "rows": rows}
 
 
+def untraced_graphs(bundle: Bundle) -> int:
+    """A program's graphs that none of the traced replays ran (graphs of a model file are all
+    replayed by graphscope: 0)."""
+    return sum(1 for g in bundle.graphs if g.info.get("traced_replays") == 0)
+
+
 def summarize(bundle: Bundle, top: int = 10,
               rows: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json).
@@ -224,9 +230,7 @@ def summarize(bundle: Bundle, top: int = 10,
     return {
         "graphs": rows,
         "replays": bundle.replays,
-        # a program's graphs that none of the traced replays ran (graphs of a model file
-        # are all replayed by graphscope: 0)
-        "untraced_graphs": sum(1 for g in bundle.graphs if g.info.get("traced_replays") == 0),
+        "untraced_graphs": untraced_graphs(bundle),
         "replay_kernel_median_ns": median([float(x) for x in bundle.replay_kernel_ns]),
         "replay_span_median_ns": median([float(x) for x in bundle.replay_span_ns]),
         "work_nodes": len(work),

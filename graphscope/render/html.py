@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Optional
 
-from ..analysis.summary import graph_rows, module_top_kernels, summarize
+from ..analysis.summary import graph_rows, module_top_kernels, summarize, untraced_graphs
 from ..model.graph import UNATTRIBUTED, Bundle, display_source, only_graph, source_base
 from .fmt import fmt_ns, svg_key
 
@@ -199,8 +199,7 @@ def payload(bundle: Bundle, replay: int = 0,
         "versions": bundle.manifest.get("versions", {}),
         "overview": overview,
         # a program's graphs never replayed while traced (the header counts the traced ones)
-        "untraced_graphs": sum(1 for _, b in sources for g in b.graphs
-                               if g.info.get("traced_replays") == 0),
+        "untraced_graphs": sum(untraced_graphs(b) for _, b in sources),
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
