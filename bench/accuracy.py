@@ -32,8 +32,8 @@ def eager_counts(name):
     from graphscope.annotate import module_fqn
     from graphscope.capture import default_loss
     from graphscope.capture import to_cuda as _to_cuda
+    from graphscope.capture.loader import load_model_file
     from graphscope.capture.step import zero_grad as _zero_grad
-    from graphscope.loader import load_model_file
 
     spec = load_model_file(os.path.join(ROOT, "sample_models", f"{name}.py"))
     model, args = spec.model.cuda(), _to_cuda(spec.args)
@@ -118,7 +118,7 @@ def eager_counts(name):
 
 def capture_counts(name):
     from graphscope.capture import run_capture
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
     from graphscope.model.graph import NodeKind
 
     cfg = CaptureConfig(model=os.path.join(ROOT, "sample_models", f"{name}.py"), replays=0,

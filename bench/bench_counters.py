@@ -59,9 +59,10 @@ def _wall(replay, n):
 def main(argv):
     import torch
 
-    from graphscope import native, pmsampling
+    from graphscope import native
     from graphscope.analysis.counters import METRICS
     from graphscope.capture.counters import HW_BUFFER_BYTES, INTERVAL_NS, collect, sample_budget
+    from graphscope.native import pmsampling
 
     native.ensure_loaded()
     metrics = [v[0] for v in METRICS.values()]

@@ -25,7 +25,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from graphscope.analysis.diagnosis import diagnose  # noqa: E402
-from graphscope.model.graph import Bundle, CapturedGraph, Node  # noqa: E402
+from graphscope.model.bundle import Bundle  # noqa: E402
+from graphscope.model.graph import CapturedGraph, Node  # noqa: E402
 
 REPEATS = 5
 REPLAYS = 3

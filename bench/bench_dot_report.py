@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def make_bundle(path, n, replays, events=0):
     """``events``: replays kept as timeline events (what `report --html` draws)."""
     sys.path.insert(0, ROOT)
-    from graphscope.bundle import write_bundle
+    from graphscope.model.bundle_io import write_bundle
     from graphscope.model.graph import CapturedGraph, Node
 
     exec_id = 3
@@ -42,7 +42,7 @@ def make_bundle(path, n, replays, events=0):
     g = CapturedGraph("step", 1, exec_id, tuple(nodes), edges)
     totals = [sum(v[r] for v in durations.values()) for r in range(replays)]
     from graphscope.analysis.summary import summarize
-    from graphscope.model.graph import Bundle
+    from graphscope.model.bundle import Bundle
 
     nodes_with_times = tuple(
         Node(**{**n.__dict__, "durations_ns": tuple(durations[str(n.exec_node_id)])})

@@ -229,7 +229,7 @@ def ladder_facts(bundle: str) -> dict:
     subscribe/unsubscribe, hooks, inspection, DOT, the meter, publishing), pools, their union,
     capture cost."""
     from graphscope.analysis.memory import memory_summary
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(bundle)
     mem = memory_summary(b) or {}

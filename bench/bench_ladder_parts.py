@@ -29,9 +29,9 @@ from bench_ladder import MODEL  # run as python bench/bench_ladder_parts.py
 
 from graphscope import annotate as ann
 from graphscope import native
-from graphscope.capture.program import watch as W
-from graphscope.capture.program import watching
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
+from graphscope.capture.run import watch as W
+from graphscope.capture.run import watching
 
 _ns: dict = {}
 exec(MODEL, _ns)  # the bench's own decoder and inputs

@@ -28,8 +28,8 @@ def _graph(model_name):
 
     import graphscope
     from graphscope.capture import build_graphs, default_loss, to_cuda
+    from graphscope.capture.loader import load_model_file
     from graphscope.capture.source import RawCapture, inspect_template, set_exec_id
-    from graphscope.loader import load_model_file
 
     spec = load_model_file(os.path.join(ROOT, "sample_models", f"{model_name}.py"))
     model, args = spec.model.cuda(), to_cuda(spec.args)
@@ -87,7 +87,8 @@ def worker(tool, model_name):
             recs = out[0]
             ids = {n.exec_node_id: "step" for n in graphs[0].nodes if n.is_work}
             jr = join(recs.graph_node_id, recs.correlation, recs.start_ns, recs.end_ns,
-                      recs.stream, recs.kind, ids, 3)
+                      recs.stream, recs.kind, ids, 3,
+                      join_records=native.extension().join_records)
             t_e = time.perf_counter()
             res[f"{run}_breakdown_ms"] = {"tracer_start": (t_b - t_a) * 1e3,
                                           "replays": (t_c - t_b) * 1e3,

@@ -33,11 +33,12 @@ import torch
 from _measure import shuffled_rounds  # run as python bench/bench_watch_cpu.py
 from torch import nn
 
-from graphscope import native, nodecount
+from graphscope import native
 from graphscope.capture import meter as M
-from graphscope.capture.program import watch as W
-from graphscope.capture.program.patch import patch_cuda_graph
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
+from graphscope.capture.run import watch as W
+from graphscope.capture.run.patch import patch_cuda_graph
+from graphscope.native import nodecount
 
 
 def cpu_model() -> tuple[nn.Module, torch.Tensor, list[int]]:
@@ -119,7 +120,8 @@ class NoCupti:
 
 def fake_cuda() -> None:
     native.HELD = NoCupti()  # type: ignore[assignment]
-    # a site's captures past --op-captures count nodes (graphscope.nodecount): the count faked
+    # a site's captures past --op-captures count nodes (graphscope.native.nodecount): the count
+    # faked
     real_start = nodecount.start
     nodecount.start = lambda fake=True, how=0: real_start(True, how)  # type: ignore[misc]
     stream = type("S", (), {"cuda_stream": 0})  # made once: the GPU's raw getter makes none

@@ -65,8 +65,8 @@ def command(name: Optional[str] = None, **kwargs: Any) -> Callable[[F], click.Co
 
 
 def output_option(help_text: str) -> Callable[[F], F]:
-    """``-o/--output``: checked by :func:`graphscope.outputs.check_output` (a file) or
-    :func:`graphscope.outputs.check_bundle_output` (a bundle) before any work."""
+    """``-o/--output``: checked by :func:`graphscope.model.outputs.check_output` (a file) or
+    :func:`graphscope.model.outputs.check_bundle_output` (a bundle) before any work."""
     return click.option("-o", "--output", type=click.Path(), default=None, help=help_text)
 
 
@@ -123,8 +123,8 @@ def entry_option(default: Optional[str] = None) -> Callable[[F], F]:
 
 
 def _mode_help() -> str:
+    from graphscope.capture.config import mode_names
     from graphscope.capture.source import SOURCES
-    from graphscope.config import mode_names
 
     names = mode_names()
     return "; ".join(f"{n}: {SOURCES[n].help}" for n in names) + ".  [default: step]"
@@ -144,7 +144,7 @@ class _LazyHelpOption(click.Option):
 
 def capture_options(f: F) -> F:
     """Options of commands that load and capture a model file. Values are validated once,
-    by graphscope.config, whether they come from here, the environment or ``--config``."""
+    by graphscope.capture.config, whether they come from here, the environment or ``--config``."""
     opts: list[Any] = [
         model_argument,
         entry_option(),

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from ._errors import GraphscopeError
 from ._version import __version__
-from .profile import profile  # eager: the name is also a submodule's (a 30-line module)
 
 if TYPE_CHECKING:
     from .annotate import (
@@ -29,7 +28,8 @@ if TYPE_CHECKING:
         remap_to_exec_graph,
         save_kernel_annotations,
     )
-    from .cuda_graphs import Graph, graph, make_graphed_callables
+    from .capture.cuda_graphs import Graph, graph, make_graphed_callables
+    from .capture.run.profile import profile
 
 # Imported on first use: the command line (`graphscope report`, `--help`) never loads the
 # extension or the annotation machinery it does not use.
@@ -37,7 +37,8 @@ _LAZY = {
     **dict.fromkeys(("clear_kernel_annotations", "get_kernel_annotations", "is_available",
                      "mark_kernels", "mark_stream", "register_module_annotations",
                      "remap_to_exec_graph", "save_kernel_annotations"), "annotate"),
-    **dict.fromkeys(("Graph", "graph", "make_graphed_callables"), "cuda_graphs"),
+    **dict.fromkeys(("Graph", "graph", "make_graphed_callables"), "capture.cuda_graphs"),
+    "profile": "capture.run.profile",
 }
 
 

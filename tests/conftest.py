@@ -25,7 +25,7 @@ def fixture_bundles() -> list[str]:
 def _caps():
     global _CAPS
     if _CAPS is None:
-        from graphscope.capabilities import probe
+        from graphscope.capture.capabilities import probe
 
         _CAPS = probe(try_subscribe=True)
     return _CAPS

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from graphscope.capture import run_capture
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "data")

@@ -5,7 +5,13 @@ import os
 import sys
 
 from graphscope.analysis.summary import summarize
-from graphscope.bundle import SCHEMA_VERSION, SUMMARY_KEY, content_digest, dumps, read_bundle
+from graphscope.model.bundle_io import (
+    SCHEMA_VERSION,
+    SUMMARY_KEY,
+    content_digest,
+    dumps,
+    read_bundle,
+)
 
 
 def main(root: str) -> None:

@@ -38,9 +38,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
-from graphscope import native, nodecount  # noqa: E402
-from graphscope.capture.program import watch as W  # noqa: E402
-from graphscope.config import CaptureConfig  # noqa: E402
+from graphscope import native  # noqa: E402
+from graphscope.capture.config import CaptureConfig  # noqa: E402
+from graphscope.capture.run import watch as W  # noqa: E402
+from graphscope.native import nodecount  # noqa: E402
 
 _ns: dict = {}
 exec(MODEL, _ns)

@@ -26,7 +26,7 @@ def child(variant: str) -> None:
     import bench_watch_cpu as B
     import torch
 
-    from graphscope.capture.program.runner import settled_heap
+    from graphscope.capture.run.runner import settled_heap
 
     B.fake_cuda()
     torch.set_num_threads(1)

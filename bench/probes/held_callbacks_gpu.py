@@ -22,7 +22,7 @@ compare like with like):
   then ``free_completed``, a third of a capture's entries);
 - ``history_state``: the history as ``"state"`` (no trace of actions, no context);
 - ``history_skip``: ``"all"`` with every action skipped (``skip_actions``, where torch takes it);
-- ``tracker``: graphscope's allocator trace tracker open (``graphscope._alloctrace``, which
+- ``tracker``: graphscope's allocator trace tracker open (``graphscope.native._alloctrace``, which
   graphscope's meter uses instead of the history where it is built);
 - ``read``: no subscription, the graph read just before ``capture_end`` as ``graphscope run``
   reads it (``native.read_capture``), its own time reported (``read_ms_per_capture``): what the

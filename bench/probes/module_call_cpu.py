@@ -18,9 +18,9 @@ import bench_watch_cpu as BW  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graphscope.capture.program import watch as W  # noqa: E402
-from graphscope.capture.program.patch import patch_cuda_graph  # noqa: E402
-from graphscope.config import CaptureConfig  # noqa: E402
+from graphscope.capture.config import CaptureConfig  # noqa: E402
+from graphscope.capture.run import watch as W  # noqa: E402
+from graphscope.capture.run.patch import patch_cuda_graph  # noqa: E402
 
 CALLS = 1000
 

@@ -29,10 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _driver import driver_calls as driver_functions  # noqa: E402
 from torch import nn  # noqa: E402
 
-from graphscope import native, nodecount  # noqa: E402
-from graphscope.capture.program import watch as W  # noqa: E402
-from graphscope.capture.program.patch import patch_cuda_graph  # noqa: E402
-from graphscope.config import CaptureConfig  # noqa: E402
+from graphscope import native  # noqa: E402
+from graphscope.capture.config import CaptureConfig  # noqa: E402
+from graphscope.capture.run import watch as W  # noqa: E402
+from graphscope.capture.run.patch import patch_cuda_graph  # noqa: E402
+from graphscope.native import nodecount  # noqa: E402
 
 CALLS = 1000
 REAL_COUNTING = nodecount.counting

@@ -1,4 +1,4 @@
-"""Per-op cost of the native op observer (csrc/opwatch.cpp, graphscope._opwatch) on CPU.
+"""Per-op cost of the native op observer (csrc/opwatch.cpp, graphscope.native._opwatch) on CPU.
 
 A stack of small Linear/LayerNorm/GELU/residual-add layers (batch 4, one thread) so every aten
 op is cheap; eager forwards are timed with the observer enabled and disabled, alternating, and

@@ -45,8 +45,8 @@ if upto >= 1:
 if upto >= 2:
     native.ensure_loaded()
 if upto >= 3:
-    from graphscope.capture.program import GraphWatch
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.run import GraphWatch
+    from graphscope.capture.config import CaptureConfig
     GraphWatch(CaptureConfig(mode="run", replays=0)).install()
 if upto >= 4:
     with native.recording():

@@ -19,7 +19,7 @@ import bench_annotation as B  # noqa: E402
 
 def phases(model, x, ops, pool):
     """Minimum over 7 captures of each phase of an annotated capture (no profiler)."""
-    import graphscope.cuda_graphs as cg
+    import graphscope.capture.cuda_graphs as cg
     from graphscope import annotate as ann
 
     t = {}

@@ -26,8 +26,8 @@ import torch  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
 from graphscope import native  # noqa: E402
-from graphscope.capture.program import watch as W  # noqa: E402
-from graphscope.config import CaptureConfig  # noqa: E402
+from graphscope.capture.config import CaptureConfig  # noqa: E402
+from graphscope.capture.run import watch as W  # noqa: E402
 
 _ns: dict = {}
 exec(MODEL, _ns)

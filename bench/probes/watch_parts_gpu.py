@@ -30,10 +30,11 @@ import torch  # noqa: E402
 from _measure import shuffled_rounds  # noqa: E402
 from bench_ladder import MODEL  # noqa: E402
 
-from graphscope import native, nodecount  # noqa: E402
-from graphscope.capture.program import watch as W  # noqa: E402
-from graphscope.capture.program.patch import patch_cuda_graph  # noqa: E402
-from graphscope.config import CaptureConfig  # noqa: E402
+from graphscope import native  # noqa: E402
+from graphscope.capture.config import CaptureConfig  # noqa: E402
+from graphscope.capture.run import watch as W  # noqa: E402
+from graphscope.capture.run.patch import patch_cuda_graph  # noqa: E402
+from graphscope.native import nodecount  # noqa: E402
 
 _ns: dict = {}
 exec(MODEL, _ns)

@@ -32,7 +32,7 @@ def build_config(cli_opts: dict[str, Any], config_path: Optional[str],
                  command: str = "capture") -> Any:
     import click
 
-    from graphscope.config import from_env, load_yaml, merge
+    from graphscope.capture.config import from_env, load_yaml, merge
 
     yaml_layer = load_yaml(config_path) if config_path else {}
     reads = "run" if command == "run" else "capture"  # annotate and check capture a model
@@ -48,9 +48,9 @@ def check_capture_output(cfg: Any, command: str) -> str:
     """The bundle path the capture will write (this rank's under torchrun), refused now if it
     cannot be written: before the warm-up, the capture and the replays."""
     from graphscope.capture import default_output
-    from graphscope.loader import check_model_file, model_path
-    from graphscope.outputs import check_bundle_output
-    from graphscope.ranks import rank_from_env, rank_output
+    from graphscope.capture.loader import check_model_file, model_path
+    from graphscope.model.outputs import check_bundle_output
+    from graphscope.model.ranks import rank_from_env, rank_output
 
     model = model_path(cfg.model)  # no MODEL and no sample model: say so before the GPU
     check_model_file(model)  # and a MODEL that is not there

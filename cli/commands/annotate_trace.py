@@ -50,7 +50,7 @@ def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: 
                    force: bool) -> int:
     """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
     node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
-    from graphscope.outputs import check_output
+    from graphscope.model.outputs import check_output
     from graphscope.trace_annotate import annotate_trace_file, tune_allocator
 
     tune_allocator()  # this process does nothing else

@@ -45,7 +45,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     import subprocess
     import sys
 
-    from graphscope.ranks import rank_from_env, torchrun_argv, torchrun_env
+    from graphscope.model.ranks import rank_from_env, torchrun_argv, torchrun_env
     from graphscope.render.table import print_summary
 
     from ..options import console
@@ -95,7 +95,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
 def _counters(res: Any) -> Optional[dict]:
     """The Counters section of the bundle just written (None when it has no counters.json)."""
     from graphscope.analysis.counters import analyze
-    from graphscope.bundle_files import read_counters
+    from graphscope.model.bundle_files import read_counters
 
     data = read_counters(res.bundle_path) if res.bundle_path else None
     return analyze(res.bundle, data) if data is not None else None
@@ -115,7 +115,7 @@ def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
 def _eager(res: Any) -> dict[str, Any]:
     """{"eager": eager vs graph} of a bundle captured with --eager-baseline, else {}."""
     from graphscope.analysis.eager import compare
-    from graphscope.bundle_files import read_eager
+    from graphscope.model.bundle_files import read_eager
 
     doc = read_eager(res.bundle_path)
     return {"eager": compare(res.bundle, doc)} if doc is not None else {}

@@ -16,7 +16,7 @@ from ..options import command, force_option, json_option, model_argument, output
 
 
 def _write(path: str, text: str, force: bool) -> None:
-    from graphscope.outputs import write_output
+    from graphscope.model.outputs import write_output
 
     write_output(path, text, force=force, what="JUnit XML")
 
@@ -41,9 +41,9 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
 
     from graphscope._errors import ConfigError, GraphscopeError
     from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
-    from graphscope.bundle import read_bundle
-    from graphscope.config import merge
-    from graphscope.outputs import check_bundle_output, check_output, one_stdout_document
+    from graphscope.capture.config import merge
+    from graphscope.model.bundle_io import read_bundle
+    from graphscope.model.outputs import check_bundle_output, check_output, one_stdout_document
     from graphscope.render.junit import junit_xml
 
     from ._run import run
@@ -66,7 +66,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
             raise click.UsageError("--output keeps a captured bundle: MODEL is a bundle "
                                    "already")
         bundle = read_bundle(model)
-        from graphscope.bundle_files import read_eager, read_outside
+        from graphscope.model.bundle_files import read_eager, read_outside
 
         results = [CheckResult("bundle", True, None, None, f"read {model}")]
         results += evaluate(bundle, budgets, base, eager=read_eager(model),
@@ -86,7 +86,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
                        force)
             raise
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
-        from graphscope.bundle_files import read_eager, read_outside
+        from graphscope.model.bundle_files import read_eager, read_outside
 
         results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
                             outside=read_outside(res.bundle_path))

@@ -25,7 +25,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
     from graphscope._errors import GraphscopeError
     from graphscope.analysis.diff import diff_summary, worst_regression
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
     from graphscope.render.table import diff_table
 
     from ..options import console
@@ -106,7 +106,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
     """Per-module counter deltas where both bundles have counters.json (else [])."""
     from graphscope.analysis.counters import analyze, diff
-    from graphscope.bundle_files import read_counters
+    from graphscope.model.bundle_files import read_counters
 
     ca, cb = read_counters(a), read_counters(b)
     if ca is None or cb is None:
@@ -118,7 +118,7 @@ def _eager_pair(a: str, ba: object, b: str, bb: object, depth: Optional[int] = N
                 ) -> Optional[dict]:
     """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
     from graphscope.analysis.eager import compare
-    from graphscope.bundle_files import read_eager
+    from graphscope.model.bundle_files import read_eager
 
     da, db = read_eager(a), read_eager(b)
     if da is None and db is None:

@@ -30,8 +30,8 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from graphscope.capabilities import probe
-    from graphscope.pmsampling import pm_sampling_trial
+    from graphscope.capture.capabilities import probe
+    from graphscope.native.pmsampling import pm_sampling_trial
 
     from ..options import console
 

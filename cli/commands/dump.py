@@ -37,9 +37,9 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
          depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
          force: bool) -> int:
     """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
-    from graphscope.bundle import read_bundle
-    from graphscope.outputs import check_output, write_output
-    from graphscope.ranks import is_multirank, read_ranks
+    from graphscope.model.bundle_io import read_bundle
+    from graphscope.model.outputs import check_output, write_output
+    from graphscope.model.ranks import is_multirank, read_ranks
 
     asked = [w for w, on in (("dot", as_dot), ("raw", as_raw), ("trace", as_trace),
                              ("annotations", as_annotations)) if on]
@@ -72,7 +72,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
     if output:  # refused before any work if it would destroy data
         check_output(output, force=force, inputs=[bundle])
     if regex is not None:
-        from graphscope.userregex import compile_user_regex
+        from graphscope.model.userregex import compile_user_regex
 
         compile_user_regex(regex, "--filter")  # refused before the bundle is read
 
@@ -93,7 +93,8 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
             click.echo(f"Wrote {out}")  # stdout holds no data: as every "Wrote"
         return 0
     b = read_bundle(bundle)
-    from graphscope.model.graph import resolve_graph, safe_file_stem
+    from graphscope.model.bundle import resolve_graph
+    from graphscope.model.graph import safe_file_stem
 
     def default_out(gname: Optional[str], ext: str) -> str:
         """BUNDLE.<graph>.<ext> beside the bundle (BUNDLE.<ext>: every graph's, gname None)."""
@@ -113,7 +114,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
                                   "NAME with -o, or leave -o out for one file per graph")
         ext = "raw.dot" if what == "raw" else ("dot" if fmt == "dot" else fmt)
         if what == "raw":  # a run bundle has the driver's DOT of some graphs only
-            from graphscope.bundle import RAW_DOT_WHICH, has_raw_dot
+            from graphscope.model.bundle_io import RAW_DOT_WHICH, has_raw_dot
 
             without = [n for n in names if not has_raw_dot(b, n)]
             names = [n for n in names if n not in without]
@@ -173,7 +174,7 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
 
 def _one_graph(b: Any, gname: str) -> Any:
     """``b`` holding only the graph ``gname`` (dump --graph for the trace and annotations)."""
-    from graphscope.model.graph import only_graph
+    from graphscope.model.bundle import only_graph
 
     return only_graph(b, gname)
 
@@ -181,7 +182,7 @@ def _one_graph(b: Any, gname: str) -> Any:
 def _graph_text(b: Any, what: str, gname: str, fmt: str, group: str, depth: Optional[int],
                 collapse: Optional[bool], regex: Optional[str]) -> tuple[Any, list[str]]:
     """One graph's raw DOT, or its annotated DOT rendered as ``fmt``; and notes for the user."""
-    from graphscope.bundle import raw_dot
+    from graphscope.model.bundle_io import raw_dot
     from graphscope.render.dot import DotOptions, build_dot, render
 
     if what == "raw":

@@ -40,8 +40,8 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
     from rich.markup import escape
 
     from graphscope._errors import GraphscopeError
-    from graphscope.lint import lint_in_child
-    from graphscope.loader import check_model_file, model_path
+    from graphscope.capture.lint import lint_in_child
+    from graphscope.capture.loader import check_model_file, model_path
 
     from ..options import console
 

@@ -44,11 +44,11 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
            ladder: bool, force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
-    from graphscope.bundle import read_bundle, read_summary
-    from graphscope.ranks import is_multirank
+    from graphscope.model.bundle_io import read_bundle, read_summary
+    from graphscope.model.ranks import is_multirank
 
     if html_path:  # refused before any work if it would destroy data
-        from graphscope.outputs import check_output, one_stdout_document
+        from graphscope.model.outputs import check_output, one_stdout_document
 
         one_stdout_document({"--html": html_path}, json_on_stdout=as_json)
         check_output(html_path, force=force, inputs=[bundle], what="HTML report")
@@ -62,7 +62,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
                 raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
                                       f"bundle ({bundle.rstrip('/')}/rank0 ...)")
         if html_path:
-            from graphscope.ranks import read_ranks
+            from graphscope.model.ranks import read_ranks
             from graphscope.render.dot import graph_svgs
             from graphscope.render.html import write_html
 
@@ -82,7 +82,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     if s is None:
         b = read_bundle(bundle)
         if graph_name:
-            from graphscope.model.graph import only_graph
+            from graphscope.model.bundle import only_graph
 
             b = only_graph(b, graph_name)
         if html_path:
@@ -157,9 +157,9 @@ def _eager(path: str, b: object, graph_name: Optional[str], depth: Optional[int]
            ) -> dict:
     """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
     its timeline records the eager time of the traced windows (analysis/eager.py)."""
-    from graphscope.bundle import read_bundle
-    from graphscope.bundle_files import read_eager, read_outside, read_trees
-    from graphscope.model.graph import Bundle, only_graph
+    from graphscope.model.bundle import Bundle, only_graph
+    from graphscope.model.bundle_files import read_eager, read_outside, read_trees
+    from graphscope.model.bundle_io import read_bundle
 
     doc = read_eager(path)
     # coverage is a program's question (graphscope run): a model file's step is all graph
@@ -226,8 +226,8 @@ def _big(path: str) -> bool:
 def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
     """The diagnosis of the bundle at ``path`` (``b`` when it is loaded already)."""
     from graphscope.analysis.diagnosis import diagnose
-    from graphscope.bundle import read_bundle
-    from graphscope.model.graph import Bundle, only_graph
+    from graphscope.model.bundle import Bundle, only_graph
+    from graphscope.model.bundle_io import read_bundle
 
     if not isinstance(b, Bundle):
         b = read_bundle(path)
@@ -238,9 +238,9 @@ def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
 
 def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Optional[dict]:
     """The Counters section (analysis.counters) when the bundle has counters.json."""
-    from graphscope.bundle import read_bundle
-    from graphscope.bundle_files import read_counters
-    from graphscope.model.graph import Bundle, only_graph
+    from graphscope.model.bundle import Bundle, only_graph
+    from graphscope.model.bundle_files import read_counters
+    from graphscope.model.bundle_io import read_bundle
 
     data = read_counters(path)
     if data is None:
@@ -260,7 +260,7 @@ def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Opti
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
     """Per-module time per rank, skew (max / median over ranks), time in collectives."""
     from graphscope.analysis.ranks import merge
-    from graphscope.ranks import read_ranks
+    from graphscope.model.ranks import read_ranks
     from graphscope.render.table import render_ranks
 
     from ..options import console

@@ -65,7 +65,7 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
     import sys
 
     from graphscope.capture import ProgramJob, run_program_capture
-    from graphscope.capture.program import check_target
+    from graphscope.capture.run import check_target
     from graphscope.render.table import print_graphs
 
     from ..options import console

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import ConfigError
-from .._yaml import read_yaml
-from ..model.graph import Bundle
+from ..model.bundle import Bundle
+from ..model.yamlfile import read_yaml
 from .diff import NOISE_FLOOR_NS, diff_summary, is_regression
 from .summary import coverage, module_rows, summarize
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..model.graph import DDP_SCOPE, Bundle, Node, NodeKind
+from ..model.bundle import Bundle
+from ..model.graph import DDP_SCOPE, Node, NodeKind
 from .stats import median
 
 # kernels of collectives (NCCL and the names other backends give them)

@@ -116,7 +116,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import Bundle, CapturedGraph
+from ..model.bundle import Bundle
+from ..model.graph import CapturedGraph
 from .dag import EPS, Dag, longest
 from .replays import (
     bundle_busy,
@@ -127,8 +128,8 @@ from .replays import (
     node_gaps,
     replay_metrics,
 )
-from .serialization import serialization
 from .stats import module_at
+from .stream_order import serialization
 
 LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
 LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..model.graph import Bundle
+from ..model.bundle import Bundle
 from .stats import tree_key
 from .summary import module_rows, summarize
 
@@ -93,7 +93,7 @@ def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:
     """Critical path, span, idle, launch latency and the span measured over more streams
     (``capture --try-streams``) per graph present in both bundles (by name), and the median gap
     between replays, as A / B / delta."""
-    from ..analysis.diagnosis import diagnose
+    from .diagnosis import diagnose
 
     da, db = diagnose(a), diagnose(b)
     ga = {o["graph"]: o for o in da["graphs"] if "error" not in o}

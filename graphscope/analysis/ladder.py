@@ -14,7 +14,8 @@ import hashlib
 import re
 from typing import Any, Optional
 
-from ..model.graph import Bundle, CapturedGraph
+from ..model.bundle import Bundle
+from ..model.graph import CapturedGraph
 
 _FIRST_DIM = re.compile(r"\[(\d+)")
 

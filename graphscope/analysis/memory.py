@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..model.graph import Bundle
+from ..model.bundle import Bundle
 from .stats import tree_key
 
 GRAPH_KEYS = ("capture_s", "instantiate_s", "capture_alloc_bytes", "capture_live_bytes",

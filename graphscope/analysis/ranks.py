@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ..model.graph import Bundle
+from ..model.bundle import Bundle
 from .ddp import ddp_rows, is_collective
 from .summary import module_rows
 

@@ -11,7 +11,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import UNATTRIBUTED, Bundle
+from ..model.bundle import Bundle
+from ..model.graph import UNATTRIBUTED
 from .dag import Dag
 
 

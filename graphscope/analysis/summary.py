@@ -12,7 +12,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import UNATTRIBUTED, Bundle, Node
+from ..model.bundle import Bundle
+from ..model.graph import UNATTRIBUTED, Node
 from .ddp import ddp_rows
 from .stats import median, tree_key
 
@@ -198,7 +199,7 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2,
     for a bundle of one graph. ``rows``: the bundle's :func:`graph_rows`, if made already."""
     if len(bundle.graphs) < 2 or len(bundle.graphs) > 16:
         return None
-    from ..model.graph import only_graph
+    from ..model.bundle import only_graph
 
     cols = [g.name for g in bundle.graphs]
     # a graph never replayed while traced has no time in its column (None), not 0 ns

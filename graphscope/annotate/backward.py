@@ -32,7 +32,8 @@ class Ownership:
         self.seqs: list[int] = []
         self.scopes: list[int] = []
         self.explicit: dict[Any, int] = {}  # autograd Node -> backward scope id
-        # graphscope._opwatch when the native observer keeps the step function (and attributes
+        # graphscope.native._opwatch when the native observer keeps the step function (and
+        # attributes
         # backward from the engine's RecordFunctions); None: the lists above and Python hooks.
         self.native: Any = None
 

@@ -8,8 +8,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from .. import native, nodecount
+from .. import native
 from .._errors import AnnotationError
+from ..native import nodecount
 from . import state
 from .backward import accumulation_scope, prepare_backward
 from .ops import _op_mode_cls, default_skip_dirs, native_ops_possible, record_memory
@@ -30,7 +31,7 @@ class Session:
         # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
         self.leaf_scope: Any = None
         self.ddp: Any = None  # a DDPWatch (the attribution's ddp when the session starts)
-        # graphscope._opwatch while it attributes backward (no per-node Python hooks)
+        # graphscope.native._opwatch while it attributes backward (no per-node Python hooks)
         self.native_backward: Any = None
         self._observer: Any = None
         self.backward_calls = 0  # backward/grad calls in the window (autograd's thread works)
@@ -160,8 +161,8 @@ class CountedWindow:
     captures: the bundles' ``subscribe`` and ``unsubscribe`` causes). A plain class, not a
     generator: ``graphscope run`` opens one per bucket inside the program's capture loop.
     ``__enter__`` returns a list that holds the window's
-    :class:`~graphscope.nodecount.CountedNodes` once it has exited. ``fake``: the count is
-    :func:`graphscope.nodecount.start`'s fake one (tests without a GPU)."""
+    :class:`~graphscope.native.nodecount.CountedNodes` once it has exited. ``fake``: the count is
+    :func:`graphscope.native.nodecount.start`'s fake one (tests without a GPU)."""
 
     __slots__ = ("how", "fake", "records")
 
@@ -234,9 +235,11 @@ def session(record_ops: bool = False, held: bool = False, counted: bool = False,
             count_how: int = 0) -> Iterator[list[Any]]:
     """Subscribe the recorder and start backward attribution; yields the records list.
     ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows.
-    ``counted``: no subscription; the list gets one :class:`graphscope.nodecount.CountedNodes`
-    (the capture attached with :func:`graphscope.nodecount.attach`), not recorder rows, counted
-    the ``count_how`` way (:data:`graphscope.nodecount.WALK`, ``DEPS`` or ``VERIFY``)."""
+    ``counted``: no subscription; the list gets one
+    :class:`graphscope.native.nodecount.CountedNodes`
+    (the capture attached with :func:`graphscope.native.nodecount.attach`), not recorder rows,
+    counted
+    the ``count_how`` way (:data:`graphscope.native.nodecount.WALK`, ``DEPS`` or ``VERIFY``)."""
     attribution = state.ATTRIBUTION
     if attribution.active is not None:
         raise AnnotationError("an annotated capture is already running in this process")

@@ -2,8 +2,9 @@
 
 Sources (behind :class:`~graphscope.capture.source.CaptureSource`, registered in ``SOURCES``):
 ``step``, ``forward`` and ``callables`` capture a model file (``graphscope capture``); ``run``
-(the :mod:`.program` package) watches the graphs an unmodified program captures itself
-(``graphscope run``, :func:`graphscope.profile`). :func:`~.finish.finish` is the shared tail:
+(the :mod:`.run` package) watches the graphs an unmodified program captures itself
+(``graphscope run``, :func:`graphscope.capture.run.profile`). :func:`~.finish.finish` is the shared
+tail:
 raw capture -> Graph model -> joined timings -> bundle.
 """
 
@@ -15,12 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .. import native
 from .._errors import CaptureError, ConfigError, GraphscopeError, NoGPUError
 from ..annotate.tensors import tensors_in
-from ..bundle_files import EAGER_FILE
-from ..loader import ModelSpec, default_model_path, load_model_file
-from ..render.fmt import fmt_bytes
+from ..model.bundle_files import EAGER_FILE
 from . import callables as _callables  # noqa: F401  (registers the source)
 from . import forward as _forward  # noqa: F401  (registers the source)
-from . import program as _program  # noqa: F401  (registers the source)
+from . import run as _run  # noqa: F401  (registers the source)
 from . import step as _step  # noqa: F401  (registers the source)
 from .finish import (
     CaptureResult,
@@ -32,11 +31,12 @@ from .finish import (
     manifest_for,
     versions,
 )
+from .loader import ModelSpec, default_model_path, load_model_file
 from .replay import trace_replays
 from .source import SOURCES, ModelJob, ProgramJob, RawCapture, RawGraph, default_output
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
-    from ..config import CaptureConfig
+    from .config import CaptureConfig
 
 GPU_NEEDED = (
     "graphscope {cmd} needs an NVIDIA GPU with its driver ({why}); on this machine use the "
@@ -134,7 +134,7 @@ def run_capture(
         from .counters import require_counters
 
         require_counters()  # one line, before loading the model
-    from ..ranks import rank_from_env
+    from ..model.ranks import rank_from_env
 
     rank = rank_from_env()
     if rank is not None:  # under torchrun: one GPU and one bundle per rank
@@ -151,8 +151,8 @@ def run_capture(
         free, total = torch.cuda.mem_get_info()
         raise CaptureError(
             f"{path}: out of GPU memory during {phase.current or 'capture'} "
-            f"({fmt_bytes(total - free)} of {fmt_bytes(total)} in use, "
-            f"{fmt_bytes(torch.cuda.memory_reserved())} reserved by torch): "
+            f"({_gib(total - free)} of {_gib(total)} in use, "
+            f"{_gib(torch.cuda.memory_reserved())} reserved by torch): "
             f"{str(exc).splitlines()[0]}") from exc
     except Exception as exc:
         raise _capture_failure(path, job, cfg.mode, phase.current, exc) from exc
@@ -199,7 +199,7 @@ def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str
         except GraphscopeError:
             raise
         except Exception as exc:
-            from .diagnose import describe_exception
+            from .failure import describe_exception
 
             raise CaptureError(f"{path}: the eager baseline failed: "
                                f"{describe_exception(exc, job.model)}") from exc
@@ -213,7 +213,7 @@ def run_program_capture(cfg: CaptureConfig, job: ProgramJob, *,
     """``graphscope run``: run ``job``'s program with the ``run`` source watching, and write a
     bundle of the graphs it captured (None when it captured none). The program's exit code is
     left in ``job.exit_code``; its failures do not stop the bundle."""
-    from ..ranks import rank_from_env
+    from ..model.ranks import rank_from_env
 
     rank = rank_from_env()
     out = bundle_output(cfg.output, job.target, "run", module=job.module, rank=rank,
@@ -248,7 +248,7 @@ def _capture_failure(path: str, job: ModelJob, mode: str, phase: Optional[str],
                      exc: BaseException) -> GraphscopeError:
     """One line that says what to fix: the model's own exception (warm-up), or the op, module
     and line that a capture forbids (found by running the step once more, eagerly)."""
-    from .diagnose import describe_exception, find_culprit
+    from .failure import describe_exception, find_culprit
 
     if isinstance(exc, GraphscopeError):
         return exc
@@ -283,3 +283,8 @@ __all__ = [
     "trace_replays",
     "versions",
 ]
+
+
+def _gib(n: int) -> str:
+    """Bytes in GiB for an out-of-memory message (capture formats nothing else)."""
+    return f"{n / 2**30:.1f} GiB"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .._errors import CaptureError
-from ..cuda_graphs import graph_callables
+from .cuda_graphs import graph_callables
 from .meter import CaptureMeter, pool_facts
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import zero_grad

@@ -15,9 +15,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import native, pmsampling
+from .. import native
 from .._errors import CuptiError, GraphscopeError
 from ..analysis import counters as ct
+from ..native import pmsampling
 
 DEFAULT_REPLAYS = 10
 INTERVAL_NS = 20_000  # the probe's interval: 20 us over a 512 MiB hardware buffer

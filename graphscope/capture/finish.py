@@ -14,9 +14,10 @@ from .. import annotate as ann
 from .. import native
 from .._version import __version__
 from ..analysis.summary import summarize
-from ..bundle import write_bundle
 from ..model.build import build_graph
-from ..model.graph import Bundle, CapturedGraph, Node
+from ..model.bundle import Bundle
+from ..model.bundle_io import write_bundle
+from ..model.graph import CapturedGraph, Node
 from ..model.join import JoinResult
 from .replay import trace_replays
 from .source import RawCapture, default_output
@@ -170,8 +171,8 @@ def bundle_output(output: Optional[str], target: str, command: str, *, module: b
     """The bundle directory to write: ``output`` or the default for ``target``
     (:func:`~graphscope.capture.source.default_output`), under ``rank<r>/`` for a torchrun
     rank; refused before any work when it exists and ``force`` is not given."""
-    from ..outputs import check_bundle_output
-    from ..ranks import rank_output
+    from ..model.outputs import check_bundle_output
+    from ..model.ranks import rank_output
 
     out = output or default_output(target, command, module)
     if rank is not None:

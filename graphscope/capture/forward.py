@@ -13,9 +13,9 @@ import time
 from typing import ClassVar
 
 from .. import annotate as ann
-from ..cuda_graphs import graph as annotated_graph
+from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
-from .program.names import describe_shapes
+from .run.names import describe_shapes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import warmup
 from .streams import WHAT_IF_KEY, try_streams

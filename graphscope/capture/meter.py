@@ -9,7 +9,7 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   they see the scope the next interval runs in, ``native.current_scope()``; under
   ``graphscope run`` its module hooks append the marks themselves, ``scopes=False``);
 - **memory**: the caching allocator's events during the window, from graphscope's allocator
-  trace tracker where it is built (``graphscope._alloctrace``, csrc/alloctrace.cpp: the
+  trace tracker where it is built (``graphscope.native._alloctrace``, csrc/alloctrace.cpp: the
   allocator calls it for every event; it keeps time, action, address, size and pool of those
   inside an open window, on the realtime clock of ``time.time_ns()``), else from the
   allocator's own history (``torch.cuda.memory._record_memory_history`` without stacks,
@@ -130,7 +130,7 @@ class CaptureMeter:
         self._armed = False
         self._from_history = False
         self._history_on = False
-        self._tracker: Any = None  # graphscope._alloctrace while it records the events
+        self._tracker: Any = None  # graphscope.native._alloctrace while it records the events
         self._tracker_actions: tuple[str, ...] = ()
         self._device = -1  # the window's device, for the tracker's events of every device
 

@@ -1,11 +1,11 @@
 """Replays under the CUPTI activity tracer, joined onto nodes by exec node id: the one join and
 exec-id rekey of every source (a model file's replays traced here, a program's traced as it
-runs them: capture/program/traced.py)."""
+runs them: capture/run/traced.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -45,11 +45,20 @@ def join_traced(
     jr = join(gnid, cat["correlation"], cat["start_ns"], cat["end_ns"], cat["stream"],
               cat["kind"], exec_node_ids, keep_events,
               launches=(cat["launch_correlation"], cat["launch_start_ns"],
-                        cat["launch_end_ns"]))
+                        cat["launch_end_ns"]),
+              join_records=_native_join())
     outside = np.asarray(gnid) == 0  # eager work in the traced windows (graph coverage)
     jr.outside_graph_ns = int((np.asarray(cat["end_ns"], dtype=np.int64)[outside]
                                - np.asarray(cat["start_ns"], dtype=np.int64)[outside]).sum())
     return jr
+
+
+def _native_join() -> Optional[Callable[..., Any]]:
+    """The extension's join (csrc/join.cpp) where it loads, else None (numpy's)."""
+    try:
+        return native.extension().join_records
+    except Exception:
+        return None
 
 
 def trace_replays(

@@ -8,7 +8,7 @@ timings, writing the bundle — is shared (:func:`graphscope.capture.finish.fini
 
 Every source registers in :data:`SOURCES`: the model-file ones (``takes = "model"``: step,
 forward, callables) are ``--mode``'s choices; ``run`` (``takes = "program"``) watches a program
-(``graphscope run``, :func:`graphscope.profile`).
+(``graphscope run``, :func:`graphscope.capture.run.profile`).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ class ProgramJob:
 
     target: str  # a script, or a module with ``module=True``
     args: list[str]
-    config: Any  # a graphscope.config.CaptureConfig (replays, skip_replays, graphs, depth, ...)
+    # a graphscope.capture.config.CaptureConfig (replays, skip_replays, graphs, depth, ...)
+    config: Any
     module: bool = False
     exit_code: Optional[int] = None  # the program's, once it ran
 

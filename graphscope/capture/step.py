@@ -15,7 +15,7 @@ from typing import Any, Callable, ClassVar
 from .. import annotate as ann
 from ..annotate import state
 from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
-from ..cuda_graphs import graph as annotated_graph
+from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 

@@ -12,7 +12,7 @@ graph (in callables mode: the r-th forward and the r-th backward launch).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -44,7 +44,8 @@ class JoinResult:
     @property
     def events(self) -> list[dict[str, Any]]:
         """Events of the first ``keep_events`` replays, by start time. Made on first use: a
-        caller that wants only durations (graphscope.profile's tables) never pays for them."""
+        caller that wants only durations (graphscope.capture.run.profile's tables) never pays for
+        them."""
         if isinstance(self._events, tuple):
             r, g, s, d, sm, k = self._events
             graph_of = self._graph_of or {}
@@ -67,20 +68,18 @@ def join(
     exec_node_ids: Mapping[int, str],
     keep_events: int = 3,
     launches: Optional[tuple[np.ndarray, np.ndarray, np.ndarray]] = None,
+    join_records: Optional[Callable[..., Any]] = None,
 ) -> JoinResult:
     """Join activity columns onto ``exec_node_ids`` ({exec node id: graph name}).
 
     ``launches``: the tracer's cudaGraphLaunch records as (correlation, start, end) columns;
     each becomes the host interval of the replay whose nodes carry its correlation id.
 
-    The native join (csrc/join.cpp) when the extension is here, else :func:`join_numpy`; the
-    two agree field for field (tests/unit/test_join.py).
+    ``join_records``: the native join (csrc/join.cpp, the extension's ``join_records``, handed
+    in by the capture layer: the data layer never loads the extension), else
+    :func:`join_numpy`; the two agree field for field (tests/unit/test_join.py).
     """
-    from .. import native
-
-    try:
-        ext = native.extension()
-    except Exception:
+    if join_records is None:
         return join_numpy(graph_node_id, correlation, start_ns, end_ns, stream, kind,
                           exec_node_ids, keep_events, launches)
     gnid = np.ascontiguousarray(graph_node_id, dtype=np.uint64)
@@ -88,7 +87,7 @@ def join(
     en = np.ascontiguousarray(end_ns, dtype=np.int64)
     known = np.sort(np.fromiter(exec_node_ids.keys(), dtype=np.uint64,
                                 count=len(exec_node_ids)))
-    d = ext.join_records(gnid.tobytes(), np.ascontiguousarray(correlation, dtype=np.int64)
+    d = join_records(gnid.tobytes(), np.ascontiguousarray(correlation, dtype=np.int64)
                          .tobytes(), st.tobytes(), en.tobytes(), known.tobytes(),
                          int(keep_events))
     n_replays = int(d["replays"])

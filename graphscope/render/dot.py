@@ -9,15 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .._errors import GraphscopeError
-from ..model.graph import (
-    UNATTRIBUTED,
-    Bundle,
-    CapturedGraph,
-    Node,
-    NodeKind,
-    display_source,
-    source_base,
-)
+from ..model.bundle import Bundle, display_source, source_base
+from ..model.graph import UNATTRIBUTED, CapturedGraph, Node, NodeKind
 from .fmt import fmt_ns, svg_key
 
 PALETTE = ["#a6cee3", "#b2df8a", "#fb9a99", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7",
@@ -85,7 +78,7 @@ def build_dot(bundle: Bundle, opts: DotOptions = DotOptions()) -> tuple[str, lis
     notes: list[str] = []
     nodes = [n for n in g.nodes if n.is_work or not opts.work_only]
     if opts.filter:
-        from ..userregex import compile_user_regex, time_limit
+        from ..model.userregex import compile_user_regex, time_limit
 
         rx = compile_user_regex(opts.filter, "--filter")
         with time_limit("--filter"):

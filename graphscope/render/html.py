@@ -18,7 +18,8 @@ from importlib import resources
 from typing import Any, Optional
 
 from ..analysis.summary import graph_rows, module_top_kernels, summarize, untraced_graphs
-from ..model.graph import UNATTRIBUTED, Bundle, display_source, only_graph, source_base
+from ..model.bundle import Bundle, display_source, only_graph, source_base
+from ..model.graph import UNATTRIBUTED
 from .fmt import fmt_ns, svg_key
 
 MAX_EVENTS = 200_000  # timeline boxes of one replay per view
@@ -132,7 +133,7 @@ def _eager(bundle: Bundle) -> dict[str, Any]:
     eager.json; ``graph_coverage`` and ``cudagraph_trees`` for a ``graphscope run`` bundle
     that recorded them."""
     from ..analysis.eager import compare, graph_coverage, tree_summary
-    from ..bundle_files import read_eager, read_outside, read_trees
+    from ..model.bundle_files import read_eager, read_outside, read_trees
 
     if not bundle.path:
         return {}
@@ -211,7 +212,7 @@ def payload(bundle: Bundle, replay: int = 0,
 def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
     """The Counters tab's data (the roofline of modules) when the bundle has counters.json."""
     from ..analysis.counters import analyze
-    from ..bundle_files import read_counters
+    from ..model.bundle_files import read_counters
 
     data = read_counters(bundle.path) if bundle.path else None
     return analyze(bundle, data) if data is not None else None
@@ -255,7 +256,7 @@ def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = Fals
                ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
                graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006
                ) -> str:
-    from ..outputs import write_output
+    from ..model.outputs import write_output
 
     write_output(path, render(bundle, replay, ranks, graph_svg), force=force,
                  inputs=(bundle.path, *inputs), what="HTML report")

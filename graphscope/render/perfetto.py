@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.replays import module_runs
-from ..model.graph import Bundle, NodeKind
+from ..model.bundle import Bundle
+from ..model.graph import NodeKind
 
 PID_GPU = 1
 PID_MODULES = 2

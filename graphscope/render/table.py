@@ -88,7 +88,7 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
               caption=("memcpy and memset rows are the graph's copy and memset nodes, not "
                        "kernels") if memory else None, caption_justify="left")
     # the width there is; a name longer than that wraps rather than being cut, so that two
-    # kernels never read alike (their names are unique: model.graph.unique_short_names)
+    # kernels never read alike (their names are unique: model.names.unique_short_names)
     t.add_column(key, overflow="fold", ratio=1)
     t.add_column("count", justify="right", no_wrap=True)
     if timed:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..outputs import check_output
+from ..model.outputs import check_output
 from . import rules
 from .load import AnnotationTable, load_annotations
 from .model import MAX_STREAM, MODULES_PID, AnnotateResult, LowMatchError, TraceError
@@ -56,7 +56,7 @@ def annotate_trace_file(
     min_match: float = 0.0,
 ) -> AnnotateResult:
     """Write ``out_path``: ``trace_path`` with annotations joined on. Atomic: on any error no
-    output file is left behind. The output rules of :mod:`graphscope.outputs` apply (never
+    output file is left behind. The output rules of :mod:`graphscope.model.outputs` apply (never
     onto an input; a device or FIFO is written in place; ``-`` is stdout). With ``min_match``
     above 0, less than that share of the trace's graph work matched (``AnnotateResult.match``)
     raises :class:`LowMatchError` before anything is written."""

@@ -49,7 +49,7 @@ def load_annotations(path: str) -> tuple[dict[int, dict[str, Any]], Any]:
     (0..2^53-1): anything else is one :class:`TraceError` naming the file.
     """
     if os.path.isdir(path):
-        from ..bundle import read_bundle
+        from ..model.bundle_io import read_bundle
 
         b = read_bundle(path)
         amap = {n.exec_node_id: dict(n.annotation) for n in b.work_nodes() if n.annotation}

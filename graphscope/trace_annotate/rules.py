@@ -205,7 +205,7 @@ class _ModuleTrack:
     by piece while they are written (hundreds of thousands of slices: never one copy)."""
 
     head: list[bytes]
-    slices: Any  # graphscope._native.ModuleSpans
+    slices: Any  # graphscope.native._native.ModuleSpans
     tail: list[bytes]
     size_hint: int  # about the bytes it renders to (the output's preallocation)
 

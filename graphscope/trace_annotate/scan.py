@@ -17,7 +17,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..streamio import Prefetch, drain, open_read, read_errors
 from .model import (
     CAT_AC2G,
     CAT_KERNEL,
@@ -30,6 +29,7 @@ from .model import (
     PH_M,
     TraceError,
 )
+from .streamio import Prefetch, drain, open_read, read_errors
 
 CHUNK_BYTES = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

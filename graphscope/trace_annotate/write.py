@@ -1,6 +1,7 @@
 """Step 5: pass 2 — the same buffers as pass 1 again, each spliced natively (csrc,
 ``rewrite_events``) from the byte spans pass 1 kept and the rules' plans, written on a thread
-(:class:`graphscope.streamio.Writer`), the module track (made meanwhile on a thread) last.
+(:class:`graphscope.trace_annotate.streamio.Writer`), the module track (made meanwhile on a thread)
+last.
 Atomic: written to a temp file beside the output and renamed into place; on any error
 (Ctrl-C included) the temp file is removed and nothing is left behind.
 """
@@ -16,11 +17,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..outputs import OutputError, temp_path_for
-from ..streamio import Writer, open_write, publish
+from ..model.outputs import OutputError, temp_path_for
 from .model import UNCHANGED, AnnotateResult
 from .rules import TrackInputs, module_track
 from .scan import TraceScan, native_ext
+from .streamio import Writer, open_write, publish
 
 
 @dataclass
@@ -44,7 +45,7 @@ class Edits:
 def write_trace(src: Any, scan: TraceScan, edits: Edits, track: Optional[TrackInputs],
                 out_path: str, how: str, gzip_level: int, res: AnnotateResult) -> None:
     """Write the annotated trace to ``out_path`` (``how``: from
-    :func:`graphscope.outputs.check_output`)."""
+    :func:`graphscope.model.outputs.check_output`)."""
     layout = scan.layout
     assert layout is not None  # scan_trace sets it
     tmp = temp_path_for(out_path) if how == "atomic" else (

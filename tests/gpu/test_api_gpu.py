@@ -320,7 +320,7 @@ def test_cg4_make_graphed_callables_annotated_by_module():  # CG4
 
 
 def test_cg4_graph_callables_hands_back_the_graphs():  # CG4, the callables source's door
-    from graphscope.cuda_graphs import graph_callables
+    from graphscope.capture.cuda_graphs import graph_callables
 
     m1 = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU()).cuda()
     x = torch.randn(8, 32, device="cuda", requires_grad=True)

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from graphscope.analysis.summary import module_rows
-from graphscope.bundle import read_bundle
 from graphscope.capture import run_capture
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from graphscope.analysis.counters import analyze
-from graphscope.bundle import read_bundle
-from graphscope.bundle_files import read_counters
 from graphscope.capture import run_capture
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
+from graphscope.model.bundle_files import read_counters
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu

@@ -12,14 +12,14 @@ import textwrap
 import pytest
 
 from graphscope.analysis.diagnosis import diagnose
-from graphscope.bundle import read_bundle
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu
 
 def _capture(tmp_path, model, mode="forward", replays=10):
     from graphscope.capture import run_capture
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
 
     out = str(tmp_path / os.path.basename(model).replace(".py", ""))
     cfg = CaptureConfig(model=model, mode=mode, replays=replays, output=out).validate()
@@ -40,7 +40,7 @@ def _accounted(b, d):
 
 def _capture_entry(tmp_path, model, entry, mode="forward", replays=10, **kw):
     from graphscope.capture import run_capture
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
 
     out = str(tmp_path / entry)
     cfg = CaptureConfig(model=model, mode=mode, replays=replays, output=out,

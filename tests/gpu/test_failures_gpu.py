@@ -6,7 +6,7 @@ import pytest
 
 from graphscope._errors import CaptureError
 from graphscope.capture import run_capture
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
 from tests.conftest import SAMPLES
 
 pytestmark = pytest.mark.gpu

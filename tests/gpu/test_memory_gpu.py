@@ -233,7 +233,8 @@ OWN_HISTORY = textwrap.dedent('''
 
 
 def test_the_tracker_leaves_a_programs_own_allocator_history_on(tmp_path):
-    """Where graphscope._alloctrace is built (the GPU machine's build), memory by module comes
+    """Where graphscope.native._alloctrace is built (the GPU machine's build), memory by module
+    comes
     from it and not from torch's allocator history: a program's own history session runs on
     through its captures under graphscope run (the history, graphscope's fallback, ends it),
     and the graphs still have their memory by module."""

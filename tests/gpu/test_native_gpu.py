@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from graphscope import capabilities, native, nodecount
+from graphscope import native
+from graphscope.capture import capabilities
+from graphscope.native import nodecount
 from tests.conftest import run_py
 
 pytestmark = pytest.mark.gpu

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from graphscope.bundle import read_bundle
 from graphscope.capture import run_capture
-from graphscope.config import CaptureConfig
+from graphscope.capture.config import CaptureConfig
+from graphscope.model.bundle_io import read_bundle
 from graphscope.model.graph import UNATTRIBUTED
 from tests.conftest import ROOT, SAMPLES
 

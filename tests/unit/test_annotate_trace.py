@@ -180,7 +180,7 @@ def test_gzip_through_isal_or_zlib_same_events_and_same_errors(tmp_path, capsys,
     """.gz traces go through ISA-L (python-isal) where it is installed, else zlib: the same
     output events either way, a level-1 output any gzip reader reads, and a damaged stream
     (bytes flipped inside the compressed data, or cut) is one clear error, not a traceback."""
-    from graphscope.streamio import isal_gzip
+    from graphscope.trace_annotate.streamio import isal_gzip
 
     if inflate == "isal" and isal_gzip() is None:
         pytest.skip("python-isal is not installed")
@@ -351,7 +351,7 @@ def test_saved_kernel_annotations_work_in_pytorchs_annotator(tmp_path):
 def sequence_trace(tmp_path, bundle_name: str) -> str:
     """A torch <= 2.11 style trace (no graph node ids) of one launch of ``bundle_name``'s
     first replay: its kernels in start order, with names and launch dims."""
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     bundle = read_bundle(os.path.join(DATA, bundle_name))
     rep0 = sorted((e for e in bundle.events if e["replay"] == 0), key=lambda e: e["start_ns"])
@@ -696,7 +696,7 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
 
 
 def _write_pieces(path, pieces, **kw):
-    from graphscope.streamio import Writer
+    from graphscope.trace_annotate.streamio import Writer
 
     with open(path, "wb") as f, Writer(f, **kw) as w:
         w.reserve(sum(map(len, pieces)) + 12345)
@@ -709,7 +709,7 @@ def _write_pieces(path, pieces, **kw):
 def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
     import random
 
-    from graphscope import streamio as AT
+    from graphscope.trace_annotate import streamio as AT
 
     monkeypatch.setattr(AT.DirectSink, "STAGE", stage)
     rng = random.Random(stage)
@@ -727,7 +727,7 @@ def test_direct_writer_writes_exactly_the_bytes(tmp_path, monkeypatch, stage):
 def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monkeypatch):
     import errno
 
-    from graphscope import streamio as AT
+    from graphscope.trace_annotate import streamio as AT
 
     def refuse(*a):
         raise OSError(errno.EINVAL, "Invalid argument")
@@ -743,7 +743,7 @@ def test_direct_writer_falls_back_when_the_first_write_is_refused(tmp_path, monk
 def test_direct_writer_reports_a_later_write_error(tmp_path, monkeypatch):
     import errno
 
-    from graphscope import streamio as AT
+    from graphscope.trace_annotate import streamio as AT
 
     real = AT.os.pwrite
 

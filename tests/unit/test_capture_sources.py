@@ -23,7 +23,7 @@ def test_make_graphed_callables_has_upstreams_signature_only():
 
 
 def _module_names(path):
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(path)
     return {n.module for g in b.graphs for n in g.nodes if n.is_work and n.module}
@@ -44,7 +44,7 @@ def test_capture_and_run_bundles_of_one_model_name_the_same_modules():
 def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     # GIVEN the module names of graphscope run, in one capture: a model, then a loss module
     from graphscope.annotate.modules import register_module_annotations
-    from graphscope.capture.program.names import ModuleNames
+    from graphscope.capture.run.names import ModuleNames
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.ReLU()))
     loss = torch.nn.MSELoss()
@@ -92,8 +92,8 @@ def test_one_default_output_rule():
 
 def test_bundle_output_refuses_an_existing_path_before_any_work(tmp_path):
     from graphscope.capture.finish import bundle_output
-    from graphscope.outputs import OutputError
-    from graphscope.ranks import RankInfo
+    from graphscope.model.outputs import OutputError
+    from graphscope.model.ranks import RankInfo
 
     (tmp_path / "b").mkdir()
     with pytest.raises(OutputError, match="already exists.*--force"):
@@ -105,7 +105,7 @@ def test_bundle_output_refuses_an_existing_path_before_any_work(tmp_path):
 
 def test_run_is_a_registered_source_but_not_a_model_file_mode():
     from graphscope.capture import SOURCES
-    from graphscope.config import mode_names
+    from graphscope.capture.config import mode_names
 
     assert SOURCES["run"].takes == "program"
     assert "run" not in mode_names() and {"step", "forward", "callables"} <= set(mode_names())
@@ -166,7 +166,7 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
     # GIVEN graphscope run's module hooks in a (GPU-less) annotated window, and modules that
     # note the module scope their work would get
     from graphscope import native
-    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from graphscope.capture.run.names import ModuleNames, module_hooks
     from tests.unit._fake import fake_session
 
     seen = []
@@ -206,7 +206,7 @@ def test_run_module_hooks_push_scopes_named_by_the_rule():
 def _hooked_window(names, model, depth=None, marks=None):
     """One (GPU-less) annotated capture window of graphscope run's module hooks, installed for
     it as graphscope run does, in which the program calls ``model``."""
-    from graphscope.capture.program.names import module_hooks
+    from graphscope.capture.run.names import module_hooks
     from tests.unit._fake import fake_session
 
     names.new_window()
@@ -223,9 +223,9 @@ def _hooked_window(names, model, depth=None, marks=None):
 def test_run_module_hooks_cache_gives_the_first_calls_scopes_and_marks_them(log):
     # GIVEN graphscope run's module hooks with a depth limit and the meter's marks (the
     # extension's MarkLog, as the meter makes them, or a list)
-    import graphscope.capture.program.names as N
+    import graphscope.capture.run.names as N
     from graphscope import native
-    from graphscope.capture.program.names import ModuleNames
+    from graphscope.capture.run.names import ModuleNames
 
     seen = []
     Probe = _probe(seen)
@@ -266,7 +266,7 @@ def test_run_module_scopes_leave_torch_as_found_and_skip_other_threads_and_failu
     import threading
 
     from graphscope import native
-    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from graphscope.capture.run.names import ModuleNames, module_hooks
     from tests.unit._fake import fake_session
 
     seen = []
@@ -310,7 +310,7 @@ def test_run_module_scopes_under_torch_compile_in_the_window():
     # compiled for the first time inside that window
     import torch._dynamo
 
-    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from graphscope.capture.run.names import ModuleNames, module_hooks
     from tests.unit._fake import fake_session
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(),
@@ -341,7 +341,7 @@ def test_run_module_scopes_held_across_a_batch_let_dynamo_compile():
     import torch._dynamo
     import torch._dynamo.testing
 
-    from graphscope.capture.program.names import ModuleNames, module_hooks
+    from graphscope.capture.run.names import ModuleNames, module_hooks
     from tests.unit._fake import fake_session
 
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
@@ -381,7 +381,7 @@ def test_run_module_scopes_let_dynamo_be_imported_during_a_batch():
     code = """if True:
         import sys, torch
         assert "torch._dynamo" not in sys.modules
-        from graphscope.capture.program.names import ModuleNames, module_hooks
+        from graphscope.capture.run.names import ModuleNames, module_hooks
         real = torch.nn.Module.__call__
         names = ModuleNames(); names.new_window()
         (patch,) = module_hooks(names, None, lambda m, a: None)
@@ -441,7 +441,7 @@ def test_capture_refuses_the_run_mode_in_one_line():
     # GIVEN a config (say from YAML) asking a model-file capture for the program source
     from graphscope._errors import ConfigError
     from graphscope.capture import run_capture
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
 
     # THEN it says which modes a model file takes, before looking for a GPU
     with pytest.raises(ConfigError, match="runs a program.*callables, forward, step"):
@@ -488,9 +488,9 @@ def test_run_says_which_sites_kept_scopes_only(tmp_path, monkeypatch, capsys):
 
     import graphscope.capture as C
     from graphscope.analysis.summary import summarize
-    from graphscope.bundle import read_bundle
     from graphscope.capture.source import RawCapture
     from graphscope.cli.main import main
+    from graphscope.model.bundle_io import read_bundle
 
     prog = tmp_path / "serve.py"
     prog.write_text("pass\n")
@@ -519,7 +519,7 @@ def test_a_program_runs_on_a_settled_heap():
 
     code = """if True:
         import gc
-        from graphscope.capture.program.runner import settled_heap
+        from graphscope.capture.run.runner import settled_heap
         assert gc.get_freeze_count() == 0
         with settled_heap():
             frozen = gc.get_freeze_count()
@@ -544,7 +544,7 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
     # GIVEN graphscope run's cached module scopes, after a window that called L.a
     import gc
 
-    from graphscope.capture.program.names import ModuleNames
+    from graphscope.capture.run.names import ModuleNames
 
     seen = []
     Probe = _probe(seen)
@@ -599,7 +599,7 @@ def test_run_module_scope_cache_forgets_a_module_that_died_when_its_address_is_r
 def test_run_first_call_sees_keyword_arguments():
     # GIVEN graphscope run's module hooks and a model called as transformers' models are,
     # with its input by keyword
-    from graphscope.capture.program.names import ModuleNames, describe_shapes, module_hooks
+    from graphscope.capture.run.names import ModuleNames, describe_shapes, module_hooks
     from tests.unit._fake import fake_session
 
     class KwModel(torch.nn.Module):

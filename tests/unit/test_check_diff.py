@@ -9,8 +9,8 @@ import pytest
 from graphscope._errors import ConfigError
 from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.analysis.diff import diff_summary, worst_regression_pct
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
+from graphscope.model.bundle_io import read_bundle
 from graphscope.render.junit import junit_xml
 from tests.conftest import DATA
 
@@ -127,7 +127,7 @@ def test_diff_same_bundle_is_zero_and_cli_fail_above(tmp_path, capsys):
 
 def test_broken_yaml_names_its_line_and_problem(tmp_path):
     from graphscope._errors import ConfigError
-    from graphscope._yaml import read_yaml
+    from graphscope.model.yamlfile import read_yaml
 
     p = tmp_path / "budgets.yaml"
     p.write_text("graphs:\n  step: {critical_path: 1ms\nx: 1\n")
@@ -140,7 +140,7 @@ def test_broken_yaml_names_its_line_and_problem(tmp_path):
 
 def test_report_of_a_file_says_it_is_not_a_bundle(tmp_path):
     from graphscope._errors import BundleError
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     f = tmp_path / "README.md"
     f.write_text("x")

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from graphscope.capabilities import probe
+from graphscope.capture.capabilities import probe
 from graphscope.cli.main import main
 from tests.conftest import DATA, ROOT, SAMPLES
 
@@ -36,16 +36,16 @@ def test_lint_runs_kwargs_buckets_and_step_samples(name, capsys):
 def test_lint_buckets_run_as_inference():
     """decode_kv's caches are written in forward: under inference_mode as --mode forward
     captures, not as buffers that require grad."""
-    from graphscope.lint import lint_model
-    from graphscope.loader import load_model_file
+    from graphscope.capture.lint import lint_model
+    from graphscope.capture.loader import load_model_file
 
     rep = lint_model(load_model_file(os.path.join(SAMPLES, "decode_kv.py")))
     assert rep.error is None and rep.findings == [], rep.findings
 
 
 def test_lint_user_step_runs_forward_and_backward():
-    from graphscope.lint import lint_model
-    from graphscope.loader import load_model_file
+    from graphscope.capture.lint import lint_model
+    from graphscope.capture.loader import load_model_file
 
     rep = lint_model(load_model_file(os.path.join(SAMPLES, "train_step_bf16.py")))
     assert rep.error is None and rep.ran_backward
@@ -71,7 +71,7 @@ def test_run_without_gpu_names_run(tmp_path, capsys):
 ])
 def test_yaml_bad_values_name_file_line_and_key(tmp_path, text, line, want):
     from graphscope._errors import ConfigError
-    from graphscope.config import load_yaml
+    from graphscope.capture.config import load_yaml
 
     p = tmp_path / "gs.yaml"
     p.write_text(text)
@@ -82,7 +82,7 @@ def test_yaml_bad_values_name_file_line_and_key(tmp_path, text, line, want):
 
 def test_env_and_command_line_bad_values_name_their_source(tmp_path, capsys):
     from graphscope._errors import ConfigError
-    from graphscope.config import from_env
+    from graphscope.capture.config import from_env
 
     with pytest.raises(ConfigError, match=r"^\$GRAPHSCOPE_MODE: mode must be one of"):
         from_env({"GRAPHSCOPE_MODE": "graph"})
@@ -130,7 +130,7 @@ def test_doctor_without_torch_says_so_once(tmp_path):
 # ------------------------------------------------------------------ 16: no sample_models/
 @pytest.mark.parametrize("cmd", ["lint", "capture"])
 def test_no_model_without_samples_says_what_to_pass(tmp_path, monkeypatch, capsys, cmd):
-    import graphscope.loader as loader
+    import graphscope.capture.loader as loader
 
     monkeypatch.setattr(loader, "default_model_path", lambda: str(tmp_path / "mlp.py"))
     assert main([cmd, "-o", str(tmp_path / "b")] if cmd == "capture" else [cmd]) == 2
@@ -175,7 +175,7 @@ def test_run_module_in_current_directory_is_found(tmp_path, monkeypatch, capsys)
 
 
 def test_program_argv0_kept_as_typed(tmp_path, monkeypatch):
-    from graphscope.capture.program import run_program
+    from graphscope.capture.run import run_program
 
     (tmp_path / "prog.py").write_text(
         "import sys, os\nopen('seen.txt', 'w').write(sys.argv[0] + '|' + __file__ + '|' "
@@ -188,8 +188,8 @@ def test_program_argv0_kept_as_typed(tmp_path, monkeypatch):
 
 def test_unrelated_baseline_warns_as_diff_does():
     from graphscope.analysis.diff import diff_summary
-    from graphscope.bundle import read_bundle
     from graphscope.cli.commands._compare import unrelated_warnings
+    from graphscope.model.bundle_io import read_bundle
 
     a, b = read_bundle(_fixture("mlp_step")), read_bundle(_fixture("cnn_step"))
     warns = unrelated_warnings(a, b, diff_summary(a, b))
@@ -320,7 +320,7 @@ def test_dump_of_every_graph_is_named_by_the_bundle_not_its_first_graph(tmp_path
     # GIVEN a bundle of two graphs (make_graphed_callables' forward and backward), copied
     import shutil
 
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     path = tmp_path / "callables"
     shutil.copytree(os.path.join(DATA, "mlp_callables"), path)
@@ -359,7 +359,7 @@ def test_the_no_gpu_error_lists_check_bundle(capsys):
 
 def test_op_captures_all_is_accepted_from_the_environment_and_a_config_file(tmp_path):
     # as on the command line (--op-captures all): every capture, the config's 0
-    from graphscope.config import from_env, load_yaml
+    from graphscope.capture.config import from_env, load_yaml
 
     assert from_env({"GRAPHSCOPE_OP_CAPTURES": "all"}) == {"op_captures": 0}
     assert from_env({"GRAPHSCOPE_OP_CAPTURES": "3"}) == {"op_captures": 3}

@@ -7,9 +7,10 @@ faked as in test_nodecount.py; tests/gpu/test_run_gpu.py runs the windows on rea
 import pytest
 import torch
 
-from graphscope import native, nodecount
+from graphscope import native
 from graphscope.annotate import state
 from graphscope.annotate.session import CountedSession, Session, backward_counter, counted_window
+from graphscope.native import nodecount
 
 
 def test_a_counted_window_notes_scopes_without_touching_autograd(ext):

@@ -112,7 +112,7 @@ def test_real_h200_gemm_samples_read_compute_bound():
 def _bundle_with_counters(tmp_path, name="mlp_step", dram=85.0, sm=40.0):
     """A recorded bundle plus a counters.json made by attributing synthetic samples over its
     work nodes laid out one after another (each node's median duration)."""
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     dst = tmp_path / name
     shutil.copytree(os.path.join(DATA, name), dst)
@@ -133,7 +133,7 @@ def _bundle_with_counters(tmp_path, name="mlp_step", dram=85.0, sm=40.0):
 
 
 def test_counters_json_round_trip_and_module_aggregation(tmp_path):
-    from graphscope.bundle_files import read_counters
+    from graphscope.model.bundle_files import read_counters
 
     path, b = _bundle_with_counters(tmp_path)
     data = read_counters(path)
@@ -150,7 +150,7 @@ def test_counters_json_round_trip_and_module_aggregation(tmp_path):
 
 def test_read_counters_absent_is_none_and_bad_is_one_line(tmp_path):
     from graphscope._errors import GraphscopeError
-    from graphscope.bundle_files import read_counters
+    from graphscope.model.bundle_files import read_counters
 
     path, _ = _bundle_with_counters(tmp_path)
     data = json.loads(open(os.path.join(path, "counters.json")).read())
@@ -193,8 +193,8 @@ def test_diff_counters_deltas(tmp_path, capsys):
 
 
 def _read(path):
-    from graphscope.bundle import read_bundle
-    from graphscope.bundle_files import read_counters
+    from graphscope.model.bundle_files import read_counters
+    from graphscope.model.bundle_io import read_bundle
 
     return read_bundle(path), read_counters(path)
 
@@ -207,8 +207,9 @@ def _fake_cupti(monkeypatch, fail_first=False):
 
     import torch
 
-    from graphscope import native, pmsampling
+    from graphscope import native
     from graphscope._errors import CuptiError
+    from graphscope.native import pmsampling
 
     monkeypatch.setattr(pmsampling, "pm_sampling_why", lambda: "")
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
@@ -280,9 +281,9 @@ def test_collect_drops_the_optional_tensor_metric_where_the_chip_lacks_it(monkey
 def test_collect_other_cupti_failures_are_one_line_not_retried(monkeypatch):
     import contextlib
 
-    from graphscope import pmsampling
     from graphscope._errors import CuptiPrivilegesError
     from graphscope.capture.counters import CountersUnavailableError, collect
+    from graphscope.native import pmsampling
 
     calls, replay, ids = _fake_cupti(monkeypatch)
 
@@ -299,8 +300,8 @@ def test_collect_other_cupti_failures_are_one_line_not_retried(monkeypatch):
 
 
 def test_counters_unavailable_is_one_line(monkeypatch):
-    from graphscope import pmsampling
     from graphscope.capture.counters import CountersUnavailableError, require_counters
+    from graphscope.native import pmsampling
 
     monkeypatch.setattr(pmsampling, "pm_sampling_why",
                         lambda: "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES")
@@ -318,7 +319,7 @@ def test_sample_budget_is_sized_for_the_replays():
 
 
 def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
-    from graphscope.capabilities import probe
+    from graphscope.capture.capabilities import probe
     from graphscope.cli.main import main
 
     if probe(False).gpu:
@@ -330,7 +331,7 @@ def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
 
 
 def test_html_has_the_counters_tab_only_with_counters(tmp_path):
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
     from graphscope.render.html import payload
 
     path, _ = _bundle_with_counters(tmp_path)
@@ -345,7 +346,7 @@ def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
     import re
     import subprocess
 
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
     from graphscope.render.html import payload, render
 
     path, _ = _bundle_with_counters(tmp_path)
@@ -367,7 +368,7 @@ def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
 
 
 def test_doctor_says_whether_counters_work(capsys):
-    from graphscope.capabilities import probe
+    from graphscope.capture.capabilities import probe
     from graphscope.cli.main import main
 
     main(["doctor", "--json", "--no-subscribe"])
@@ -406,7 +407,7 @@ def test_modules_weigh_their_nodes_by_sampled_time_and_top_nodes_come_first():
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SESSION = r'''
 import json, sys
-from graphscope import _native as n
+from graphscope.native import _native as n
 out = {"load": n.load_cupti(sys.argv[1]), "supported": n.pm_supported()}
 out["passes"] = n.pm_setup(0, ["dram__throughput", "sm__cycles_active"], 100000, 1 << 20, 10)
 out["active"] = n.pm_active()

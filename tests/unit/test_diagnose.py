@@ -3,7 +3,7 @@
 import torch
 from torch import nn
 
-from graphscope.capture.diagnose import describe_exception, find_culprit, forbidden, module_names
+from graphscope.capture.failure import describe_exception, find_culprit, forbidden, module_names
 
 
 class Inner(nn.Module):

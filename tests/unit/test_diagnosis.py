@@ -9,8 +9,9 @@ import pytest
 
 from graphscope._errors import BundleError
 from graphscope.analysis.diagnosis import diagnose, diagnose_graph, to_json
-from graphscope.bundle import read_bundle, write_bundle
-from graphscope.model.graph import Bundle, CapturedGraph, Node
+from graphscope.model.bundle import Bundle
+from graphscope.model.bundle_io import read_bundle, write_bundle
+from graphscope.model.graph import CapturedGraph, Node
 from tests.conftest import fixture_bundles
 
 GID = 1 << 32
@@ -427,7 +428,7 @@ def test_what_if_matches_brute_force_on_random_dags(seed):
 
 
 def test_reachability_budget_spent_still_gives_the_what_if(monkeypatch):
-    import graphscope.analysis.serialization as D
+    import graphscope.analysis.stream_order as D
 
     monkeypatch.setattr(D, "REACH_BUDGET", 1)
     nodes, edges = chain_with_false_edge()
@@ -542,7 +543,7 @@ def test_never_replayed_graphs_are_not_timed_and_verdicts_name_their_graph():
     import statistics
 
     from graphscope.analysis.diagnosis import diagnose
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(os.path.join(os.path.dirname(__file__), "..", "data", "run_ladder"))
     diag = diagnose(b)
@@ -559,7 +560,7 @@ def test_never_replayed_graphs_are_not_timed_and_verdicts_name_their_graph():
 
 
 def test_run_labels_say_which_modules_a_run_spans():
-    from graphscope.analysis.serialization import run_label
+    from graphscope.analysis.stream_order import run_label
 
     assert run_label([]) == "(unattributed)"
     assert run_label(["L.fc1"]) == "L.fc1"

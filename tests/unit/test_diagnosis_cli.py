@@ -120,7 +120,7 @@ def test_a_slower_or_wrong_measurement_says_so():
 
 def test_a_failed_try_streams_capture_is_a_verdict_not_a_crash():
     from graphscope.analysis.diagnosis import diagnose
-    from graphscope.model.graph import Bundle
+    from graphscope.model.bundle import Bundle
 
     b = _b("branches_forward")
     g = b.graphs[0]
@@ -165,7 +165,7 @@ def test_try_streams_from_yaml_and_environment_name_where(tmp_path, capsys):
     assert main(["capture", "--config", str(cfg), "-o", str(tmp_path / "b")]) == 2
     assert f"{cfg}:2: try_streams must be 0 (off) or 2..16 streams, not 1" in (
         capsys.readouterr().err)
-    from graphscope.config import from_env
+    from graphscope.capture.config import from_env
 
     assert from_env({"GRAPHSCOPE_TRY_STREAMS": "4"}) == {"try_streams": 4}
     with pytest.raises(ConfigError, match=r"\$GRAPHSCOPE_TRY_STREAMS: try_streams must be"):

@@ -13,10 +13,11 @@ from click.testing import CliRunner
 
 from graphscope._errors import BundleError, CaptureError
 from graphscope.analysis.eager import compare, graph_coverage, kernel_changes
-from graphscope.bundle import read_bundle, write_bundle
-from graphscope.bundle_files import read_eager
 from graphscope.capture.eager import attribute, note_owner
-from graphscope.model.graph import Bundle, CapturedGraph, Node
+from graphscope.model.bundle import Bundle
+from graphscope.model.bundle_files import read_eager
+from graphscope.model.bundle_io import read_bundle, write_bundle
+from graphscope.model.graph import CapturedGraph, Node
 
 GID = 1 << 32
 GEMM = "void gemm_kernel<float>(float*)"
@@ -117,8 +118,8 @@ def test_compare_rolls_modules_up_to_depth():
     # GIVEN the comparison of a recorded GPT step (tests/data/gpt_step_eager)
     import os
 
-    from graphscope.bundle import read_bundle
-    from graphscope.bundle_files import read_eager
+    from graphscope.model.bundle_files import read_eager
+    from graphscope.model.bundle_io import read_bundle
     from tests.conftest import DATA
 
     path = os.path.join(DATA, "gpt_step_eager")
@@ -336,7 +337,7 @@ def test_tree_events_from_torchs_own_functions(monkeypatch):
     from torch._inductor import cudagraph_utils as cu
     from torch._inductor import output_code as oc
 
-    from graphscope.capture.program.trees import TreeEvents
+    from graphscope.capture.run.trees import TreeEvents
 
     M, N = ct.CUDAGraphTreeManager, ct.CUDAGraphNode
     monkeypatch.setattr(M, "record_function", lambda mgr, inputs, fid: "recorded")

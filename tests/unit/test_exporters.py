@@ -7,7 +7,7 @@ import re
 import pytest
 
 from graphscope._errors import GraphscopeError
-from graphscope.bundle import read_bundle
+from graphscope.model.bundle_io import read_bundle
 from graphscope.render.dot import DotOptions, build_dot, render
 from graphscope.render.perfetto import build_trace
 from tests.conftest import DATA, fixture_bundles
@@ -115,7 +115,7 @@ def _need_dot():
 @pytest.mark.parametrize("path", fixture_bundles(), ids=os.path.basename)
 def test_graphviz_renders_every_fixture_graph(path):
     """What pydot accepts Graphviz must accept too: every graph, full and collapsed."""
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     _need_dot()
     b = read_bundle(path)
@@ -130,7 +130,7 @@ def test_graphviz_renders_hostile_module_names():
     """Module names are data: quotes, backslashes, braces and HTML survive into valid DOT."""
     import dataclasses
 
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
     from tests.conftest import DATA
 
     _need_dot()
@@ -216,7 +216,7 @@ def test_trace_module_slices_nest_as_trace_viewers_need(path):
     """Perfetto and chrome://tracing draw a lane's complete events as a stack: on one lane
     (a module depth) slices never overlap, and each lies inside a slice one depth up, for every
     recorded bundle (side streams included)."""
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(path)
     if not b.events:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from graphscope.cli.main import main
-from graphscope.outputs import OutputError, check_output, open_output
+from graphscope.model.outputs import OutputError, check_output, open_output
 from tests.conftest import DATA
 
 
@@ -373,8 +373,8 @@ def test_durations_near_2_to_62_are_refused_not_wrapped(tmp_path, capsys):
     np.save(b / "durations.npy", arr)
     rc, out, err = _run(capsys, "report", str(b), "--recompute")
     _one_line_error(rc, err, "durations.npy", "out of range")
-    from graphscope import bundle as bmod
     from graphscope._errors import BundleError
+    from graphscope.model import bundle_io as bmod
 
     # plausible each, but enough of them would wrap: the sums are checked too
     with pytest.raises(BundleError, match="add up past"):
@@ -484,7 +484,7 @@ def test_a_rank_directory_holding_another_rank_is_refused(tmp_path, capsys):
     lambda s: s.pop("modules"),
 ])
 def test_a_summary_whose_digest_matches_is_still_field_checked(tmp_path, capsys, edit):
-    from graphscope.bundle import SUMMARY_KEY, content_digest, read_summary
+    from graphscope.model.bundle_io import SUMMARY_KEY, content_digest, read_summary
 
     b = _copy(tmp_path, "ddp_mlp_step/rank0")
     rc, want, _ = _run(capsys, "report", str(b), "--recompute")

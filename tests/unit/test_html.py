@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
-from graphscope.ranks import read_ranks
+from graphscope.model.bundle_io import read_bundle
+from graphscope.model.ranks import read_ranks
 from graphscope.render.dot import graph_svgs
 from graphscope.render.html import payload, render
 from tests.conftest import DATA
@@ -229,7 +229,7 @@ def test_a_shared_pool_is_shown_once_in_the_overview(tmp_path):
 
 
 def _many_graphs(path, n):
-    from graphscope.bundle import write_bundle
+    from graphscope.model.bundle_io import write_bundle
     from graphscope.model.graph import CapturedGraph, Node
 
     graphs, dur, events = [], {}, []

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from graphscope.capture.lint import lint_model
+from graphscope.capture.loader import load_model_file
 from graphscope.cli.main import main
-from graphscope.lint import lint_model
-from graphscope.loader import load_model_file
 from tests.conftest import ROOT, SAMPLES
 
 MODELS = os.path.join(ROOT, "tests", "lint_models")

@@ -14,10 +14,10 @@ from graphscope.analysis.ladder import batch_rows, ladder, structure_key
 from graphscope.analysis.memory import by_module, memory_summary, pools
 from graphscope.analysis.summary import graph_rows, summarize
 from graphscope.annotate.scopes import normalize
-from graphscope.bundle import read_bundle
 from graphscope.capture.meter import OUTSIDE, CaptureMeter
 from graphscope.cli.main import main
-from graphscope.model.graph import Bundle
+from graphscope.model.bundle import Bundle
+from graphscope.model.bundle_io import read_bundle
 from graphscope.render.html import ladder_svg
 from graphscope.render.table import ladder_table, render
 
@@ -326,7 +326,7 @@ def test_capture_window_hooks_do_not_import_dynamo():
     code = (
         "import sys, torch\n"
         "from graphscope.annotate.training import optimizer_hooks\n"
-        "from graphscope.capture.program.names import ModuleNames, module_hooks\n"
+        "from graphscope.capture.run.names import ModuleNames, module_hooks\n"
         "from graphscope.capture.meter import CaptureMeter\n"
         "hooks = module_hooks(ModuleNames(), None, lambda m, a: None) + optimizer_hooks()\n"
         "m = CaptureMeter(history=False); m._install_hooks(); m._remove_hooks()\n"
@@ -470,7 +470,7 @@ def test_meter_reads_kept_history_once_for_consecutive_windows(monkeypatch):
 
 
 class _FakeTracker:
-    """graphscope._alloctrace's interface (csrc/alloctrace.cpp), its events given by the test
+    """graphscope.native._alloctrace's interface (csrc/alloctrace.cpp), its events given by the test
     as the allocator would hand them to the tracker: kept only while open, up to its cap."""
 
     ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
@@ -508,7 +508,8 @@ class _FakeTracker:
 
 
 def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monkeypatch):
-    """Where graphscope._alloctrace is built, the meter records the allocator's events with it
+    """Where graphscope.native._alloctrace is built, the meter records the allocator's events with
+    it
     instead of torch's history (never switched on): open inside each window only, read once
     for a batch of windows; events of other pools, other devices and between windows are
     nobody's; a full buffer says so for the windows it cut."""

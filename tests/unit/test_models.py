@@ -6,9 +6,9 @@ import textwrap
 import pytest
 
 from graphscope._errors import ConfigError, ModelFileError
-from graphscope.config import CaptureConfig, from_env, load_yaml, merge
-from graphscope.loader import load_model_file
-from graphscope.model.graph import short_kernel_name
+from graphscope.capture.config import CaptureConfig, from_env, load_yaml, merge
+from graphscope.capture.loader import load_model_file
+from graphscope.model.names import short_kernel_name
 
 
 @pytest.mark.parametrize(("name", "short"), [

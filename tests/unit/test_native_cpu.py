@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from graphscope import _errors, capabilities, native
+from graphscope import _errors, native
+from graphscope.capture import capabilities
 
 
 def test_import_does_not_import_torch_or_need_a_gpu():
@@ -195,7 +196,7 @@ def test_mark_log_keeps_marks_as_integers_in_order():
 LEFT_INSTALLED = r"""
 import torch
 from graphscope import native
-from graphscope.capture.program.names import ModuleNames, module_hooks
+from graphscope.capture.run.names import ModuleNames, module_hooks
 marks = native.extension().MarkLog()
 hooks = module_hooks(ModuleNames(), None, lambda m, a: None, None, marks)
 torch.nn.Linear(2, 2)(torch.ones(2))  # outside a capture: inert

@@ -149,7 +149,7 @@ def test_a_graph_budget_naming_a_bucket_as_written_checks_that_bucket_only(tmp_p
     import json
 
     from graphscope.analysis.budgets import evaluate, load_budgets
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(os.path.join(DATA, "run_ladder"))
 
@@ -223,7 +223,7 @@ def test_a_phase_a_row_has_no_kernels_of_is_blank_in_every_phase_column(capsys, 
 def test_doctor_lists_the_commands_that_work_without_a_gpu_on_one_line(capsys, monkeypatch):
     """The sixteenth session's newcomer: piped, doctor folded the list inside 'graphscope
     lint'. (Only where capture cannot run here, as on this CPU host.)"""
-    from graphscope.capabilities import probe
+    from graphscope.capture.capabilities import probe
 
     if probe(try_subscribe=False).can_capture:
         pytest.skip("capture works here: doctor lists no fallback commands")
@@ -257,7 +257,7 @@ def test_capture_refuses_the_run_mode_before_asking_for_a_gpu(capsys, monkeypatc
 
 def test_capture_nproc_without_a_gpu_is_one_line_not_a_torchrun_per_rank(capsys, monkeypatch,
                                                                         tmp_path):
-    from graphscope.capabilities import probe
+    from graphscope.capture.capabilities import probe
     from tests.conftest import SAMPLES
 
     if probe(try_subscribe=False).gpu:

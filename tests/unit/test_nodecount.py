@@ -8,7 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from graphscope import native, nodecount
+from graphscope import native
+from graphscope.native import nodecount
 
 U8 = np.uint64
 

@@ -194,7 +194,7 @@ def test_dispatch_mode_is_kept_where_the_observer_cannot_do_the_job(monkeypatch)
 
 
 def test_observer_built_for_another_torch_is_not_used(monkeypatch):
-    monkeypatch.setattr(native, "_opwatch", None)
+    monkeypatch.setattr(native, "_opwatch_loaded", None)
     monkeypatch.setattr(native, "_opwatch_why", None)
     monkeypatch.setattr(torch, "__version__", "0.0.1+other")
     monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
@@ -230,7 +230,7 @@ def test_observer_that_was_never_built_says_how_to_get_it(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(native, "_opwatch", None)
+    monkeypatch.setattr(native, "_opwatch_loaded", None)
     monkeypatch.setattr(native, "_opwatch_why", None)
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name.endswith("._opwatch") else real(name, *a))

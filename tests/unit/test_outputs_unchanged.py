@@ -141,7 +141,7 @@ def test_check_table_lines(tmp_path):
     from rich.console import Console
 
     from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
     from graphscope.render.table import check_table
 
     p = tmp_path / "budgets.yaml"

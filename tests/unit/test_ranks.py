@@ -10,9 +10,9 @@ import pytest
 
 from graphscope._errors import BundleError
 from graphscope.analysis.ranks import merge
-from graphscope.bundle import read_bundle, write_bundle
 from graphscope.cli.main import main
-from graphscope.ranks import (
+from graphscope.model.bundle_io import read_bundle, write_bundle
+from graphscope.model.ranks import (
     NVLINK_MULTICAST_OFF,
     is_multirank,
     rank_from_env,
@@ -98,7 +98,7 @@ def test_rank_env_under_real_torchrun_with_gloo(tmp_path):
     script = tmp_path / "probe.py"
     script.write_text(
         "import torch, torch.distributed as dist\n"
-        "from graphscope.ranks import rank_from_env\n"
+        "from graphscope.model.ranks import rank_from_env\n"
         "info = rank_from_env()\n"
         "dist.init_process_group('gloo')\n"
         "t = torch.tensor([info.rank + 1.0]); dist.all_reduce(t)\n"

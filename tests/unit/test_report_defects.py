@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
-from graphscope.model.graph import unique_short_names
+from graphscope.model.bundle_io import read_bundle
+from graphscope.model.names import unique_short_names
 from tests.conftest import DATA
 
 
@@ -172,7 +172,8 @@ def test_dump_of_several_graphs_writes_none_if_one_exists(tmp_path, capsys):
 
 # ------------------------------------------------------------------ 18: --graph selection
 def _many(n, sites=("decode.py:71",)):
-    from graphscope.model.graph import Bundle, CapturedGraph
+    from graphscope.model.bundle import Bundle
+    from graphscope.model.graph import CapturedGraph
 
     gs = [CapturedGraph(f"{s} #{i} [{i},1]", 0, i, (), ()) for s in sites for i in range(n)]
     return Bundle("/b", {}, tuple(gs), 0)
@@ -180,7 +181,7 @@ def _many(n, sites=("decode.py:71",)):
 
 def test_an_ordinal_or_a_name_selects_one_graph_of_67():
     from graphscope._errors import BundleError
-    from graphscope.model.graph import resolve_graph
+    from graphscope.model.bundle import resolve_graph
 
     b = _many(67)
     assert resolve_graph(b, "#1") == "decode.py:71 #1 [1,1]"
@@ -213,9 +214,9 @@ def test_regexes_that_can_explode_are_refused(capsys, cmd, pattern):
 def test_slow_matching_ends_in_an_error_not_a_hang(monkeypatch):
     import time
 
-    from graphscope import userregex
     from graphscope._errors import GraphscopeError
-    from graphscope.model.graph import resolve_graph
+    from graphscope.model import userregex
+    from graphscope.model.bundle import resolve_graph
 
     monkeypatch.setattr(userregex, "MATCH_SECONDS", 0.5)
     b = _many(3, ("x" * 4000,))
@@ -237,7 +238,7 @@ def test_report_of_one_graph_keeps_its_span(capsys, monkeypatch):
 
 
 def test_one_graph_of_several_gets_its_own_span_from_its_events():
-    from graphscope.model.graph import only_graph
+    from graphscope.model.bundle import only_graph
 
     b = read_bundle(os.path.join(DATA, "branches_2s_forward"))
     assert len(b.graphs) == 1

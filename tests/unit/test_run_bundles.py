@@ -9,12 +9,13 @@ import sys
 
 import pytest
 
-from graphscope.bundle import read_bundle
-from graphscope.capture.program import check_target, run_program
-from graphscope.capture.program.provenance import Provenance, module_path
+from graphscope.capture.config import CaptureConfig
+from graphscope.capture.run import check_target, run_program
+from graphscope.capture.run.provenance import Provenance, module_path
 from graphscope.cli.main import main
-from graphscope.config import CaptureConfig
-from graphscope.model.graph import resolve_graph, safe_file_stem
+from graphscope.model.bundle import resolve_graph
+from graphscope.model.bundle_io import read_bundle
+from graphscope.model.graph import safe_file_stem
 from tests.conftest import DATA
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from graphscope import native
-from graphscope.capture.program import traced as T
-from graphscope.capture.program.traced import TracedReplays
+from graphscope.capture.run import traced as T
+from graphscope.capture.run.traced import TracedReplays
 
 
 class Fake:

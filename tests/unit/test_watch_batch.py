@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from graphscope import native, nodecount
-from graphscope.capture.program import watch as W
-from graphscope.capture.program.patch import patch_cuda_graph
-from graphscope.config import CaptureConfig
+from graphscope import native
+from graphscope.capture.config import CaptureConfig
+from graphscope.capture.run import watch as W
+from graphscope.capture.run.patch import patch_cuda_graph
+from graphscope.native import nodecount
 
 U8 = np.uint64
 
@@ -647,7 +648,7 @@ def test_replays_traced_in_one_window_then_cupti_detached_as_it_closes(watch, mo
     """Through the real patches: the first 2 replays of each graph in one tracing window, the
     window closed at the first untraced replay (synchronized, the tracer stopped) and CUPTI
     detached there, before that replay runs, and the manifest says so."""
-    from graphscope.capture.program import traced as T
+    from graphscope.capture.run import traced as T
 
     events, now = [], [100.0]
 

@@ -9,9 +9,9 @@ import sys
 from graphscope.analysis.ddp import ddp_rows
 from graphscope.analysis.ranks import merge
 from graphscope.analysis.summary import modules_by_graph, summarize
-from graphscope.bundle import read_bundle
+from graphscope.model.bundle_io import read_bundle
 from graphscope.model.graph import UNATTRIBUTED
-from graphscope.ranks import read_ranks
+from graphscope.model.ranks import read_ranks
 from tests.conftest import DATA, ROOT, fixture_bundles
 
 

@@ -10,9 +10,9 @@ import torch
 
 from graphscope._errors import CaptureError, ModelFileError
 from graphscope.capture import default_loss
+from graphscope.capture.config import mode_names
 from graphscope.capture.forward import bucket_name
-from graphscope.config import mode_names
-from graphscope.loader import load_model_file
+from graphscope.capture.loader import load_model_file
 from tests.conftest import SAMPLES
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
-from ._errors import BundleError
-from .bundle import COUNTERS_FILE, COUNTERS_VERSION, _load_json
+from .._errors import BundleError
 from .bundle_check import _INT, _NUM, _STR, _fits
+from .bundle_io import COUNTERS_FILE, COUNTERS_VERSION, _load_json
 
 
 def read_counters(path: str) -> Optional[dict[str, Any]]:
@@ -87,7 +87,7 @@ def read_outside(path: str) -> dict[str, Any]:
     return {k: t[k] for k in ("outside_graph_records", "outside_graph_ns") if k in t}
 
 
-TREES_FILE = "cudagraph_trees.json"  # graphscope run (graphscope/capture/program/trees.py)
+TREES_FILE = "cudagraph_trees.json"  # graphscope run (graphscope/capture/run/trees.py)
 _TREES_SPEC: dict[str, Any] = {
     "trees_version": _INT, "dropped": _INT, "missing": [_STR],
     "events": [{"event": _STR, "t_s": _NUM, "?function": _STR, "?mode": _STR, "?shapes": _STR,

@@ -7,13 +7,14 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from ._errors import ConfigError
-from ._yaml import read_yaml
+from .._errors import ConfigError
+from ..model.yamlfile import read_yaml
 
 
 @dataclass
 class CaptureConfig:
-    """Options of `graphscope capture` / `annotate` / `run` and :func:`graphscope.profile`."""
+    """Options of `graphscope capture` / `annotate` / `run` and
+    :func:`graphscope.capture.run.profile`."""
 
     model: Optional[str] = None  # the model file, or the program (mode "run")
     entry: str = "graphscope_model"
@@ -46,7 +47,7 @@ class CaptureConfig:
 def mode_names() -> list[str]:
     """The registered model-file capture sources (``--mode`` choices; ``run`` takes a program,
     not a model file: it is ``graphscope run``'s)."""
-    from .capture.source import SOURCES
+    from .source import SOURCES
 
     if not SOURCES:  # the sources register when graphscope.capture is imported
         import graphscope.capture  # noqa: F401

@@ -1,7 +1,8 @@
 """Large-file I/O for streaming commands (annotate-trace): the gzip engine, a reader that reads
 ahead on a thread, and a writer that writes (and compresses) on a thread, through O_DIRECT where
 the file system takes it. The rules of what may be written where, temp names and the final
-rename are :mod:`graphscope.outputs`'; :func:`publish` adds only what a path-based writer needs.
+rename are :mod:`graphscope.model.outputs`'; :func:`publish` adds only what a path-based writer
+needs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import stat
 from typing import IO, Any, Optional
 
-from .outputs import _umask, temp_path_for
+from ..model.outputs import _umask, temp_path_for
 
 
 def isal_gzip() -> Any:
@@ -299,7 +300,7 @@ def open_write(path: str, gzip_level: int, gz: bool) -> IO[bytes]:
 
 
 def publish(tmp: str, path: str) -> None:
-    """Put the finished temp file ``tmp`` (from :func:`graphscope.outputs.temp_path_for`, made
+    """Put the finished temp file ``tmp`` (from :func:`graphscope.model.outputs.temp_path_for`, made
     0600) in place at ``path`` with the mode every output gets (0666 less the umask)."""
     os.chmod(tmp, 0o666 & ~_umask())
     if os.path.exists(path):

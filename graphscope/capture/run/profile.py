@@ -1,4 +1,5 @@
-"""``graphscope.profile``: ``graphscope run`` as a context manager, for the graphs captured
+"""``graphscope.capture.run.profile``: ``graphscope run`` as a context manager, for the graphs
+captured
 inside a ``with`` block of the user's own program (the ``run`` capture source)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ class profile:
 
     Example::
 
-        with graphscope.profile(output="decode.run", replays=20) as p:
+        with graphscope.capture.run.profile(output="decode.run", replays=20) as p:
             serve()          # captures and replays graphs as it always does
         print(p.bundle_path)
 
@@ -31,14 +32,14 @@ class profile:
                  skip_replays: int = 0, graphs: Optional[str] = None,
                  depth: Optional[int] = None, record_ops: bool = True,
                  force: bool = False, command: Optional[list[str]] = None) -> None:
-        from .config import CaptureConfig
+        from ..config import CaptureConfig
 
         self.cfg = CaptureConfig(mode="run", output=output, force=force, replays=replays,
                                  skip_replays=skip_replays, graphs=graphs, depth=depth,
                                  record_ops=record_ops).validate()
         self.output: Optional[str] = output  # the bundle directory, once entered
         self.force = force
-        self.command = command or ["graphscope.profile"]
+        self.command = command or ["graphscope.capture.run.profile"]
         self.bundle_path: Optional[str] = None
         self.result: Any = None  # graphscope.capture.CaptureResult once written
         self.watch: Any = None  # the GraphWatch while (and after) the block runs
@@ -46,10 +47,10 @@ class profile:
         self._watching: Any = None
 
     def __enter__(self) -> profile:
-        from .capture import require_gpu
-        from .capture.finish import bundle_output
-        from .capture.program import watching
-        from .ranks import rank_from_env
+        from ...model.ranks import rank_from_env
+        from .. import require_gpu
+        from ..finish import bundle_output
+        from . import watching
 
         require_gpu("profile")
         self.rank = rank_from_env()
@@ -65,7 +66,7 @@ class profile:
         raw = self.watch.result()
         if not raw.graphs:
             return
-        from .capture.finish import finish, manifest_for
+        from ..finish import finish, manifest_for
 
         manifest = manifest_for(self.command, "run", self.cfg.depth, self.rank,
                                 skip_replays=self.cfg.skip_replays,

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .annotate import module_fqn
-from .annotate.ops import default_skip_dirs, user_source
+from ..annotate import module_fqn
+from ..annotate.ops import default_skip_dirs, user_source
 from .loader import ModelSpec
 
 SEVERITIES = ("info", "warning", "error")
@@ -278,8 +278,8 @@ def _run_model(spec: ModelSpec, col: _Collector, report: LintReport) -> None:
     if spec.loss is not None:
         loss = spec.loss(out)
     else:  # the capture's own default loss: what it backwards, lint backwards
-        from ._errors import CaptureError
-        from .capture import default_loss
+        from .._errors import CaptureError
+        from . import default_loss
 
         try:
             loss = default_loss(out)
@@ -345,7 +345,8 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
 
     with tempfile.TemporaryDirectory(prefix="graphscope-lint-") as tmp:
         out = os.path.join(tmp, "report.json")
-        cmd = [sys.executable, "-c", "from graphscope.lint import _child_main; _child_main()",
+        cmd = [sys.executable, "-c",
+               "from graphscope.capture.lint import _child_main; _child_main()",
                path, entry, out]
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -359,7 +360,7 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
             with open(out, encoding="utf-8") as f:
                 data = json.load(f)
             if "load_error" in data:
-                from ._errors import ModelFileError
+                from .._errors import ModelFileError
 
                 raise ModelFileError(data["load_error"])
             return LintReport([Finding(**d) for d in data["findings"]],
@@ -396,7 +397,7 @@ def _child_main() -> None:
     import json
     import sys
 
-    from ._errors import ModelFileError
+    from .._errors import ModelFileError
     from .loader import load_model_file
 
     path, entry, out = sys.argv[1:4]

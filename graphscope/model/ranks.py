@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
-from ._errors import BundleError
-from .bundle import rank_dirs, read_bundle
-from .model.graph import Bundle
+from .._errors import BundleError
+from .bundle import Bundle
+from .bundle_io import rank_dirs, read_bundle
 
 NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                         "NVSHMEM_DISABLE_NVLS": "1"}

@@ -1,5 +1,5 @@
 """Watching a program's captures: per capture, the CUPTI recorder (or node counting,
-graphscope.nodecount) records from ``capture_begin`` to the end of ``capture_end`` (torch
+graphscope.native.nodecount) records from ``capture_begin`` to the end of ``capture_end`` (torch
 instantiates inside it unless the program keeps the template); module scopes are opened in that
 window only. What that costs to set up is held across a batch of consecutive
 captures and released when the batch is read, a capture fails or a torch.profiler session
@@ -36,12 +36,13 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ... import annotate as ann
-from ... import native, nodecount
+from ... import native
 from ..._errors import GraphscopeError
 from ...annotate import state
 from ...annotate.session import backward_counter, counted_window, resolve_accumulation
 from ...annotate.training import optimizer_hooks
-from ...bundle_files import TREES_FILE
+from ...model.bundle_files import TREES_FILE
+from ...native import nodecount
 from ..meter import CaptureMeter, tensor_bytes
 from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
 from .graphs import Pending, ProgramGraph
@@ -52,7 +53,7 @@ from .traced import TracedReplays
 from .trees import TreeEvents
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
-    from ...config import CaptureConfig
+    from ..config import CaptureConfig
 
 FLUSH_AFTER_S = 2.0  # a pause this long after a capture ends the batch: it is read then
 
@@ -220,7 +221,7 @@ class GraphWatch:
 
     def _counts(self, site: str, kind: str, record_ops: bool) -> bool:
         """Whether this capture records by node counts, with no CUPTI subscription in it
-        (graphscope.nodecount): any capture begun with grad off (no backward to run on
+        (graphscope.native.nodecount): any capture begun with grad off (no backward to run on
         autograd's thread; one that runs anyway is caught), ops included, unless
         ``GRAPHSCOPE_NODE_COUNTS=learned``; and past a site's op captures once its CUPTI
         captures made every node on the capturing thread."""

@@ -242,7 +242,7 @@ def module_hooks(names: ModuleNames, depth: Optional[int], first_call: Callable[
                  outer_return: Optional[Callable[[Any, Any], None]] = None,
                  marks: Any = None) -> list[Any]:
     """Module scopes in capture windows: ``nn.Module.__call__`` replaced by
-    ``graphscope._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
+    ``graphscope.native._native.module_call`` (csrc/modulecall.cpp), which opens each module call's
     scope inside an annotated capture on this thread and is inert elsewhere (graphscope run
     holds it across a batch of captures). ``first_call(module,
     args)`` sees the first outermost module called in the window (``args``: the values of its

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import GraphscopeError
-from .native import _call, _col, ensure_loaded, extension
+from .._errors import GraphscopeError
+from . import _call, _col, ensure_loaded, extension
 
 
 @dataclass

@@ -1,13 +1,13 @@
 """What graphscope run keeps of each capture a program makes: :class:`ProgramGraph` (one
 capture, its name, replays, cost and memory) and :class:`Pending` (a finished capture whose
-graph is not read yet); :class:`~graphscope.capture.program.watch.GraphWatch` makes them."""
+graph is not read yet); :class:`~graphscope.capture.run.watch.GraphWatch` makes them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ... import nodecount
+from ...native import nodecount
 from ..meter import Window
 from ..source import RawGraph
 
@@ -43,7 +43,8 @@ class ProgramGraph:
     outputs: list[Any] = field(default_factory=list)  # those returns, until the capture ends
     window: Optional[Window] = None  # the meter's window, until the batch is read
     ops_recorded: bool = True  # False: past the site's --op-captures (scopes only; not --no-ops)
-    counted: bool = False  # scopes from node counts, not CUPTI's callbacks (graphscope.nodecount)
+    # scopes from node counts, not CUPTI's callbacks (graphscope.native.nodecount)
+    counted: bool = False
     count_how: int = nodecount.WALK  # how a counted capture counted (nodecount.WALK/DEPS/VERIFY)
     scopes_unknown: str = ""  # a counted capture whose nodes were left unscoped: why
 

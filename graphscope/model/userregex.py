@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Optional
 
-from ._errors import GraphscopeError
+from .._errors import GraphscopeError
 
 MATCH_SECONDS = 5.0  # all the matching of one pattern, e.g. against 100,000 graph names
 MAX_PATTERN = 1000

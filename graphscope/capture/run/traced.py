@@ -34,11 +34,11 @@ import numpy as np
 from ... import native
 from ..._errors import GraphscopeError
 from ...model.join import JoinResult
-from ...profilers import profiler_active
+from ...native.profilers import profiler_active
 from ..replay import join_traced
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
-    from ...config import CaptureConfig
+    from ..config import CaptureConfig
 
 
 class TracedReplays:

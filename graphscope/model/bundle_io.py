@@ -1,5 +1,5 @@
 """Read, write and validate bundles: a directory of versioned JSON files, written atomically
-(what each file must hold is checked by :mod:`graphscope.bundle_check`).
+(what each file must hold is checked by :mod:`graphscope.model.bundle_check`).
 
 Layout (every JSON file carries ``schema_version``)::
 
@@ -30,7 +30,8 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ._errors import BundleError
+from .._errors import BundleError
+from .bundle import Bundle
 from .bundle_check import (
     _SUMMARY_SPEC,
     _check_info,
@@ -43,7 +44,7 @@ from .bundle_check import (
     _ints,
     _launches,
 )
-from .model.graph import Bundle, CapturedGraph, Node, safe_file_stem
+from .graph import CapturedGraph, Node, safe_file_stem
 
 SCHEMA_VERSION = 1
 DURATIONS_FILE = "durations.npy"

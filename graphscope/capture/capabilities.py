@@ -9,8 +9,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import native
-from ._errors import GraphscopeError, NoGPUError
+from .. import native
+from .._errors import GraphscopeError, NoGPUError
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Capabilities:
 
 def gzip_engine() -> str:
     """What annotate-trace inflates and deflates .gz traces with here."""
-    from .streamio import isal_gzip
+    from ..trace_annotate.streamio import isal_gzip
 
     if isal_gzip() is None:
         return "zlib" + (" (GRAPHSCOPE_ZLIB=1)" if os.environ.get("GRAPHSCOPE_ZLIB") == "1" else

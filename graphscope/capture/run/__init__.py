@@ -1,5 +1,5 @@
 """The ``run`` source: the CUDA graphs an unmodified program captures itself (``graphscope run``
-and :func:`graphscope.profile`).
+and :func:`graphscope.capture.run.profile`).
 
 Split by concern: :mod:`.patch` wraps ``torch.cuda.CUDAGraph`` and ``torch.compile``;
 :mod:`.watch` holds each capture window (recorder, module and optimizer hooks) and hands the
@@ -21,7 +21,7 @@ from .runner import check_target, run_program, settled_heap
 from .watch import GraphWatch
 
 if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
-    from ...config import CaptureConfig
+    from ..config import CaptureConfig
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ._errors import GraphscopeError
+from .._errors import GraphscopeError
 
 
 class OutputError(GraphscopeError):

@@ -16,7 +16,7 @@ begun with grad off (no backward can run on autograd's thread there), from a sit
 included, so an inference ladder never subscribes CUPTI; and a grad-on site's captures past its
 first ``--op-captures`` once those (recorded by CUPTI) made every node on the capturing thread.
 A counted capture in which a backward ran or another thread changed its scope keeps its nodes
-unscoped, and sends the site back to CUPTI (capture/program/watch.py). Nodes of child graphs
+unscoped, and sends the site back to CUPTI (capture/run/watch.py). Nodes of child graphs
 (conditional bodies) are not in the count. ``GRAPHSCOPE_NODE_COUNTS=learned`` counts only the
 grad-on way (grad-off sites' first captures on CUPTI too), ``GRAPHSCOPE_NODE_COUNTS=0`` keeps
 CUPTI in every capture.
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from . import native
+from .. import native
 
 ENV = "GRAPHSCOPE_NODE_COUNTS"
 DEPS_ENV = "GRAPHSCOPE_COUNT_DEPS"

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from . import annotate as _ann
-from ._errors import CaptureError, NoGPUError
+from .. import annotate as _ann
+from .._errors import CaptureError, NoGPUError
 
 _ERROR_MODES = ("default", "global", "thread_local", "relaxed")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import ConfigError
+from .._errors import ConfigError
 
 
 def read_yaml(path: str, what: str) -> tuple[Any, Any]:

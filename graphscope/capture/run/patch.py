@@ -30,7 +30,7 @@ def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:
 
 def patch_cuda_graph(watch: Any) -> Callable[[], None]:
     """Route ``torch.cuda.CUDAGraph``'s capture, instantiate and replay through ``watch`` (a
-    :class:`~graphscope.capture.program.watch.GraphWatch`); returns the undo."""
+    :class:`~graphscope.capture.run.watch.GraphWatch`); returns the undo."""
     import torch
 
     cls = torch.cuda.CUDAGraph

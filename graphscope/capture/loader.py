@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ._errors import ModelFileError
+from .._errors import ModelFileError
 
 DEFAULT_ENTRY = "graphscope_model"
 

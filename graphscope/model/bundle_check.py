@@ -1,6 +1,7 @@
-"""What a bundle's files must hold: the checks :mod:`graphscope.bundle` runs on every file it
+"""What a bundle's files must hold: the checks :mod:`graphscope.model.bundle_io` runs on every file
+it
 reads (manifest, graph info, nodes, launches) and the shape specs of the derived files
-(``summary.json`` here; ``eager.json`` and the trees file in :mod:`graphscope.bundle_files`).
+(``summary.json`` here; ``eager.json`` and the trees file in :mod:`graphscope.model.bundle_files`).
 Every failure is a :class:`~graphscope._errors.BundleError` naming the file and the field."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import BundleError
+from .._errors import BundleError
 
 
 def _launches(v: Any, where: str) -> tuple[dict[str, Any], ...]:

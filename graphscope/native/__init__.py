@@ -2,7 +2,7 @@
 
 Nothing else imports the extension. Loading is lazy and never raises on import: a machine with
 no GPU, no driver and no CUPTI still imports graphscope, and
-:func:`graphscope.capabilities.probe` says what is missing.
+:func:`graphscope.capture.capabilities.probe` says what is missing.
 
 libcupti is chosen so that one process never holds two copies: the copy torch already loaded
 (found in ``/proc/self/maps``) wins; otherwise the pip package ``nvidia-cuda-cupti``, then
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import (
+from .._errors import (
     CuptiError,
     CuptiPrivilegesError,
     CuptiSubscriberError,
@@ -41,7 +41,8 @@ try:  # the compiled module: the only import of it in the package
     _IMPORT_ERROR = ""
 except ImportError as exc:  # pragma: no cover - exercised only on broken installs
     _ext = None  # type: ignore[assignment]
-    _IMPORT_ERROR = f"graphscope._native did not import: {exc} (reinstall with `make install`)"
+    _IMPORT_ERROR = (f"graphscope.native._native did not import: {exc} "
+                     "(reinstall with `make install`)")
 
 _lock = threading.Lock()
 _loaded = False
@@ -329,18 +330,18 @@ def set_current_op(op_id: int) -> int:
 # built only where torch was importable at build time and usable only with that same torch.
 OP_OBSERVER_ENV = "GRAPHSCOPE_OP_OBSERVER"  # "python" forces the dispatch mode
 NODE_IDS_ENV = "GRAPHSCOPE_NODE_IDS"  # "cupti": every node's id asked of CUPTI, none positional
-_opwatch: Any = None
+_opwatch_loaded: Any = None
 _opwatch_why: str | None = None
 
 
 def op_observer() -> Any:
     """``graphscope._opwatch`` if it can record ops here, else None (:func:`op_observer_why`)."""
-    global _opwatch, _opwatch_why
+    global _opwatch_loaded, _opwatch_why
     if os.environ.get(OP_OBSERVER_ENV, "native") == "python":
         return None
-    if _opwatch is None and _opwatch_why is None:
+    if _opwatch_loaded is None and _opwatch_why is None:
         _opwatch_why = _load_opwatch()
-    return _opwatch
+    return _opwatch_loaded
 
 
 def op_observer_why() -> str:
@@ -352,7 +353,7 @@ def op_observer_why() -> str:
 
 
 def _load_opwatch() -> str | None:
-    global _opwatch
+    global _opwatch_loaded
     if _ext is None:
         return _IMPORT_ERROR
     import importlib.util
@@ -368,33 +369,34 @@ def _load_opwatch() -> str | None:
         return (f"built for another torch and does not load here ({exc}): reinstall graphscope "
                 "with --no-build-isolation to rebuild it")
     if mod.OP_BASE != 1 << 40:  # annotate/ops.py OP_BASE
-        return f"graphscope._opwatch is from another graphscope build (OP_BASE {mod.OP_BASE})"
+        return ("graphscope.native._opwatch is from another graphscope build "
+                f"(OP_BASE {mod.OP_BASE})")
     if mod.TORCH_VERSION != torch.__version__:
         return (f"built for torch {mod.TORCH_VERSION}, running torch {torch.__version__}: "
                 "reinstall graphscope with --no-build-isolation to rebuild it")
-    _opwatch = mod
+    _opwatch_loaded = mod
     return None
 
 
 # The allocator trace tracker (graphscope._alloctrace, csrc/alloctrace.cpp): built only against
 # a CUDA build of torch, usable only with that torch and its native caching allocator.
 ALLOC_TRACKER_ENV = "GRAPHSCOPE_ALLOC_TRACKER"  # "history": torch's allocator history instead
-_alloctrace: Any = None
+_alloctrace_loaded: Any = None
 _alloctrace_why: str | None = None
 
 
 def alloc_tracker() -> Any:
     """``graphscope._alloctrace`` where it can record the allocator's events, else None."""
-    global _alloctrace, _alloctrace_why
+    global _alloctrace_loaded, _alloctrace_why
     if os.environ.get(ALLOC_TRACKER_ENV, "native") == "history":
         return None
-    if _alloctrace is None and _alloctrace_why is None:
+    if _alloctrace_loaded is None and _alloctrace_why is None:
         _alloctrace_why = _load_alloctrace()
-    return _alloctrace
+    return _alloctrace_loaded
 
 
 def _load_alloctrace() -> str | None:
-    global _alloctrace
+    global _alloctrace_loaded
     try:
         import torch
 
@@ -407,7 +409,7 @@ def _load_alloctrace() -> str | None:
         return f"not usable here ({exc})"
     if backend != "native":
         return f"allocator backend {backend!r} (the tracker follows torch's native allocator)"
-    _alloctrace = mod
+    _alloctrace_loaded = mod
     return None
 
 
@@ -464,7 +466,8 @@ def as_inspection(d: Any) -> GraphInspection:
 def read_capture(stream: int, detach_count: bool) -> Any:
     """:func:`read_graph` of the graph being captured on ``stream``, with the graph's nodes
     listed once: with ``detach_count``, node counting is detached at the same listing (its
-    waiting notes resolved from it, :func:`graphscope.nodecount.detach`). None when the stream
+    waiting notes resolved from it, :func:`graphscope.native.nodecount.detach`). None when the
+    stream
     is not capturing (counting is detached all the same). ``graphscope run`` calls it just
     before the program's ``capture_end``."""
     return _call(ensure_loaded().read_capture, int(stream), bool(detach_count))
