@@ -79,17 +79,6 @@ def json_option(help_text: str = "Print a machine-readable summary instead of ta
     return click.option("--json", "as_json", is_flag=True, help=help_text)
 
 
-MAX_ROWS = 80  # module rows report and diff show without --depth
-
-
-def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
-    """Without --depth, the deepest module level whose rows (``level`` each) fit in
-    ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""
-    levels = sorted({r["level"] for r in rows})
-    fits = [lv for lv in levels if sum(1 for r in rows if r["level"] <= lv) <= max_rows]
-    return fits[-1] if fits and fits[-1] < levels[-1] else None
-
-
 def not_empty(ctx: click.Context, param: click.Parameter, value: Optional[str]
               ) -> Optional[str]:
     """A name option given as '' (or blanks) is refused, not read as "no option"."""

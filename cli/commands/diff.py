@@ -59,7 +59,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
         return 1 if failed else 0
     con = console()
     if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
-        from ..options import depth_that_fits
+        from graphscope.render.terminal import depth_that_fits
 
         shown = depth_that_fits(d["modules"])
         if shown is not None:

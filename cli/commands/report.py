@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import click
 
 from ..options import bundle_argument, command, depth_option, force_option, json_option, not_empty
 
-DEFAULT_TOP = 10
-DIAGNOSIS_AUTO_BYTES = 8 << 20  # larger graph.json: the summary.json fast path skips diagnosis
-DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) only on request
+if TYPE_CHECKING:  # imported in the command's body: `graphscope --help` loads none of them
+    from graphscope.analysis.report import ReportOptions
+    from graphscope.model.bundle import Bundle
+    from graphscope.model.bundle_files import BundleExtras
+
+DEFAULT_TOP = 10  # analysis.report's default: summary.json holds the tables at this --top
 
 
-# Long on purpose (~80 lines): multi-rank, summary.json fast path, HTML, JSON, tables.
 @command()
 @bundle_argument
 @depth_option("Module levels to show.")
@@ -27,9 +29,8 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
               "'-' writes it to stdout instead of the tables.")
 @click.option("--diagnosis/--no-diagnosis", default=None,
               help="The Diagnosis section: critical path, gaps, false serialization, "
-              "concurrency. It reads every node: by default it is left out (and said so) only "
-              "where the tables come from summary.json of a bundle over "
-              f"{DIAGNOSIS_AUTO_BYTES >> 20} MB of graph.json.")
+              "concurrency, launch. It reads every node: by default it is left out (and said "
+              "so) only for bundles of over 1,000,000 nodes.")
 @click.option("--graph", "graph_name", default=None, callback=not_empty,
               metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; an ordinal such "
@@ -38,13 +39,15 @@ DIAGNOSIS_AUTO_GRAPHS = 1000  # more graphs: the diagnosis (seconds per 10,000) 
               help="The bucket ladder of every capture site with several graphs (per bucket: "
               "replays, time per replay and per batch row, memory, capture cost); shown "
               "without it for bundles that recorded capture cost.")
+@click.option("--markdown", "as_markdown", is_flag=True,
+              help="Print the report as GitHub-flavoured Markdown (a CI step summary, a PR "
+              "comment) instead of the tables.")
 @force_option()
 @json_option()
 def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
-           ladder: bool, force: bool, as_json: bool) -> int:
+           ladder: bool, as_markdown: bool, force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
-    from graphscope.model.bundle_io import read_bundle, read_summary
     from graphscope.model.ranks import is_multirank
 
     if html_path:  # refused before any work if it would destroy data
@@ -54,207 +57,108 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         check_output(html_path, force=force, inputs=[bundle], what="HTML report")
     tables = html_path != "-"  # the page is stdout's one document
     if is_multirank(bundle):
-        # the ranks' view compares ranks; one graph, or a site's buckets, are each rank's
-        for opt, given in (("--graph", graph_name), ("--ladder", ladder)):
-            if given:
-                from graphscope._errors import GraphscopeError
+        return _multirank(bundle, depth, html_path, diagnosis, graph_name, ladder, force,
+                          as_json, tables)
+    from graphscope.analysis.report import ReportOptions, build_report
 
-                raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
-                                      f"bundle ({bundle.rstrip('/')}/rank0 ...)")
-        if html_path:
-            from graphscope.model.ranks import read_ranks
-            from graphscope.render.dot import graph_svgs
-            from graphscope.render.html import write_html
-
-            ranks = read_ranks(bundle)
-            write_html(ranks[0][1], html_path, force=force, inputs=(bundle,), ranks=ranks,
-                       graph_svg=graph_svgs(ranks[0][1], ranks))
-            _wrote(html_path, as_json)
-        if diagnosis and tables:  # asked for: said where it is, not dropped in silence
-            click.echo(f"Diagnosis is per rank's graphs: graphscope report "
-                       f"{bundle.rstrip('/')}/rank<r> --diagnosis", err=True)
-        return _report_ranks(bundle, depth, as_json) if tables else 0
-    # summary.json holds exactly what summarize() gives with the default --top: no need to
-    # load every node for it.
-    full = recompute or html_path or top != DEFAULT_TOP or graph_name or ladder
-    s = read_summary(bundle) if not full else None
-    b = None
-    if s is None:
-        b = read_bundle(bundle)
-        if graph_name:
-            from graphscope.model.bundle import only_graph
-
-            b = only_graph(b, graph_name)
-        if html_path:
-            from graphscope.render.dot import graph_svgs
-            from graphscope.render.html import write_html
-
-            write_html(b, html_path, force=force, graph_svg=graph_svgs(b))
-            _wrote(html_path, as_json)
-            if not tables:
-                return 0
-        from graphscope.analysis.summary import summarize
-
-        s = summarize(b, top=top)
-        if ladder:
-            from graphscope.analysis.ladder import ladder as ladder_of
-            from graphscope.analysis.summary import graph_rows
-
-            s = {**s, "ladder": ladder_of(b, graph_rows(b))}
-    eager = _eager(bundle, b, graph_name, depth)
-    skipped = diagnosis is None and (
-        _big(bundle) if b is None else len(b.graphs) > DIAGNOSIS_AUTO_GRAPHS)
-    diag = _diagnosis(bundle, b, graph_name) if diagnosis is not False and not skipped else None
-    counters = _counters(bundle, b, graph_name, top)
-    if as_json:
-        if diag is not None:
-            from graphscope.analysis.diagnosis import to_json
-
-            s = {**s, "diagnosis": to_json(diag)}
-        if counters is not None:
-            s = {**s, "counters": counters}
-        s = {**s, **eager}
-        if depth is not None:  # the module rows to that depth, as the tables show them
-            s = {**s, "modules": [r for r in s["modules"] if r["level"] <= depth]}
-            if s.get("by_graph"):
-                s["by_graph"] = {**s["by_graph"], "rows": [
-                    r for r in s["by_graph"]["rows"] if r["level"] <= depth]}
-        from graphscope.analysis.summary import untimed_as_null
-
-        click.echo(json.dumps(untimed_as_null(s), sort_keys=True, indent=1))
+    options = ReportOptions(top=top, depth=depth, graph=graph_name, ladder=ladder,
+                            diagnosis=diagnosis)
+    b, extras, summary = _read(bundle, options, recompute or bool(html_path))
+    rep = build_report(b, extras, options, summary=summary)
+    if html_path:
+        _write_html(b, bundle, html_path, extras, force, as_json)
+    if not tables:
         return 0
-    from graphscope.render.table import print_summary
+    if as_json and as_markdown:
+        raise click.UsageError("--json and --markdown each print the whole report: pick one")
+    if as_markdown:
+        import os
 
-    from ..options import console, depth_that_fits
+        from graphscope.render.markdown import report_markdown
 
-    con = console()
-    if depth is None:  # a huge tree: show the levels that fit in MAX_ROWS, and say so
-        depth = depth_that_fits(s["modules"])
-        if depth is not None:
-            con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
-                      "(pass --depth N for more)")
-    print_summary(s, con, depth)
-    if ladder and not s.get("ladder"):
-        con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
-                  if graph_name else
-                  "Bucket ladder: no capture site captured several graphs in this bundle")
-    _print_eager(eager, con)
-    if diag is not None:
-        from graphscope.render.diagnosis import print_diagnosis
+        click.echo(report_markdown(rep, os.path.basename(os.path.abspath(bundle))), nl=False)
+        return 0
+    if as_json:
+        from graphscope.analysis.document import report_json
 
-        print_diagnosis(diag, con)
-    elif skipped:
-        con.print("Diagnosis left out for a bundle this large (it reads every node of every "
-                  "graph): pass --diagnosis")
-    if counters is not None:
-        from graphscope.render.table import print_counters
+        click.echo(json.dumps(report_json(rep), sort_keys=True, indent=1))
+        return 0
+    from graphscope.render.terminal import print_report
 
-        print_counters(counters, con, depth if depth is not None else 2)
+    from ..options import console
+
+    print_report(rep, console())
     return 0
 
 
-def _eager(path: str, b: object, graph_name: Optional[str], depth: Optional[int] = None
-           ) -> dict:
-    """{"eager": eager vs graph} when the bundle has eager.json, {"graph_coverage": ...} when
-    its timeline records the eager time of the traced windows (analysis/eager.py)."""
-    from graphscope.model.bundle import Bundle, only_graph
-    from graphscope.model.bundle_files import read_eager, read_outside, read_trees
-    from graphscope.model.bundle_io import read_bundle
+def _read(path: str, options: ReportOptions, full: bool
+          ) -> tuple[Optional[Bundle], BundleExtras, Optional[dict[str, Any]]]:
+    """The bundle (None where its summary.json holds all that is asked), its optional files,
+    and its summary.json where current and enough (None: the tables are computed)."""
+    from graphscope.analysis.report import ReportOptions, wants_diagnosis
+    from graphscope.model.bundle_files import read_extras
+    from graphscope.model.bundle_io import read_bundle, read_manifest_mode, read_summary
 
-    doc = read_eager(path)
-    # coverage is a program's question (graphscope run): a model file's step is all graph
-    run = _mode(path) == "run"
-    outside = read_outside(path) if run else {}
-    trees = read_trees(path) if run else None
-    if doc is None and not outside and trees is None:
-        return {}
-    from graphscope.analysis.eager import compare, graph_coverage, tree_summary
+    extras = read_extras(path, read_manifest_mode(path))
+    full = full or options.top != ReportOptions().top or bool(options.graph) or options.ladder
+    summary = read_summary(path) if not full else None
+    nodes = sum(int(r["nodes"]) for r in summary["graphs"]) if summary else 0
+    diagnosed = summary is None or wants_diagnosis(
+        options, nodes, len(summary["graphs"])) is True
+    extra_files = extras.eager is not None or extras.counters is not None or extras.mode == "run"
+    if summary is not None and not diagnosed and not extra_files:
+        return None, extras, summary
+    b = read_bundle(path)
+    if options.graph:
+        from graphscope.model.bundle import only_graph
 
-    if not isinstance(b, Bundle):
-        b = read_bundle(path)
-        if graph_name:
-            b = only_graph(b, graph_name)
-    out: dict = {}
-    # the program's share of GPU time in graphs: not a figure of one graph's view (--graph)
-    cov = graph_coverage(b, outside) if not graph_name else None
-    if cov is not None:
-        out["graph_coverage"] = cov
-    if doc is not None:
-        out["eager"] = compare(b, doc, depth)
-    if trees is not None:
-        out["cudagraph_trees"] = tree_summary(trees)
-    return out
+        b = only_graph(b, options.graph)
+    return b, extras, summary if not options.graph else None
 
 
-def _mode(path: str) -> object:
-    import os
+def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleExtras,
+                force: bool, as_json: bool) -> None:
+    """The page of bundle ``b`` (its optional files ``extras``), written to ``html_path``."""
+    from graphscope.model.outputs import write_output
+    from graphscope.render.dot import graph_svgs
+    from graphscope.render.html import render
 
-    try:
-        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
-            return json.load(f).get("mode")
-    except (OSError, ValueError, AttributeError):
-        return None  # read_bundle says what is wrong with it
+    assert b is not None  # --html reads the nodes
+    write_output(html_path, render(b, graph_svg=graph_svgs(b), extras=extras), force=force,
+                 inputs=(path,), what="HTML report")
+    _wrote(html_path, as_json)
 
 
-def _print_eager(eager: dict, con: object) -> None:
-    if not eager:
-        return
-    from graphscope.render.eager import coverage_line, render_eager, tree_lines
+def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
+               diagnosis: Optional[bool], graph_name: Optional[str], ladder: bool, force: bool,
+               as_json: bool, tables: bool) -> int:
+    """The ranks' view: it compares ranks; one graph, or a site's buckets, are each rank's."""
+    from graphscope._errors import GraphscopeError
 
-    if "graph_coverage" in eager:
-        con.print(coverage_line(eager["graph_coverage"]), highlight=False)  # type: ignore
-    for line in tree_lines(eager["cudagraph_trees"]) if "cudagraph_trees" in eager else []:
-        con.print(line, highlight=False, markup=False)  # type: ignore[attr-defined]
-    if "eager" in eager:
-        con.print(render_eager(eager["eager"]))  # type: ignore[attr-defined]
+    for opt, given in (("--graph", graph_name), ("--ladder", ladder)):
+        if given:
+            raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
+                                  f"bundle ({bundle.rstrip('/')}/rank0 ...)")
+    if html_path:
+        from graphscope.model.outputs import write_output
+        from graphscope.model.ranks import read_ranks
+        from graphscope.render.dot import graph_svgs
+        from graphscope.render.html import render
+
+        ranks = read_ranks(bundle)
+        write_output(html_path, render(ranks[0][1], ranks=ranks,
+                                       graph_svg=graph_svgs(ranks[0][1], ranks)),
+                     force=force, inputs=(bundle,), what="HTML report")
+        _wrote(html_path, as_json)
+    if diagnosis and tables:  # asked for: said where it is, not dropped in silence
+        click.echo(f"Diagnosis is per rank's graphs: graphscope report "
+                   f"{bundle.rstrip('/')}/rank<r> --diagnosis", err=True)
+    return _report_ranks(bundle, depth, as_json) if tables else 0
 
 
 def _wrote(path: str, as_json: bool) -> None:
     if path != "-":
         click.echo(f"Wrote {path}", err=as_json)
-
-
-def _big(path: str) -> bool:
-    import os
-
-    try:
-        return os.path.getsize(os.path.join(path, "graph.json")) > DIAGNOSIS_AUTO_BYTES
-    except OSError:
-        return False
-
-
-def _diagnosis(path: str, b: object, graph_name: Optional[str]) -> dict:
-    """The diagnosis of the bundle at ``path`` (``b`` when it is loaded already)."""
-    from graphscope.analysis.diagnosis import diagnose
-    from graphscope.model.bundle import Bundle, only_graph
-    from graphscope.model.bundle_io import read_bundle
-
-    if not isinstance(b, Bundle):
-        b = read_bundle(path)
-        if graph_name:
-            b = only_graph(b, graph_name)
-    return diagnose(b)
-
-
-def _counters(path: str, b: object, graph_name: Optional[str], top: int) -> Optional[dict]:
-    """The Counters section (analysis.counters) when the bundle has counters.json."""
-    from graphscope.model.bundle import Bundle, only_graph
-    from graphscope.model.bundle_files import read_counters
-    from graphscope.model.bundle_io import read_bundle
-
-    data = read_counters(path)
-    if data is None:
-        return None
-    from graphscope.analysis.counters import analyze
-
-    if not isinstance(b, Bundle):
-        b = read_bundle(path)
-        if graph_name:
-            b = only_graph(b, graph_name)
-    c = analyze(b, data, top=top)
-    if graph_name:  # the other graphs' nodes are left out on purpose: nothing to note
-        c["unmatched_nodes"] = 0
-    return c
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:

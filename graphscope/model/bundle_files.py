@@ -6,6 +6,7 @@ timeline.json. Each is absent in bundles that did not ask for it (None / {})."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import BundleError
@@ -107,3 +108,23 @@ def read_trees(path: str) -> Optional[dict[str, Any]]:
         raise BundleError(f"{path}/{TREES_FILE}: malformed or of another version (re-record "
                           "it with graphscope run)")
     return data
+
+
+@dataclass(frozen=True)
+class BundleExtras:
+    """A bundle's optional files, read and checked: what a report adds beside its graphs."""
+
+    eager: Optional[dict[str, Any]] = None  # eager.json
+    outside: dict[str, Any] = field(default_factory=dict)  # timeline.json's eager work
+    trees: Optional[dict[str, Any]] = None  # cudagraph_trees.json
+    counters: Optional[dict[str, Any]] = None  # counters.json
+    mode: Optional[str] = None  # the manifest's mode ("run": a program's graphs)
+
+
+def read_extras(path: str, mode: Optional[str]) -> BundleExtras:
+    """Every optional file of the bundle at ``path`` (``mode``: its manifest's); the eager
+    work outside graphs and torch.compile's trees are a program's (``run``) question only."""
+    run = mode == "run"
+    return BundleExtras(eager=read_eager(path), outside=read_outside(path) if run else {},
+                        trees=read_trees(path) if run else None,
+                        counters=read_counters(path), mode=mode)

@@ -485,3 +485,14 @@ def raw_dot(bundle: Bundle, graph: str) -> str:
                           f"(raw/{safe_file_stem(graph)}.dot){why}")
     with open(p, encoding="utf-8", errors="replace") as f:
         return f.read()
+
+
+def read_manifest_mode(path: str) -> Optional[str]:
+    """The manifest's ``mode`` (``step``, ``forward``, ``callables``, ``run``...), None where
+    the manifest cannot be read (:func:`read_bundle` then says what is wrong with it)."""
+    try:
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+            mode = json.load(f).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return mode if isinstance(mode, str) else None

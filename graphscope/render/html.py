@@ -12,13 +12,18 @@ bundle stays a few MB and the canvas draws only what is on screen.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Optional
 
+from ..analysis.document import report_json
+from ..analysis.report import Report, ReportOptions, build_report
+from ..analysis.section import plain
 from ..analysis.summary import graph_rows, module_top_kernels, summarize, untraced_graphs
 from ..model.bundle import Bundle, display_source, only_graph, source_base
+from ..model.bundle_files import BundleExtras
 from ..model.graph import UNATTRIBUTED
 from .fmt import fmt_ns, svg_key
 
@@ -77,27 +82,28 @@ def _events(bundle: Bundle, strings: _Strings, replay: int, base: Optional[str] 
 
 def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
           graph: Optional[str] = None, svg: Optional[str] = None,
-          base: Optional[str] = None, rows: Optional[list[dict[str, Any]]] = None
-          ) -> dict[str, Any]:
+          base: Optional[str] = None, report: Optional[Report] = None) -> dict[str, Any]:
     """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
-    ``svg`` the key of its drawing in ``graph_svg``; ``rows``: the bundle's graph rows, if
-    made already."""
-    s = summarize(bundle, top=10, rows=rows)
-    diag, crit = _diagnosis(bundle)
+    ``svg`` the key of its drawing in ``graph_svg``; ``report``: the view's report, if built
+    already (the page's numbers are the report's, as `report --json` prints them)."""
+    if report is None:
+        report = build_report(bundle, BundleExtras(), ReportOptions(graph=graph))
+    doc = report_json(report)
+    diag, crit = _diagnosis(doc.get("diagnosis"), len(bundle.graphs))
     return {
         "diagnosis": diag,
         "label": label,
         "graph": graph,
         "graphs": len(bundle.graphs),
         "svg": svg,
-        "total_ns": s["replay_kernel_median_ns"],
+        "total_ns": report.header.replay_kernel_median_ns,
         "replays": bundle.replays,
-        "coverage": s["coverage"],
-        "modules": s["modules"],
-        "top_kernels": s["top_kernels"],
+        "coverage": doc["coverage"],
+        "modules": plain(report.modules),
+        "top_kernels": plain(report.top_kernels),
         "module_kernels": module_top_kernels(bundle),
         "events": _events(bundle, strings, replay, base, crit),
-        "ddp": s.get("ddp", []),
+        "ddp": doc.get("ddp", []),
     }
 
 
@@ -105,14 +111,12 @@ MAX_PATH_IDS = 20_000  # critical-path node ids embedded for the graph view
 MAX_DIAGNOSED_GRAPHS = 1000  # a view of more graphs has no diagnosis (each graph's view has)
 
 
-def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
-    """The view's diagnosis for the page (analysis/diagnosis.py; per-node slack left out)
-    and the exec ids on the critical paths (for the timeline's outlines)."""
-    from ..analysis.diagnosis import diagnose, to_json
-
-    if len(bundle.graphs) > MAX_DIAGNOSED_GRAPHS:
+def _diagnosis(doc: Any, graphs: int) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
+    """The view's diagnosis for the page (the report's, per-node slack left out) and the exec
+    ids on the critical paths (for the timeline's outlines)."""
+    if doc is None or graphs > MAX_DIAGNOSED_GRAPHS:
         return None, frozenset()
-    d = to_json(diagnose(bundle))
+    d = copy.deepcopy(doc)
     crit: set[int] = set()
     for o in d["graphs"]:
         cp = o.get("critical_path")
@@ -128,40 +132,23 @@ def _diagnosis(bundle: Bundle) -> tuple[Optional[dict[str, Any]], frozenset[int]
     return d, frozenset(crit)
 
 
-def _eager(bundle: Bundle) -> dict[str, Any]:
-    """The page's eager-vs-graph data (analysis/eager.py): ``eager`` for a bundle with
-    eager.json; ``graph_coverage`` and ``cudagraph_trees`` for a ``graphscope run`` bundle
-    that recorded them."""
-    from ..analysis.eager import compare, graph_coverage, tree_summary
-    from ..model.bundle_files import read_eager, read_outside, read_trees
-
-    if not bundle.path:
-        return {}
-    out: dict[str, Any] = {}
-    doc = read_eager(bundle.path)
-    if doc is not None:
-        out["eager"] = compare(bundle, doc)
-    if bundle.manifest.get("mode") == "run":
-        cov = graph_coverage(bundle, read_outside(bundle.path))
-        if cov is not None:
-            out["graph_coverage"] = cov
-        trees = read_trees(bundle.path)
-        if trees is not None:
-            out["cudagraph_trees"] = tree_summary(trees)
-    return out
-
-
 def payload(bundle: Bundle, replay: int = 0,
-            ranks: Optional[Sequence[tuple[int, Bundle]]] = None) -> dict[str, Any]:
+            ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
+            extras: Optional[BundleExtras] = None) -> dict[str, Any]:
     """Everything the page draws, as plain data. ``ranks``: a multi-rank bundle's ranks (then
-    ``bundle`` is rank 0's)."""
+    ``bundle`` is rank 0's); ``extras``: the bundle's optional files, read by the command.
+    ``report``: the bundle's report as `report --json` prints it; the views' numbers and the
+    eager, coverage and counters tabs are that report's."""
+    whole_rows = graph_rows(bundle) if not ranks else None
+    whole = build_report(bundle, extras or BundleExtras(), ReportOptions(),
+                         summary=summarize(bundle, rows=whole_rows)) if not ranks else None
     strings = _Strings()
     views: list[dict[str, Any]] = []
     overview: list[dict[str, Any]] = []
     sources = list(ranks) if ranks else [(None, bundle)]
     for rank, b in sources:
         prefix = f"rank {rank}" if rank is not None else ""
-        rows = graph_rows(b)
+        rows = whole_rows if rank is None and whole_rows is not None else graph_rows(b)
         label = prefix or ("all graphs" if len(b.graphs) > 1 else b.graphs[0].name
                            if b.graphs else "bundle")
         if ranks and len(b.graphs) > 1:
@@ -170,7 +157,8 @@ def payload(bundle: Bundle, replay: int = 0,
         base = source_base(b)
         one = b.graphs[0].name if len(b.graphs) == 1 else None
         views.append(_view(b, strings, replay, label, one,
-                           svg_key(rank, one) if one is not None else None, base, rows))
+                           svg_key(rank, one) if one is not None else None, base,
+                           whole if rank is None else None))
         # a view per graph: for the slowest MAX_GRAPH_VIEWS of them (each costs a summary)
         own: dict[str, int] = {}
         if len(b.graphs) > 1:
@@ -192,9 +180,13 @@ def payload(bundle: Bundle, replay: int = 0,
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
-    eager = _eager(bundle) if not ranks else {}
+    doc = report_json(whole) if whole is not None else None
+    tabs: dict[str, Any] = {
+        k: doc[k] for k in ("eager", "graph_coverage", "cudagraph_trees", "counters")
+        if doc is not None and k in doc}
     return {
-        **eager,
+        **tabs,
+        "report": doc,
         "schema_version": 2,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),
@@ -204,18 +196,8 @@ def payload(bundle: Bundle, replay: int = 0,
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
-        **({"counters": c} if (c := _counters(bundle)) else {}),
         "ladder_svg": _ladder_charts(bundle, rows) if not ranks else [],
     }
-
-
-def _counters(bundle: Bundle) -> Optional[dict[str, Any]]:
-    """The Counters tab's data (the roofline of modules) when the bundle has counters.json."""
-    from ..analysis.counters import analyze
-    from ..model.bundle_files import read_counters
-
-    data = read_counters(bundle.path) if bundle.path else None
-    return analyze(bundle, data) if data is not None else None
 
 
 MAX_LADDER_POINTS = 2000  # more buckets at one site: report --ladder --json lists them
@@ -235,11 +217,12 @@ def _ladder_charts(bundle: Bundle, rows: Optional[list[dict[str, Any]]] = None) 
 def render(bundle: Bundle, replay: int = 0,
            ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
            graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006 (read only)
+           extras: Optional[BundleExtras] = None,
            ) -> str:
     """The page as one string. ``graph_svg``: the drawings the caller made
     (``render.dot.graph_svgs``: {svg key: {"collapsed", "clusters"}}, None where Graphviz could
     not draw one; empty without Graphviz: then the page says how to get them)."""
-    data = payload(bundle, replay, ranks)
+    data = payload(bundle, replay, ranks, extras)
     data["graph_svg"] = {k: dict(v) for k, v in graph_svg.items()}
     data["graphviz"] = bool(graph_svg)
     template = resources.files("graphscope.render").joinpath("templates/report.html").read_text(
@@ -249,18 +232,6 @@ def render(bundle: Bundle, replay: int = 0,
     blob = blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     head, tail = template.split("__PAYLOAD__", 1)
     return head + blob + tail
-
-
-def write_html(bundle: Bundle, path: str, replay: int = 0, *, force: bool = False,
-               inputs: tuple[str, ...] = (),
-               ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
-               graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006
-               ) -> str:
-    from ..model.outputs import write_output
-
-    write_output(path, render(bundle, replay, ranks, graph_svg), force=force,
-                 inputs=(bundle.path, *inputs), what="HTML report")
-    return path
 
 
 def _points(buckets: list[dict[str, Any]], key: str) -> list[tuple[float, float]]:

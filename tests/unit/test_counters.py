@@ -335,9 +335,10 @@ def test_html_has_the_counters_tab_only_with_counters(tmp_path):
     from graphscope.render.html import payload
 
     path, _ = _bundle_with_counters(tmp_path)
-    p = payload(read_bundle(path))
+    p = payload(read_bundle(path), extras=_extras(read_bundle(path)))
     assert p["counters"]["modules"] and p["counters"]["modules"][0]["verdict"] == "memory bound"
-    assert "counters" not in payload(read_bundle(os.path.join(DATA, "mlp_step")))
+    plain = read_bundle(os.path.join(DATA, "mlp_step"))
+    assert "counters" not in payload(plain, extras=_extras(plain))
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
@@ -352,8 +353,9 @@ def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
     path, _ = _bundle_with_counters(tmp_path)
     b = read_bundle(path)
     page = tmp_path / "report.html"
-    page.write_text(render(b))
-    want = sum(1 for r in payload(b)["counters"]["modules"] if r["level"] <= 1)
+    page.write_text(render(b, extras=_extras(b)))
+    rows = payload(b, extras=_extras(b))["counters"]["modules"]
+    want = sum(1 for r in rows if r["level"] <= 1)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
                           "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
@@ -465,3 +467,10 @@ def test_native_pm_session_on_a_fake_cupti(tmp_path):
     assert "2 passes" in passes and out["errors"][1] is False
     assert str(translate(RuntimeError(bogus))).startswith("cuptiProfilerHostConfigAddMetrics")
     assert "cuptiPmSamplingSetConfig" in interval and out["errors"][5] is False
+
+
+def _extras(b):
+    """The bundle's optional files, as `graphscope report` reads them for the page."""
+    from graphscope.model.bundle_files import read_extras
+
+    return read_extras(b.path, b.manifest.get("mode")) if b.path else None

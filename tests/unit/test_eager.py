@@ -311,10 +311,11 @@ def test_html_report_has_the_eager_tab(tmp_path):
 
     p = _write(tmp_path)
     b = read_bundle(p)
-    assert payload(b)["eager"]["step"]["speedup"] == 3.0
-    assert "eager" not in payload(graph_bundle(""))  # a bundle without eager.json: no tab
+    assert payload(b, extras=_extras(b))["eager"]["step"]["speedup"] == 3.0
+    # a bundle without eager.json: no tab
+    assert "eager" not in payload(graph_bundle(""), extras=_extras(graph_bundle("")))
     page = tmp_path / "r.html"
-    page.write_text(render(b))
+    page.write_text(render(b, extras=_extras(b)))
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed")
@@ -496,11 +497,11 @@ def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
                                "t_s": 0.5}],
                    "warmups": {}, "eager_runs": {}, "counters": {}}, f)
     b = read_bundle(p)
-    d = payload(b)
+    d = payload(b, extras=_extras(b))
     assert d["graph_coverage"]["pct"] == 100.0 and d["cudagraph_trees"]["skips"]
     assert "eager" not in d
     page = tmp_path / "r.html"
-    page.write_text(render(b))
+    page.write_text(render(b, extras=_extras(b)))
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed")
@@ -588,3 +589,10 @@ def test_scopes_mark_the_optimizers_step_and_zero_grad():
     n = len(marks.events)
     opt.zero_grad()  # unhooked after the run
     assert len(marks.events) == n
+
+
+def _extras(b):
+    """The bundle's optional files, as `graphscope report` reads them for the page."""
+    from graphscope.model.bundle_files import read_extras
+
+    return read_extras(b.path, b.manifest.get("mode")) if b.path else None

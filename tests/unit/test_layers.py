@@ -7,6 +7,7 @@ documented in docs/architecture.md. Lowest first:
     model     model/                                            (the data and its files)
     analysis  analysis/                                         (every number from a bundle)
     render    render/ (not fmt)                                 (formatting only; never each other)
+    views     render.terminal html markdown                     (a report's views, of renderers)
     capture   annotate/ capture/ trace_annotate/                (runs the GPU, the user's code)
     entry     graphscope (the public API) __main__ cli/         (may import everything)
 
@@ -32,6 +33,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "model": ("graphscope.model",),
     "analysis": ("graphscope.analysis",),
     "render": ("graphscope.render",),
+    "views": ("graphscope.render.terminal", "graphscope.render.html",
+              "graphscope.render.markdown"),
     "capture": ("graphscope.annotate", "graphscope.capture", "graphscope.trace_annotate"),
     "entry": ("graphscope", "graphscope.__main__", "graphscope.cli"),
 }
@@ -41,6 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"base", "model"},  # the data layer never reaches the extension
     "analysis": {"base", "model", "analysis"},
     "render": {"base", "model", "analysis"},  # not "render": renderers never import each other
+    "views": {"base", "model", "analysis", "render"},  # a view composes renderers, never views
     "capture": {"base", "native", "model", "analysis", "capture"},
     "entry": set(LAYERS),
 }
@@ -237,7 +241,9 @@ INJECTED = [
     ("graphscope.model.graph", "graphscope.analysis.summary"),  # data computing numbers
     ("graphscope.analysis.summary", "graphscope.render.table"),  # numbers formatting
     ("graphscope.capture", "graphscope.render.table"),  # capture printing
-    ("graphscope.render.html", "graphscope.render.dot"),  # renderers importing each other
+    ("graphscope.render.table", "graphscope.render.dot"),  # renderers importing each other
+    ("graphscope.render.html", "graphscope.render.terminal"),  # views importing each other
+    ("graphscope.model.join", "graphscope.native"),  # the data reaching the extension
     ("graphscope.render.fmt", "graphscope.model.graph"),  # the base reaching up
     ("graphscope.analysis.ranks", "graphscope.capture"),  # analysis needing torch's side
     ("graphscope.render.table", "graphscope.native"),  # a renderer needing the extension
@@ -324,3 +330,54 @@ def test_node_kind_is_cuda_graph_node_type():
     assert found
     for cuda_name, value in found.items():
         assert NodeKind.name_of(int(value)) == NodeKind[names.get(cuda_name, cuda_name)].value
+
+
+# Calls that read or write files: the command reads the bundle and writes the output; analysis
+# and render are pure functions of what they are handed (their package data aside: the HTML
+# template is read with importlib.resources).
+_FILE_IO = {"open", "os.listdir", "os.scandir", "os.walk", "os.remove", "os.unlink",
+            "os.rename", "os.replace", "os.makedirs", "os.mkdir", "os.path.exists",
+            "os.path.isfile", "os.path.isdir", "os.path.getsize", "os.path.lexists", "json.load",
+            "json.dump", "np.load", "np.save", "shutil.copy", "shutil.copyfile", "shutil.move",
+            "shutil.rmtree", "tempfile.mkstemp", "tempfile.NamedTemporaryFile"}
+_IO_FREE = ("graphscope.analysis", "graphscope.render")
+
+
+def file_io_calls(mods: dict[str, str]) -> list[str]:
+    """``module:line: call`` for each file-reading or -writing call in analysis/ and render/,
+    and each import of the bundle's readers there."""
+    out = []
+    for mod, path in mods.items():
+        if not mod.startswith(_IO_FREE):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                if name in _FILE_IO or name.endswith((".read_text", ".write_text",
+                                                      ".read_bytes", ".write_bytes")) and (
+                        "resources" not in ast.unparse(node.func)):
+                    out.append(f"{mod}:{node.lineno}: {name}")
+            elif isinstance(node, ast.ImportFrom) and node.module and any(
+                    node.module.endswith(m) for m in ("bundle_io", "outputs")) and not any(
+                    a.name.isupper() for a in node.names):
+                out.append(f"{mod}:{node.lineno}: imports {node.module}")
+    return out
+
+
+def test_no_file_io_in_analysis_and_render():
+    # GIVEN every module of analysis/ and render/ THEN none reads or writes a file itself
+    assert file_io_calls(MODS) == []
+
+
+def test_the_file_io_check_sees_an_injected_read(tmp_path):
+    # GIVEN a copy of the package with one open() injected into an analysis module
+    import shutil
+
+    shutil.copytree(os.path.join(ROOT, "graphscope"), tmp_path / "graphscope", symlinks=True)
+    target = tmp_path / "graphscope" / "analysis" / "stats.py"
+    target.write_text(target.read_text() + "\n\ndef _peek(p):\n    return open(p).read()\n")
+    # WHEN checked THEN the injected call is named
+    found = file_io_calls(modules(str(tmp_path)))
+    assert [f for f in found if f.startswith("graphscope.analysis.stats:")], found

@@ -1,0 +1,72 @@
+"""The report in the terminal: rich tables and lines, the view `graphscope report` prints."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from rich.console import Console
+
+from ..analysis.report import Report
+from ..analysis.section import Absent, plain, present
+
+MAX_ROWS = 80  # module rows report and diff show without --depth
+
+
+def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
+    """Without --depth, the deepest module level whose rows (``level`` each) fit in
+    ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""
+    levels = sorted({r["level"] for r in rows})
+    fits = [lv for lv in levels if sum(1 for r in rows if r["level"] <= lv) <= max_rows]
+    return fits[-1] if fits and fits[-1] < levels[-1] else None
+
+
+def summary_of(report: Report) -> dict[str, Any]:
+    """The header and tables of ``report`` as the table renderers read them."""
+    out: dict[str, Any] = {**plain(report.header), "graphs": plain(report.graphs)}
+    for key in ("coverage", "modules", "top_kernels", "top_ops", "by_graph", "ddp", "memory",
+                "ladder"):
+        value = getattr(report, key)
+        if present(value):
+            out[key] = plain(value)
+    return out
+
+
+def print_report(report: Report, con: Console) -> None:
+    """Every section of ``report`` that applies, in the order a reader needs them."""
+    from .table import print_counters, print_summary
+
+    s = summary_of(report)
+    depth = report.options.depth
+    if depth is None:  # a huge tree: show the levels that fit, and say so
+        depth = depth_that_fits(s["modules"])
+        if depth is not None:
+            con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
+                      "(pass --depth N for more)")
+    print_summary(s, con, depth)
+    if report.options.ladder and isinstance(report.ladder, Absent):
+        con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
+                  if report.ladder.reason == "one_graph_view" else
+                  "Bucket ladder: no capture site captured several graphs in this bundle")
+    _print_eager(report, con)
+    if present(report.diagnosis):
+        from .diagnosis import print_diagnosis
+
+        print_diagnosis(plain(report.diagnosis), con)
+    elif isinstance(report.diagnosis, Absent) and report.diagnosis.reason == "too_large":
+        con.print(f"Diagnosis left out: {report.diagnosis.detail}")
+    if present(report.counters):
+        print_counters(plain(report.counters), con, depth if depth is not None else 2)
+
+
+def _print_eager(report: Report, con: Console) -> None:
+    if not any(map(present, (report.graph_coverage, report.cudagraph_trees, report.eager))):
+        return
+    from .eager import coverage_line, render_eager, tree_lines
+
+    if present(report.graph_coverage):
+        con.print(coverage_line(plain(report.graph_coverage)), highlight=False)
+    if present(report.cudagraph_trees):
+        for line in tree_lines(plain(report.cudagraph_trees)):
+            con.print(line, highlight=False, markup=False)
+    if present(report.eager):
+        con.print(render_eager(plain(report.eager)))
