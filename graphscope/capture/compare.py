@@ -79,14 +79,17 @@ def _pair(name: str, a: Any, b: Any, kind: str) -> dict[str, Any]:
             "ratio": ratio}
 
 
-def compare_named(pairs: Sequence[tuple[str, Any, Any]], kind: str) -> dict[str, Any]:
+def compare_named(pairs: Sequence[tuple[str, Any, Any]], kind: str,
+                  missing: Sequence[str] = ()) -> dict[str, Any]:
     """Compare ``(name, tried, captured)`` tensor pairs; the record a bundle keeps:
     ``tensors``, ``bitwise_equal``, ``max_abs_diff`` (finite differences; None: a pair's
     shape or dtype differs), ``nonfinite`` (elements NaN or infinite on one side only),
     ``within_tolerance``, ``max_tolerance_ratio`` (the largest difference over what the
     tolerance allows there; None where no tolerance applies) and up to :data:`MAX_NAMED`
-    ``mismatched`` names, the worst first."""
+    ``mismatched`` names, the worst first. ``missing``: names that one side has (a
+    gradient) and the other does not."""
     rows = [_pair(n, a, b, kind) for n, a, b in pairs]
+    rows += [{"name": n, "structure": "present on one side only"} for n in missing]
     broken = [r for r in rows if "structure" in r]
     whole = [r for r in rows if "structure" not in r]
     bad = broken + sorted((r for r in whole if not r["equal"]),

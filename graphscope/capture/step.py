@@ -3,6 +3,8 @@
 Without ``"step"`` in the model file: forward + loss + backward of the model. With
 ``"step": fn``: the user's whole step ``fn(model, *args, **kwargs)`` (optimizer with
 ``capturable=True``, ``torch.autocast``, micro-batches ...), warmed up on a side stream first.
+With ``--try-streams N`` the step is also captured with its ops, backward included, over N
+streams, compared and timed beside it (streams_train.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_ow
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+from .streams import WHAT_IF_KEY
 
 LOSS_SCOPE = {"module_name": "(loss)"}
 # Work of a user's step outside every module (its loss, its own tensor math), forward and
@@ -134,4 +137,20 @@ class StepSource:
         info["instantiate_s"] = round(time.perf_counter() - t, 6)
         set_exec_id(raw, g)
         ann.remap_to_exec_graph(g)
+        if job.try_streams > 1:  # outside the annotation hooks: a plain capture
+            phase("what-if")
+            raw.info[WHAT_IF_KEY] = _try_streams(job, g, raw.exec_id, outputs)
         return RawCapture([raw], replay=g.replay, meta={"step": "user" if user else "model"})
+
+
+def _try_streams(job: ModelJob, graph: Any, exec_id: int, outputs: Any) -> dict[str, Any]:
+    """The step graph's ``what_if_streams`` (capture/streams_train.py)."""
+    from .streams_train import ddp_refusal, planned_default_step, try_streams_step
+
+    refused = ddp_refusal(job.model)
+    if refused:
+        return {"max_streams": job.try_streams, "error": refused}
+    run = step_of(job) if job.step is not None else planned_default_step(
+        job.model, job.args, job.kwargs, job.loss_fn)
+    return try_streams_step(run, unwrap_ddp(job.model), graph, exec_id, outputs,
+                            job.try_streams, max(job.replays, 3), job.warmup)

@@ -312,6 +312,13 @@ def capture_on_streams(run: Callable[[], Any], n: int, warmup: int = 1,
                 run()
     torch.cuda.current_stream().wait_stream(warm)
     torch.cuda.synchronize()
+    return capture_planned(mode, run, pool)
+
+
+def capture_planned(mode: Any, run: Callable[[], Any], pool: Any = None) -> StreamsCapture:
+    """One capture of ``run`` under ``mode`` (a :func:`plan_mode`, warmed up), instantiated."""
+    import torch
+
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, pool=pool):
         with mode:
