@@ -19,7 +19,8 @@ Philox offsets from the generator at replay).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..annotate.tensors import storage_key, tensors_in
@@ -181,3 +182,61 @@ class StateSnapshot:
     @property
     def nbytes(self) -> int:
         return sum(int(s.nbytes()) for s in self.saved)
+
+
+@dataclass
+class Ran:
+    """A captured graph and what its step leaves to compare: its outputs (its static output
+    tensors) and the parameters' gradients it writes ({name: tensor or None})."""
+
+    graph: Any
+    outputs: Any
+    grads: Mapping[str, Any] = field(default_factory=dict)
+
+
+def grad_pairs(tried: Mapping[str, Any], captured: Mapping[str, Any]
+               ) -> tuple[list[tuple[str, Any, Any]], list[str]]:
+    """(name, tried, captured) of the gradients both have; the names only one has."""
+    pairs, missing = [], []
+    for name, g in captured.items():
+        a = tried.get(name)
+        if (a is None) != (g is None):
+            missing.append(name)
+        elif g is not None:
+            pairs.append((name, a, g))
+    return pairs, missing
+
+
+def compare_replays(captured: Ran, tried: Ran, external: Sequence[Any],
+                    names: Mapping[int, str], kind: str) -> dict[str, dict[str, Any]]:
+    """One replay of each graph from the same state: ``external`` (what the step writes in
+    place but does not make) and the CUDA generator are saved first and put back after
+    each replay, and at the end. The parts compared: ``outputs``, ``gradients`` (where the
+    step has any), ``state`` (``external`` after the step; names from ``names`` by storage,
+    else dtype and shape)."""
+    import torch
+
+    snap = StateSnapshot(external, torch.device("cuda", torch.cuda.current_device()))
+    results = []
+    try:
+        for ran in (captured, tried):
+            ran.graph.replay()
+            torch.cuda.synchronize()
+            results.append((clone_all(tensors_in(ran.outputs)),
+                            {k: (v.detach().clone() if v is not None else None)
+                             for k, v in ran.grads.items()},
+                            clone_all(external)))
+            snap.restore()
+    finally:
+        snap.restore()
+    (o1, g1, s1), (o2, g2, s2) = results
+    parts = {"outputs": compare_values(o2, o1, kind)}
+    pairs, missing = grad_pairs(g2, g1)
+    if pairs or missing:
+        parts["gradients"] = compare_named(pairs, kind, missing)
+    if external:
+        state = [(names.get(storage_key(t)) or
+                  f"state[{i}] {dtype_name(t)}{list(t.shape)}", a, b)
+                 for i, (t, a, b) in enumerate(zip(external, s2, s1))]
+        parts["state"] = compare_named(state, kind)
+    return parts

@@ -65,8 +65,9 @@ class ModelJob:
     settings: Mapping[str, Any] = field(default_factory=dict)
     buckets: tuple = ()  # extra input sets (forward mode)
     step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
-    try_streams: int = 0  # forward mode: also capture over this many streams (streams.py)
-    replays: int = 20  # traced replays (--try-streams times as many of each graph)
+    try_streams: int = 0  # also capture over this many streams (streams.py, streams_train.py)
+    try_compile: Optional[str] = None  # also capture with these modules compiled (compile.py)
+    replays: int = 20  # traced replays (--try-streams/--try-compile: as many of each version)
 
 
 @dataclass

@@ -174,116 +174,140 @@ def _makes(func: Any, kwargs: dict[str, Any], device_type: str) -> bool:
 def plan_mode(n: int, device_type: str = "cuda") -> Any:
     """A ``TorchDispatchMode`` that runs each op on the stream a :class:`Planner` of ``n``
     streams picks (module docstring). Enter it where the capture stream is current: its
-    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back.
+    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back. Its
+    ``core`` (:class:`PlanCore`) holds the plan.
 
     Ops of a backward run inside it are planned too: autograd's engine runs them with the
     dispatch modes of the thread that called backward (its thread-local state), on its own
-    thread; a lock keeps one op at a time in the plan. ``external`` collects the tensors
-    that ops wrote in place but no planned op made (parameters, optimizer state, buffers:
-    what a step changes). ``device_type="cpu"`` plans without streams (what tests read:
-    ``log`` holds each planned op's name, stream, waits and storages)."""
-    return _mode_class()(n, device_type)
+    thread; a lock keeps one op at a time in the plan. ``device_type="cpu"`` plans without
+    streams (what tests read)."""
+    if not _MODE_CLASS:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class PlanStreams(TorchDispatchMode):
+            def __init__(self, core: PlanCore) -> None:
+                super().__init__()
+                self.core = core
+
+            def __enter__(self) -> Any:
+                self.core.enter()
+                return super().__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                try:
+                    self.core.exit()
+                finally:
+                    out = super().__exit__(*exc)
+                return out
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                                   kwargs: Any = None) -> Any:
+                return self.core.dispatch(func, args, kwargs or {})
+
+        _MODE_CLASS.append(PlanStreams)
+    return _MODE_CLASS[0](PlanCore(n, device_type))
 
 
 _MODE_CLASS: list[Any] = []
 
 
-def _mode_class() -> Any:
-    if _MODE_CLASS:
-        return _MODE_CLASS[0]
-    import threading
+class PlanCore:
+    """The state of one :func:`plan_mode`: the plan of the capture under way (reset at each
+    enter), an event per planned op, ``external`` (the tensors ops wrote in place that no
+    planned op made: parameters, optimizer state, buffers, what a step changes) and ``log``
+    (per planned op: its name, stream, waits, reads, writes and outputs)."""
 
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+    def __init__(self, n: int, device_type: str) -> None:
+        import threading
 
-    class PlanStreams(TorchDispatchMode):
-        def __init__(self, n: int, device_type: str) -> None:
-            super().__init__()
-            self.n = n
-            self.device_type = device_type
-            cuda = device_type == "cuda"
-            self.side = [torch.cuda.Stream() for _ in range(n - 1)] if cuda else []
-            self.lock = threading.RLock()
-            self._reset()
+        self.n = n
+        self.device_type = device_type
+        self.cuda = device_type == "cuda"
+        if self.cuda:
+            import torch
 
-        def _reset(self) -> None:
-            self.plan = Planner(self.n)
-            self.events: list[Any] = []  # per planned op: recorded on its stream after it
-            self.external: dict[int, Any] = {}  # storage -> a tensor written in place
-            self.log: list[tuple[str, int, list[int], list[int], list[int], list[int]]] = []
-            self.main: Any = None
+            self.side = [torch.cuda.Stream() for _ in range(n - 1)]
+        else:
+            self.side = []
+        self.lock = threading.RLock()
+        self.reset()
 
-        def __enter__(self) -> Any:
-            self._reset()
-            if self.device_type == "cuda":
-                self.main = torch.cuda.current_stream()
-                for s in self.side:  # fork: part of the capture, ordered after nothing in it
-                    s.wait_stream(self.main)
-            return super().__enter__()
+    def reset(self) -> None:
+        self.plan = Planner(self.n)
+        self.events: list[Any] = []
+        self.external: dict[int, Any] = {}
+        self.log: list[tuple[str, int, list[int], list[int], list[int], list[int]]] = []
+        self.main: Any = None
 
-        def __exit__(self, *exc: Any) -> Any:
-            try:
-                for s in self.side:  # join
-                    self.main.wait_stream(s)
-            finally:
-                out = super().__exit__(*exc)
-            return out
+    def enter(self) -> None:
+        self.reset()
+        if self.cuda:
+            import torch
 
-        def stream(self, i: int) -> Any:
-            return self.main if i == 0 else self.side[i - 1]
+            self.main = torch.cuda.current_stream()
+            for s in self.side:  # fork: part of the capture, ordered after nothing in it
+                s.wait_stream(self.main)
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            acc = op_access(func, args, kwargs, self.device_type)
-            if acc is None:
-                return func(*args, **kwargs)  # nothing on the device: nothing to order
-            with self.lock:
-                return self._planned(func, args, kwargs, acc)
+    def exit(self) -> None:
+        for s in self.side:  # join
+            self.main.wait_stream(s)
 
-        def _planned(self, func: Any, args: Any, kwargs: dict[str, Any], acc: OpAccess
-                     ) -> Any:
-            plan = self.plan
-            force = (plan.producer_stream(acc.reads[0]) if acc.maybe_view and acc.reads
-                     else None)
-            s, waits = plan.place(acc.reads, acc.writes, force)
-            for t in acc.written:
-                k = _key(t, self.device_type)
-                if k is not None and k not in plan.writer:
-                    self.external.setdefault(k, t)
-            cuda = self.device_type == "cuda"
-            if cuda:
-                stream = self.stream(s)
-                for p in waits:
-                    stream.wait_event(self.events[p])
-                for t in acc.inputs:
-                    k = _key(t)
-                    if k is not None and plan.producer_stream(k) != s:
-                        try:
-                            t.record_stream(stream)
-                        except RuntimeError:  # not the caching allocator's (from_blob)
-                            pass
-                with torch.cuda.stream(stream):
-                    out = func(*args, **kwargs)
-            else:
-                out = func(*args, **kwargs)
-            wids = {id(t) for t in acc.written}
-            okeys = [k for t in tensors_in(out) if id(t) not in wids
-                     and (k := _key(t, self.device_type)) is not None and k not in acc.reads]
-            if acc.maybe_view and not okeys:
-                return out  # a view after all: no device work to order
-            if cuda:
-                ev = torch.cuda.Event()  # in a capture: an edge source, no node
-                ev.record(self.stream(s))
-                self.events.append(ev)
-            else:
-                self.events.append(None)
-            self.log.append((str(func), s, waits, acc.reads, acc.writes, okeys))
-            plan.done(s, acc.reads, acc.writes, okeys)
-            return out
+    def stream(self, i: int) -> Any:
+        return self.main if i == 0 else self.side[i - 1]
 
-    _MODE_CLASS.append(PlanStreams)
-    return PlanStreams
+    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        acc = op_access(func, args, kwargs, self.device_type)
+        if acc is None:
+            return func(*args, **kwargs)  # nothing on the device: nothing to order
+        with self.lock:
+            return self._planned(func, args, kwargs, acc)
+
+    def _planned(self, func: Any, args: Any, kwargs: dict[str, Any], acc: OpAccess) -> Any:
+        plan = self.plan
+        force = plan.producer_stream(acc.reads[0]) if acc.maybe_view and acc.reads else None
+        s, waits = plan.place(acc.reads, acc.writes, force)
+        for t in acc.written:
+            k = _key(t, self.device_type)
+            if k is not None and k not in plan.writer:
+                self.external.setdefault(k, t)
+        out = self._run(s, waits, acc, func, args, kwargs)
+        wids = {id(t) for t in acc.written}
+        okeys = [k for t in tensors_in(out) if id(t) not in wids
+                 and (k := _key(t, self.device_type)) is not None and k not in acc.reads]
+        if acc.maybe_view and not okeys:
+            return out  # a view after all: no device work to order
+        if self.cuda:
+            import torch
+
+            ev = torch.cuda.Event()  # in a capture: an edge source, no node
+            ev.record(self.stream(s))
+            self.events.append(ev)
+        else:
+            self.events.append(None)
+        self.log.append((str(func), s, waits, acc.reads, acc.writes, okeys))
+        plan.done(s, acc.reads, acc.writes, okeys)
+        return out
+
+    def _run(self, s: int, waits: list[int], acc: OpAccess, func: Any, args: Any,
+             kwargs: dict[str, Any]) -> Any:
+        """The op on stream ``s``, after the events of ``waits``; its inputs made on other
+        streams ``record_stream``-ed to it."""
+        if not self.cuda:
+            return func(*args, **kwargs)
+        import torch
+
+        stream = self.stream(s)
+        for p in waits:
+            stream.wait_event(self.events[p])
+        for t in acc.inputs:
+            k = _key(t)
+            if k is not None and self.plan.producer_stream(k) != s:
+                try:
+                    t.record_stream(stream)
+                except RuntimeError:  # not the caching allocator's (from_blob, DLPack)
+                    pass
+        with torch.cuda.stream(stream):
+            return func(*args, **kwargs)
 
 
 @dataclass
@@ -324,8 +348,9 @@ def capture_planned(mode: Any, run: Callable[[], Any], pool: Any = None) -> Stre
         with mode:
             out = run()
     torch.cuda.synchronize()
-    return StreamsCapture(g, out, mode.plan.used(), len(mode.plan.stream_of), mode.plan.waits,
-                          list(mode.external.values()))
+    plan = mode.core.plan
+    return StreamsCapture(g, out, plan.used(), len(plan.stream_of), plan.waits,
+                          list(mode.core.external.values()))
 
 
 def timing(exec_id: int, alt_exec_id: int, cols: Sequence[Any], alt: StreamsCapture,

@@ -27,8 +27,16 @@ from typing import Any, Callable, Optional
 
 from ..annotate.tensors import storage_key, tensors_in
 from .alternate import exec_id_of, one_line, trace_alternated
-from .compare import StateSnapshot, clone_all, compare_named, compare_values, summary
-from .streams import StreamsCapture, capture_on_streams, capture_planned, plan_mode, timing
+from .compare import (
+    Ran,
+    clone_all,
+    compare_named,
+    compare_replays,
+    compare_values,
+    grad_pairs,
+    summary,
+)
+from .streams import capture_on_streams, capture_planned, plan_mode, timing
 
 KIND = "reordered"  # the tolerances of the same ops in another order (compare.TOLERANCES)
 
@@ -63,57 +71,6 @@ def state_names(model: Any) -> dict[int, str]:
     return out
 
 
-def _state_pairs(tried: list[Any], captured: list[Any], names: Mapping[int, str],
-                 tensors: list[Any]) -> list[tuple[str, Any, Any]]:
-    out = []
-    for i, (a, b, t) in enumerate(zip(tried, captured, tensors)):
-        name = names.get(storage_key(t)) or (
-            f"state[{i}] {str(t.dtype).replace('torch.', '')}{list(t.shape)}")
-        out.append((name, a, b))
-    return out
-
-
-def _grad_pairs(tried: Mapping[str, Any], captured: Mapping[str, Any]
-                ) -> tuple[list[tuple[str, Any, Any]], list[str]]:
-    pairs, missing = [], []
-    for name, g in captured.items():
-        a = tried.get(name)
-        if (a is None) != (g is None):
-            missing.append(name)
-        elif g is not None:
-            pairs.append((name, a, g))
-    return pairs, missing
-
-
-def compare_steps(graph: Any, outputs: Any, grads: Mapping[str, Any], alt: StreamsCapture,
-                  alt_grads: Mapping[str, Any], names: Mapping[int, str]
-                  ) -> dict[str, dict[str, Any]]:
-    """One replay of each step graph from the same state (module docstring); the parts
-    compared: outputs, gradients, state written in place."""
-    import torch
-
-    snap = StateSnapshot(alt.external, torch.device("cuda", torch.cuda.current_device()))
-    try:
-        results = []
-        for g, outs, gr in ((graph, outputs, grads), (alt.graph, alt.output, alt_grads)):
-            g.replay()
-            torch.cuda.synchronize()
-            results.append((clone_all(tensors_in(outs)),
-                            {k: (v.detach().clone() if v is not None else None)
-                             for k, v in gr.items()},
-                            clone_all(alt.external)))
-            snap.restore()
-    finally:
-        snap.restore()
-    (o1, g1, s1), (o2, g2, s2) = results
-    pairs, missing = _grad_pairs(g2, g1)
-    return {
-        "outputs": compare_values(o2, o1, KIND),
-        "gradients": compare_named(pairs, KIND, missing),
-        "state": compare_named(_state_pairs(s2, s1, names, alt.external), KIND),
-    }
-
-
 def try_streams_step(run: Callable[[], Any], model: Any, graph: Any, exec_id: int,
                      outputs: Any, n: int, replays: int, warmup: int) -> dict[str, Any]:
     """The step graph's ``what_if_streams``: ``run`` (the step, returning what the captured
@@ -128,7 +85,8 @@ def try_streams_step(run: Callable[[], Any], model: Any, graph: Any, exec_id: in
     finally:
         set_grads(model, grads)
     try:
-        parts = compare_steps(graph, outputs, grads, alt, alt_grads, state_names(model))
+        parts = compare_replays(Ran(graph, outputs, grads), Ran(alt.graph, alt.output, alt_grads),
+                                alt.external, state_names(model), KIND)
         cols = trace_alternated([(graph, alt.graph)], replays)
         return {**timing(exec_id, exec_id_of(alt.graph), cols, alt, replays, n),
                 **summary(parts, KIND)}
@@ -228,7 +186,7 @@ def compare_callables(graphed: Callable[..., Any], args: tuple, surface: list[An
     alt.bwd.graph.replay()
     torch.cuda.synchronize()
     tried = list(alt.bwd.output) if alt.bwd.output is not None else []
-    pairs, missing = _grad_pairs(dict(zip(names, tried)), dict(zip(names, g1)))
+    pairs, missing = grad_pairs(dict(zip(names, tried)), dict(zip(names, g1)))
     return ({"outputs": compare_values(alt.fwd.output, o1, KIND)},
             {"gradients": compare_named(pairs, KIND, missing)})
 

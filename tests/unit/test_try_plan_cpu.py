@@ -85,7 +85,7 @@ def test_forward_backward_and_optimizer_of_two_branches_plan_over_two_streams_sa
     mode = plan_mode(4, device_type="cpu")
     with mode:
         _step(model, opt, x)
-    log = mode.log
+    log = mode.core.log
     names = [op for op, *_ in log]
     # THEN backward ops were planned (autograd runs them with the caller's dispatch modes)
     assert any("threshold_backward" in n for n in names), names
@@ -100,7 +100,7 @@ def test_forward_backward_and_optimizer_of_two_branches_plan_over_two_streams_sa
     assert unordered_dependencies(log) == []
     # AND the parameters and the optimizer state the step wrote in place are external
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    assert params <= set(mode.external)
+    assert params <= set(mode.core.external)
 
 
 def test_the_plan_computes_what_the_model_computes():
@@ -127,9 +127,9 @@ def test_a_sequential_step_stays_on_one_stream():
         _step(model, torch.optim.SGD(model.parameters(), lr=0.1, foreach=True),
               torch.randn(2, 8))
     # the forward chain is one stream; a parameter's gradient branch may fork, joined safely
-    fwd = [s for op, s, *_ in mode.log if "addmm" in op]
+    fwd = [s for op, s, *_ in mode.core.log if "addmm" in op]
     assert set(fwd) == {0}
-    assert unordered_dependencies(mode.log) == []
+    assert unordered_dependencies(mode.core.log) == []
 
 
 def test_the_checker_finds_a_missing_wait():
