@@ -29,6 +29,7 @@ from ..annotate.tensors import storage_key, tensors_in
 from .alternate import exec_id_of, one_line, trace_alternated
 from .compare import (
     Ran,
+    StateSnapshot,
     clone_all,
     compare_named,
     compare_replays,
@@ -174,12 +175,14 @@ def compare_callables(graphed: Callable[..., Any], args: tuple, surface: list[An
     pair, for the same inputs and the same seeded output gradients."""
     import torch
 
+    rng = StateSnapshot((), torch.device("cuda", torch.cuda.current_device()))
     with torch.enable_grad():
         outs = tensors_in(graphed(*args))
         req = [o for o in outs if o.requires_grad]
         seeds = _seeded(req)
         grads = torch.autograd.grad(req, surface, grad_outputs=seeds, allow_unused=True)
         o1, g1 = clone_all(outs), [g.detach().clone() if g is not None else None for g in grads]
+    rng.restore()  # dropout draws the same masks in both
     alt.fwd.graph.replay()
     for static, seed in zip(alt.grad_outputs, seeds):
         static.copy_(seed)
