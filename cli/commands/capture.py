@@ -137,7 +137,7 @@ def _eager(res: Any) -> dict[str, Any]:
 
 def _compiled(res: Any) -> Optional[dict[str, Any]]:
     """compile.json of a bundle captured with --try-compile (None without one)."""
-    from graphscope.bundle_files import read_compile
+    from graphscope.model.bundle_files import read_compile
 
     return read_compile(res.bundle_path) if res.bundle_path else None
 

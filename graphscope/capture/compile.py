@@ -35,7 +35,7 @@ from .compare import Ran, compare_replays, summary
 from .compile_doc import graph_entry, module_paths, select, version_stats
 from .cuda_graphs import graph as annotated_graph
 from .source import inspect_template
-from .step import warmup as warm_up
+from .source import warmup as warm_up
 from .streams import plan_mode
 from .streams_train import named_grads, set_grads, state_names
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Optional
 
+from ..model.graph import NodeKind
+
 OUTSIDE = "(outside compiled modules)"
 TOP_KERNELS = 5
 
@@ -64,13 +66,13 @@ def version_stats(nodes: Sequence[Any], replays: Any, modules: Sequence[str]
     for n in work:
         r = rows[module_of[n.local_id]]
         r["nodes"] += 1
-        r["kernels"] += n.type == "kernel"
+        r["kernels"] += n.type == NodeKind.KERNEL
         r["count"][name_of[n.local_id]] = r["count"].get(name_of[n.local_id], 0) + 1
     for ids, st, en in zip(replays.local_id, replays.start_ns, replays.end_ns):
         _add_replay(rows, module_of, name_of, ids.tolist(), st.tolist(), en.tolist())
     spans = replays.spans()
     return {
-        "kernels": sum(n.type == "kernel" for n in work), "nodes": len(work),
+        "kernels": sum(n.type == NodeKind.KERNEL for n in work), "nodes": len(work),
         "span_ns": spans, "median_span_ns": _median(spans),
         "modules": {m: _row(r) for m, r in rows.items()},
     }

@@ -27,8 +27,8 @@ from .source import (
     inspect_template,
     register,
     set_exec_id,
+    warmup,
 )
-from .step import warmup
 from .streams import WHAT_IF_KEY, try_streams
 
 

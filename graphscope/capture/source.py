@@ -144,3 +144,16 @@ def inspect_template(cuda_graph: Any, name: str, records: native.CreatedNodes,
 
 def set_exec_id(raw: RawGraph, cuda_graph: Any) -> None:
     raw.exec_id = native.exec_id(cuda_graph.raw_cuda_graph_exec())
+
+
+def warmup(step: Callable[[], Any], n: int) -> None:
+    """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(n):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()

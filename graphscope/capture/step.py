@@ -20,7 +20,15 @@ from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_ow
 from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
-from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+from .source import (
+    ModelJob,
+    Phase,
+    RawCapture,
+    inspect_template,
+    register,
+    set_exec_id,
+    warmup,
+)
 from .streams import WHAT_IF_KEY
 
 LOSS_SCOPE = {"module_name": "(loss)"}
@@ -53,19 +61,6 @@ def step_of(job: ModelJob) -> Callable[[], Any]:
     """What ``--mode step`` captures, as one callable: the file's own step, or forward + loss
     + backward."""
     return _user_step(job) if job.step is not None else _default_step(job)
-
-
-def warmup(step: Callable[[], Any], n: int) -> None:
-    """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
-    import torch
-
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(n):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
 
 
 def unwrap_ddp(model: Any) -> Any:

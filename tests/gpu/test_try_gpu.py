@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from graphscope.analysis.diagnosis import diagnose
-from graphscope.bundle import read_bundle
-from graphscope.bundle_files import read_compile
+from graphscope.model.bundle_files import read_compile
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import ROOT, SAMPLES
 
 pytestmark = pytest.mark.gpu
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 
 def _capture(tmp_path, model, mode, replays=5, entry="graphscope_model", **kw):
     from graphscope.capture import run_capture
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
 
     out = str(tmp_path / f"{os.path.basename(model)[:-3]}-{mode}")
     cfg = CaptureConfig(model=model, mode=mode, replays=replays, output=out, entry=entry,

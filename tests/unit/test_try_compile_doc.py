@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from graphscope._errors import BundleError
-from graphscope.bundle import SCHEMA_VERSION
-from graphscope.bundle_files import COMPILE_FILE, read_compile
 from graphscope.capture.alternate import replays_of
 from graphscope.capture.compile_doc import OUTSIDE, graph_entry, select, version_stats
+from graphscope.model.bundle_files import COMPILE_FILE, read_compile
+from graphscope.model.bundle_io import SCHEMA_VERSION
 from graphscope.model.graph import Node
 
 EXEC = 7

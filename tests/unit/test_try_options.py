@@ -38,7 +38,7 @@ def test_try_compile_refused_before_any_work(tmp_path, capsys, args, msg):
 def test_try_streams_is_taken_by_every_model_mode(mode):
     # GIVEN --try-streams 4 in each mode of a model file (and --try-compile where it applies)
     from graphscope.capture import check_capture_options
-    from graphscope.config import CaptureConfig
+    from graphscope.capture.config import CaptureConfig
 
     compile_glob = None if mode == "callables" else "L.left"
     cfg = CaptureConfig(mode=mode, try_streams=4, try_compile=compile_glob).validate()
@@ -58,8 +58,8 @@ def test_without_a_gpu_the_modes_that_now_take_try_streams_fail_on_the_gpu_only(
 
 
 def test_try_compile_from_yaml_and_environment_name_where(tmp_path, capsys):
+    from graphscope.capture.config import from_env
     from graphscope.cli.main import main
-    from graphscope.config import from_env
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("mode: forward\ntry_compile: ''\n")
@@ -70,7 +70,7 @@ def test_try_compile_from_yaml_and_environment_name_where(tmp_path, capsys):
         from_env({"GRAPHSCOPE_TRY_COMPILE": ""})
     cfg.write_text("try_compile: 3\n")
     with pytest.raises(ConfigError, match="key 'try_compile' must be Optional\\[str\\], not int"):
-        from graphscope.config import load_yaml
+        from graphscope.capture.config import load_yaml
 
         load_yaml(str(cfg))
 
