@@ -208,20 +208,24 @@ def grad_pairs(tried: Mapping[str, Any], captured: Mapping[str, Any]
 
 
 def compare_replays(captured: Ran, tried: Ran, external: Sequence[Any],
-                    names: Mapping[int, str], kind: str) -> dict[str, dict[str, Any]]:
+                    names: Mapping[int, str], kind: str, device: Any = None
+                    ) -> dict[str, dict[str, Any]]:
     """One replay of each graph from the same state: ``external`` (what the step writes in
-    place but does not make) and the CUDA generator are saved first and put back after
-    each replay, and at the end. The parts compared: ``outputs``, ``gradients`` (where the
-    step has any), ``state`` (``external`` after the step; names from ``names`` by storage,
-    else dtype and shape)."""
+    place but does not make) and the generator of ``device`` (None: the current CUDA
+    device) are saved first and put back after each replay, and at the end. The parts
+    compared: ``outputs``, ``gradients`` (where the step has any), ``state`` (``external``
+    after the step; names from ``names`` by storage, else dtype and shape)."""
     import torch
 
-    snap = StateSnapshot(external, torch.device("cuda", torch.cuda.current_device()))
+    dev = torch.device(device) if device is not None else torch.device(
+        "cuda", torch.cuda.current_device())
+    snap = StateSnapshot(external, dev)
     results = []
     try:
         for ran in (captured, tried):
             ran.graph.replay()
-            torch.cuda.synchronize()
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
             results.append((clone_all(tensors_in(ran.outputs)),
                             {k: (v.detach().clone() if v is not None else None)
                              for k, v in ran.grads.items()},

@@ -54,6 +54,7 @@ class Targets:
     nested: list[str] = field(default_factory=list)
     # path -> its compiled forward, made once: every graph (bucket) reuses dynamo's cache
     compiled: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    backend: str = BACKEND  # (tests compile with "eager": dynamo without inductor)
 
     @property
     def paths(self) -> list[str]:
@@ -97,8 +98,9 @@ def patched(t: Targets, compiled: bool) -> Iterator[None]:
             fn = m.forward
             if compiled:
                 if path not in t.compiled:
-                    t.compiled[path] = torch.compile(fn, backend=BACKEND,
-                                                     options=dict(OPTIONS), dynamic=False)
+                    options = dict(OPTIONS) if t.backend == BACKEND else None
+                    t.compiled[path] = torch.compile(fn, backend=t.backend, options=options,
+                                                     dynamic=False)
                 fn = t.compiled[path]
             saved.append((m, own))
             m.forward = _scoped(fn, path)

@@ -130,3 +130,52 @@ def test_a_snapshot_puts_back_the_storages_and_the_generator():
     # THEN every byte is back (the whole storage behind the view too) and the draw repeats
     assert torch.equal(w.detach(), torch.ones(3)) and torch.equal(buf, torch.zeros(4))
     assert torch.equal(torch.rand(2), drawn)
+
+
+class _Step:
+    """A stand-in for a captured step graph on CPU: each replay writes its static output
+    and gradient, draws dropout from the generator and updates a parameter and an
+    optimizer state in place (the state the step does not make)."""
+
+    def __init__(self, w, m, scale=1.0):
+        self.w, self.m, self.scale = w, m, scale
+        self.out = torch.zeros(4)
+        self.grad = torch.zeros(4)
+
+    def replay(self):
+        mask = (torch.rand(4) > 0.5).float()
+        self.out.copy_(self.w * mask * self.scale)
+        self.grad.copy_(mask * self.scale)
+        self.m.mul_(0.9).add_(self.grad)
+        self.w.sub_(0.1 * self.m)
+
+
+def test_two_steps_compared_from_the_same_state_draw_the_same_masks():
+    from graphscope.capture.compare import Ran, compare_replays
+
+    # GIVEN two graphs of the same step over the same parameter and optimizer state
+    w, m = torch.ones(4), torch.zeros(4)
+    a, b = _Step(w, m), _Step(w, m)
+    names = {w.untyped_storage().data_ptr(): "L.w"}
+    torch.manual_seed(0)
+    # WHEN each runs one step from the saved state
+    parts = compare_replays(Ran(a, a.out, {"L.w": a.grad}), Ran(b, b.out, {"L.w": b.grad}),
+                            [w, m], names, "reordered", device="cpu")
+    # THEN outputs, gradients and the state written are bitwise equal (same dropout masks)
+    assert all(p["bitwise_equal"] for p in parts.values()), parts
+    assert parts["state"]["tensors"] == 2 and parts["gradients"]["tensors"] == 1
+    # AND the state is as it was before either step
+    assert torch.equal(w, torch.ones(4)) and torch.equal(m, torch.zeros(4))
+
+
+def test_a_step_that_computes_otherwise_is_named_in_each_part():
+    from graphscope.capture.compare import Ran, compare_replays
+
+    w, m = torch.ones(4), torch.zeros(4)
+    a, b = _Step(w, m), _Step(w, m, scale=2.0)
+    parts = compare_replays(Ran(a, a.out, {"L.w": a.grad}), Ran(b, b.out, {"L.w": b.grad}),
+                            [w, m], {w.untyped_storage().data_ptr(): "L.w"}, "reordered",
+                            device="cpu")
+    assert parts["gradients"]["mismatched"] == ["L.w"]
+    assert set(parts["state"]["mismatched"]) == {"L.w", "state[1] float32[4]"}
+    assert not parts["outputs"]["within_tolerance"]

@@ -136,3 +136,24 @@ def test_patched_forwards_are_scoped_and_put_back():
         assert torch.equal(model(x), before)  # outside a capture the scope is a no-op
     assert "forward" not in model.right.__dict__
     assert torch.equal(model(x), before)
+
+
+def test_compiled_forwards_are_made_once_and_train():
+    # GIVEN a branch compiled by dynamo (the "eager" backend: no inductor on this machine)
+    from graphscope.capture.compile import patched, targets
+
+    model = _branches()
+    x = torch.randn(3, 8)
+    ref = model(x)
+    t = targets(model, "L.left")
+    t.backend = "eager"
+    # WHEN the model runs forward and backward through it, in two captures' worth of patching
+    for _ in range(2):
+        with patched(t, compiled=True):
+            out = model(x)
+            out.sum().backward()
+    # THEN it computes what the eager model computes, its compiled forward was made once,
+    # and the module's own forward is back
+    assert torch.allclose(out, ref) and len(t.compiled) == 1
+    assert model.left[0][0].weight.grad is not None
+    assert "forward" not in model.left.__dict__
