@@ -98,7 +98,8 @@ def patched(t: Targets, compiled: bool) -> Iterator[None]:
             fn = m.forward
             if compiled:
                 if path not in t.compiled:
-                    options = dict(OPTIONS) if t.backend == BACKEND else None
+                    options: Optional[dict[str, Any]] = (
+                        dict(OPTIONS) if t.backend == BACKEND else None)
                     t.compiled[path] = torch.compile(fn, backend=t.backend, options=options,
                                                      dynamic=False)
                 fn = t.compiled[path]
