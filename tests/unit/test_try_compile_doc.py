@@ -155,3 +155,24 @@ def test_another_compile_version_is_refused(tmp_path):
     with pytest.raises(BundleError, match="compile_version 2, but this graphscope reads "
                                           "version 1"):
         read_compile(_write(tmp_path, doc))
+
+
+def test_a_bundle_with_compile_json_is_reported(tmp_path):
+    # GIVEN a recorded bundle (H200, mlp_step) with a compile.json beside its files
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    path = tmp_path / "b"
+    shutil.copytree(os.path.join(DATA, "mlp_step"), path)
+    _write(path, _doc())
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["files"] = sorted([*manifest["files"], COMPILE_FILE])
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    # THEN it reads back, and the report runs on it
+    assert read_compile(str(path))["glob"] == "L.a"
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report", str(path)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]

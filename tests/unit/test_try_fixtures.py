@@ -54,7 +54,7 @@ def test_the_report_reads_step_mode_s_measurement_as_forward_mode_s():
     wi = read_bundle(path).graphs[0].info["what_if_streams"]
     assert m["streams"] == 2 and m["span_ns"] == wi["median_ns"]
     assert m["one_stream_ns"] == wi["median_one_stream_ns"]
-    r = subprocess.run([sys.executable, "-m", "graphscope", "check", path],
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report", path],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr
 
