@@ -343,10 +343,11 @@ def capture_planned(mode: Any, run: Callable[[], Any], pool: Any = None) -> Stre
     """One capture of ``run`` under ``mode`` (a :func:`plan_mode`, warmed up), instantiated."""
     import torch
 
-    g = torch.cuda.CUDAGraph()
+    g = torch.cuda.CUDAGraph(keep_graph=True)  # instantiated below, as every capture here
     with torch.cuda.graph(g, pool=pool):
         with mode:
             out = run()
+    g.instantiate()
     torch.cuda.synchronize()
     plan = mode.core.plan
     return StreamsCapture(g, out, plan.used(), len(plan.stream_of), plan.waits,
