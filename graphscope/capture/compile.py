@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 from .. import annotate as ann
 from .._errors import ConfigError
 from ..model.build import build_graph
+from ..model.bundle_files import COMPILE_VERSION
 from .alternate import exec_id_of, one_line, replays_of, trace_alternated
 from .compare import Ran, compare_replays, summary
 from .compile_doc import graph_entry, module_paths, select, version_stats
@@ -42,7 +43,6 @@ from .streams_train import named_grads, set_grads, state_names
 BACKEND = "inductor"
 OPTIONS = {"triton.cudagraphs": False}  # no CUDA graphs of inductor's own
 KIND = "compiled"  # the tolerances of compiled code (compare.TOLERANCES)
-VERSION = 1
 
 
 @dataclass
@@ -189,7 +189,7 @@ def try_compile(model: Any, glob: str, runs: Sequence[tuple[str, Callable[[], An
 
     t = targets(model, glob)
     doc: dict[str, Any] = {
-        "compile_version": VERSION, "glob": glob, "backend": BACKEND,
+        "compile_version": COMPILE_VERSION, "glob": glob, "backend": BACKEND,
         "options": dict(OPTIONS), "dynamic": False,
         "modules": [{"module": p, "class": type(m).__name__} for p, m in t.modules],
         "nested": t.nested, "torch": torch.__version__, "graphs": [],
