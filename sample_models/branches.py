@@ -44,3 +44,9 @@ def graphscope_model():
 def two_streams():
     torch.manual_seed(0)
     return TwoBranch(streams=2), (torch.randn(32, 1024),)
+
+
+def small():
+    """The two branches at a size whose bundles stay small (fixtures): 4 layers of 256."""
+    torch.manual_seed(0)
+    return TwoBranch(d=256, depth=4, streams=1), (torch.randn(32, 256),)

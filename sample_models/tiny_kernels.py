@@ -18,3 +18,8 @@ class TinyChain(nn.Module):
 
 def graphscope_model():
     return TinyChain(), (torch.randn(1024),)
+
+
+def short_chain():
+    """64 steps (128 kernels): the chain at a size whose bundles stay small (fixtures)."""
+    return TinyChain(steps=64), (torch.randn(1024),)

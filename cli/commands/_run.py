@@ -17,6 +17,8 @@ PHASES = {
     "replay": "replaying under the CUPTI tracer",
     "counters": "hardware counters (PM-sampled replays)",
     "eager": "running the step eagerly under the CUPTI tracer (--eager-baseline)",
+    "what-if": "capturing over more streams and timing it (--try-streams)",
+    "try-compile": "compiling, capturing and timing the compiled modules (--try-compile)",
     "write": "writing the bundle",
 }
 
@@ -25,7 +27,8 @@ PHASES = {
 # may hold both commands' options; an environment variable applies wherever it is read)
 ONLY_FOR = {"op_captures": "run", "skip_replays": "run", "graphs": "run",
             "mode": "capture", "warmup": "capture", "backward": "capture", "entry": "capture",
-            "counters": "capture", "eager_baseline": "capture", "try_streams": "capture"}
+            "counters": "capture", "eager_baseline": "capture", "try_streams": "capture",
+            "try_compile": "capture"}
 
 
 def build_config(cli_opts: dict[str, Any], config_path: Optional[str],

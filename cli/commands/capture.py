@@ -26,16 +26,24 @@ from ..options import capture_options, command, json_option
               "tracer: eager vs graph per module, and the speed-up graphing bought "
               "(eager.json; --mode step or forward).")
 @click.option("--try-streams", type=int, default=None, metavar="N",
-              help="--mode forward: also capture each graph with its independent ops spread "
-              "over up to N streams (2-16; 0: off) and trace as many replays of it as "
-              "--replays, alternated with the one-stream graph's (the diagnosis's what-if, "
-              "measured; outputs compared).")
+              help="Also capture each graph with its independent ops (backward and optimizer "
+              "ops too, in --mode step and callables) spread over up to N streams (2-16; 0: "
+              "off) and trace as many replays of it as --replays, alternated with the "
+              "captured graph's (the diagnosis's what-if, measured; outputs, gradients and "
+              "the state a step writes compared).")
+@click.option("--try-compile", default=None, metavar="GLOB",
+              help="--mode forward or step: also capture the graph with the modules whose "
+              "path matches GLOB (L, L.<path>; * crosses dots) compiled by torch.compile "
+              "(inductor, no CUDA graphs of its own), replay it alternated with the same "
+              "graph run eagerly, and write per module its kernels and time in both, "
+              "outputs compared (compile.json).")
 @json_option()
 def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
             output: Optional[str], force: bool, replays: Optional[int],
             counters: bool, counter_replays: Optional[int], nproc: Optional[int],
-            eager_baseline: Optional[bool], try_streams: Optional[int], as_json: bool) -> int:
+            eager_baseline: Optional[bool], try_streams: Optional[int],
+            try_compile: Optional[str], as_json: bool) -> int:
     """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
     forward one inference graph per input bucket), replay them under the CUPTI tracer and
     write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
@@ -55,7 +63,8 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                                 depth=depth, output=output, force=force or None,
                                 replays=replays,
                                 counters=_counter_replays(counters, counter_replays),
-                                eager_baseline=eager_baseline, try_streams=try_streams)
+                                eager_baseline=eager_baseline, try_streams=try_streams,
+                                try_compile=try_compile)
     cfg = build_config(opts, config_path, "capture")
     if nproc and rank_from_env() is None:  # the launcher: torchrun runs the ranks
         from graphscope.capture import check_capture_options, require_gpu
@@ -67,8 +76,11 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     res = run(cfg, "capture", timing=True, quiet=as_json)
     section = _counters(res) if cfg.counters else None
     eager = _eager(res)
+    compiled = _compiled(res)
     if as_json:
         extra = {"counters": section} if section is not None else {}
+        if compiled is not None:
+            extra["compile"] = compiled
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
                                **res.summary, **extra, **eager}, sort_keys=True, indent=1))
         return 0
@@ -88,6 +100,8 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         from graphscope.render.table import print_counters
 
         print_counters(section, con, 1)
+    for line in _compile_lines(compiled):
+        con.print(line, highlight=False)
     con.print(f"Wrote {res.bundle_path}")
     return 0
 
@@ -119,3 +133,34 @@ def _eager(res: Any) -> dict[str, Any]:
 
     doc = read_eager(res.bundle_path)
     return {"eager": compare(res.bundle, doc)} if doc is not None else {}
+
+
+def _compiled(res: Any) -> Optional[dict[str, Any]]:
+    """compile.json of a bundle captured with --try-compile (None without one)."""
+    from graphscope.model.bundle_files import read_compile
+
+    return read_compile(res.bundle_path) if res.bundle_path else None
+
+
+def _compile_lines(doc: Optional[dict[str, Any]]) -> list[str]:
+    """One line per graph of compile.json: spans eager and compiled, kernels, outputs."""
+    if doc is None:
+        return []
+    from graphscope.render.fmt import fmt_ns
+
+    out = []
+    for g in doc["graphs"]:
+        head = f"try-compile {doc['glob']}: {g['graph']}: "
+        if "error" in g:
+            out.append(head + f"not measured ({g['error']})")
+            continue
+        e, c = g["eager"], g["compiled"]
+        span = (f"span {fmt_ns(e['median_span_ns'])} eager, {fmt_ns(c['median_span_ns'])} "
+                f"compiled" if e["median_span_ns"] and c["median_span_ns"] else "no span")
+        gain = f" ({-g['gain_pct']:+.0f}%)" if g["gain_pct"] is not None else ""
+        same = ("outputs bitwise equal" if g["outputs_equal"] else
+                "outputs within tolerance" if g["within_tolerance"] else
+                "outputs OUTSIDE tolerance")
+        out.append(head + f"{span}{gain}; kernels {e['kernels']} -> {c['kernels']}; {same} "
+                   f"(compile.json)")
+    return out

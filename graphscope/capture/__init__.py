@@ -113,7 +113,7 @@ def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
                     loss_fn=spec.loss or default_loss, warmup=warm, depth=cfg.depth,
                     backward=cfg.backward, record_ops=cfg.record_ops, settings=spec.settings,
                     buckets=buckets, step=spec.step, try_streams=cfg.try_streams,
-                    replays=cfg.replays)
+                    try_compile=cfg.try_compile, replays=cfg.replays)
 
 
 def run_capture(
@@ -144,6 +144,11 @@ def run_capture(
     phase("load")
     spec = load_model_file(path, cfg.entry)
     job = _load_job(cfg, spec, rank)
+    if cfg.try_compile:  # a glob that matches no module: refused before any GPU work
+        from .compile import targets
+        from .step import unwrap_ddp
+
+        targets(unwrap_ddp(job.model), cfg.try_compile, spec.path)
     source = SOURCES[cfg.mode]()
     try:
         raw = source.capture(job, phase)
@@ -168,12 +173,13 @@ def run_capture(
 
 
 EAGER_MODES = ("step", "forward")
+COMPILE_MODES = ("step", "forward")  # callables: make_graphed_callables graphs the model whole
 
 
 def check_capture_options(cfg: CaptureConfig) -> None:
     """What a model file's capture refuses before any work (before the GPU check, and once for
     all ranks under ``--nproc``): a mode that runs a program, ``--eager-baseline`` but for a
-    source whose graphs are one eager step, ``--try-streams`` but for the forward source."""
+    source whose graphs are one eager step, ``--try-compile`` but for those sources too."""
     if SOURCES[cfg.mode].takes != "model":
         models = sorted(n for n, s in SOURCES.items() if s.takes == "model")
         raise ConfigError(f"mode {cfg.mode!r} runs a program (graphscope run); a model file "
@@ -181,9 +187,9 @@ def check_capture_options(cfg: CaptureConfig) -> None:
     if cfg.eager_baseline and cfg.mode not in EAGER_MODES:
         raise ConfigError(f"--eager-baseline takes --mode {' or '.join(EAGER_MODES)}, not "
                           f"{cfg.mode!r} (its graphs are not one eager step)")
-    if cfg.try_streams and cfg.mode != "forward":
-        raise ConfigError(f"--try-streams takes --mode forward, not {cfg.mode!r}: add --mode "
-                          "forward (backward ops run on the streams autograd picks)")
+    if cfg.try_compile and cfg.mode not in COMPILE_MODES:
+        raise ConfigError(f"--try-compile takes --mode {' or '.join(COMPILE_MODES)}, not "
+                          f"{cfg.mode!r} (make_graphed_callables graphs the model whole)")
 
 
 def _eager(job: ModelJob, cfg: CaptureConfig, raw: RawCapture, path: str

@@ -1,4 +1,7 @@
-"""``--mode callables``: forward and backward graphs as ``make_graphed_callables`` makes them."""
+"""``--mode callables``: forward and backward graphs as ``make_graphed_callables`` makes them.
+
+With ``--try-streams N`` both are also captured with their ops over N streams, compared and
+timed beside torch's (streams_train.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from .cuda_graphs import graph_callables
 from .meter import CaptureMeter, pool_facts
 from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
 from .step import zero_grad
+from .streams import WHAT_IF_KEY
 
 
 @register
@@ -41,6 +45,15 @@ class CallablesSource:
             set_exec_id(raw, g)
             raws.append(raw)
         model, args, loss_fn = job.model, job.args, job.loss_fn
+        if job.try_streams > 1:
+            phase("what-if")
+            from .streams_train import try_streams_callables
+
+            tried = try_streams_callables(model, graphed, args, made.graphs,
+                                          [r.exec_id for r in raws], job.try_streams,
+                                          max(job.replays, 3), job.warmup)
+            for raw, entry in zip(raws, tried):
+                raw.info[WHAT_IF_KEY] = entry
 
         def replay() -> None:
             zero_grad(model)

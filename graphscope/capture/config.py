@@ -36,7 +36,9 @@ class CaptureConfig:
     dot: bool = True  # keep the driver's verbose DOT of every graph
     counters: int = 0  # dedicated PM-sampled replays after the timed ones (0: no counters)
     eager_baseline: bool = False  # also run the step eagerly, traced (eager.json)
-    try_streams: int = 0  # forward mode: also capture over N streams, timed (capture/streams.py)
+    try_streams: int = 0  # also capture over N streams, compared and timed (capture/streams.py)
+    # a module glob: also capture with the modules it matches compiled (capture/compile.py)
+    try_compile: Optional[str] = None
 
     def validate(self, where: str = "CaptureConfig") -> CaptureConfig:
         for f in fields(self):
@@ -84,6 +86,9 @@ def _check(key: str, value: Any, where: str) -> Any:
     if key == "try_streams" and (value == 1 or not 0 <= value <= MAX_TRY_STREAMS):
         raise ConfigError(f"{where}: try_streams must be 0 (off) or 2..{MAX_TRY_STREAMS} "
                           f"streams, not {value}")
+    if key == "try_compile" and value is not None and not value.strip():
+        raise ConfigError(f"{where}: try_compile must be a module glob such as 'L.blocks.*', "
+                          "not empty")
     if key == "mode" and value not in [*mode_names(), "run"]:  # run: graphscope run's
         raise ConfigError(f"{where}: mode must be one of {', '.join(mode_names())}, "
                           f"not {value!r}")
@@ -128,7 +133,7 @@ def from_env(environ: Optional[dict[str, str]] = None) -> dict[str, Any]:
     env = os.environ if environ is None else environ
     out: dict[str, Any] = {}
     for key in ("mode", "warmup", "replays", "depth", "entry", "skip_replays", "graphs",
-                "try_streams", "op_captures"):
+                "try_streams", "try_compile", "op_captures"):
         raw = env.get(ENV_PREFIX + key.upper())
         if raw is None:
             continue

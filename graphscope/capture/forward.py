@@ -3,21 +3,32 @@
 Each input set (``"args"``/``"kwargs"``, or every entry of ``"buckets"``) is warmed up and
 captured under ``torch.inference_mode()`` with the model in eval mode: no loss, no autograd,
 no backward hooks. One bundle holds a graph per bucket. With ``--try-streams N`` each graph
-is also captured with its independent ops over N streams and timed beside it (streams.py).
+is also captured with its independent ops over N streams and timed beside it (streams.py);
+with ``--try-compile GLOB`` with the modules GLOB matches compiled (compile.py).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
+from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
 from .run.names import describe_shapes
-from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
-from .step import warmup
+from .source import (
+    ModelJob,
+    Phase,
+    RawCapture,
+    RawGraph,
+    inspect_template,
+    register,
+    set_exec_id,
+    warmup,
+)
 from .streams import WHAT_IF_KEY, try_streams
 
 
@@ -73,15 +84,42 @@ class ForwardSource:
                 graphs.append(g)
         finally:
             handle.remove()
-        if job.try_streams > 1:  # outside the annotation hooks: a plain capture
-            for (args, kwargs), raw, g, out in zip(sets, raws, graphs, outs):
-                phase("what-if")
-                raw.info[WHAT_IF_KEY] = try_streams(functools.partial(model, *args, **kwargs),
-                                                    g, raw.exec_id, out, job.try_streams,
-                                                    max(job.replays, 3))
+        extra = _tries(job, sets, raws, graphs, outs, phase)
 
         def replay() -> None:
             for g in graphs:
                 g.replay()
 
-        return RawCapture(raws, replay=replay, meta={"buckets": len(sets)})
+        return RawCapture(raws, replay=replay, meta={"buckets": len(sets)}, extra_files=extra)
+
+
+def _tries(job: ModelJob, sets: list[tuple[tuple, dict]], raws: list[RawGraph],
+           graphs: list[Any], outs: list[Any], phase: Phase
+           ) -> dict[str, Callable[[], Mapping[str, Any]]]:
+    """``--try-streams`` (each graph's ``what_if_streams``) and ``--try-compile``
+    (compile.json), outside the annotation hooks."""
+    runs = [functools.partial(job.model, *args, **kwargs) for args, kwargs in sets]
+    if job.try_streams > 1:
+        for run, raw, g, out in zip(runs, raws, graphs, outs):
+            phase("what-if")
+            raw.info[WHAT_IF_KEY] = try_streams(run, g, raw.exec_id, out, job.try_streams,
+                                                max(job.replays, 3))
+    if not job.try_compile:
+        return {}
+    from .compile import try_compile
+
+    phase("try-compile")
+    doc = try_compile(job.model, job.try_compile,
+                      [(raw.name, _inference(run)) for raw, run in zip(raws, runs)],
+                      job.warmup, max(job.replays, 3))
+    return {COMPILE_FILE: lambda: doc}
+
+
+def _inference(run: Callable[[], Any]) -> Callable[[], Any]:
+    def forward() -> Any:
+        import torch
+
+        with torch.inference_mode():
+            return run()
+
+    return forward

@@ -65,8 +65,9 @@ class ModelJob:
     settings: Mapping[str, Any] = field(default_factory=dict)
     buckets: tuple = ()  # extra input sets (forward mode)
     step: Optional[Callable[..., Any]] = None  # the user's whole step (step mode)
-    try_streams: int = 0  # forward mode: also capture over this many streams (streams.py)
-    replays: int = 20  # traced replays (--try-streams times as many of each graph)
+    try_streams: int = 0  # also capture over this many streams (streams.py, streams_train.py)
+    try_compile: Optional[str] = None  # also capture with these modules compiled (compile.py)
+    replays: int = 20  # traced replays (--try-streams/--try-compile: as many of each version)
 
 
 @dataclass
@@ -143,3 +144,16 @@ def inspect_template(cuda_graph: Any, name: str, records: native.CreatedNodes,
 
 def set_exec_id(raw: RawGraph, cuda_graph: Any) -> None:
     raw.exec_id = native.exec_id(cuda_graph.raw_cuda_graph_exec())
+
+
+def warmup(step: Callable[[], Any], n: int) -> None:
+    """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
+    import torch
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(n):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()

@@ -3,21 +3,33 @@
 Without ``"step"`` in the model file: forward + loss + backward of the model. With
 ``"step": fn``: the user's whole step ``fn(model, *args, **kwargs)`` (optimizer with
 ``capturable=True``, ``torch.autocast``, micro-batches ...), warmed up on a side stream first.
+With ``--try-streams N`` the step is also captured with its ops, backward included, over N
+streams, compared and timed beside it (streams_train.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
 from ..annotate import state
 from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
+from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
-from .source import ModelJob, Phase, RawCapture, inspect_template, register, set_exec_id
+from .source import (
+    ModelJob,
+    Phase,
+    RawCapture,
+    inspect_template,
+    register,
+    set_exec_id,
+    warmup,
+)
+from .streams import WHAT_IF_KEY
 
 LOSS_SCOPE = {"module_name": "(loss)"}
 # Work of a user's step outside every module (its loss, its own tensor math), forward and
@@ -49,19 +61,6 @@ def step_of(job: ModelJob) -> Callable[[], Any]:
     """What ``--mode step`` captures, as one callable: the file's own step, or forward + loss
     + backward."""
     return _user_step(job) if job.step is not None else _default_step(job)
-
-
-def warmup(step: Callable[[], Any], n: int) -> None:
-    """``n`` eager iterations on a side stream (torch's recipe before a capture)."""
-    import torch
-
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(n):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
 
 
 def unwrap_ddp(model: Any) -> Any:
@@ -134,4 +133,43 @@ class StepSource:
         info["instantiate_s"] = round(time.perf_counter() - t, 6)
         set_exec_id(raw, g)
         ann.remap_to_exec_graph(g)
-        return RawCapture([raw], replay=g.replay, meta={"step": "user" if user else "model"})
+        if job.try_streams > 1:  # outside the annotation hooks: a plain capture
+            phase("what-if")
+            raw.info[WHAT_IF_KEY] = _try_streams(job, g, raw.exec_id, outputs)
+        extra: dict[str, Callable[[], Mapping[str, Any]]] = {}
+        if job.try_compile:
+            phase("try-compile")
+            doc = _try_compile(job)
+            extra[COMPILE_FILE] = lambda: doc
+        return RawCapture([raw], replay=g.replay, meta={"step": "user" if user else "model"},
+                          extra_files=extra)
+
+
+def _run_again(job: ModelJob) -> Callable[[], Any]:
+    """The step once more, returning what its capture returned: the file's own step, or
+    forward + loss + backward returning (output, loss)."""
+    from .streams_train import planned_default_step
+
+    return step_of(job) if job.step is not None else planned_default_step(
+        job.model, job.args, job.kwargs, job.loss_fn)
+
+
+def _try_streams(job: ModelJob, graph: Any, exec_id: int, outputs: Any) -> dict[str, Any]:
+    """The step graph's ``what_if_streams`` (capture/streams_train.py)."""
+    from .streams_train import ddp_refusal, try_streams_step
+
+    refused = ddp_refusal(job.model)
+    if refused:
+        return {"max_streams": job.try_streams, "error": refused}
+    return try_streams_step(_run_again(job), unwrap_ddp(job.model), graph, exec_id, outputs,
+                            job.try_streams, max(job.replays, 3), job.warmup)
+
+
+def _try_compile(job: ModelJob) -> dict[str, Any]:
+    """compile.json of the step (capture/compile.py)."""
+    from .compile import try_compile
+    from .streams_train import ddp_refusal
+
+    assert job.try_compile is not None
+    return try_compile(unwrap_ddp(job.model), job.try_compile, [("step", _run_again(job))],
+                       job.warmup, max(job.replays, 3), refused=ddp_refusal(job.model))

@@ -36,15 +36,13 @@ nondeterministic model) and is reported, not hidden.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-import numpy as np
-
-from .. import native
 from ..annotate.tensors import storage_key, tensors_in
+from .alternate import exec_id_of, median, one_line, spans_of, trace_alternated
+from .compare import compare_values, summary
 
 WHAT_IF_KEY = "what_if_streams"  # the graph's info key (graph.json)
 
@@ -119,10 +117,10 @@ class Planner:
         return sum(1 for t in self.tail if t >= 0)
 
 
-def _key(t: Any) -> Optional[int]:
-    """A CUDA tensor's storage (the plan's unit of memory), or None: not on the GPU, empty or
-    without storage."""
-    if t.device.type != "cuda" or t.is_sparse or t.numel() == 0:
+def _key(t: Any, device_type: str = "cuda") -> Optional[int]:
+    """A tensor's storage on ``device_type`` (the plan's unit of memory), or None: on another
+    device, empty or without storage."""
+    if t.device.type != device_type or t.is_sparse or t.numel() == 0:
         return None
     return storage_key(t) or None
 
@@ -139,86 +137,177 @@ def _written_args(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
     return out
 
 
-def plan_mode(n: int) -> Any:
+@dataclass
+class OpAccess:
+    """What one op call touches, by storage: ``reads`` (inputs it does not write), ``writes``
+    (in place, out=), the input tensors, and whether it may be a view or a copy (every
+    return annotated as an alias: it runs where its input was made)."""
+
+    reads: list[int]
+    writes: list[int]
+    inputs: list[Any]
+    written: list[Any]
+    maybe_view: bool
+
+
+def op_access(func: Any, args: Sequence[Any], kwargs: dict[str, Any],
+              device_type: str = "cuda") -> Optional[OpAccess]:
+    """The storages ``func(*args, **kwargs)`` reads and writes on ``device_type``; None for an
+    op that touches no such tensor and makes none (nothing to order)."""
+    ins = tensors_in((args, kwargs))
+    written = _written_args(func, args, kwargs)
+    wkeys = [k for t in written if (k := _key(t, device_type)) is not None]
+    wids = {id(t) for t in written}
+    rkeys = [k for t in ins if id(t) not in wids and (k := _key(t, device_type)) is not None]
+    if not rkeys and not wkeys and not _makes(func, kwargs, device_type):
+        return None
+    maybe_view = not wkeys and all(r.alias_info is not None for r in func._schema.returns)
+    return OpAccess(rkeys, wkeys, ins, written, maybe_view)
+
+
+def _makes(func: Any, kwargs: dict[str, Any], device_type: str) -> bool:
+    """A factory op (no tensor inputs) placing its result on ``device_type``."""
+    dev = kwargs.get("device")
+    return dev is not None and getattr(dev, "type", str(dev).split(":")[0]) == device_type
+
+
+def plan_mode(n: int, device_type: str = "cuda") -> Any:
     """A ``TorchDispatchMode`` that runs each op on the stream a :class:`Planner` of ``n``
     streams picks (module docstring). Enter it where the capture stream is current: its
-    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
+    ``__enter__`` forks the side streams from it, its ``__exit__`` joins them back. Its
+    ``core`` (:class:`PlanCore`) holds the plan.
 
-    class PlanStreams(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
+    Ops of a backward run inside it are planned too: autograd's engine runs them with the
+    dispatch modes of the thread that called backward (its thread-local state), on its own
+    thread; a lock keeps one op at a time in the plan. ``device_type="cpu"`` plans without
+    streams (what tests read)."""
+    if not _MODE_CLASS:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class PlanStreams(TorchDispatchMode):
+            def __init__(self, core: PlanCore) -> None:
+                super().__init__()
+                self.core = core
+
+            def __enter__(self) -> Any:
+                self.core.enter()
+                return super().__enter__()
+
+            def __exit__(self, *exc: Any) -> Any:
+                try:
+                    self.core.exit()
+                finally:
+                    out = super().__exit__(*exc)
+                return out
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                                   kwargs: Any = None) -> Any:
+                return self.core.dispatch(func, args, kwargs or {})
+
+        _MODE_CLASS.append(PlanStreams)
+    return _MODE_CLASS[0](PlanCore(n, device_type))
+
+
+_MODE_CLASS: list[Any] = []
+
+
+class PlanCore:
+    """The state of one :func:`plan_mode`: the plan of the capture under way (reset at each
+    enter), an event per planned op, ``external`` (the tensors ops wrote in place that no
+    planned op made: parameters, optimizer state, buffers, what a step changes) and ``log``
+    (per planned op: its name, stream, waits, reads, writes and outputs)."""
+
+    def __init__(self, n: int, device_type: str) -> None:
+        import threading
+
+        self.n = n
+        self.device_type = device_type
+        self.cuda = device_type == "cuda"
+        if self.cuda:
+            import torch
+
             self.side = [torch.cuda.Stream() for _ in range(n - 1)]
-            self.plan = Planner(n)
-            self.events: list[Any] = []  # per planned op: recorded on its stream after it
-            self.main: Any = None
+        else:
+            self.side = []
+        self.lock = threading.RLock()
+        self.reset()
 
-        def __enter__(self) -> Any:
-            self.plan = Planner(n)
-            self.events = []
+    def reset(self) -> None:
+        self.plan = Planner(self.n)
+        self.events: list[Any] = []
+        self.external: dict[int, Any] = {}
+        self.log: list[tuple[str, int, list[int], list[int], list[int], list[int]]] = []
+        self.main: Any = None
+
+    def enter(self) -> None:
+        self.reset()
+        if self.cuda:
+            import torch
+
             self.main = torch.cuda.current_stream()
             for s in self.side:  # fork: part of the capture, ordered after nothing in it
                 s.wait_stream(self.main)
-            return super().__enter__()
 
-        def __exit__(self, *exc: Any) -> Any:
-            try:
-                for s in self.side:  # join
-                    self.main.wait_stream(s)
-            finally:
-                out = super().__exit__(*exc)
-            return out
+    def exit(self) -> None:
+        for s in self.side:  # join
+            self.main.wait_stream(s)
 
-        def stream(self, i: int) -> Any:
-            return self.main if i == 0 else self.side[i - 1]
+    def stream(self, i: int) -> Any:
+        return self.main if i == 0 else self.side[i - 1]
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            ins = tensors_in((args, kwargs))
-            written = _written_args(func, args, kwargs)
-            wkeys = [k for k in map(_key, written) if k is not None]
-            wids = {id(t) for t in written}
-            rkeys = [k for t in ins if id(t) not in wids and (k := _key(t)) is not None]
-            if not rkeys and not wkeys and not _makes_cuda(func, kwargs):
-                return func(*args, **kwargs)  # no CUDA tensor in or out: nothing to order
-            # Returns all annotated as aliases: a view, or a copy where a view cannot be
-            # made (reshape, contiguous, to): run where its input was made, after it.
-            maybe_view = not wkeys and all(r.alias_info is not None
-                                           for r in func._schema.returns)
-            force = self.plan.producer_stream(rkeys[0]) if maybe_view and rkeys else None
-            s, waits = self.plan.place(rkeys, wkeys, force)
-            stream = self.stream(s)
-            for p in waits:
-                stream.wait_event(self.events[p])
-            for t in ins:
-                k = _key(t)
-                if k is not None and self.plan.producer_stream(k) != s:
-                    try:
-                        t.record_stream(stream)
-                    except RuntimeError:  # not the caching allocator's (from_blob, DLPack)
-                        pass
-            with torch.cuda.stream(stream):
-                out = func(*args, **kwargs)
-            outs = tensors_in(out)
-            okeys = [k for t in outs if id(t) not in wids and (k := _key(t)) is not None
-                     and k not in rkeys]
-            if maybe_view and not okeys:
-                return out  # a view after all: no GPU work to order
+    def dispatch(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        acc = op_access(func, args, kwargs, self.device_type)
+        if acc is None:
+            return func(*args, **kwargs)  # nothing on the device: nothing to order
+        with self.lock:
+            return self._planned(func, args, kwargs, acc)
+
+    def _planned(self, func: Any, args: Any, kwargs: dict[str, Any], acc: OpAccess) -> Any:
+        plan = self.plan
+        force = plan.producer_stream(acc.reads[0]) if acc.maybe_view and acc.reads else None
+        s, waits = plan.place(acc.reads, acc.writes, force)
+        for t in acc.written:
+            k = _key(t, self.device_type)
+            if k is not None and k not in plan.writer:
+                self.external.setdefault(k, t)
+        out = self._run(s, waits, acc, func, args, kwargs)
+        wids = {id(t) for t in acc.written}
+        okeys = [k for t in tensors_in(out) if id(t) not in wids
+                 and (k := _key(t, self.device_type)) is not None and k not in acc.reads]
+        if acc.maybe_view and not okeys:
+            return out  # a view after all: no device work to order
+        if self.cuda:
+            import torch
+
             ev = torch.cuda.Event()  # in a capture: an edge source, no node
-            ev.record(stream)
+            ev.record(self.stream(s))
             self.events.append(ev)
-            self.plan.done(s, rkeys, wkeys, okeys)
-            return out
+        else:
+            self.events.append(None)
+        self.log.append((str(func), s, waits, acc.reads, acc.writes, okeys))
+        plan.done(s, acc.reads, acc.writes, okeys)
+        return out
 
-    return PlanStreams()
+    def _run(self, s: int, waits: list[int], acc: OpAccess, func: Any, args: Any,
+             kwargs: dict[str, Any]) -> Any:
+        """The op on stream ``s``, after the events of ``waits``; its inputs made on other
+        streams ``record_stream``-ed to it."""
+        if not self.cuda:
+            return func(*args, **kwargs)
+        import torch
 
-
-def _makes_cuda(func: Any, kwargs: dict[str, Any]) -> bool:
-    """A factory op (no tensor inputs) placing its result on a CUDA device."""
-    dev = kwargs.get("device")
-    return dev is not None and getattr(dev, "type", str(dev).split(":")[0]) == "cuda"
+        stream = self.stream(s)
+        for p in waits:
+            stream.wait_event(self.events[p])
+        for t in acc.inputs:
+            k = _key(t)
+            if k is not None and self.plan.producer_stream(k) != s:
+                try:
+                    t.record_stream(stream)
+                except RuntimeError:  # not the caching allocator's (from_blob, DLPack)
+                    pass
+        with torch.cuda.stream(stream):
+            return func(*args, **kwargs)
 
 
 @dataclass
@@ -228,11 +317,14 @@ class StreamsCapture:
     streams_used: int
     ops: int
     waits: int
+    external: list[Any] = field(default_factory=list)  # written in place, made outside
 
 
-def capture_on_streams(run: Callable[[], Any], n: int, warmup: int = 1) -> StreamsCapture:
-    """``run`` (the forward, under the caller's inference/no-grad mode) warmed up and captured
-    with its ops planned over ``n`` streams."""
+def capture_on_streams(run: Callable[[], Any], n: int, warmup: int = 1,
+                       pool: Any = None) -> StreamsCapture:
+    """``run`` (a forward under the caller's inference mode, or a whole training step)
+    warmed up and captured with its ops planned over ``n`` streams: the warm-up runs under
+    the same plan, so streams, cuBLAS handles and workspaces exist before the capture."""
     import torch
 
     mode = plan_mode(n)
@@ -244,87 +336,42 @@ def capture_on_streams(run: Callable[[], Any], n: int, warmup: int = 1) -> Strea
                 run()
     torch.cuda.current_stream().wait_stream(warm)
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    return capture_planned(mode, run, pool)
+
+
+def capture_planned(mode: Any, run: Callable[[], Any], pool: Any = None) -> StreamsCapture:
+    """One capture of ``run`` under ``mode`` (a :func:`plan_mode`, warmed up), instantiated."""
+    import torch
+
+    g = torch.cuda.CUDAGraph(keep_graph=True)  # instantiated below, as every capture here
+    with torch.cuda.graph(g, pool=pool):
         with mode:
             out = run()
+    g.instantiate()
     torch.cuda.synchronize()
-    return StreamsCapture(g, out, mode.plan.used(), len(mode.plan.stream_of), mode.plan.waits)
+    plan = mode.core.plan
+    return StreamsCapture(g, out, plan.used(), len(plan.stream_of), plan.waits,
+                          list(mode.core.external.values()))
 
 
-def _spans(cols: Sequence[native.ActivityRecords], exec_id: int) -> list[int]:
-    """Per replay (launch) of the exec graph ``exec_id``: first node start to last node end."""
-    if not cols:
-        return []
-    gnid = np.concatenate([c.graph_node_id for c in cols]).astype(np.uint64)
-    lc = np.concatenate([c.correlation for c in cols])  # the launch's, on all its nodes
-    st = np.concatenate([c.start_ns for c in cols]).astype(np.int64)
-    en = np.concatenate([c.end_ns for c in cols]).astype(np.int64)
-    mine = (gnid >> np.uint64(32)) == np.uint64(exec_id)
-    out: list[int] = []
-    for launch in np.unique(lc[mine]).tolist():
-        sel = mine & (lc == launch)
-        out.append(int(en[sel].max() - st[sel].min()))
-    return out
-
-
-def _exec_ids(cols: Sequence[native.ActivityRecords]) -> set[int]:
-    ids: set[int] = set()
-    for c in cols:
-        ids |= set((c.graph_node_id.astype(np.uint64) >> np.uint64(32)).tolist())
-    return ids - {0}
-
-
-def _compare(a: Any, b: Any) -> tuple[bool, Optional[float]]:
-    """(bitwise equal, the largest absolute difference of floating-point outputs or None
-    when their structure differs)."""
-    import torch
-
-    ta, tb = tensors_in(a), tensors_in(b)
-    if len(ta) != len(tb) or any(x.shape != y.shape for x, y in zip(ta, tb)):
-        return False, None
-    equal = all(bool(torch.equal(x, y)) for x, y in zip(ta, tb))
-    diff = max((float((x.float() - y.float()).abs().max()) for x, y in zip(ta, tb)
-                if x.is_floating_point() and x.numel()), default=0.0)
-    return equal, diff
-
-
-def measure(graph: Any, exec_id: int, output: Any, alt: StreamsCapture, replays: int,
-            max_streams: int) -> dict[str, Any]:
-    """Trace ``replays`` replays of each graph, alternated (ABBA...), and compare their
-    outputs (after one more replay of each, from the same static inputs)."""
-    import torch
-
-    graph.replay()
-    alt.graph.replay()
-    torch.cuda.synchronize()
-    with native.tracing() as cols:
-        for i in range(replays):  # back to back, as the timed replays: no idle GPU between
-            first, second = (graph, alt.graph) if i % 2 == 0 else (alt.graph, graph)
-            first.replay()  # which goes first alternates too
-            second.replay()
-        torch.cuda.synchronize()
-    one = _spans(cols, exec_id)
-    others = _exec_ids(cols) - {exec_id}
-    alt_spans = _spans(cols, others.pop()) if len(others) == 1 else []
-    graph.replay()
-    alt.graph.replay()
-    torch.cuda.synchronize()
-    equal, diff = _compare(output, alt.output)
+def timing(exec_id: int, alt_exec_id: int, cols: Sequence[Any], alt: StreamsCapture,
+           replays: int, max_streams: int) -> dict[str, Any]:
+    """The measured part of a graph's ``what_if_streams``: both graphs' spans per replay
+    (traced alternately, :func:`~.alternate.trace_alternated`) and the plan's size."""
+    one, spans = spans_of(cols, exec_id), spans_of(cols, alt_exec_id)
     return {
         "max_streams": max_streams, "streams": alt.streams_used, "ops": alt.ops,
         "cross_stream_waits": alt.waits, "replays": replays,
-        "one_stream_span_ns": one, "span_ns": alt_spans,
-        "median_one_stream_ns": statistics.median(one) if one else None,
-        "median_ns": statistics.median(alt_spans) if alt_spans else None,
-        "outputs_equal": equal, "max_abs_diff": diff,
+        "one_stream_span_ns": one, "span_ns": spans,
+        "median_one_stream_ns": median(one), "median_ns": median(spans),
     }
 
 
 def try_streams(run: Callable[[], Any], graph: Any, exec_id: int, output: Any, n: int,
                 replays: int) -> dict[str, Any]:
-    """The graph's ``info`` entry: ``run`` captured over ``n`` streams and measured beside
-    ``graph``; a capture that fails is reported in it (``error``), not raised: the one-stream
+    """A forward graph's ``info`` entry: ``run`` captured over ``n`` streams and measured
+    beside ``graph``, outputs compared (after one more replay of each, from the same static
+    inputs); a capture that fails is reported in it (``error``), not raised: the one-stream
     bundle stands without it."""
     import torch
 
@@ -332,15 +379,16 @@ def try_streams(run: Callable[[], Any], graph: Any, exec_id: int, output: Any, n
         with torch.inference_mode():
             alt = capture_on_streams(run, n)
     except Exception as exc:  # torch.cuda.graph ended the capture; the process goes on
-        return {"max_streams": n, "error": _one_line(exc)}
+        return {"max_streams": n, "error": one_line(exc)}
     try:
-        return measure(graph, exec_id, output, alt, replays, n)
+        cols = trace_alternated([(graph, alt.graph)], replays)
+        out = timing(exec_id, exec_id_of(alt.graph), cols, alt, replays, n)
+        graph.replay()
+        alt.graph.replay()
+        torch.cuda.synchronize()
+        parts = {"outputs": compare_values(alt.output, output, "reordered")}
+        return {**out, **summary(parts, "reordered")}
     except Exception as exc:  # the tracer refused (a profiler active) or a replay failed
-        return {"max_streams": n, "error": "measuring: " + _one_line(exc)}
+        return {"max_streams": n, "error": "measuring: " + one_line(exc)}
     finally:
         del alt
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"

@@ -128,3 +128,92 @@ def read_extras(path: str, mode: Optional[str]) -> BundleExtras:
     return BundleExtras(eager=read_eager(path), outside=read_outside(path) if run else {},
                         trees=read_trees(path) if run else None,
                         counters=read_counters(path), mode=mode)
+
+
+
+COMPILE_FILE = "compile.json"  # capture --try-compile (graphscope/capture/compile.py)
+COMPILE_VERSION = 1
+_BOOL, _OPT = "bool", "num or none"
+_KERNELS: dict[str, Any] = {"kernel": _STR, "count": _INT, "ns": _NUM}
+_MODULE_VERSION: dict[str, Any] = {"kernels": _INT, "nodes": _INT, "busy_ns": _OPT,
+                                   "span_ns": _OPT, "top_kernels": [_KERNELS]}
+_GRAPH_VERSION: dict[str, Any] = {"kernels": _INT, "nodes": _INT, "span_ns": [_INT],
+                                  "median_span_ns": _OPT}
+_COMPARED: dict[str, Any] = {"tensors": _INT, "bitwise_equal": _BOOL, "max_abs_diff": _OPT,
+                             "nonfinite": _INT, "within_tolerance": _BOOL,
+                             "max_tolerance_ratio": _OPT, "mismatched": [_STR],
+                             "?structure": _STR}
+_COMPILE_GRAPH: dict[str, Any] = {
+    "graph": _STR, "replays": _INT, "eager": _GRAPH_VERSION, "compiled": _GRAPH_VERSION,
+    "gain_pct": _OPT,
+    "modules": [{"module": _STR, "eager": _MODULE_VERSION, "compiled": _MODULE_VERSION}],
+    "outputs_equal": _BOOL, "within_tolerance": _BOOL, "max_abs_diff": _OPT,
+    "max_tolerance_ratio": _OPT,
+    "tolerance": {"kind": _STR, "rule": _STR, "atol_rtol": {"*": [_NUM]}},
+    "compared": {"*": _COMPARED}, "warmup_s": {"eager": _NUM, "compiled": _NUM},
+}
+_COMPILE_SPEC: dict[str, Any] = {
+    "compile_version": _INT, "glob": _STR, "backend": _STR, "options": {"*": _BOOL},
+    "dynamic": _BOOL, "modules": [{"module": _STR, "class": _STR}], "nested": [_STR],
+    "torch": _STR, "graphs": [{"graph": _STR, "?error": _STR}],
+}
+
+
+def _misfit(v: Any, spec: Any, at: str) -> Optional[str]:
+    """The first place where ``v`` does not have the shape ``spec`` describes (``_fits``'s
+    language plus booleans and figures that may be null), or None."""
+    if spec == _BOOL:
+        return None if isinstance(v, bool) else at
+    if spec == _OPT:
+        return None if v is None or _fits(v, _NUM) else at
+    if isinstance(spec, list):
+        if not isinstance(v, list):
+            return at
+        return next((m for i, x in enumerate(v) if (m := _misfit(x, spec[0], f"{at}[{i}]"))),
+                    None)
+    if not isinstance(spec, dict):
+        return None if _fits(v, spec) else at
+    if not isinstance(v, dict):
+        return at
+    if "*" in spec:
+        return next((m for k, x in v.items() if (m := _misfit(x, spec["*"], f"{at}.{k}"))),
+                    None)
+    for key, sub in spec.items():
+        k = key.lstrip("?")
+        if k not in v:
+            if key.startswith("?"):
+                continue
+            return f"{at}.{k}"
+        m = _misfit(v[k], sub, f"{at}.{k}")
+        if m:
+            return m
+    return None
+
+
+def check_compile(data: Any, where: str) -> dict[str, Any]:
+    """compile.json as read: checked, or a BundleError naming the file and the first field
+    that is missing or of the wrong type. A graph entry is either an ``error`` or the full
+    measurement."""
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: not a JSON object")
+    if data.get("compile_version") != COMPILE_VERSION:
+        raise BundleError(f"{where}: compile_version {data.get('compile_version')!r}, but "
+                          f"this graphscope reads version {COMPILE_VERSION}; re-record it "
+                          "with graphscope capture --try-compile")
+    bad = _misfit(data, _COMPILE_SPEC, "")
+    for i, g in enumerate(data.get("graphs", []) if not bad else []):
+        bad = bad or (None if "error" in g else _misfit(g, _COMPILE_GRAPH, f".graphs[{i}]"))
+    if bad:
+        raise BundleError(f"{where}: {bad.lstrip('.')} is missing or malformed (re-record it "
+                          "with graphscope capture --try-compile)")
+    return data
+
+
+def read_compile(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's ``capture --try-compile`` measurement (compile.json, optional: None when
+    absent), validated."""
+    if not os.path.lexists(os.path.join(path, COMPILE_FILE)):
+        return None
+    data = _load_json(path, COMPILE_FILE)
+    data.pop("schema_version", None)
+    return check_compile(data, os.path.join(path, COMPILE_FILE))
