@@ -28,7 +28,8 @@ from typing import Optional
 
 import numpy as np
 
-from ..model.graph import Bundle, CapturedGraph, Node
+from ..model.bundle import Bundle
+from ..model.graph import CapturedGraph, Node
 from .collectives import AlignedCollective, Alignment, Serves, is_comm_work
 from .dag import Dag
 
