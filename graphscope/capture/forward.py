@@ -13,6 +13,7 @@ import time
 from typing import ClassVar
 
 from .. import annotate as ann
+from ..annotate.fsdp import FSDPWatch, fsdp_modules
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
 from .run.names import describe_shapes
@@ -45,6 +46,7 @@ class ForwardSource:
         raws, graphs, outs = [], [], []
         meter = CaptureMeter()
         handle = ann.register_module_annotations(model, depth=job.depth, backward=False)
+        fsdp = FSDPWatch().arm() if fsdp_modules(model) else None  # FSDP2's all-gathers
         try:
             for i, (args, kwargs) in enumerate(sets):
                 phase("warmup")
@@ -73,6 +75,8 @@ class ForwardSource:
                 graphs.append(g)
         finally:
             handle.remove()
+            if fsdp is not None:
+                fsdp.remove()
         if job.try_streams > 1:  # outside the annotation hooks: a plain capture
             for (args, kwargs), raw, g, out in zip(sets, raws, graphs, outs):
                 phase("what-if")
