@@ -124,7 +124,7 @@ class ModuleRow:
     per_rank_ns: tuple[float, ...]
     median_ns: float
     max_ns: float
-    skew: float  # max / median over ranks
+    skew: Optional[float]  # max / median over ranks (None: a median of 0 under a max above)
     slowest_rank: int
 
 
@@ -278,7 +278,7 @@ def module_skew(ranks: Sequence[tuple[int, Bundle]], depth: Optional[int] = None
         out.append(ModuleRow(
             module=m, level=next(per_rank[r][m]["level"] for r, _ in ranks if m in per_rank[r]),
             per_rank_ns=tuple(times), median_ns=med, max_ns=max(times),
-            skew=(max(times) / med) if med else (0.0 if not max(times) else float("inf")),
+            skew=(max(times) / med) if med else (0.0 if not max(times) else None),
             slowest_rank=times.index(max(times))))
     return out
 
@@ -298,7 +298,8 @@ def merge(ranks: list[tuple[int, Bundle]]) -> dict[str, Any]:
     med_total = statistics.median(totals) if totals else 0.0
     return {
         "world_size": len(ranks),
-        "modules": [{**asdict(m), "per_rank_ns": list(m.per_rank_ns)}
+        "modules": [{**asdict(m), "per_rank_ns": list(m.per_rank_ns),
+                     "skew": float("inf") if m.skew is None else m.skew}
                     for m in module_skew(ranks)],
         "collectives": collectives,
         "replay_skew": (max(totals) / med_total) if med_total else 0.0,

@@ -189,7 +189,8 @@ def _module_rows(s: RanksSection, depth: Optional[int], tree: bool
             continue
         name = (("  " * m.level) + (m.module.rsplit(".", 1)[-1] if m.level else m.module)
                 if tree else m.module)
-        skew = f"{m.skew:.2f}" + (f" (r{m.slowest_rank})" if m.skew > 1.05 else "")
+        skew = ("only some ranks" if m.skew is None else f"{m.skew:.2f}") + (
+            f" (r{m.slowest_rank})" if m.skew is None or m.skew > 1.05 else "")
         rows.append([name, *[fmt_ns(x) for x in m.per_rank_ns], skew])
     return head, rows
 
