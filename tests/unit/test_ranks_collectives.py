@@ -11,7 +11,7 @@ import pytest
 
 from graphscope.analysis.collectives import CLOCK_END_SPREAD_NS, align
 from graphscope.analysis.stragglers import MIN_WAIT_NS, stragglers
-from graphscope.ranks import read_ranks
+from graphscope.model.ranks import read_ranks
 from tests.conftest import DATA
 
 DDP = os.path.join(DATA, "ddp_mlp_step")

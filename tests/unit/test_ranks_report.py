@@ -13,7 +13,7 @@ from rich.console import Console
 from graphscope.analysis.diagnosis import diagnose
 from graphscope.analysis.ranks import ranks_report
 from graphscope.analysis.summary import kernel_rows
-from graphscope.ranks import read_ranks
+from graphscope.model.ranks import read_ranks
 from graphscope.render.ranks import markdown, terminal
 from tests.conftest import DATA
 
