@@ -45,6 +45,7 @@ import numpy as np
 
 from ..model.bundle import Bundle
 from ..model.graph import DDP_SCOPE, FSDP_SCOPE, Node, NodeKind
+from .section import Absent, Maybe
 from .stats import median
 
 # kernels of collectives (NCCL's, and the names other backends give them)
@@ -234,16 +235,24 @@ def _arrivals(inst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return arrival, wait
 
 
-def align(ranks: Sequence[tuple[int, Bundle]]) -> Optional[Alignment]:
+def align(ranks: Sequence[tuple[int, Bundle]]) -> Maybe[Alignment]:
     """Every collective matched across ``ranks`` with each rank's arrival and wait (module
-    docstring); None where no collective is matched or no replay has events on every rank."""
+    docstring), or why there is none: ``one_rank``, ``no_collectives``, ``unmatched`` (the
+    ranks issue different collectives from the first on), ``no_events`` (no replay kept
+    events of the matched collectives on every rank)."""
+    if len(ranks) < 2:
+        return Absent("one_rank", "collectives are aligned across two ranks or more")
     matched, unmatched = _match(ranks)
+    if not matched:
+        return (Absent("unmatched", "the ranks' first collectives differ") if unmatched
+                else Absent("no_collectives", "no rank's graphs hold a collective kernel"))
     evs = [_events(b) for _, b in ranks]
     replays = sorted(set.intersection(*[{r for _, r in ev} for ev, _ in evs]))
     keep = [(g, k, nodes) for g, k, nodes in matched
             if all((n.exec_node_id, r) in ev for n, (ev, _) in zip(nodes, evs) for r in replays)]
     if not keep or not replays:
-        return None
+        return Absent("no_events", "no replay kept events of the collectives on every rank "
+                      "(capture with --replays and the default kept events)")
     origins, reason = _origins(ranks)
     if origins is not None:
         spreads = []

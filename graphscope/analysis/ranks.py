@@ -25,6 +25,7 @@ from .collectives import Alignment, align, is_collective
 from .dag import Dag, longest
 from .ddp import FsdpRow, ddp_rows, fsdp_rows
 from .diagnosis import diagnose
+from .section import Absent, Maybe
 from .stats import median
 from .stragglers import Straggler, stragglers
 from .summary import kernel_rows, module_rows
@@ -158,19 +159,20 @@ class RanksSection:
     totals: tuple[RankTotals, ...]
     merged: MergedTotals
     diagnosis: tuple[RankDiagnosis, ...]
-    step_rank: Optional[StepRank]
+    step_rank: Maybe[StepRank]
     top_kernels: tuple[RankKernels, ...]
     modules: tuple[ModuleRow, ...]
     ddp: tuple[RankBuckets, ...]
     fsdp: tuple[RankFsdp, ...]
-    collectives: Optional[Alignment]  # None: no collective matched with events on every rank
+    collectives: Maybe[Alignment]
     stragglers: tuple[Straggler, ...]
 
 
 def ranks_report(ranks: Sequence[tuple[int, Bundle]], depth: Optional[int] = None,
                  top: int = TOP_KERNELS) -> RanksSection:
     """The ranks section of a multi-rank bundle (``ranks``: ``model.ranks.read_ranks``)."""
-    alignment = align(ranks) if len(ranks) > 1 else None
+    aligned = align(ranks)
+    alignment = aligned if isinstance(aligned, Alignment) else None
     totals = tuple(_totals(r, b, alignment, i) for i, (r, b) in enumerate(ranks))
     diags = tuple(_diagnosis(r, b, alignment, i) for i, (r, b) in enumerate(ranks))
     return RanksSection(
@@ -182,7 +184,7 @@ def ranks_report(ranks: Sequence[tuple[int, Bundle]], depth: Optional[int] = Non
         ddp=tuple(RankBuckets(r, tuple(_bucket(x) for x in bk))
                   for r, b in ranks if (bk := ddp_rows(b))),
         fsdp=tuple(RankFsdp(r, tuple(fs)) for r, b in ranks if (fs := fsdp_rows(b))),
-        collectives=alignment,
+        collectives=aligned,
         stragglers=tuple(stragglers(ranks, alignment)) if alignment is not None else ())
 
 
@@ -253,11 +255,11 @@ def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, fl
     return out
 
 
-def _step_rank(diags: Sequence[RankDiagnosis], aligned: bool) -> Optional[StepRank]:
+def _step_rank(diags: Sequence[RankDiagnosis], aligned: bool) -> Maybe[StepRank]:
     paths = [(sum(g.own_path_ns for g in d.graphs if g.own_path_ns is not None), d.rank)
              for d in diags if any(g.own_path_ns is not None for g in d.graphs)]
     if not paths:
-        return None
+        return Absent("no_timing", "no rank's graphs were timed (capture with --replays)")
     paths.sort(key=lambda p: (-p[0], p[1]))
     (best, rank), nxt = paths[0], (paths[1] if len(paths) > 1 else None)
     return StepRank(rank=rank, own_path_ns=best, next_rank=nxt[1] if nxt else None,

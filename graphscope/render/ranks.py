@@ -13,6 +13,7 @@ from rich.text import Text as _RichText
 
 from ..analysis.collectives import AlignedCollective, Alignment, Serves
 from ..analysis.ranks import RanksSection, StepRank
+from ..analysis.section import Absent, Maybe
 from ..analysis.stragglers import Straggler
 from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
 
@@ -29,6 +30,13 @@ CLOCK_WORDS = {
                     "which every rank reaches together",
     "ends_disagree": "the ranks' clock origins put the ends of their collectives far apart: "
                      "each collective aligned on its end instead",
+}
+
+
+ABSENT_WORDS = {
+    "no_collectives": "no rank's graphs hold a collective kernel",
+    "unmatched": "the ranks' first collectives differ (kind, bucket or module served)",
+    "no_events": "no replay kept events of the collectives on every rank",
 }
 
 
@@ -83,8 +91,8 @@ def straggler_sentence(s: Straggler, replays: int) -> str:
     return out
 
 
-def step_sentence(st: Optional[StepRank]) -> Optional[str]:
-    if st is None:
+def step_sentence(st: Maybe[StepRank]) -> Optional[str]:
+    if isinstance(st, Absent):
         return None
     what = ("its critical path without waiting in collectives" if st.waits_removed
             else "its critical path (waits in collectives included: not aligned)")
@@ -125,7 +133,7 @@ def _totals_rows(s: RanksSection) -> tuple[list[str], list[list[str]]]:
 
 
 def _collective_rows(s: RanksSection) -> tuple[list[str], list[list[str]]]:
-    a = s.collectives
+    a = s.collectives if isinstance(s.collectives, Alignment) else None
     ranks = [t.rank for t in s.totals]
     head = ["collective", "kind", "own", *[f"r{r} wait" for r in ranks], "last", "late by"]
     rows = []
@@ -203,7 +211,7 @@ def _sections(s: RanksSection, depth: Optional[int], top: int, tree: bool
     """(title, (head, rows), the columns of words, not figures) of each table."""
     out: list[tuple[str, Rows, frozenset[int]]] = [
         (f"Ranks ({s.world_size}, median per replay)", _totals_rows(s), frozenset())]
-    if s.collectives is not None:
+    if isinstance(s.collectives, Alignment):
         out.append(("Collectives across ranks (median per replay)", _collective_rows(s),
                     frozenset({0, 1})))
     out.append(("Diagnosis per rank", _diagnosis_rows(s), frozenset({1, 7})))
@@ -223,7 +231,10 @@ def sentences(s: RanksSection) -> list[str]:
     """The section's verdicts in words: stragglers, the step rank, the clock, what did not
     match, each rank's diagnosis verdicts."""
     out = []
-    a = s.collectives
+    a = s.collectives if isinstance(s.collectives, Alignment) else None
+    if isinstance(s.collectives, Absent) and s.collectives.reason != "one_rank":
+        why = ABSENT_WORDS.get(s.collectives.reason, s.collectives.reason)
+        out.append(f"Collectives not aligned across ranks: {why}.")
     if a is not None:
         out += [straggler_sentence(x, len(a.replays)) for x in s.stragglers]
         if not s.stragglers and a.collectives:
@@ -251,7 +262,7 @@ def terminal(s: RanksSection, depth: Optional[int] = None, top: int = 5) -> Grou
         for row in rows:
             t.add_row(*[Text(x) for x in row])
         parts.append(keep_figures(t))
-        if k == (1 if s.collectives is not None else 0):  # the verdicts under their numbers
+        if k == (1 if isinstance(s.collectives, Alignment) else 0):  # verdicts under numbers
             parts += [Text(x) for x in sentences(s)]
     return Group(*parts)
 

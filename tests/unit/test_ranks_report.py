@@ -12,6 +12,7 @@ from rich.console import Console
 
 from graphscope.analysis.diagnosis import diagnose
 from graphscope.analysis.ranks import ranks_report
+from graphscope.analysis.section import Absent
 from graphscope.analysis.summary import kernel_rows
 from graphscope.model.ranks import read_ranks
 from graphscope.render.ranks import markdown, terminal
@@ -118,3 +119,29 @@ def test_markdown_has_the_verdict_first_and_pipe_tables():
         "| step #0 bucket 0 | all-reduce | 13.2 µs | 0 ns | 39.1 µs | r0 | 39.1 µs |",
         "| step #1 bucket 1 | all-reduce | 8.4 µs | 1.1 µs | 0 ns | r1 | 1.1 µs |"]
     assert "| L.fc2 | 24.4 µs | 24.6 µs | 1.00 |" in md
+
+
+def test_ranks_without_collectives_say_so(tmp_path):
+    # GIVEN two ranks of a model without DDP (the recorded MLP twice, rank 1's fc2 slower)
+    from tests.unit.test_ranks import _two_ranks
+
+    ranks = read_ranks(_two_ranks(tmp_path))
+    # WHEN the section is made
+    s = ranks_report(ranks)
+    # THEN collectives are absent with their reason, no straggler is named, the step rank
+    # is the one with the slower fc2 (its paths keep their collectives' waits: none here)
+    assert isinstance(s.collectives, Absent) and s.collectives.reason == "no_collectives"
+    assert s.stragglers == () and all(t.wait_ns is None for t in s.totals)
+    assert s.merged.wait_ns is None
+    assert s.step_rank.rank == 1 and not s.step_rank.waits_removed
+    text = " ".join(_text(s))
+    assert "Collectives not aligned across ranks: no rank's graphs hold a collective kernel." \
+        in text
+    assert "Collectives across ranks" not in text
+
+
+def test_one_rank_is_no_alignment():
+    ranks = read_ranks(DDP)[:1]
+    s = ranks_report(ranks)
+    assert s.collectives == Absent("one_rank", s.collectives.detail)
+    assert "Collectives not aligned" not in " ".join(_text(s))
