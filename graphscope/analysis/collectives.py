@@ -160,6 +160,12 @@ class Alignment:
     unmatched: tuple[Unmatched, ...]
     # per rank: median over aligned replays of its total wait over every matched collective
     wait_per_replay_ns: tuple[float, ...]
+    # per rank: what to add to its events' start_ns to put them on the first rank's clock
+    # (host: the origins' difference; end: the median over instances of the first rank's end
+    # minus its end), and the largest distance of an instance's own offset from that median
+    # (how far one offset misplaces any collective's end)
+    offsets_ns: tuple[float, ...]
+    offset_spread_ns: float
 
 
 def _match(ranks: Sequence[tuple[int, Bundle]]
@@ -269,10 +275,26 @@ def align(ranks: Sequence[tuple[int, Bundle]]) -> Maybe[Alignment]:
         arrival, wait = _arrivals(inst)
         total_wait += wait
         out.append(_aligned(g, k, nodes, ranks, inst, arrival, wait, origins is not None))
+    offsets, spread = _offsets([nodes for _, _, nodes in keep], evs, replays, origins)
     return Alignment(
         clock="host" if origins is not None else "end", clock_reason=reason,
         replays=tuple(replays), collectives=tuple(out), unmatched=tuple(unmatched),
-        wait_per_replay_ns=tuple(float(x) for x in np.median(total_wait, axis=0)))
+        wait_per_replay_ns=tuple(float(x) for x in np.median(total_wait, axis=0)),
+        offsets_ns=offsets, offset_spread_ns=spread)
+
+
+def _offsets(matched: list[list[Node]], evs: list[Any], replays: Sequence[int],
+             origins: Optional[list[int]]) -> tuple[tuple[float, ...], float]:
+    """Each rank's shift onto the first rank's clock, and how far instances stray from it."""
+    # (collectives x replays x ranks): each instance's end on its rank's own clock
+    ends = np.array([[[sum(evs[j][0][(n.exec_node_id, r)]) for j, n in enumerate(nodes)]
+                      for r in replays] for nodes in matched], float)
+    each = (ends[..., :1] - ends).reshape(-1, ends.shape[-1])
+    if origins is not None:
+        offsets = np.array([o - origins[0] for o in origins], float)
+    else:
+        offsets = np.median(each, axis=0)
+    return tuple(float(x) for x in offsets), float(np.abs(each - offsets).max())
 
 
 def _aligned(g: str, k: int, nodes: list[Node], ranks: Sequence[tuple[int, Bundle]],

@@ -76,6 +76,9 @@ def test_buckets_matched_in_issue_order_with_waits_from_the_ends():
     assert b0.last_rank == 0 and b0.ranks[0].last == 2 and b0.ranks[1].last == 1
     assert b0.late_ns == b0.ranks[1].wait_ns > MIN_WAIT_NS
     assert a.wait_per_replay_ns[1] > a.wait_per_replay_ns[0]
+    # one shift puts rank 1's events on rank 0's clock: every instance's ends then meet
+    # within a microsecond (the ranks did share one clock, shifted by their first events)
+    assert a.offsets_ns == (0.0, _end_offset()) and a.offset_spread_ns < 1000
 
 
 def test_the_straggler_is_rank_0_at_bucket_0_and_it_started_late():
@@ -107,6 +110,7 @@ def test_host_clock_agrees_with_the_ends(tmp_path):
     # the waits are those of the end clock within that
     assert a.clock == "host" and a.clock_reason == "recorded"
     assert all(c.end_spread_ns < 1000 for c in a.collectives)
+    assert a.offsets_ns == (0.0, offset)
     ref = align(read_ranks(DDP))
     for c, r in zip(a.collectives, ref.collectives):
         for x, y in zip(c.ranks, r.ranks):
