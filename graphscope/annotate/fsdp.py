@@ -33,6 +33,13 @@ from .scopes import MODULE_KEY, PHASE_KEY, normalize
 _GROUP_MODULE = "torch.distributed.fsdp._fully_shard._fsdp_param_group"
 
 
+def fsdp_loaded() -> bool:
+    """Whether the program has imported FSDP2 (a watch is worth arming)."""
+    import sys
+
+    return _GROUP_MODULE in sys.modules
+
+
 def fsdp_modules(model: Any) -> list[Any]:
     """The modules of ``model`` (itself included) that ``fully_shard`` made FSDP2 modules."""
     try:

@@ -160,3 +160,30 @@ def test_the_straggler_in_words(ddp):
     assert "rank 1 is late to bucket" in text and "most in L.transformer.h.0.mlp (forward" \
         in text, text[-3000:]
     assert "- rank 1 is late to bucket" in markdown(s)
+
+
+def test_fsdp2_program_under_graphscope_run(tmp_path):
+    """A program that captures its own FSDP2 step (bench/probes/probe_fsdp2_capture.py: two
+    Linear layers and the root sharded), profiled by `graphscope run` on each rank."""
+    import torch
+
+    from graphscope.model.ranks import torchrun_env
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs 2 GPUs (nvidia-h200-x2); this machine has "
+                    f"{torch.cuda.device_count()}")
+    out = tmp_path / "fsdp2.run"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                        "--nproc-per-node=2", "-m", "graphscope", "run", "-o", str(out),
+                        os.path.join(ROOT, "bench", "probes", "probe_fsdp2_capture.py")],
+                       cwd=ROOT, env=torchrun_env(), capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
+    for _, b in read_ranks(str(out)):
+        comm = [n for n in b.work if is_collective(n)]
+        assert comm and all(n.module == FSDP_SCOPE for n in comm), \
+            [(n.short_name, n.module) for n in comm]
+        assert {n.annotation.get("fsdp_module") for n in comm} == {"L", "L.0", "L.2"}
+        fsdp_ops = [n for n in b.work if (n.op or "").startswith("fsdp::")]
+        assert fsdp_ops and all(n.module == FSDP_SCOPE for n in fsdp_ops), \
+            [(n.op, n.module) for n in fsdp_ops if n.module != FSDP_SCOPE]
