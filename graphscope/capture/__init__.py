@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import native
 from .._errors import CaptureError, ConfigError, GraphscopeError, NoGPUError
+from ..annotate.fsdp import fsdp_modules
 from ..annotate.tensors import tensors_in
 from ..model.bundle_files import EAGER_FILE
 from . import callables as _callables  # noqa: F401  (registers the source)
@@ -87,7 +88,9 @@ def default_loss(out: Any) -> Any:
 def _load_job(cfg: CaptureConfig, spec: ModelSpec, rank: Any) -> ModelJob:
     import torch
 
-    model = spec.model.cuda() if hasattr(spec.model, "cuda") else spec.model
+    model = spec.model
+    if hasattr(model, "cuda") and not fsdp_modules(model):  # fully_shard placed FSDP2's
+        model = model.cuda()
     warm = cfg.warmup
     if spec.settings.get("ddp") and rank is None:
         raise CaptureError(f"{spec.path}: settings['ddp'] needs several processes: run "

@@ -120,6 +120,15 @@ def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
     }
 
 
+def clock_of(jr: JoinResult) -> dict[str, Any]:
+    """Where the events' times start: ``origin_ns``, a CUPTI timestamp (CUPTI puts GPU times on
+    the host's clock, one for every process of the host), and the host, so that the ranks of
+    one job line up on one clock (analysis/collectives.py)."""
+    import socket
+
+    return {"source": "cupti", "origin_ns": jr.origin_ns, "host": socket.gethostname()}
+
+
 def finish(
     raw: RawCapture,
     *,
@@ -151,7 +160,8 @@ def finish(
     phase("write")
     full = {**manifest, **raw.meta, "replays": jr.replays if jr else 0,
             "versions": versions(), "graphs": [g.name for g in graphs],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **({"clock": clock_of(jr)} if jr is not None and jr.origin_ns is not None else {})}
     # the summary reads the manifest too (callables' one capture window, say)
     bundle = dataclasses.replace(with_timings(graphs, jr), manifest=full)
     summary = summarize(bundle)

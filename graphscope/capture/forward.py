@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
+from ..annotate.fsdp import FSDPWatch, fsdp_modules
 from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
 from .meter import CaptureMeter, tensor_bytes
@@ -56,6 +57,7 @@ class ForwardSource:
         raws, graphs, outs = [], [], []
         meter = CaptureMeter()
         handle = ann.register_module_annotations(model, depth=job.depth, backward=False)
+        fsdp = FSDPWatch().arm() if fsdp_modules(model) else None  # FSDP2's all-gathers
         try:
             for i, (args, kwargs) in enumerate(sets):
                 phase("warmup")
@@ -84,6 +86,8 @@ class ForwardSource:
                 graphs.append(g)
         finally:
             handle.remove()
+            if fsdp is not None:
+                fsdp.remove()
         extra = _tries(job, sets, raws, graphs, outs, phase)
 
         def replay() -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
 from ..annotate import state
+from ..annotate.fsdp import FSDPWatch, fsdp_modules
 from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
 from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
@@ -73,13 +74,16 @@ def unwrap_ddp(model: Any) -> Any:
 @contextlib.contextmanager
 def training_scopes(job: ModelJob) -> Iterator[Any]:
     """Module scopes (forward and backward), the optimizer scope, ``.grad`` accumulation to
-    the parameter's module and DDP's buckets: armed for one capture, undone on every path."""
+    the parameter's module, DDP's buckets and FSDP2's collectives: armed for one capture,
+    undone on every path."""
     from torch.nn.parallel import DistributedDataParallel
 
     inner = unwrap_ddp(job.model)
     handles: list[Any] = [ann.register_module_annotations(inner, depth=job.depth,
                                                           backward=job.backward)]
     handles += optimizer_hooks()
+    if fsdp_modules(inner):  # FSDP2: its all-gathers and reduce-scatters, forward and backward
+        handles.append(FSDPWatch().arm())
     if isinstance(job.model, DistributedDataParallel) and job.backward:
         state.ATTRIBUTION.ddp = DDPWatch(job.model, job.depth)
     owners = param_owners(inner, job.depth)

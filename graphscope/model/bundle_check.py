@@ -130,6 +130,11 @@ def _check_manifest(m: Mapping[str, Any], where: str) -> None:
         _expect(isinstance(versions, dict) and all(
             isinstance(v, (str, int, float)) and not isinstance(v, bool)
             for v in versions.values()), where, "versions", "an object of version strings")
+    clock = m.get("clock")
+    if clock is not None:
+        _expect(isinstance(clock, dict), where, "clock", "an object")
+        _int(clock.get("origin_ns"), where, "clock.origin_ns", 1 << 63)
+        _expect(isinstance(clock.get("host"), str), where, "clock.host", "a string")
     rank = m.get("rank")
     if rank is not None:
         _expect(isinstance(rank, dict), where, "rank", "an object")

@@ -19,6 +19,7 @@ UNATTRIBUTED = "(unattributed)"
 # a capture's memory and time outside every module scope (memory by module's row)
 OUTSIDE_MODULES = "(outside modules)"
 DDP_SCOPE = "(ddp)"  # DDP's reducer work (annotate/training.py)
+FSDP_SCOPE = "(fsdp)"  # FSDP2's all-gathers and reduce-scatters (annotate/fsdp.py)
 
 
 class NodeKind(str, enum.Enum):

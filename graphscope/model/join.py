@@ -3,7 +3,7 @@
 Key: a record's ``graphNodeId`` equals ``exec_id << 32 | local_id`` of the exec node that ran
 it, and each node's ``exec_node_id`` in the bundle is built the same way. No clock alignment is
 needed: durations are ``end - start`` on the GPU's clock; event times are kept relative to the
-first joined record.
+first joined record, whose CUPTI timestamp is ``origin_ns``.
 
 Replay index: all work of one graph launch shares that launch's correlation id, so within each
 exec graph the launches are ranked by correlation id; replay ``r`` is the r-th launch of every
@@ -40,6 +40,9 @@ class JoinResult:
     # [{"graph", "replay", "start_ns", "end_ns"}] (empty where the tracer recorded none)
     launches: list[dict[str, Any]] = field(default_factory=list)
     outside_graph_ns: int = 0  # GPU time of the eager work (graphNodeId 0) in the windows
+    # the CUPTI timestamp the events' times are relative to (the first joined record's start):
+    # one clock for every process of a host, so ranks' events can be put side by side
+    origin_ns: Optional[int] = None
 
     @property
     def events(self) -> list[dict[str, Any]]:
@@ -121,6 +124,7 @@ def join(
         _graph_of=exec_node_ids,
         launches=launch_windows(gnid, correlation, exec_node_ids, launches, int(d["t0"]),
                                 keep_events) if len(ev) else [],
+        origin_ns=int(d["t0"]) if int(d["joined"]) else None,
     )
 
 
@@ -208,6 +212,7 @@ def join_numpy(
         _graph_of=exec_node_ids,
         launches=launch_windows(gnid, correlation, exec_node_ids, launches, t0, keep_events)
         if len(idx) else [],
+        origin_ns=t0 if len(idx) else None,
     )
 
 

@@ -39,6 +39,7 @@ from ... import annotate as ann
 from ... import native
 from ..._errors import GraphscopeError
 from ...annotate import state
+from ...annotate.fsdp import FSDPWatch, fsdp_loaded
 from ...annotate.session import backward_counter, counted_window, resolve_accumulation
 from ...annotate.training import optimizer_hooks
 from ...model.bundle_files import TREES_FILE
@@ -286,10 +287,11 @@ class GraphWatch:
 
     def _hold_batch(self) -> None:
         """The window's hooks, installed for the batch, not per window (each is inert outside
-        an annotated capture): ``nn.Module.__call__`` replaced (names.module_hooks) and the
-        optimizer hooks. Setting a class attribute of ``nn.Module`` invalidates the type cache
-        of every module class; per window, installing and removing these cost ~0.35 ms per
-        capture (CPU), as much as a small decode graph's capture takes in Python."""
+        an annotated capture): ``nn.Module.__call__`` replaced (names.module_hooks), the
+        optimizer hooks and, once the program has imported FSDP2, its collectives' scopes.
+        Setting a class attribute of ``nn.Module`` invalidates the type cache of every module
+        class; per window, installing and removing these cost ~0.35 ms per capture (CPU), as
+        much as a small decode graph's capture takes in Python."""
         main = threading.get_ident()
         if self._batch_hooks and self._batch_main == main:
             return
@@ -298,6 +300,8 @@ class GraphWatch:
         self._batch_hooks = module_hooks(self.module_names, self.cfg.depth, self._first_call,
                                          self._outer_return, self.meter.marks)
         self._batch_hooks += optimizer_hooks()
+        if fsdp_loaded():  # FSDP2's all-gathers and reduce-scatters in (fsdp) scopes
+            self._batch_hooks.append(FSDPWatch().arm())
         self._batch_hooks.append(backward_counter())  # a counted window's backward calls
 
     @property
