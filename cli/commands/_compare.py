@@ -1,8 +1,51 @@
-"""What `diff` and `check --baseline` both say when two bundles look unrelated."""
+"""What `diff` and `check --baseline` share: the gate's options, and the warnings when two
+bundles look unrelated."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable, Optional
+
+import click
+
+F = Callable[..., Any]
+METRICS = ("span", "critical_path", "work", "module")  # graphscope.analysis.gate.METRICS
+
+
+def _limit(ctx: click.Context, param: click.Parameter, value: Optional[float]
+           ) -> Optional[float]:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"must be a finite number >= 0 (the increase allowed, in "
+                                 f"percent), not {value:g}")
+    return value
+
+
+def gate_options(f: F) -> F:
+    """``--fail-above PCT`` and ``--on METRIC``."""
+    f = click.option("--on", type=click.Choice(METRICS), default="span", show_default=True,
+                     help="What --fail-above gates on: each graph's replay span, critical "
+                          "path or GPU work, or the GPU work of every module.")(f)
+    return click.option("--fail-above", type=float, default=None, metavar="PCT",
+                        callback=_limit,
+                        help="Exit 1 if the --on metric got worse by more than PCT percent "
+                             "and more than the noise (a speed-up never fails).")(f)
+
+
+def markdown_option(f: F) -> F:
+    return click.option("--markdown", is_flag=True, default=False,
+                        help="Print GitHub-flavoured Markdown (a CI step summary or PR "
+                             "comment) instead of tables.")(f)
+
+
+def link_option(f: F) -> F:
+    return click.option("--link", default=None, metavar="URL",
+                        help="The HTML report's address, linked from --markdown.")(f)
+
+
+def one_document(as_json: bool, markdown: bool) -> None:
+    if as_json and markdown:
+        raise click.UsageError("--json and --markdown each print one document on stdout: "
+                               "pass one")
 
 
 def unrelated_warnings(a: Any, b: Any, d: dict[str, Any]) -> list[str]:
