@@ -20,15 +20,24 @@ def _limit(ctx: click.Context, param: click.Parameter, value: Optional[float]
     return value
 
 
-def gate_options(f: F) -> F:
-    """``--fail-above PCT`` and ``--on METRIC``."""
-    f = click.option("--on", type=click.Choice(METRICS), default="span", show_default=True,
-                     help="What --fail-above gates on: each graph's replay span, critical "
-                          "path or GPU work, or the GPU work of every module.")(f)
-    return click.option("--fail-above", type=float, default=None, metavar="PCT",
-                        callback=_limit,
-                        help="Exit 1 if the --on metric got worse by more than PCT percent "
-                             "and more than the noise (a speed-up never fails).")(f)
+def gate_options(on_default: Optional[str] = "span", where: str = "") -> Callable[[F], F]:
+    """``--fail-above PCT`` and ``--on METRIC`` (``where``: what they take precedence over)."""
+
+    def deco(f: F) -> F:
+        f = click.option("--noise-pct", type=float, default=None, metavar="PCT",
+                         callback=_limit,
+                         help="The least noise, in percent of A's median: how far medians of "
+                              "separate processes of one program move (default 2; "
+                              f"docs/gates.md){where}.")(f)
+        f = click.option("--on", type=click.Choice(METRICS), default=on_default,
+                         show_default=on_default is not None,
+                         help="What --fail-above gates on: each graph's replay span, critical "
+                              f"path or GPU work, or the GPU work of every module{where}.")(f)
+        return click.option("--fail-above", type=float, default=None, metavar="PCT",
+                            callback=_limit,
+                            help="Exit 1 if the --on metric got worse by more than PCT percent "
+                                 f"and more than the noise (a speed-up never fails){where}.")(f)
+    return deco
 
 
 def markdown_option(f: F) -> F:

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import click
 
 from ..options import command, force_option, json_option, model_argument, output_option
+from ._compare import gate_options, link_option, markdown_option, one_document
 
 
 def _write(path: str, text: str, force: bool) -> None:
@@ -29,11 +30,16 @@ def _write(path: str, text: str, force: bool) -> None:
               help="A bundle to measure regressions against.")
 @click.option("--junit", type=click.Path(), default=None,
               help="Write JUnit XML here ('-': stdout, and the table goes to stderr).")
+@gate_options(None, where=" (against --baseline; before the budgets file's regression)")
 @output_option("Keep the captured bundle here (default: a temporary directory).")
 @json_option("Print the results as JSON.")
+@markdown_option
+@link_option
 @force_option("Replace an existing --junit file and --output bundle.")
 def check(model: Optional[str], budget_path: str, baseline: Optional[str],
-          junit: Optional[str], output: Optional[str], as_json: bool, force: bool) -> int:
+          junit: Optional[str], fail_above: Optional[float], on: Optional[str],
+          noise_pct: Optional[float], output: Optional[str], as_json: bool, markdown: bool,
+          link: Optional[str], force: bool) -> int:
     """Capture MODEL, replay it and check the budgets. This runs the code in MODEL.
 
     MODEL may instead be a bundle directory (recorded on a GPU earlier): its budgets are
@@ -48,13 +54,21 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
 
     from ._run import run
 
+    one_document(as_json, markdown)
     inputs = [x for x in (baseline, budget_path, model) if x]
     if junit:  # refused before the capture runs, not after
-        one_stdout_document({"--junit": junit}, json_on_stdout=as_json)
+        one_stdout_document({"--junit": junit}, json_on_stdout=as_json or markdown)
         check_output(junit, force=force, inputs=inputs, what="JUnit XML")
     if output:
         check_bundle_output(output, force=force, inputs=inputs)
     budgets = load_budgets(budget_path)
+    given = {k: v for k, v in (("max_pct", fail_above), ("on", on), ("noise_pct", noise_pct))
+             if v is not None}
+    if given:  # the command line before the file
+        from dataclasses import replace
+
+        regression = {**budgets.regression, **given}
+        budgets = replace(budgets, regression=regression)
     for key, value in budgets.capture.items():  # its values, naming the file and line
         line = budgets.capture_lines.get(key)
         merge({key: value}, where=f"{budget_path}{f':{line}' if line else ''}: capture")
@@ -68,11 +82,12 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         bundle = read_bundle(model)
         from graphscope.model.bundle_files import read_eager, read_outside
 
+        cmp = _compared(base, bundle, budgets)
         results = [CheckResult("bundle", True, None, None, f"read {model}")]
         results += evaluate(bundle, budgets, base, eager=read_eager(model),
-                            outside=read_outside(model))
+                            outside=read_outside(model), compared=cmp)
         _warn_unrelated(base, bundle, baseline)
-        return _finish(results, junit, as_json, force)
+        return _finish(results, junit, as_json, force, markdown, cmp, link)
     # the temporary bundle is check's own; --output is replaced only with --force
     opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}
     with tempfile.TemporaryDirectory(prefix="graphscope-check-") as tmp:
@@ -88,10 +103,21 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
         from graphscope.model.bundle_files import read_eager, read_outside
 
+        cmp = _compared(base, res.bundle, budgets)
         results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
-                            outside=read_outside(res.bundle_path))
+                            outside=read_outside(res.bundle_path), compared=cmp)
         _warn_unrelated(base, res.bundle, baseline)
-    return _finish(results, junit, as_json, force)
+    return _finish(results, junit, as_json, force, markdown, cmp, link)
+
+
+def _compared(base: Any, bundle: Any, budgets: Any) -> Any:
+    """The regression budget's comparison with the baseline (None without one): the one
+    ``diff --fail-above`` makes, so that the two agree."""
+    if base is None:
+        return None
+    from graphscope.analysis.gate.checks import comparison_for
+
+    return comparison_for(base, bundle, budgets.regression)
 
 
 def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:
@@ -106,10 +132,12 @@ def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:
         click.echo(f"warning: --baseline {baseline}: {w}", err=True)
 
 
-def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool) -> int:
-    """JUnit, JSON or the table of ``results``; the exit code."""
+def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool,
+            markdown: bool = False, cmp: Any = None, link: Optional[str] = None) -> int:
+    """JUnit, JSON, Markdown or the table of ``results`` (failures first, a one-line summary
+    last); the exit code."""
+    from graphscope.render.gate import check_markdown, comparison_json, ordered, render_check
     from graphscope.render.junit import junit_xml
-    from graphscope.render.table import check_table
 
     from ..options import console
 
@@ -117,10 +145,17 @@ def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool
     if junit:
         _write(junit, junit_xml(results), force)
     if as_json:
-        click.echo(json.dumps([r.__dict__ for r in results], indent=1))
+        doc: dict[str, Any] = {"schema": "graphscope.check/1", "passed": not failed,
+                               "results": [r.__dict__ for r in ordered(results)]}
+        if cmp is not None:
+            doc["baseline"] = comparison_json(cmp)
+        click.echo(json.dumps(doc, indent=1, sort_keys=True))
+        return 1 if failed else 0
+    if markdown:
+        click.echo(check_markdown(results, cmp, link), nl=False)
         return 1 if failed else 0
     con = console(stderr=junit == "-")  # stdout holds one document: the XML
-    con.print(check_table(results))
+    con.print(render_check(results))
     if junit and junit != "-":
         con.print(f"Wrote {junit}")
     return 1 if failed else 0

@@ -16,12 +16,13 @@ from ._compare import gate_options, link_option, markdown_option, one_document
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path())
 @depth_option("Module levels to compare.")
-@gate_options
+@gate_options()
 @json_option("Print the comparison as JSON (schema: docs/gates.md).")
 @markdown_option
 @link_option
 def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: str,
-         as_json: bool, markdown: bool, link: Optional[str]) -> int:
+         noise_pct: Optional[float], as_json: bool, markdown: bool, link: Optional[str]
+         ) -> int:
     """Compare bundle B against bundle A: per graph the replay span, critical path and GPU
     work as medians over the traced replays, a 95% bootstrap interval of the difference and
     a noise floor from the replays' spread; then what changed (critical-path modules, kernels,
@@ -55,7 +56,8 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     for w in unrelated_warnings(ba, bb, d):
         click.echo(f"warning: {w}", err=True)
     diags = (diagnose(ba), diagnose(bb))
-    cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags)
+    extra = {} if noise_pct is None else {"noise_pct": noise_pct}
+    cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags, **extra)
     code = 1 if cmp.failed else 0
     if markdown:
         click.echo(comparison_markdown(cmp, link=link), nl=False)
@@ -75,7 +77,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     con = console()
     con.print(render_comparison(cmp))
     _details(con, a, b, d, depth, diag, counters, eager)
-    con.print(verdict_text(cmp))
+    con.print(verdict_text(cmp), soft_wrap=True)  # one line, for a CI log to grep
     return code
 
 

@@ -18,6 +18,7 @@ from .explain import Explanation, explain
 from .samples import GraphSamples, graph_samples
 from .stats import (
     CONFIDENCE,
+    PROCESS_NOISE_PCT,
     REGRESSION,
     RESAMPLES,
     SEED,
@@ -74,6 +75,7 @@ class Comparison:
     failures: tuple[Change, ...]  # gated changes that fail, worst first
     verdict: str  # fail | regression | speed_up | within_noise | not_compared
     failed: bool
+    noise_pct: float = PROCESS_NOISE_PCT  # the least noise, in % of A's median
     confidence: float = CONFIDENCE
     resamples: int = RESAMPLES
     seed: int = SEED
@@ -81,11 +83,12 @@ class Comparison:
 
 def _changes(metric: str, graph: str, names: Sequence[Optional[str]],
              xa: Sequence[Sequence[float]], xb: Sequence[Sequence[float]],
-             floor_ns: float) -> list[Change]:
+             floor_ns: float, noise_pct: float) -> list[Change]:
     """One Change per subject: rows of equal length per side (one graph's replays)."""
     if not names:
         return []
-    rows = compare_rows(np.asarray(xa, np.float64), np.asarray(xb, np.float64), floor_ns)
+    rows = compare_rows(np.asarray(xa, np.float64), np.asarray(xb, np.float64), floor_ns,
+                        noise_pct)
     out = []
     for name, (da, db, delta, lo, hi, noise, v) in zip(names, rows):
         base = da.median_ns
@@ -95,7 +98,7 @@ def _changes(metric: str, graph: str, names: Sequence[Optional[str]],
 
 
 def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
-           module_floor_ns: float) -> GraphComparison:
+           module_floor_ns: float, noise_pct: float) -> GraphComparison:
     one: dict[str, Optional[Change]] = {}
     missing = []
     for metric in GRAPH_METRICS:
@@ -104,10 +107,10 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
             one[metric] = None
             missing.append(Missing(metric, "no_samples_a" if not xa else "no_samples_b"))
             continue
-        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0)[0]
+        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct)[0]
     both = sorted((m for m in sa.modules if m in sb.modules), key=tree_key)
     mods = _changes("module", name, both, [sa.modules[m] for m in both],
-                    [sb.modules[m] for m in both], module_floor_ns)
+                    [sb.modules[m] for m in both], module_floor_ns, noise_pct)
     return GraphComparison(
         graph=name, span=one["span"], critical_path=one["critical_path"], work=one["work"],
         modules=tuple(mods),
@@ -144,10 +147,13 @@ def overall(changes: Sequence[Change], failures: Sequence[Change]) -> str:
 
 def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] = None,
             depth: Optional[int] = None, module_floor_ns: float = MODULE_FLOOR_NS,
+            noise_pct: float = PROCESS_NOISE_PCT,
             diagnoses: Optional[tuple[Mapping[str, Any], Mapping[str, Any]]] = None
             ) -> Comparison:
     """B against A. ``on``: the gated metric (``METRICS``); ``limit_pct``: the gate's limit
-    (None: verdicts only); ``depth``: module levels compared (None: all); ``diagnoses``:
+    (None: verdicts only); ``depth``: module levels compared (None: all); ``module_floor_ns``
+    and ``noise_pct``: the least noise of a module, and of any change in % of A's median
+    (``stats.py``); ``diagnoses``:
     both bundles' :func:`~graphscope.analysis.diagnosis.diagnose`, where the caller has them."""
     if on not in METRICS:
         raise ValueError(f"on must be one of {', '.join(METRICS)}, not {on!r}")
@@ -166,7 +172,7 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
         da, db = dga.get(g.name, {}), dgb.get(h.name, {})
         graphs.append(_graph(g.name, graph_samples(a, g, da, depth),
                              graph_samples(b, h, db, depth), explain(g, h, da, db),
-                             module_floor_ns))
+                             module_floor_ns, noise_pct))
     changes = gated(graphs, on)
     failures = ([] if limit_pct is None else
                 sorted((c for c in changes if fails(c, limit_pct)),
@@ -176,4 +182,4 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
         only_in_a=tuple(n for n in a.graph_names if n not in names_b),
         only_in_b=tuple(n for n in b.graph_names if n not in set(a.graph_names)),
         failures=tuple(failures), verdict=overall(changes, failures),
-        failed=bool(failures))
+        failed=bool(failures), noise_pct=noise_pct)
