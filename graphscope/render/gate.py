@@ -28,6 +28,8 @@ METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU w
                 "module": "GPU work"}
 VERDICT_WORDS = {"regression": "regression", "speed_up": "speed-up",
                  "within_noise": "no change beyond noise"}
+REASON_WORDS = {"no_samples_a": "no traced replay of it in A",
+                "no_samples_b": "no traced replay of it in B"}
 TOP = 5  # items of each kind in "what changed"
 
 Code = Callable[[str], str]
@@ -175,9 +177,11 @@ def explained(cmp: Comparison) -> list[GraphComparison]:
 
 
 def headline_table(cmp: Comparison) -> Table:
-    t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}  (median over traced replays, "
-                         f"{cmp.confidence:.0%} bootstrap interval of the difference)"),
-              title_justify="left")
+    t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}"), title_justify="left",
+              caption=Text(f"A, B: medians over the traced replays; interval: "
+                           f"{cmp.confidence:.0%} bootstrap interval of the difference; noise: "
+                           "the least change that counts (the replays' spread, at least "
+                           f"{cmp.noise_pct:g}% of A)"), caption_justify="left")
     for col, just in (("graph", "left"), ("", "left"), ("A", "right"), ("B", "right"),
                       ("change", "right"), ("interval", "right"), ("noise", "right"),
                       ("replays", "right"), ("verdict", "left")):
@@ -195,8 +199,9 @@ def headline_table(cmp: Comparison) -> Table:
                       Text(VERDICT_WORDS[c.verdict], style=style))
             first = False
         for m in g.missing:
+            why = f"not compared: {REASON_WORDS.get(m.reason, m.reason)}"
             t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[m.metric], "", "",
-                      "-", "", "", "", Text(f"not compared ({m.reason})", style="dim"))
+                      "-", "", "", "", Text(why, style="dim"))
             first = False
     return keep_figures(t)
 
