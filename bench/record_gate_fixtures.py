@@ -63,7 +63,7 @@ def capture(out: str, name: str, entry: str, replays: int,
 
 
 def median_span(path: str) -> float:
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     return float(statistics.median(read_bundle(path).replay_span_ns))
 
@@ -71,7 +71,7 @@ def median_span(path: str) -> float:
 def added_kernel_ns(base: str, path: str) -> float:
     """The median time of the kernel ``path`` has in MODULE that ``base`` has not."""
     from graphscope.analysis.gate.explain import kernel_changes
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     a, b = read_bundle(base), read_bundle(path)
     added, _, _ = kernel_changes(a.graphs[0], b.graphs[0])
@@ -114,7 +114,7 @@ def check_sizes(out: str) -> None:
 def self_check(out: str, aa: list[str]) -> None:
     """The gate on the pairs the tests check, printed."""
     from graphscope.analysis.gate import compare
-    from graphscope.bundle import read_bundle
+    from graphscope.model.bundle_io import read_bundle
 
     b = {n: read_bundle(os.path.join(out, n)) for n in [*aa, "extra_5pct", "extra_3pct",
                                                         "two_streams"]}

@@ -16,8 +16,8 @@ import pytest
 from graphscope.analysis.budgets import evaluate, load_budgets
 from graphscope.analysis.gate import REGRESSION, SPEED_UP, WITHIN_NOISE, compare
 from graphscope.analysis.gate.stats import compare_rows
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import DATA, ROOT
 
 FWD, TWO = os.path.join(DATA, "branches_forward"), os.path.join(DATA, "branches_2s_forward")

@@ -15,8 +15,8 @@ import textwrap
 import pytest
 
 from graphscope.analysis.gate import REGRESSION, SPEED_UP, WITHIN_NOISE, compare
-from graphscope.bundle import read_bundle
 from graphscope.cli.main import main
+from graphscope.model.bundle_io import read_bundle
 from tests.conftest import DATA
 
 GATES = os.path.join(DATA, "gates")
