@@ -82,7 +82,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         bundle = read_bundle(model)
         from graphscope.model.bundle_files import read_eager, read_outside
 
-        cmp = _compared(base, bundle, budgets)
+        cmp = _compared(base, bundle, budgets, baseline, model)
         results = [CheckResult("bundle", True, None, None, f"read {model}")]
         results += evaluate(bundle, budgets, base, eager=read_eager(model),
                             outside=read_outside(model), compared=cmp)
@@ -103,21 +103,23 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
         from graphscope.model.bundle_files import read_eager, read_outside
 
-        cmp = _compared(base, res.bundle, budgets)
+        cmp = _compared(base, res.bundle, budgets, baseline, output or model or "")
         results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
                             outside=read_outside(res.bundle_path), compared=cmp)
         _warn_unrelated(base, res.bundle, baseline)
     return _finish(results, junit, as_json, force, markdown, cmp, link)
 
 
-def _compared(base: Any, bundle: Any, budgets: Any) -> Any:
+def _compared(base: Any, bundle: Any, budgets: Any, a: Optional[str], b: str) -> Any:
     """The regression budget's comparison with the baseline (None without one): the one
-    ``diff --fail-above`` makes, so that the two agree."""
+    ``diff --fail-above`` makes, so that the two agree; ``a``, ``b``: the paths to show."""
     if base is None:
         return None
+    from dataclasses import replace
+
     from graphscope.analysis.gate.checks import comparison_for
 
-    return comparison_for(base, bundle, budgets.regression)
+    return replace(comparison_for(base, bundle, budgets.regression), a=a or base.path, b=b)
 
 
 def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:

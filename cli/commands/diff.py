@@ -3,6 +3,7 @@ with the noise of the replays, what changed, and an optional gate (docs/gates.md
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any, Optional
 
@@ -58,6 +59,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     diags = (diagnose(ba), diagnose(bb))
     extra = {} if noise_pct is None else {"noise_pct": noise_pct}
     cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags, **extra)
+    cmp = dataclasses.replace(cmp, a=a, b=b)  # the paths as given, not resolved
     code = 1 if cmp.failed else 0
     if markdown:
         click.echo(comparison_markdown(cmp, link=link), nl=False)
