@@ -12,8 +12,17 @@ from typing import Any, Optional
 
 import click
 
-from ..options import command, force_option, json_option, model_argument, output_option
-from ._compare import gate_options, link_option, markdown_option, one_document
+from ..options import (
+    command,
+    force_option,
+    gate_options,
+    json_option,
+    link_option,
+    markdown_option,
+    model_argument,
+    one_document,
+    output_option,
+)
 
 
 def _write(path: str, text: str, force: bool) -> None:
@@ -46,7 +55,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     checked without capturing, so that a CI machine without a GPU can hold it to them."""
 
     from graphscope._errors import ConfigError, GraphscopeError
-    from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
+    from graphscope.analysis.budgets import CheckResult
     from graphscope.capture.config import merge
     from graphscope.model.bundle_io import read_bundle
     from graphscope.model.outputs import check_bundle_output, check_output, one_stdout_document
@@ -61,17 +70,7 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         check_output(junit, force=force, inputs=inputs, what="JUnit XML")
     if output:
         check_bundle_output(output, force=force, inputs=inputs)
-    budgets = load_budgets(budget_path)
-    given = {k: v for k, v in (("max_pct", fail_above), ("on", on), ("noise_pct", noise_pct))
-             if v is not None}
-    if given:  # the command line before the file
-        from dataclasses import replace
-
-        regression = {**budgets.regression, **given}
-        budgets = replace(budgets, regression=regression)
-    for key, value in budgets.capture.items():  # its values, naming the file and line
-        line = budgets.capture_lines.get(key)
-        merge({key: value}, where=f"{budget_path}{f':{line}' if line else ''}: capture")
+    budgets = _budgets(budget_path, fail_above, on, noise_pct)
     base = read_bundle(baseline) if baseline else None
     if model and not os.path.exists(model):  # not a GPU question: a typo
         raise ConfigError(f"{model}: no such bundle directory or model file")
@@ -79,14 +78,9 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
         if output:
             raise click.UsageError("--output keeps a captured bundle: MODEL is a bundle "
                                    "already")
-        bundle = read_bundle(model)
-        from graphscope.model.bundle_files import read_eager, read_outside
-
-        cmp = _compared(base, bundle, budgets, baseline, model)
-        results = [CheckResult("bundle", True, None, None, f"read {model}")]
-        results += evaluate(bundle, budgets, base, eager=read_eager(model),
-                            outside=read_outside(model), compared=cmp)
-        _warn_unrelated(base, bundle, baseline)
+        first = CheckResult("bundle", True, None, None, f"read {model}")
+        results, cmp = _evaluate(first, read_bundle(model), model, budgets, base, baseline,
+                                 model)
         return _finish(results, junit, as_json, force, markdown, cmp, link)
     # the temporary bundle is check's own; --output is replaced only with --force
     opts: dict[str, Any] = {**budgets.capture, "model": model, "force": force or not output}
@@ -100,14 +94,44 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
                 _write(junit, junit_xml([CheckResult("capture", False, None, None, str(exc))]),
                        force)
             raise
-        results = [CheckResult("capture", True, None, None, f"captured {res.bundle_path}")]
-        from graphscope.model.bundle_files import read_eager, read_outside
-
-        cmp = _compared(base, res.bundle, budgets, baseline, output or model or "")
-        results += evaluate(res.bundle, budgets, base, eager=read_eager(res.bundle_path),
-                            outside=read_outside(res.bundle_path), compared=cmp)
-        _warn_unrelated(base, res.bundle, baseline)
+        first = CheckResult("capture", True, None, None, f"captured {res.bundle_path}")
+        results, cmp = _evaluate(first, res.bundle, res.bundle_path, budgets, base, baseline,
+                                 output or model or "")
     return _finish(results, junit, as_json, force, markdown, cmp, link)
+
+
+def _budgets(path: str, fail_above: Optional[float], on: Optional[str],
+             noise_pct: Optional[float]) -> Any:
+    """The budgets file, its regression budget overridden by the command line, its capture
+    options checked (errors name the file and line)."""
+    from dataclasses import replace
+
+    from graphscope.analysis.budgets import load_budgets
+    from graphscope.capture.config import merge
+
+    budgets = load_budgets(path)
+    given = {k: v for k, v in (("max_pct", fail_above), ("on", on), ("noise_pct", noise_pct))
+             if v is not None}
+    if given:  # the command line before the file
+        budgets = replace(budgets, regression={**budgets.regression, **given})
+    for key, value in budgets.capture.items():
+        line = budgets.capture_lines.get(key)
+        merge({key: value}, where=f"{path}{f':{line}' if line else ''}: capture")
+    return budgets
+
+
+def _evaluate(first: Any, bundle: Any, path: str, budgets: Any, base: Any,
+              baseline: Optional[str], shown: str) -> tuple[list[Any], Any]:
+    """``first`` and every budget's result for ``bundle`` (read from ``path``), and the
+    comparison with the baseline (None without one; ``shown``: the bundle's name in it)."""
+    from graphscope.analysis.budgets import evaluate
+    from graphscope.model.bundle_files import read_eager, read_outside
+
+    cmp = _compared(base, bundle, budgets, baseline, shown)
+    results = [first, *evaluate(bundle, budgets, base, eager=read_eager(path),
+                                outside=read_outside(path), compared=cmp)]
+    _warn_unrelated(base, bundle, baseline)
+    return results, cmp
 
 
 def _compared(base: Any, bundle: Any, budgets: Any, a: Optional[str], b: str) -> Any:

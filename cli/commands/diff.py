@@ -9,8 +9,15 @@ from typing import Any, Optional
 
 import click
 
-from ..options import command, depth_option, json_option
-from ._compare import gate_options, link_option, markdown_option, one_document
+from ..options import (
+    command,
+    depth_option,
+    gate_options,
+    json_option,
+    link_option,
+    markdown_option,
+    one_document,
+)
 
 
 @command()
@@ -24,13 +31,16 @@ from ._compare import gate_options, link_option, markdown_option, one_document
 def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: str,
          noise_pct: Optional[float], as_json: bool, markdown: bool, link: Optional[str]
          ) -> int:
-    """Compare bundle B against bundle A: per graph the replay span, critical path and GPU
-    work as medians over the traced replays, a 95% bootstrap interval of the difference and
+    """Compare bundle B against bundle A graph by graph: replay span, critical path and GPU
+    work with their noise, and what changed.
+
+    Per graph: medians over the traced replays, a 95% bootstrap interval of the difference and
     a noise floor from the replays' spread; then what changed (critical-path modules, kernels,
     stream-order edges, memory) and GPU work per module.
 
     With --fail-above PCT, exit 1 when the --on metric (span by default) of a graph got worse
-    by more than PCT percent and more than the noise; a speed-up never fails."""
+    by more than PCT percent and more than the noise (or when no graph could be compared); a
+    speed-up never fails."""
     from graphscope._errors import GraphscopeError
     from graphscope.analysis.diagnosis import diagnose
     from graphscope.analysis.diff import diagnosis_deltas, diff_summary

@@ -93,7 +93,8 @@ def verdict_line(cmp: Comparison, code: Code = _plain) -> str:
     limit = "" if cmp.limit_pct is None else f" (limit {cmp.limit_pct:+.1f}% on {on})"
     c = _named(cmp)
     if c is None:
-        return f"not compared: no graph has {on} figures in both bundles{limit}"
+        return (f"{'FAIL: ' if cmp.failed else ''}not compared: no graph has {on} figures in "
+                f"both bundles{limit}")
     head = change_text(c, code)
     if cmp.failed:
         more = len(cmp.failures) - 1
@@ -260,8 +261,8 @@ def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
     """A CI step summary or PR comment: the verdict as the heading, the headline table, what
     changed, and a link to the HTML report where ``link`` is given."""
     status = "❌ FAIL" if cmp.failed else "✅ pass" if cmp.limit_pct is not None else "ℹ️"
-    verdict = VERDICT_WORDS.get(cmp.verdict, "not compared") if not cmp.failed else (
-        f"{len(cmp.failures)} regression(s) over the limit")
+    verdict = (VERDICT_WORDS.get(cmp.verdict, "not compared")
+               if not cmp.failures else f"{len(cmp.failures)} regression(s) over the limit")
     lines = [f"### {title}: {status} — {verdict}", "",
              f"{md_code(cmp.a)} → {md_code(cmp.b)}", "", verdict_line(cmp, md_code), ""]
     lines += comparison_table_md(cmp)

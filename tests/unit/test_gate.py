@@ -373,3 +373,18 @@ def test_the_readme_shows_what_diff_markdown_prints(capsys, monkeypatch):
     root = ET.fromstring(f"<div>{_html(shown)}</div>")
     assert root.find("h3") is not None and root.find("table") is not None
     assert root.find("p/a").get("href") == "https://ci.example/runs/7/report.html"
+
+
+def test_a_gate_that_compares_nothing_fails_in_diff_and_check(tmp_path, capsys):
+    # GIVEN bundles without a graph in common (another model's step against a forward)
+    a, b = os.path.join(DATA, "branches_forward"), os.path.join(DATA, "mlp_step")
+    rc, out, err = _run(capsys, "diff", a, b, "--fail-above", "3")
+    # THEN the gate fails and says why, and check --baseline agrees; without a gate, diff
+    # only reports
+    assert rc == 1 and out.splitlines()[-1] == ("FAIL: not compared: no graph has span figures "
+                                                "in both bundles (limit +3.0% on span)")
+    assert "1 only in A: forward; 1 only in B: step" in err
+    p = _yaml(tmp_path, "regression: {max_pct: 3}\n")
+    assert main(["check", b, "--budget", p, "--baseline", a]) == 1
+    assert "nothing to compare" in capsys.readouterr().out
+    assert main(["diff", a, b]) == 0

@@ -238,8 +238,8 @@ def regression_results(baseline: Bundle, bundle: Bundle, budget: Mapping[str, An
         name = (f"regression[{c.graph}].{c.metric}" if c.module is None
                 else f"regression[{c.graph}][{c.module}]")
         out.append(CheckResult(name, not bad, c.delta_pct, limit, change_message(c, limit)))
-    if not out:
-        out.append(CheckResult("regression", False, None, limit,
+    if not out:  # with a limit, a gate that compared nothing fails (as diff's does)
+        out.append(CheckResult("regression", limit is None, None, limit,
                                f"nothing to compare: no graph has {cmp.on} figures in both "
                                "the bundle and the baseline"))
     return out

@@ -74,7 +74,7 @@ class Comparison:
     only_in_b: tuple[str, ...]
     failures: tuple[Change, ...]  # gated changes that fail, worst first
     verdict: str  # fail | regression | speed_up | within_noise | not_compared
-    failed: bool
+    failed: bool  # a failure, or a gate (limit_pct) with nothing to compare
     noise_pct: float = PROCESS_NOISE_PCT  # the least noise, in % of A's median
     confidence: float = CONFIDENCE
     resamples: int = RESAMPLES
@@ -182,4 +182,5 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
         only_in_a=tuple(n for n in a.graph_names if n not in names_b),
         only_in_b=tuple(n for n in b.graph_names if n not in set(a.graph_names)),
         failures=tuple(failures), verdict=overall(changes, failures),
-        failed=bool(failures), noise_pct=noise_pct)
+        # a gate that compared nothing fails: a renamed graph must not pass it in silence
+        failed=bool(failures) or (limit_pct is not None and not changes), noise_pct=noise_pct)

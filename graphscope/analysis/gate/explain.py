@@ -184,6 +184,8 @@ def _node_keys(g: CapturedGraph) -> dict[int, tuple[str, str, str, int]]:
 
 def _edges_added(a: CapturedGraph, b: CapturedGraph, ea: Sequence[Sequence[int]],
                  eb: Sequence[Sequence[int]]) -> list[EdgeRef]:
+    if not eb:
+        return []
     ka, kb = _node_keys(a), _node_keys(b)
     have = {(ka.get(u), ka.get(v)) for u, v in ea}
     nodes_b = {n.local_id: n for n in b.nodes}
