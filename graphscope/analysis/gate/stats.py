@@ -12,9 +12,9 @@ Noise floor
     far the medians of separate processes of one program move, which the replays of one
     process cannot show), and ``floor_ns``. Measured on the H200 (fixtures of 2026-11-30 and
     2026-12-01, tests/data): replays of one process spread by 0.1-0.3% of the span, while
-    mlp_step and mlp_step_eager (one model, two processes) differ by +1.7% in span and +1.5% in
-    critical path, gpt_step and gpt_step_eager by +1.0% and +0.8%; tests/data/gates holds 20+
-    A/A pairs that check the figure.
+    mlp_step and mlp_step_eager (one model, two processes a day apart) differ by +1.7% in
+    span and +1.5% in critical path, gpt_step and gpt_step_eager by +1.0% and +0.8%;
+    tests/data/gates holds 20+ A/A pairs that check the figure.
 Interval
     A percentile bootstrap of median(B) - median(A): ``RESAMPLES`` resamples of each side with
     replacement, drawn from a generator seeded with ``SEED`` (so the same two bundles always
