@@ -149,3 +149,56 @@ def capture_options(f: F) -> F:
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+# ---------------------------------------------------------------- the gate (diff, check)
+
+GATE_METRICS = ("span", "critical_path", "work", "module")  # graphscope.analysis.gate.METRICS
+
+
+def _percent(ctx: click.Context, param: click.Parameter, value: Optional[float]
+             ) -> Optional[float]:
+    import math
+
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise click.BadParameter(f"must be a finite number >= 0 (a percentage), not {value:g}")
+    return value
+
+
+def gate_options(on_default: Optional[str] = "span", where: str = "") -> Callable[[F], F]:
+    """``--fail-above PCT``, ``--on METRIC`` and ``--noise-pct PCT`` (``where``: what they
+    take precedence over)."""
+
+    def deco(f: F) -> F:
+        f = click.option("--noise-pct", type=float, default=None, metavar="PCT",
+                         callback=_percent,
+                         help="The least noise, in percent of A's median: how far medians of "
+                              "separate processes of one program move (default 2; "
+                              f"docs/gates.md){where}.")(f)
+        f = click.option("--on", type=click.Choice(GATE_METRICS), default=on_default,
+                         show_default=on_default is not None,
+                         help="What --fail-above gates on: each graph's replay span, critical "
+                              f"path or GPU work, or the GPU work of every module{where}.")(f)
+        return click.option("--fail-above", type=float, default=None, metavar="PCT",
+                            callback=_percent,
+                            help="Exit 1 if the --on metric got worse by more than PCT percent "
+                                 f"and more than the noise (a speed-up never fails){where}.")(f)
+    return deco
+
+
+def markdown_option(f: F) -> F:
+    return click.option("--markdown", is_flag=True, default=False,
+                        help="Print GitHub-flavoured Markdown (a CI step summary or PR "
+                             "comment) instead of tables.")(f)
+
+
+def link_option(f: F) -> F:
+    return click.option("--link", default=None, metavar="URL",
+                        help="The HTML report's address, linked from --markdown.")(f)
+
+
+def one_document(as_json: bool, markdown: bool) -> None:
+    """--json and --markdown are both one document on stdout: one of them."""
+    if as_json and markdown:
+        raise click.UsageError("--json and --markdown each print one document on stdout: "
+                               "pass one")

@@ -17,7 +17,8 @@ COMMANDS = {
     "check": ("graphscope.cli.commands.check", "check",
               "Capture MODEL, replay it and check the budgets."),
     "diff": ("graphscope.cli.commands.diff", "diff",
-             "Compare bundle B against bundle A (median GPU time per replay, kernel counts)."),
+             "Compare bundle B against bundle A graph by graph: replay span, critical path and "
+             "GPU work with their noise, and what changed."),
     "doctor": ("graphscope.cli.commands.doctor", "doctor",
                "Probe the GPU, driver, CUPTI and the one-subscriber slot; say what works."),
     "dump": ("graphscope.cli.commands.dump", "dump",

@@ -1,39 +1,62 @@
-"""graphscope diff: per-module time and kernel-count deltas between two bundles."""
+"""graphscope diff: bundle B against bundle A, graph by graph (span, critical path, GPU work),
+with the noise of the replays, what changed, and an optional gate (docs/gates.md)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
-from ..options import command, depth_option, json_option
+from ..options import (
+    command,
+    depth_option,
+    gate_options,
+    json_option,
+    link_option,
+    markdown_option,
+    one_document,
+)
 
 
 @command()
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path())
 @depth_option("Module levels to compare.")
-@click.option("--fail-above", type=float, default=None,
-              help="Exit 1 if the total or any module got slower by more than PCT percent.")
-@json_option("Print the deltas as JSON.")
-def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_json: bool) -> int:
-    """Compare bundle B against bundle A (median GPU time per replay, kernel counts)."""
-    import math
+@gate_options()
+@json_option("Print the comparison as JSON (schema: docs/gates.md).")
+@markdown_option
+@link_option
+def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: str,
+         noise_pct: Optional[float], as_json: bool, markdown: bool, link: Optional[str]
+         ) -> int:
+    """Compare bundle B against bundle A graph by graph: replay span, critical path and GPU
+    work with their noise, and what changed.
 
-    from rich.markup import escape
+    Per graph: medians over the traced replays, a 95% bootstrap interval of the difference and
+    a noise floor from the replays' spread; then what changed (critical-path modules, kernels,
+    stream-order edges, memory) and GPU work per module.
 
+    With --fail-above PCT, exit 1 when the --on metric (span by default) of a graph got worse
+    by more than PCT percent and more than the noise (or when no graph could be compared); a
+    speed-up never fails."""
     from graphscope._errors import GraphscopeError
-    from graphscope.analysis.diff import diff_summary, worst_regression
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.analysis.diff import diagnosis_deltas, diff_summary
+    from graphscope.analysis.gate import compare
     from graphscope.model.bundle_io import read_bundle
-    from graphscope.render.table import diff_table
+    from graphscope.render.gate import (
+        comparison_json,
+        comparison_markdown,
+        render_comparison,
+        verdict_text,
+    )
 
     from ..options import console
     from ._compare import unrelated_warnings
 
-    if fail_above is not None and not (math.isfinite(fail_above) and fail_above >= 0):
-        raise click.BadParameter(f"must be a finite number >= 0 (the increase allowed, in "
-                                 f"percent), not {fail_above:g}", param_hint="--fail-above")
+    one_document(as_json, markdown)
     ba, bb = read_bundle(a), read_bundle(b)
     for path, x in ((a, ba), (b, bb)):
         if not x.replays:
@@ -43,32 +66,49 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
     d = diff_summary(ba, bb, depth)
     for w in unrelated_warnings(ba, bb, d):
         click.echo(f"warning: {w}", err=True)
-    worst, where = worst_regression(d)
-    failed = fail_above is not None and worst > fail_above
-    from graphscope.analysis.diff import diagnosis_deltas
-
-    diag = diagnosis_deltas(ba, bb)
+    diags = (diagnose(ba), diagnose(bb))
+    extra = {} if noise_pct is None else {"noise_pct": noise_pct}
+    cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags, **extra)
+    cmp = dataclasses.replace(cmp, a=a, b=b)  # the paths as given, not resolved
+    code = 1 if cmp.failed else 0
+    if markdown:
+        click.echo(comparison_markdown(cmp, link=link), nl=False)
+        return code
+    diag = diagnosis_deltas(ba, bb, diags)
     counters = _counter_deltas(a, ba, b, bb)
     eager = _eager_pair(a, ba, b, bb, depth)
     if as_json:
-        extra = {"counters": counters} if counters else {}
-        click.echo(json.dumps({**d, "worst_regression_pct": worst, "worst_regression_in": where,
-                               "failed": failed,
-                               "diagnosis": diag, **extra,
-                               **({"eager": eager} if eager else {})}, sort_keys=True, indent=1))
-        return 1 if failed else 0
+        doc: dict[str, Any] = {**comparison_json(cmp), "modules_work": d,
+                               "diagnosis": diag}
+        if counters:
+            doc["counters"] = counters
+        if eager:
+            doc["eager"] = eager
+        click.echo(json.dumps(doc, sort_keys=True, indent=1))
+        return code
     con = console()
+    con.print(render_comparison(cmp))
+    _details(con, a, b, d, depth, diag, counters, eager)
+    con.print(verdict_text(cmp), soft_wrap=True)  # one line, for a CI log to grep
+    return code
+
+
+def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
+             diag: dict[str, Any], counters: list[Any], eager: Optional[dict[str, Any]]
+             ) -> None:
+    """GPU work per module, the diagnosis, counters and eager baselines A → B."""
+    from graphscope.render.diagnosis import diagnosis_diff_table
+    from graphscope.render.table import diff_table
+
     if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
         from graphscope.render.terminal import depth_that_fits
 
         shown = depth_that_fits(d["modules"])
         if shown is not None:
             con.print(f"note: {len(d['modules'])} module rows; showing {shown + 1} "
-                      "level(s) (pass --depth N for more; --fail-above holds every module)")
+                      "level(s) (pass --depth N for more; --on module gates every module)")
             d = {**d, "modules": [r for r in d["modules"] if r["level"] <= shown]}
     con.print(diff_table(d, a, b))
-    from graphscope.render.diagnosis import diagnosis_diff_table
-
     con.print(diagnosis_diff_table(diag))
     if counters:
         from graphscope.render.table import counters_diff_table
@@ -83,27 +123,9 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], as_j
 
         con.print(eager_diff_table(eager["a"], eager["b"]))
         con.print(eager_module_diff_table(eager["a"], eager["b"]))
-    if fail_above is not None:
-        verdict = "[red]FAIL[/red]" if failed else "[green]ok[/green]"
-        from graphscope.analysis.diff import NOISE_FLOOR_NS, under_floor
-
-        if worst > 0:
-            con.print(f"worst regression {worst:+.1f}% GPU work in {escape(where)} (limit "
-                      f"{fail_above:+.1f}%): {verdict}")
-        else:  # nothing grew (past the noise floor): the total's change, not a "regression"
-            con.print(f"no regression (no increase past the {NOISE_FLOOR_NS / 1e3:g} µs noise "
-                      f"floor): GPU work in total {d['total']['delta_pct']:+.1f}% (limit "
-                      f"{fail_above:+.1f}%): {verdict}", highlight=False)
-
-        under = under_floor(d, worst)
-        if under:  # a larger % in the table, left out as noise: say why
-            con.print(f"  not counted: {escape(under['module'])} {under['delta_pct']:+.1f}% is "
-                      f"{under['delta_ns'] / 1e3:+.2f} µs, under the "
-                      f"{NOISE_FLOOR_NS / 1e3:g} µs noise floor", highlight=False)
-    return 1 if failed else 0
 
 
-def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
+def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list[Any]:
     """Per-module counter deltas where both bundles have counters.json (else [])."""
     from graphscope.analysis.counters import analyze, diff
     from graphscope.model.bundle_files import read_counters
@@ -115,7 +137,7 @@ def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list:
 
 
 def _eager_pair(a: str, ba: object, b: str, bb: object, depth: Optional[int] = None
-                ) -> Optional[dict]:
+                ) -> Optional[dict[str, Any]]:
     """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
     from graphscope.analysis.eager import compare
     from graphscope.model.bundle_files import read_eager

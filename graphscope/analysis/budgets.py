@@ -1,5 +1,5 @@
 """Budgets for CI smoke runs: load a budgets YAML and check a bundle against it (the JUnit XML
-of the results is render/junit.py).
+of the results is render/junit.py; every key is documented in docs/gates.md).
 
 budgets.yaml::
 
@@ -12,21 +12,30 @@ budgets.yaml::
     total:
       max_time_us: 800            # median graph work per replay
       max_kernels: 300
-    modules:                      # glob patterns on module FQNs (or a name as written);
-                                  # every match must pass
-      "L.blocks.*":
-        max_time_us: 250
-        max_kernels: 60
-    regression:                   # against --baseline BUNDLE
-      max_pct: 10                 # total and every module present in both
-      min_us: 1                   # increases under this are noise, never regressions (1)
-      depth: 2                    # modules this deep below the root (default: all)
-    graphs:                       # glob patterns on graph names (or a name as written, its
+    graphs:                       # shell globs on graph names (or a name as written, its
                                   # bucket's "[96]" no character class); every match must pass
-      "*":                        # (the diagnosis: graphscope/analysis/diagnosis.py)
+      "*":
+        max_span_us: 600            # replay span: first node start -> last node end (median)
         max_critical_path_us: 500   # critical path through the DAG (median durations)
-        max_idle_pct: 20            # time inside the replay span with no node running
+        max_idle_pct: 20            # time inside the span with no node running
         max_launch_latency_us: 40   # cudaGraphLaunch call -> first node (when recorded)
+        max_kernels: 300            # kernel, memcpy and memset nodes
+        max_pool_bytes: 536870912   # the graph's memory pool, reserved at the end of capture
+        max_capture_ms: 50          # the capture's wall time
+    modules:                      # globs on module paths: "L.blocks.*" the children of
+                                  # L.blocks, "L.blocks.**" all its descendants (docs/gates.md)
+      "L.blocks.*":
+        max_time_us: 250            # GPU work per replay (median, sub-modules included)
+        max_kernels: 60
+        max_critical_path_us: 120   # time on the graphs' critical paths
+        max_pool_bytes: 1048576     # bytes its allocations still hold in the pool
+        max_capture_ms: 5           # capture time spent in its scope
+    regression:                   # against --baseline BUNDLE: the gate of `diff --fail-above`
+      max_pct: 5                  # worse by more than this and more than the noise: fail
+      on: span                    # span | critical_path | work | module
+      noise_pct: 2                # the least noise: medians of two processes move this much
+      min_us: 1                   # on: module: increases under this are noise (1)
+      depth: 2                    # on: module: modules this deep below the root (all)
     eager:                        # needs capture: {eager_baseline: true} (analysis/eager.py)
       min_speedup: 1.2            # eager step wall time / graph replay wall time
       min_gpu_speedup: 0.95       # eager GPU kernel time / graph GPU kernel time
@@ -36,30 +45,40 @@ budgets.yaml::
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import ConfigError
 from ..model.bundle import Bundle
 from ..model.yamlfile import read_yaml
-from .diff import NOISE_FLOOR_NS, diff_summary, is_regression
+from .gate.checks import (
+    GRAPH_LIMITS,
+    MODULE_LIMITS,
+    CheckResult,
+    graph_budgets,
+    module_budgets,
+    regression_results,
+)
+from .gate.compare import METRICS
 from .summary import coverage, module_rows, summarize
 
+__all__ = ["Budgets", "CheckResult", "evaluate", "load_budgets"]
+
 _LIMITS: dict[str, type] = {"max_time_us": float, "max_kernels": int}
-_GRAPH_LIMITS: dict[str, type] = {"max_critical_path_us": float, "max_idle_pct": float,
-                 "max_launch_latency_us": float}
-_PATTERN_LIMITS: dict[str, dict[str, type]] = {"modules": _LIMITS, "graphs": _GRAPH_LIMITS}
+_INT_LIMITS = ("max_kernels", "max_pool_bytes")
+_PATTERN_LIMITS: dict[str, dict[str, type]] = {
+    "modules": {k: int if k in _INT_LIMITS else float for k in MODULE_LIMITS},
+    "graphs": {k: int if k in _INT_LIMITS else float for k in GRAPH_LIMITS}}
 _SCHEMA: dict[str, Any] = {
     "capture": {"mode": str, "replays": int, "warmup": int, "depth": int, "entry": str,
                 "eager_baseline": bool},
     "min_coverage": {"forward": float, "backward": float},
     "total": _LIMITS,
     "modules": "patterns",
-    "regression": {"max_pct": float, "min_us": float, "depth": int},
+    "regression": {"max_pct": float, "on": str, "noise_pct": float, "min_us": float,
+                   "depth": int},
     "graphs": "patterns",
     "eager": {"min_speedup": float, "min_gpu_speedup": float},
     "graph_coverage": {"min_pct": float},
@@ -74,31 +93,11 @@ class Budgets:
     min_coverage: dict[str, float] = field(default_factory=dict)
     total: dict[str, float] = field(default_factory=dict)
     modules: dict[str, dict[str, float]] = field(default_factory=dict)
-    regression: dict[str, float] = field(default_factory=dict)
+    regression: dict[str, Any] = field(default_factory=dict)
     graphs: dict[str, dict[str, float]] = field(default_factory=dict)
     eager: dict[str, float] = field(default_factory=dict)
     graph_coverage: dict[str, float] = field(default_factory=dict)
 
-
-@dataclass(frozen=True)
-class CheckResult:
-    name: str
-    passed: bool
-    measured: Optional[float]
-    limit: Optional[float]
-    message: str
-    skipped: bool = False  # nothing to hold to the budget (a bucket never replayed): passes
-
-
-
-def _matches(names: list[str], pattern: str) -> list[str]:
-    """The names a budget's pattern picks: the one it spells exactly (a program's graph names
-    carry their bucket's shapes, ``ladder.py:45 #0 [96]``, which a glob would read as a
-    character class), else every name it matches as a glob (``*``, ``?``, ``[...]``; ``[[]``
-    for a literal ``[``)."""
-    if pattern in names:
-        return [pattern]
-    return [n for n in names if fnmatch.fnmatchcase(n, pattern)]
 
 def _type_ok(value: Any, t: type) -> bool:
     if t is float:
@@ -114,7 +113,7 @@ _FLOAT_TEXT = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 def _coerce(value: Any, t: type, where: str, name: str) -> Any:
     """A limit's value: YAML 1.1 reads ``1e3`` as a string, so numeric text is a number;
     numbers must be finite and >= 0 (coverage at most 100)."""
-    if t is float and isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
+    if t in (int, float) and isinstance(value, str) and _FLOAT_TEXT.match(value.strip()):
         value = float(value)
     if t is int and isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -126,6 +125,9 @@ def _coerce(value: Any, t: type, where: str, name: str) -> Any:
             raise ConfigError(f"{where}: '{name}' must be a finite number >= 0, not {value}")
         if name.startswith(("min_coverage.", "graph_coverage.")) and value > 100:
             raise ConfigError(f"{where}: '{name}' is a percentage: at most 100, not {value}")
+    if name == "regression.on" and value not in METRICS:
+        raise ConfigError(f"{where}: '{name}' must be one of {', '.join(METRICS)}, not "
+                          f"{value!r}")
     return value
 
 
@@ -174,6 +176,8 @@ def load_budgets(path: str) -> Budgets:
             if k.value not in spec:
                 raise ConfigError(f"{where(k)}: unknown key '{key}.{k.value}' "
                                   f"(known: {', '.join(sorted(spec))})")
+        # keys as written: YAML 1.1 reads a bare ``on`` (regression.on) as true
+        data[key] = {k.value: v for (k, _), v in zip(entries, data[key].values())}
         for k, v in data[key].items():
             data[key][k] = _coerce(v, spec[k], f"{path}:{line}", f"{key}.{k}")
         if key == "capture":  # each option's line, for the capture's own check of its value
@@ -183,9 +187,13 @@ def load_budgets(path: str) -> Budgets:
 
 def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None,
              eager: Optional[dict[str, Any]] = None,
-             outside: Optional[dict[str, Any]] = None) -> list[CheckResult]:
+             outside: Optional[dict[str, Any]] = None,
+             memory: Optional[dict[str, Any]] = None,
+             compared: Optional[Any] = None) -> list[CheckResult]:
     """Every budget as a pass/fail result (capture success is the caller's first result).
-    ``eager``: the bundle's eager.json; ``outside``: its timeline's outside-graph fields."""
+    ``eager``: the bundle's eager.json; ``outside``: its timeline's outside-graph fields;
+    ``memory``: its ``memory_summary`` (made here when None); ``compared``: the regression
+    budget's comparison with ``baseline``, where the caller made it."""
     out: list[CheckResult] = []
     cov = coverage(bundle)
     for phase, minimum in sorted(budgets.min_coverage.items()):
@@ -206,99 +214,28 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
     if budgets.total:
         out += _limits("total", s["replay_kernel_median_ns"], s["work_nodes"], budgets.total,
                        bundle.has_timings, per)
-    rows = module_rows(bundle)
-    names = [r["module"] for r in rows]
-    for pattern, limits in budgets.modules.items():
-        picked = set(_matches(names, pattern))
-        matched = [r for r in rows if r["module"] in picked]
-        if not matched:
-            out.append(CheckResult(f"modules[{pattern}]", False, None, None,
-                                   f"no module matches {pattern!r}"))
-        for r in matched:
-            out += _limits(f"modules[{r['module']}]", r["median_ns"], r["kernels"], limits,
-                           bundle.has_timings, per)
+    diag: Optional[dict[str, Any]] = None
+    if budgets.graphs or budgets.modules:
+        from .diagnosis import diagnose
+
+        diag = diagnose(bundle)
+    if budgets.modules:
+        assert diag is not None
+        if memory is None:
+            from .memory import memory_summary
+
+            memory = memory_summary(bundle)
+        out += module_budgets(module_rows(bundle), budgets.modules, diag, memory,
+                              bundle.has_timings, per)
     if budgets.graphs:
-        out += graph_budgets(bundle, budgets.graphs)
+        assert diag is not None
+        out += graph_budgets(bundle, budgets.graphs, diag)
     if baseline is None and "max_pct" in budgets.regression:
         out.append(CheckResult("regression", False, None, budgets.regression["max_pct"],
                                "no baseline to compare with: pass --baseline BUNDLE"))
-    if baseline is not None and "max_pct" in budgets.regression:
-        out += _regressions(bundle, baseline, budgets.regression)
+    if baseline is not None and ("max_pct" in budgets.regression or compared is not None):
+        out += regression_results(baseline, bundle, budgets.regression, compared)
     out += eager_budgets(bundle, budgets, eager, outside or {})
-    return out
-
-
-def _regressions(bundle: Bundle, baseline: Bundle, budget: dict[str, float]
-                 ) -> list[CheckResult]:
-    """The ``regression`` budget: the total and every module in both bundles (rolled up to
-    ``depth`` when given), each within ``max_pct`` or under the ``min_us`` noise floor."""
-    limit = budget["max_pct"]
-    floor_ns = 1e3 * budget.get("min_us", NOISE_FLOOR_NS / 1e3)
-    depth = budget.get("depth")
-    d = diff_summary(baseline, bundle, None if depth is None else int(depth))
-    out = []
-    for name, what, r in [("regression.total", "total", d["total"])] + [
-            (f"regression[{m['module']}]", m["module"], m) for m in d["modules"]
-            if m["only_in"] is None]:
-        pct, dns = r["delta_pct"], r["delta_ns"]
-        bad = is_regression(pct, dns, limit, floor_ns)
-        noise = (f"; +{dns / 1e3:.2f} µs, under the {floor_ns / 1e3:g} µs noise floor"
-                 if pct is not None and pct > limit and not bad else "")
-        out.append(CheckResult(name, not bad, pct, limit,
-                               f"{what} {pct:+.1f}% vs baseline (max +{limit}%){noise}"))
-    return out
-
-
-def graph_budgets(bundle: Bundle, patterns: dict[str, dict[str, float]]) -> list[CheckResult]:
-    """The ``graphs`` budgets: each graph whose name matches a pattern against its diagnosis
-    (critical path, idle share of the span, launch latency)."""
-    from .diagnosis import diagnose
-
-    diag = {o["graph"]: o for o in diagnose(bundle)["graphs"]}
-    out: list[CheckResult] = []
-    matches = {pattern: _matches(list(diag), pattern) for pattern in patterns}
-    times_matched = Counter(g for matched in matches.values() for g in matched)
-
-    def label(g: str, pattern: str) -> str:
-        """``graphs[<graph>]``; a graph that several patterns match is named with each glob
-        (``graphs[<glob>][<graph>]``), so that no two results share a name (JUnit's key)."""
-        return (f"graphs[{g}]" if times_matched[g] == 1 or g == pattern
-                else f"graphs[{pattern}][{g}]")
-
-    for pattern, limits in patterns.items():
-        matched = matches[pattern]
-        if not matched:
-            out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
-                                   f"no graph matches {pattern!r}"))
-        timed = [g for g in matched if diag[g].get("timed")]
-        if matched and not timed:  # one failure: it checked nothing (no skip per graph)
-            out.append(CheckResult(f"graphs[{pattern}]", False, None, None,
-                                   f"no graph matching {pattern!r} was replayed while traced"))
-            continue
-        for g in matched:
-            o = diag[g]
-            if not o.get("timed"):  # a ladder's bucket the program never replayed traced
-                out.append(CheckResult(label(g, pattern), True, None, None,
-                                       f"{g}: never replayed while traced: not checked",
-                                       skipped=True))
-                continue
-            cp = o.get("critical_path", {}).get("length_ns")
-            values = {"max_critical_path_us": (cp, 1e3, "critical path", "µs",
-                                               "no critical path (no timed replays)"),
-                      "max_idle_pct": (o.get("idle_pct"), 1.0, "idle", "% of the span",
-                                       "no replay with events"),
-                      "max_launch_latency_us": (o.get("launch_latency_ns"), 1e3,
-                                                "launch latency", "µs",
-                                                "launch latency not recorded")}
-            for key, lim in sorted(limits.items()):
-                v, scale, what, unit, missing = values[key]
-                name = f"{label(g, pattern)}.{key.removeprefix('max_').removesuffix('_us')}"
-                if v is None:
-                    out.append(CheckResult(name, False, None, lim, f"{g}: {missing}"))
-                    continue
-                x = v / scale
-                out.append(CheckResult(name, x <= lim, x, lim,
-                                       f"{g}: {what} {x:.1f} {unit} (max {lim} {unit})"))
     return out
 
 

@@ -1,7 +1,9 @@
-"""Per-module time and kernel-count deltas between two bundles."""
+"""Per-module GPU work and kernel-count deltas between two bundles (medians, the detail under
+``diff``'s headline), and the diagnosis's figures A / B (the gate itself: ``gate/``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..model.bundle import Bundle
@@ -48,54 +50,18 @@ def diff_summary(a: Bundle, b: Bundle, depth: Optional[int] = None) -> dict[str,
     }
 
 
-# a GPU-work increase smaller than this is run-to-run noise, whatever its percentage (a 6 µs
-# leaf module moves by 0.4 µs between two recordings of one model on the H200); eager.py's
-# "slower in the graph" uses the same floor
-NOISE_FLOOR_NS = 1_000.0
-
-
-def is_regression(delta_pct: Optional[float], delta_ns: float, limit_pct: float,
-                  floor_ns: float = NOISE_FLOOR_NS) -> bool:
-    """Whether a delta breaks a ``limit_pct`` gate: above the limit and above the floor."""
-    return delta_pct is not None and delta_pct > limit_pct and delta_ns >= floor_ns
-
-
-def worst_regression(d: dict[str, Any], floor_ns: float = NOISE_FLOOR_NS
-                     ) -> tuple[float, str]:
-    """The largest GPU-work increase in % and where: the total (every kernel's time summed
-    per replay) or a module present in both; increases under ``floor_ns`` are noise, not
-    regressions (a total below it reads as no increase, 0%)."""
-    t = d["total"]
-    best = (t["delta_pct"] if t["delta_ns"] >= floor_ns else min(t["delta_pct"], 0.0), "total")
-    for r in d["modules"]:
-        if (r["only_in"] is None and r["delta_pct"] is not None and r["delta_pct"] > best[0]
-                and r["delta_ns"] >= floor_ns):
-            best = (r["delta_pct"], r["module"])
-    return best
-
-
-def under_floor(d: dict[str, Any], worst: float, floor_ns: float = NOISE_FLOOR_NS
-                ) -> Optional[dict[str, Any]]:
-    """The module with the largest increase above ``worst`` that ``floor_ns`` left out of
-    :func:`worst_regression` as noise (None: none): what a gate's verdict line names beside
-    it, so that a larger % in the table is not read as missed."""
-    rows = [r for r in d["modules"] if r["only_in"] is None and r["delta_pct"] is not None
-            and r["delta_pct"] > worst and 0 < r["delta_ns"] < floor_ns]
-    return max(rows, key=lambda r: r["delta_pct"]) if rows else None
-
-
-def worst_regression_pct(d: dict[str, Any]) -> float:
-    """The largest GPU-work increase in %, over the total and every module present in both."""
-    return worst_regression(d)[0]
-
-
-def diagnosis_deltas(a: Bundle, b: Bundle) -> dict[str, Any]:
+def diagnosis_deltas(a: Bundle, b: Bundle,
+                     diagnoses: Optional[tuple[Mapping[str, Any], Mapping[str, Any]]] = None
+                     ) -> dict[str, Any]:
     """Critical path, span, idle, launch latency and the span measured over more streams
     (``capture --try-streams``) per graph present in both bundles (by name), and the median gap
-    between replays, as A / B / delta."""
-    from .diagnosis import diagnose
+    between replays, as A / B / delta. ``diagnoses``: both bundles' ``diagnose``, where the
+    caller has them."""
+    if diagnoses is None:
+        from .diagnosis import diagnose
 
-    da, db = diagnose(a), diagnose(b)
+        diagnoses = (diagnose(a), diagnose(b))
+    da, db = diagnoses
     ga = {o["graph"]: o for o in da["graphs"] if "error" not in o}
     gb = {o["graph"]: o for o in db["graphs"] if "error" not in o}
 

@@ -1,4 +1,5 @@
-"""JUnit XML of budget check results (``graphscope check --junit``)."""
+"""JUnit XML of budget check results (``graphscope check --junit``): failures first, as the
+terminal shows them, and the one-line summary last (the suite's ``system-out``)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,15 @@ def _xml_text(s: str) -> str:
 
 
 def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> str:
-    """JUnit XML, one testcase per check."""
+    """JUnit XML, one testcase per check, failures first."""
     fails = sum(not r.passed for r in results)
     skips = sum(r.skipped for r in results)
+    run = len(results) - skips
+    summary = (f"graphscope check: FAIL, {fails} of {run} checks failed" if fails else
+               f"graphscope check: pass, {run} of {run} checks passed")
+    summary += f" ({skips} skipped)" if skips else ""
+    results = ([r for r in results if not r.passed] + [r for r in results if r.passed
+               and not r.skipped] + [r for r in results if r.skipped])
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{fails}" '
              f'skipped="{skips}">']
@@ -32,5 +39,6 @@ def junit_xml(results: list[CheckResult], suite: str = "graphscope.check") -> st
             msg = _xml_text(r.message)
             lines.append(f'    <failure message={quoteattr(msg)}>{escape(msg)}</failure>')
         lines.append("  </testcase>")
+    lines.append(f"  <system-out>{escape(summary)}</system-out>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"

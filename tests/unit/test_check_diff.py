@@ -1,4 +1,4 @@
-"""Budget logic and bundle diffs on recorded fixtures (issue 9 / issue 6)."""
+"""Budget logic and bundle diffs on recorded fixtures."""
 
 import os
 import textwrap
@@ -8,7 +8,7 @@ import pytest
 
 from graphscope._errors import ConfigError
 from graphscope.analysis.budgets import evaluate, load_budgets
-from graphscope.analysis.diff import diff_summary, worst_regression_pct
+from graphscope.analysis.diff import diff_summary
 from graphscope.cli.main import main
 from graphscope.model.bundle_io import read_bundle
 from graphscope.render.junit import junit_xml
@@ -58,37 +58,38 @@ def test_a_coverage_budget_for_a_phase_the_bundle_lacks_fails_and_says_why(tmp_p
 def test_regression_against_baseline(tmp_path):
     p = _yaml(tmp_path, "regression: {max_pct: 1000}\n")
     res = evaluate(_b("mlp_step"), load_budgets(p), baseline=_b("mlp_step"))
-    assert res and all(r.passed for r in res) and res[0].measured == 0.0
+    assert [r.name for r in res] == ["regression[step].span"]
+    assert res[0].passed and res[0].measured == 0.0
+    assert res[0].message.endswith("no change beyond noise")
     # without a baseline the budget is not dropped: it fails and says what to pass
     (r,) = evaluate(_b("mlp_step"), load_budgets(p), baseline=None)
     assert r.name == "regression" and not r.passed and "--baseline" in r.message
 
 
-def test_regression_gates_have_a_noise_floor_and_a_depth(tmp_path, capsys):
+def test_module_regression_gates_have_a_noise_floor_and_a_depth(tmp_path):
     # GIVEN two recordings of one model (mlp_step and mlp_step_eager: leaves move by a few
-    # hundred ns, +6% on a 6 µs module) and a 5% gate
-    a, b = os.path.join(DATA, "mlp_step"), os.path.join(DATA, "mlp_step_eager")
+    # hundred ns, +6% on a 6 µs module) and a 5% gate on modules
     d = diff_summary(_b("mlp_step"), _b("mlp_step_eager"))
     small = [r for r in d["modules"] if r["only_in"] is None and r["delta_pct"] is not None
              and r["delta_pct"] > 5 and r["delta_ns"] < 1000]
     assert small  # the case: above 5%, under 1 µs
-    # THEN diff does not fail on them, and check counts them as noise and says so
-    assert main(["diff", a, b, "--fail-above", "5"]) == 0
-    capsys.readouterr()
+    # THEN check counts them as noise (the 1 µs floor)
     res = {r.name: r for r in evaluate(_b("mlp_step_eager"), load_budgets(
-        _yaml(tmp_path, "regression: {max_pct: 5}\n")), baseline=_b("mlp_step"))}
-    r = res[f"regression[{small[0]['module']}]"]
-    assert r.passed and "under the 1 µs noise floor" in r.message
-    # AND a floor of 0 brings them back
-    res0 = {r.name: r for r in evaluate(_b("mlp_step_eager"), load_budgets(
-        _yaml(tmp_path, "regression: {max_pct: 5, min_us: 0}\n")), baseline=_b("mlp_step"))}
-    assert not res0[f"regression[{small[0]['module']}]"].passed
+        _yaml(tmp_path, "regression: {max_pct: 5, on: module}\n")), baseline=_b("mlp_step"))}
+    r = res[f"regression[step][{small[0]['module']}]"]
+    assert r.passed and r.message.endswith("no change beyond noise"), r.message
     # AND depth limits the modules held to the gate (the branches at depth 1: L, L.left, ...)
     res1 = evaluate(_b("branches_2s_forward"), load_budgets(
-        _yaml(tmp_path, "regression: {max_pct: 10, depth: 1}\n")),
+        _yaml(tmp_path, "regression: {max_pct: 10, on: module, depth: 1}\n")),
         baseline=_b("branches_forward"))
-    assert [r.name for r in res1] == ["regression.total", "regression[L]", "regression[L.left]",
-                                      "regression[L.right]"]
+    assert [r.name for r in res1] == ["regression[forward][L]", "regression[forward][L.left]",
+                                      "regression[forward][L.right]"]
+    # AND on span, the speed-up passes where GPU work per module grew by 11%
+    assert not any(r.passed for r in res1)
+    res2 = evaluate(_b("branches_2s_forward"), load_budgets(
+        _yaml(tmp_path, "regression: {max_pct: 10}\n")), baseline=_b("branches_forward"))
+    assert [(r.name, r.passed) for r in res2] == [("regression[forward].span", True)]
+    assert res2[0].message.endswith("speed-up")
 
 
 @pytest.mark.parametrize(("text", "msg"), [
@@ -111,18 +112,17 @@ def test_junit_is_valid_xml(tmp_path):
     assert root.find("testcase/failure").get("message").startswith("total: 24 kernels")
 
 
-def test_diff_same_bundle_is_zero_and_cli_fail_above(tmp_path, capsys):
-    d = diff_summary(_b("mlp_step"), _b("mlp_step"))
-    assert worst_regression_pct(d) == 0.0
-    assert all(r["delta_ns"] == 0 for r in d["modules"])
-    a, b = os.path.join(DATA, "mlp_callables"), os.path.join(DATA, "mlp_step")
-    d2 = diff_summary(_b("mlp_callables"), _b("mlp_step"))
-    loss = [r for r in d2["modules"] if r["module"] == "(loss)"][0]
-    assert loss["only_in"] == "b" and loss["a_kernels"] == 0
-    worst = worst_regression_pct(d2)
-    assert main(["diff", a, b, "--fail-above", str(worst + 1)]) == 0
-    assert main(["diff", a, b, "--fail-above", str(worst - 1)]) == 1
-    assert "FAIL" in capsys.readouterr().out
+def test_diff_same_bundle_is_no_change_and_cli_fail_above(capsys):
+    # GIVEN a bundle against itself WHEN diffed with a 0% gate THEN nothing fails
+    a = os.path.join(DATA, "mlp_step")
+    assert main(["diff", a, a, "--fail-above", "0"]) == 0
+    assert "no change beyond noise" in capsys.readouterr().out
+    # GIVEN a slower recording of another model in the same graph name WHEN gated on span
+    b = os.path.join(DATA, "gpt_step")
+    assert main(["diff", a, b, "--fail-above", "5"]) == 1
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1].startswith("FAIL: span of step ")
+    assert main(["diff", b, a, "--fail-above", "5"]) == 0  # the other way: a speed-up
 
 
 def test_broken_yaml_names_its_line_and_problem(tmp_path):

@@ -276,8 +276,8 @@ def test_check_and_diff_say_what_they_compare(tmp_path, capsys):
     rc = main(["check", _fixture("mlp_step"), "--budget", str(budget), "--baseline",
                _fixture("branches_forward")])
     err = capsys.readouterr().err
-    # THEN it warns as diff does (the gate's figure compares two models)
-    assert rc == 0 and "different model files" in err, err
+    # THEN it warns as diff does, and the gate fails: it compared no graph
+    assert rc == 1 and "different model files" in err, err
     # AND a diff of bundles with different graphs says the totals compare different sets
     main(["diff", _fixture("decode_kv_forward"), _fixture("run_decode")])
     err = capsys.readouterr().err

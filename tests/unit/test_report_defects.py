@@ -270,7 +270,7 @@ def test_module_rows_in_number_order(capsys, monkeypatch):
 
 
 def test_diff_places_new_modules_under_their_parent_without_a_percentage(capsys, monkeypatch):
-    from graphscope.analysis.diff import diff_summary, worst_regression
+    from graphscope.analysis.diff import diff_summary
 
     a = read_bundle(os.path.join(DATA, "mlp_step"))
     b = read_bundle(os.path.join(DATA, "gpt_step_eager"))
@@ -279,17 +279,15 @@ def test_diff_places_new_modules_under_their_parent_without_a_percentage(capsys,
     assert names.index("L.blocks") < names.index("L.head") < names.index("(loss)")
     new = next(r for r in d["modules"] if r["module"] == "L.blocks")
     assert new["only_in"] == "b" and new["delta_pct"] is None
-    worst, where = worst_regression(d)
-    assert where == "L" and worst == max(r["delta_pct"] for r in d["modules"]
-                                         if r["delta_pct"] is not None)
     monkeypatch.setenv("COLUMNS", "120")
+    # a faster graph whose GPU work per module grew (two streams) passes a span gate
     assert main(["diff", os.path.join(DATA, "branches_forward"),
                  os.path.join(DATA, "branches_2s_forward"), "--fail-above", "5",
-                 "--depth", "1"]) == 1
+                 "--depth", "1"]) == 0
     out = capsys.readouterr().out
     assert "total GPU work" in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("worst regression +11.4% GPU work in L.left (limit +5.0%)"), last
+    assert last.startswith("pass: span of forward 1.34 ms → 812.3 µs (-39.6%"), last
     assert main(["diff", os.path.join(DATA, "mlp_step"), os.path.join(DATA, "gpt_step_eager"),
                  "--depth", "1"]) == 0
     out = capsys.readouterr().out

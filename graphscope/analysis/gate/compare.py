@@ -1,0 +1,186 @@
+"""Bundle B against bundle A, graph by graph (graphs matched by name): span, critical path,
+GPU work and GPU work per module as distributions over the traced replays (``stats.py``),
+what changed inside each graph (``explain.py``), and the gate: a change fails it when it is
+a regression (beyond the noise, ``stats.py``) by more than the limit on the gated metric.
+A speed-up never fails."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ...model.bundle import Bundle
+from ..stats import tree_key
+from .explain import Explanation, explain
+from .samples import GraphSamples, graph_samples
+from .stats import (
+    CONFIDENCE,
+    PROCESS_NOISE_PCT,
+    REGRESSION,
+    RESAMPLES,
+    SEED,
+    SPEED_UP,
+    WITHIN_NOISE,
+    Change,
+    compare_rows,
+    pct,
+)
+
+METRICS = ("span", "critical_path", "work", "module")
+GRAPH_METRICS = METRICS[:3]
+# a module's GPU work moving by less than this is noise whatever its spread (a 6 µs leaf
+# module moves by 0.4 µs between two recordings of one model on the H200)
+MODULE_FLOOR_NS = 1_000.0
+
+FAIL = "fail"
+NOT_COMPARED = "not_compared"
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A metric not compared for a graph, and why (``no_samples_a``/``no_samples_b``: that
+    bundle has no per-replay values of it)."""
+
+    metric: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class GraphComparison:
+    graph: str
+    span: Optional[Change]
+    critical_path: Optional[Change]
+    work: Optional[Change]
+    modules: tuple[Change, ...]  # modules of the graph in both bundles, tree order
+    modules_only_in_a: tuple[str, ...]
+    modules_only_in_b: tuple[str, ...]
+    missing: tuple[Missing, ...]
+    explanation: Explanation
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything ``diff`` and ``check --baseline`` say about B against A."""
+
+    a: str
+    b: str
+    on: str  # the gated metric
+    limit_pct: Optional[float]  # None: no gate, only verdicts
+    graphs: tuple[GraphComparison, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+    failures: tuple[Change, ...]  # gated changes that fail, worst first
+    verdict: str  # fail | regression | speed_up | within_noise | not_compared
+    failed: bool  # a failure, or a gate (limit_pct) with nothing to compare
+    noise_pct: float = PROCESS_NOISE_PCT  # the least noise, in % of A's median
+    confidence: float = CONFIDENCE
+    resamples: int = RESAMPLES
+    seed: int = SEED
+
+
+def _changes(metric: str, graph: str, names: Sequence[Optional[str]],
+             xa: Sequence[Sequence[float]], xb: Sequence[Sequence[float]],
+             floor_ns: float, noise_pct: float) -> list[Change]:
+    """One Change per subject: rows of equal length per side (one graph's replays)."""
+    if not names:
+        return []
+    rows = compare_rows(np.asarray(xa, np.float64), np.asarray(xb, np.float64), floor_ns,
+                        noise_pct)
+    out = []
+    for name, (da, db, delta, lo, hi, noise, v) in zip(names, rows):
+        base = da.median_ns
+        out.append(Change(metric, graph, name, da, db, delta, pct(delta, base), lo, hi,
+                          pct(lo, base), pct(hi, base), noise, v))
+    return out
+
+
+def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
+           module_floor_ns: float, noise_pct: float) -> GraphComparison:
+    one: dict[str, Optional[Change]] = {}
+    missing = []
+    for metric in GRAPH_METRICS:
+        xa, xb = getattr(sa, f"{metric}_ns"), getattr(sb, f"{metric}_ns")
+        if not xa or not xb:
+            one[metric] = None
+            missing.append(Missing(metric, "no_samples_a" if not xa else "no_samples_b"))
+            continue
+        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct)[0]
+    both = sorted((m for m in sa.modules if m in sb.modules), key=tree_key)
+    mods = _changes("module", name, both, [sa.modules[m] for m in both],
+                    [sb.modules[m] for m in both], module_floor_ns, noise_pct)
+    return GraphComparison(
+        graph=name, span=one["span"], critical_path=one["critical_path"], work=one["work"],
+        modules=tuple(mods),
+        modules_only_in_a=tuple(sorted((m for m in sa.modules if m not in sb.modules),
+                                       key=tree_key)),
+        modules_only_in_b=tuple(sorted((m for m in sb.modules if m not in sa.modules),
+                                       key=tree_key)),
+        missing=tuple(missing), explanation=ex)
+
+
+def gated(graphs: Sequence[GraphComparison], on: str) -> list[Change]:
+    """The changes the gate holds to its limit: each graph's ``on`` metric, or every module
+    in both bundles for ``on="module"``."""
+    if on == "module":
+        return [c for g in graphs for c in g.modules]
+    return [c for g in graphs if (c := getattr(g, on)) is not None]
+
+
+def fails(c: Change, limit_pct: float) -> bool:
+    """A regression beyond the noise and by more than ``limit_pct`` % (a speed-up never)."""
+    return c.verdict == REGRESSION and c.delta_pct is not None and c.delta_pct > limit_pct
+
+
+def overall(changes: Sequence[Change], failures: Sequence[Change]) -> str:
+    if failures:
+        return FAIL
+    if not changes:
+        return NOT_COMPARED
+    for v in (REGRESSION, SPEED_UP):
+        if any(c.verdict == v for c in changes):
+            return v
+    return WITHIN_NOISE
+
+
+def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] = None,
+            depth: Optional[int] = None, module_floor_ns: float = MODULE_FLOOR_NS,
+            noise_pct: float = PROCESS_NOISE_PCT,
+            diagnoses: Optional[tuple[Mapping[str, Any], Mapping[str, Any]]] = None
+            ) -> Comparison:
+    """B against A. ``on``: the gated metric (``METRICS``); ``limit_pct``: the gate's limit
+    (None: verdicts only); ``depth``: module levels compared (None: all); ``module_floor_ns``
+    and ``noise_pct``: the least noise of a module, and of any change in % of A's median
+    (``stats.py``); ``diagnoses``:
+    both bundles' :func:`~graphscope.analysis.diagnosis.diagnose`, where the caller has them."""
+    if on not in METRICS:
+        raise ValueError(f"on must be one of {', '.join(METRICS)}, not {on!r}")
+    if diagnoses is None:
+        from ..diagnosis import diagnose
+
+        diagnoses = (diagnose(a), diagnose(b))
+    dga = {o["graph"]: o for o in diagnoses[0]["graphs"]}
+    dgb = {o["graph"]: o for o in diagnoses[1]["graphs"]}
+    names_b = set(b.graph_names)
+    graphs = []
+    for g in a.graphs:
+        if g.name not in names_b:
+            continue
+        h = b.graph(g.name)
+        da, db = dga.get(g.name, {}), dgb.get(h.name, {})
+        graphs.append(_graph(g.name, graph_samples(a, g, da, depth),
+                             graph_samples(b, h, db, depth), explain(g, h, da, db),
+                             module_floor_ns, noise_pct))
+    changes = gated(graphs, on)
+    failures = ([] if limit_pct is None else
+                sorted((c for c in changes if fails(c, limit_pct)),
+                       key=lambda c: -(c.delta_pct or 0.0)))
+    return Comparison(
+        a=a.path, b=b.path, on=on, limit_pct=limit_pct, graphs=tuple(graphs),
+        only_in_a=tuple(n for n in a.graph_names if n not in names_b),
+        only_in_b=tuple(n for n in b.graph_names if n not in set(a.graph_names)),
+        failures=tuple(failures), verdict=overall(changes, failures),
+        # a gate that compared nothing fails: a renamed graph must not pass it in silence
+        failed=bool(failures) or (limit_pct is not None and not changes), noise_pct=noise_pct)

@@ -1,0 +1,362 @@
+"""The words of a regression gate: a :class:`~graphscope.analysis.gate.Comparison` (``diff``,
+``check --baseline``) and budget results (``check``) for the terminal (rich), as GitHub-
+flavoured Markdown (a CI step summary or a PR comment) and as JSON (docs/gates.md: schema)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.gate import (
+    REGRESSION,
+    SPEED_UP,
+    Change,
+    Comparison,
+    GraphComparison,
+    KernelRef,
+    gated,
+)
+from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
+
+JSON_SCHEMA = "graphscope.gate/1"
+METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU work",
+                "module": "GPU work"}
+VERDICT_WORDS = {"regression": "regression", "speed_up": "speed-up",
+                 "within_noise": "no change beyond noise"}
+REASON_WORDS = {"no_samples_a": "no traced replay of it in A",
+                "no_samples_b": "no traced replay of it in B"}
+TOP = 5  # items of each kind in "what changed"
+
+Code = Callable[[str], str]
+
+
+def _plain(s: str) -> str:
+    return safe(s)
+
+
+def signed_ns(v: float) -> str:
+    return ("+" if v > 0 else "-" if v < 0 else "±") + fmt_ns(abs(v))
+
+
+def signed_pct(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def interval(c: Change) -> str:
+    """The 95% interval of the difference: in % of A's median, in time where A's is 0."""
+    if c.ci_low_pct is None or c.ci_high_pct is None:
+        return f"{signed_ns(c.ci_low_ns)} … {signed_ns(c.ci_high_ns)}"
+    return f"{c.ci_low_pct:+.1f}% … {c.ci_high_pct:+.1f}%"
+
+
+def subject(c: Change, code: Code = _plain) -> str:
+    """``span of forward``, ``GPU work of L.left.2 in forward``."""
+    what = METRIC_WORDS[c.metric]
+    if c.module is not None:
+        return f"{what} of {code(c.module)} in {code(c.graph)}"
+    return f"{what} of {code(c.graph)}"
+
+
+def change_text(c: Change, code: Code = _plain) -> str:
+    """``span of forward 1.34 ms → 812 µs (-39.6%, 95% interval -41.3% … -31.8%, noise
+    84.4 µs): speed-up``."""
+    return (f"{subject(c, code)} {fmt_ns(c.a.median_ns)} → {fmt_ns(c.b.median_ns)} "
+            f"({signed_pct(c.delta_pct) if c.delta_pct is not None else signed_ns(c.delta_ns)}"
+            f", 95% interval {interval(c)}, noise {fmt_ns(c.noise_ns)}): "
+            f"{VERDICT_WORDS[c.verdict]}")
+
+
+def _named(cmp: Comparison) -> Optional[Change]:
+    """The gated change the verdict line names: the worst failure, else the largest
+    regression, else the largest speed-up, else the largest move."""
+    if cmp.failures:
+        return cmp.failures[0]
+    changes = gated(cmp.graphs, cmp.on)
+    if not changes:
+        return None
+    for v, sign in ((REGRESSION, -1.0), (SPEED_UP, 1.0)):
+        hits = [c for c in changes if c.verdict == v]
+        if hits:
+            return min(hits, key=lambda c: sign * (c.delta_pct or 0.0))
+    return max(changes, key=lambda c: abs(c.delta_pct or 0.0))
+
+
+def verdict_line(cmp: Comparison, code: Code = _plain) -> str:
+    """One line: the gate's result (or, without a limit, the verdict) and the change that
+    decides it."""
+    on = METRIC_WORDS[cmp.on]
+    limit = "" if cmp.limit_pct is None else f" (limit {cmp.limit_pct:+.1f}% on {on})"
+    c = _named(cmp)
+    if c is None:
+        return (f"{'FAIL: ' if cmp.failed else ''}not compared: no graph has {on} figures in "
+                f"both bundles{limit}")
+    head = change_text(c, code)
+    if cmp.failed:
+        more = len(cmp.failures) - 1
+        return (f"FAIL: {head}{limit}" + (f"; {more} more over the limit" if more else ""))
+    if cmp.limit_pct is None:
+        return head
+    if c.verdict == REGRESSION:
+        return f"pass: {head}, within the limit{limit}"
+    return f"pass: {head}{limit}"
+
+
+def _kernel(k: KernelRef, code: Code) -> str:
+    shape = f" [{k.shape}]" if k.shape else ""
+    return f"{code(k.name)}{safe(shape)} {fmt_ns(k.median_ns)}"
+
+
+def _diff(a: Optional[float], b: Optional[float], f: Callable[[Optional[float]], str]) -> str:
+    s = f"{f(a)} → {f(b)}"
+    if a is not None and b is not None and b != a:
+        s += f" ({'+' if b > a else '-'}{f(abs(b - a))})"
+    return s
+
+
+def what_changed(g: GraphComparison, code: Code = _plain) -> list[str]:
+    """The changes inside graph ``g`` that explain a change of its span, most telling first:
+    critical-path modules that grew, kernels added/removed/replaced, stream-order-only edges
+    that appeared, GPU work by module beyond the noise, pool memory and capture time."""
+    ex = g.explanation
+    out = [f"critical path: {code(m.module)} {fmt_ns(m.a_ns)} → {fmt_ns(m.b_ns)} "
+           f"({m.a_pct:.1f}% → {m.b_pct:.1f}% of the path)"
+           for m in ex.critical_path_modules[:TOP]]
+    for what, refs, total in (("added", ex.kernels_added, ex.kernels_added_total),
+                              ("removed", ex.kernels_removed, ex.kernels_removed_total)):
+        out += [f"kernel {what} in {code(k.module)}: {_kernel(k, code)}" for k in refs[:TOP]]
+        if total > TOP:
+            out.append(f"… {total - TOP} more kernels {what}")
+    out += [f"kernel replaced in {code(s.module)}: {_kernel(s.a, code)} → {_kernel(s.b, code)}"
+            for s in ex.kernels_replaced[:TOP]]
+    if ex.kernels_replaced_total > TOP:
+        out.append(f"… {ex.kernels_replaced_total - TOP} more kernels replaced")
+    e = ex.stream_order_edges
+    if e.a is not None and e.b is not None and e.b != e.a:
+        out.append(f"stream-order-only edges {e.a:.0f} → {e.b:.0f}")
+    out += [f"new stream-order-only edge: {code(x.src_module)} {code(x.src)} → "
+            f"{code(x.dst_module)} {code(x.dst)}" for x in ex.stream_order_edges_added[:TOP]]
+    moved = sorted((c for c in g.modules if c.verdict != "within_noise"),
+                   key=lambda c: -abs(c.delta_ns))
+    out += [f"GPU work of {code(c.module or '')}: {fmt_ns(c.a.median_ns)} → "
+            f"{fmt_ns(c.b.median_ns)} ({signed_ns(c.delta_ns)}, {signed_pct(c.delta_pct)}): "
+            f"{VERDICT_WORDS[c.verdict]}" for c in _leaves(moved)[:TOP]]
+    if ex.pool_bytes.a != ex.pool_bytes.b:
+        out.append(f"pool memory {_diff(ex.pool_bytes.a, ex.pool_bytes.b, fmt_bytes)}")
+    if ex.capture_s.a != ex.capture_s.b:
+        out.append("capture time " + _diff(
+            ex.capture_s.a, ex.capture_s.b, lambda s: "-" if s is None else fmt_ns(s * 1e9)))
+    return out
+
+
+def _leaves(changes: list[Change]) -> list[Change]:
+    """Changes of modules none of whose sub-modules changed too (``L.left.2``, not also
+    ``L.left`` and ``L``): where the change is."""
+    names = {c.module for c in changes}
+    return [c for c in changes
+            if not any(n and n != c.module and n.startswith(f"{c.module}.") for n in names)]
+
+
+def explained(cmp: Comparison) -> list[GraphComparison]:
+    """The graphs worth explaining: a failure, or span, critical path or the gated metric
+    beyond the noise."""
+    failing = {c.graph for c in cmp.failures}
+    out = []
+    for g in cmp.graphs:
+        moved = any(c is not None and c.verdict != "within_noise"
+                    for c in (g.span, g.critical_path))
+        if g.graph in failing or moved:
+            out.append(g)
+    return out
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def headline_table(cmp: Comparison) -> Table:
+    t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}"), title_justify="left",
+              caption=Text(f"A, B: medians over the traced replays; interval: "
+                           f"{cmp.confidence:.0%} bootstrap interval of the difference; noise: "
+                           "the least change that counts (the replays' spread, at least "
+                           f"{cmp.noise_pct:g}% of A)"), caption_justify="left")
+    for col, just in (("graph", "left"), ("", "left"), ("A", "right"), ("B", "right"),
+                      ("change", "right"), ("interval", "right"), ("noise", "right"),
+                      ("replays", "right"), ("verdict", "left")):
+        t.add_column(col, justify=just, no_wrap=col not in ("graph", "verdict"))  # type: ignore[arg-type]
+    for g in cmp.graphs:
+        first = True
+        for c in (g.span, g.critical_path, g.work):
+            if c is None:
+                continue
+            style = ("red" if c.verdict == REGRESSION else
+                     "green" if c.verdict == SPEED_UP else "")
+            t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[c.metric],
+                      fmt_ns(c.a.median_ns), fmt_ns(c.b.median_ns), signed_pct(c.delta_pct),
+                      interval(c), fmt_ns(c.noise_ns), f"{c.a.n}/{c.b.n}",
+                      Text(VERDICT_WORDS[c.verdict], style=style))
+            first = False
+        for m in g.missing:
+            why = f"not compared: {REASON_WORDS.get(m.reason, m.reason)}"
+            t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[m.metric], "", "",
+                      "-", "", "", "", Text(why, style="dim"))
+            first = False
+    return keep_figures(t)
+
+
+def render_comparison(cmp: Comparison) -> Group:
+    """``diff``'s first screen: the headline table and what changed (the verdict comes last,
+    :func:`verdict_text`, under the details)."""
+    parts: list[Any] = [headline_table(cmp)]
+    for g in explained(cmp):
+        lines = what_changed(g)
+        if lines:
+            parts.append(Text(f"What changed in {safe(g.graph)}:", style="bold"))
+            parts += [Text(f"  {x}") for x in lines]
+    for side, names in (("A", cmp.only_in_a), ("B", cmp.only_in_b)):
+        if names:
+            parts.append(Text(f"graphs only in {side}, not compared: "
+                              + ", ".join(map(safe, names))))
+    return Group(*parts)
+
+
+def verdict_text(cmp: Comparison) -> Text:
+    """:func:`verdict_line` coloured: the last line ``diff`` prints (a CI log's last line)."""
+    style = "red" if cmp.failed else "green" if cmp.limit_pct is not None else ""
+    return Text(verdict_line(cmp), style=style)
+
+
+# ---------------------------------------------------------------- Markdown
+
+
+def md_code(s: str, in_table: bool = False) -> str:
+    """``s`` as a Markdown code span (a fence longer than any run of backticks in it; ``|``
+    escaped inside a table row, where GFM splits cells before it reads code spans)."""
+    s = safe(s).replace("\n", " ")
+    run = longest = 0
+    for ch in s:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s.strip() else ""
+    out = f"{fence}{pad}{s}{pad}{fence}"
+    return out.replace("|", "\\|") if in_table else out
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
+                        link: Optional[str] = None) -> str:
+    """A CI step summary or PR comment: the verdict as the heading, the headline table, what
+    changed, and a link to the HTML report where ``link`` is given."""
+    status = "❌ FAIL" if cmp.failed else "✅ pass" if cmp.limit_pct is not None else "ℹ️"
+    verdict = (VERDICT_WORDS.get(cmp.verdict, "not compared")
+               if not cmp.failures else f"{len(cmp.failures)} regression(s) over the limit")
+    lines = [f"### {title}: {status} — {verdict}", "",
+             f"{md_code(cmp.a)} → {md_code(cmp.b)}", "", verdict_line(cmp, md_code), ""]
+    lines += comparison_table_md(cmp)
+    for g in explained(cmp):
+        items = what_changed(g, md_code)
+        if items:
+            lines += ["", f"**What changed in {md_code(g.graph)}**", ""]
+            lines += [f"- {x}" for x in items]
+    for side, names in (("A", cmp.only_in_a), ("B", cmp.only_in_b)):
+        if names:
+            lines += ["", f"Graphs only in {side}, not compared: "
+                      + ", ".join(md_code(n) for n in names)]
+    if link:
+        lines += ["", f"[Full report]({link.replace(')', '%29').replace(' ', '%20')})"]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_table_md(cmp: Comparison) -> list[str]:
+    rows = [[md_code(g.graph, in_table=True), METRIC_WORDS[c.metric], fmt_ns(c.a.median_ns),
+             fmt_ns(c.b.median_ns), signed_pct(c.delta_pct), interval(c), fmt_ns(c.noise_ns),
+             VERDICT_WORDS[c.verdict]]
+            for g in cmp.graphs for c in (g.span, g.critical_path, g.work) if c is not None]
+    head = ["graph", "metric", "A", "B", "change", f"{cmp.confidence:.0%} interval", "noise",
+            "verdict"]
+    return md_table(head, rows) if rows else ["(no graph compared)"]
+
+
+# ---------------------------------------------------------------- check's results
+
+
+def ordered(results: Sequence[Any]) -> list[Any]:
+    """Failures first, then passes, then skips; each group in its own order."""
+    return ([r for r in results if not r.passed] + [r for r in results if r.passed and
+            not r.skipped] + [r for r in results if r.skipped])
+
+
+def check_summary(results: Sequence[Any]) -> str:
+    """The one line ``check`` ends with: ``graphscope check: FAIL, 2 of 12 checks failed
+    (1 skipped)``."""
+    failed = sum(not r.passed for r in results)
+    skipped = sum(bool(r.skipped) for r in results)
+    run = len(results) - skipped
+    skip = f" ({skipped} skipped)" if skipped else ""
+    if failed:
+        return f"graphscope check: FAIL, {failed} of {run} checks failed{skip}"
+    return f"graphscope check: pass, {run} of {run} checks passed{skip}"
+
+
+def check_results_table(results: Sequence[Any]) -> Table:
+    t = Table(title="graphscope check (failures first)", title_justify="left")
+    t.add_column("check", no_wrap=True)
+    t.add_column("result")
+    t.add_column("detail")
+    for r in ordered(results):
+        status = (Text("skip", style="dim") if r.skipped
+                  else Text("pass", style="green") if r.passed else Text("FAIL", style="red"))
+        t.add_row(Text(safe(r.name)), status, Text(safe(r.message)))
+    return keep_figures(t)
+
+
+def render_check(results: Sequence[Any]) -> Group:
+    failed = any(not r.passed for r in results)
+    return Group(check_results_table(results),
+                 Text(check_summary(results), style="red" if failed else "green"))
+
+
+def check_markdown(results: Sequence[Any], cmp: Optional[Comparison] = None,
+                   link: Optional[str] = None) -> str:
+    """``check --markdown``: the summary as the heading, failures first, the baseline
+    comparison's table where there is one, a link to the HTML report where given."""
+    failed = [r for r in results if not r.passed]
+    status = "❌" if failed else "✅"
+    lines = [f"### {status} {check_summary(results)}", ""]
+    rows = [[md_code(r.name, in_table=True),
+             "skip" if r.skipped else "pass" if r.passed else "**FAIL**", _md_cell(safe(
+                 r.message))] for r in ordered(results)]
+    lines += md_table(["check", "result", "detail"], rows)
+    if cmp is not None:
+        lines += ["", f"**Against the baseline** {md_code(cmp.a)}: {verdict_line(cmp, md_code)}",
+                  ""]
+        lines += comparison_table_md(cmp)
+        for g in explained(cmp):
+            items = what_changed(g, md_code)
+            if items:
+                lines += ["", f"**What changed in {md_code(g.graph)}**", ""]
+                lines += [f"- {x}" for x in items]
+    if link:
+        lines += ["", f"[Full report]({link.replace(')', '%29').replace(' ', '%20')})"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- JSON
+
+
+def comparison_json(cmp: Comparison) -> dict[str, Any]:
+    """The comparison as JSON-ready data (docs/gates.md): every field of the dataclasses."""
+    return {"schema": JSON_SCHEMA, **dataclasses.asdict(cmp)}
