@@ -3,7 +3,7 @@
 Sources (behind :class:`~graphscope.capture.source.CaptureSource`, registered in ``SOURCES``):
 ``step``, ``forward`` and ``callables`` capture a model file (``graphscope capture``); ``run``
 (the :mod:`.run` package) watches the graphs an unmodified program captures itself
-(``graphscope run``, :func:`graphscope.capture.run.profile`). :func:`~.finish.finish` is the shared
+(``graphscope run``, :func:`graphscope.profile`). :func:`~.finish.finish` is the shared
 tail:
 raw capture -> Graph model -> joined timings -> bundle.
 """

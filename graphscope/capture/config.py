@@ -14,7 +14,7 @@ from ..model.yamlfile import read_yaml
 @dataclass
 class CaptureConfig:
     """Options of `graphscope capture` / `annotate` / `run` and
-    :func:`graphscope.capture.run.profile`."""
+    :func:`graphscope.profile`."""
 
     model: Optional[str] = None  # the model file, or the program (mode "run")
     entry: str = "graphscope_model"

@@ -8,7 +8,7 @@ timings, writing the bundle — is shared (:func:`graphscope.capture.finish.fini
 
 Every source registers in :data:`SOURCES`: the model-file ones (``takes = "model"``: step,
 forward, callables) are ``--mode``'s choices; ``run`` (``takes = "program"``) watches a program
-(``graphscope run``, :func:`graphscope.capture.run.profile`).
+(``graphscope run``, :func:`graphscope.profile`).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class JoinResult:
     @property
     def events(self) -> list[dict[str, Any]]:
         """Events of the first ``keep_events`` replays, by start time. Made on first use: a
-        caller that wants only durations (graphscope.capture.run.profile's tables) never pays for
+        caller that wants only durations (graphscope.profile's tables) never pays for
         them."""
         if isinstance(self._events, tuple):
             r, g, s, d, sm, k = self._events

@@ -221,7 +221,7 @@ def test_profile_context_manager_and_next_capture_works(tmp_path):
 import torch, graphscope
 m = torch.nn.Linear(64, 64).cuda()
 x = torch.randn(8, 64, device='cuda')
-with graphscope.capture.run.profile(output={str(tmp_path / 'p')!r}, replays=5) as prof:
+with graphscope.profile(output={str(tmp_path / 'p')!r}, replays=5) as prof:
     g = torch.cuda.CUDAGraph()
     s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):

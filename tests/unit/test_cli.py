@@ -139,9 +139,9 @@ def _imported(*args):
 
 @pytest.mark.parametrize(("args", "bound"), [
     (["--help"], 10),
-    (["report", "@mlp_step"], 31),  # the report model, its diagnosis by default (dag, replays,
+    (["report", "@mlp_step"], 32),  # the report model, its diagnosis by default (dag, replays,
     # stream_order), the terminal view and its renderers
-    (["report", "@mlp_step", "--json"], 31),
+    (["report", "@mlp_step", "--json"], 32),
 ])
 def test_commands_import_only_what_they_use(args, bound):
     args = [_fixture(a[1:]) if a.startswith("@") else a for a in args]

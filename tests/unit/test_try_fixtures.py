@@ -102,8 +102,9 @@ def test_compiled_transformer_blocks_are_measured_per_block():
     assert "L.blocks.0.attn" in doc["nested"]
     g = doc["graphs"][0]
     _consistent(g)
-    for m in g["modules"][:2]:
-        assert m["eager"]["kernels"] > m["compiled"]["kernels"] > 0, m
+    for m in g["modules"][:2]:  # on the H200 inductor kept the blocks' 10 kernels, each faster
+        assert m["eager"]["kernels"] >= m["compiled"]["kernels"] > 0, m
+        assert m["compiled"]["busy_ns"] < m["eager"]["busy_ns"], m
     rest = g["modules"][-1]  # embeddings, final norm and head: not compiled, the same kernels
     assert rest["module"] == "(outside compiled modules)"
     assert rest["eager"]["kernels"] == rest["compiled"]["kernels"]

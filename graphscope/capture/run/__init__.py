@@ -1,5 +1,5 @@
 """The ``run`` source: the CUDA graphs an unmodified program captures itself (``graphscope run``
-and :func:`graphscope.capture.run.profile`).
+and :func:`graphscope.profile`).
 
 Split by concern: :mod:`.patch` wraps ``torch.cuda.CUDAGraph`` and ``torch.compile``;
 :mod:`.watch` holds each capture window (recorder, module and optimizer hooks) and hands the
