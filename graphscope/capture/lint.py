@@ -105,8 +105,18 @@ class _Collector:
     def findings(self) -> list[Finding]:
         out = [Finding(rule, sev, msg, module, src, n)
                for (rule, module, src), (sev, msg, n) in self.found.items()]
-        out.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.rule, f.source or ""))
+        out.sort(key=lambda f: (-SEVERITIES.index(f.severity), *_line_order(f.source), f.rule))
         return out
+
+
+def _line_order(source: Optional[str]) -> tuple[int, str, int]:
+    """A finding's place in reading order: by file, then line number (``bad.py:9`` before
+    ``bad.py:15``); findings about the model as a whole (no line) after those with one."""
+    if not source:
+        return (1, "", 0)
+    file, _, rest = source.partition(":")
+    line = rest.split()[0] if rest.split() else ""
+    return (0, file, int(line) if line.isdigit() else 0)
 
 
 def _names_cpu(device: Any) -> bool:
