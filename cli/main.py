@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import io
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, Optional
 
 import click
@@ -76,6 +78,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     STATE.verbose = False
     was_null = _is_devnull()
+    with _whole_writes():
+        return _main(args, was_null)
+
+
+def _main(args: list[str], was_null: bool) -> int:
     try:
         # EOFError/KeyboardInterrupt inside a command must not read as click's "Aborted"
         rv: Any = cli.main(args=args, prog_name="graphscope", standalone_mode=False)
@@ -133,6 +140,61 @@ def main(argv: Optional[list[str]] = None) -> int:
 _DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 _PACIFIED: Any = getattr(click.utils, "PacifyFlushWrapper", ())
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
+
+class _WriteAll(io.RawIOBase):
+    """Standard output's file, but a write either writes every byte or raises."""
+
+    def __init__(self, raw: io.FileIO) -> None:
+        super().__init__()
+        self._raw = raw
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def isatty(self) -> bool:
+        return self._raw.isatty()
+
+    def write(self, data: Any) -> int:
+        import select
+
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            n = self._raw.write(view[done:])
+            if n is None:  # a non-blocking stdout that is full: wait until it takes more
+                select.select([], [self._raw], [])
+                continue
+            done += n
+        return done
+
+    def close(self) -> None:  # the descriptor is the interpreter's: left open
+        super().close()
+
+
+@contextlib.contextmanager
+def _whole_writes() -> Iterator[None]:
+    """Under ``PYTHONUNBUFFERED=1`` (``python -u``, and many container images set it) the text
+    stdout writes straight into the file, and ignores the count a short write returns: when
+    the reader of a pipe goes away in the middle of a write (`| head`), the rest of that write
+    was dropped without an error and the command ended 0 with its output cut short. For the
+    command's run, stdout's text layer sits on a file that writes everything or raises (the
+    closed pipe then ends the command with 141, as a buffered stdout does)."""
+    out = sys.stdout
+    raw = getattr(out, "buffer", None)
+    if not isinstance(out, io.TextIOWrapper) or not isinstance(raw, io.FileIO):
+        yield  # a buffered stdout (its writer loops until done), or not a file (tests)
+        return
+    sys.stdout = io.TextIOWrapper(_WriteAll(raw), encoding=out.encoding, errors=out.errors,
+                                  line_buffering=out.line_buffering, write_through=True)
+    try:
+        yield
+    finally:
+        if isinstance(sys.stdout, io.TextIOWrapper) and isinstance(sys.stdout.buffer, _WriteAll):
+            sys.stdout = out  # else click's wrapper for a closed pipe: it stays to the end
 
 
 def _is_devnull() -> bool:

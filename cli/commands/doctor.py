@@ -12,6 +12,7 @@ from ..options import command, json_option
 
 # Every command that reads bundles (or model files on the CPU): what works without a GPU.
 BUNDLE_COMMANDS = ("report", "dump", "diff", "check BUNDLE", "annotate-trace", "lint")
+TORCH_COMMANDS = ("lint",)  # of these, the ones that run a model (on the CPU): they need torch
 
 
 def _tool(*names: str) -> Optional[str]:
@@ -30,12 +31,15 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from graphscope.capture.capabilities import probe
+    from graphscope.capture.capabilities import probe, torch_import_error
     from graphscope.native.pmsampling import pm_sampling_trial
 
     from ..options import console
 
     caps = probe(try_subscribe=not no_subscribe)
+    no_torch = torch_import_error()
+    need_torch = list(TORCH_COMMANDS) if no_torch else []
+    works = [c for c in BUNDLE_COMMANDS if c not in need_torch]
     counters_why = pm_sampling_trial() if caps.cupti else "no GPU or CUPTI here"
     # one line per problem, in order: "X" goes when "X (why)" is there too
     problems = [p for p in dict.fromkeys(caps.problems)
@@ -46,7 +50,8 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
         click.echo(json.dumps({"can_capture": caps.can_capture, "problems": problems,
                                "graphviz_dot": dot, "chromium": chromium,
                                "counters": counters_why or "ok",
-                               "bundle_commands": list(BUNDLE_COMMANDS), **caps.details},
+                               "bundle_commands": works, "needs_torch": need_torch,
+                               **caps.details},
                               sort_keys=True, indent=1, default=str))
         return 0 if caps.extension else 2
     t = Table(title="graphscope doctor", title_justify="left", show_header=False)
@@ -88,8 +93,12 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
         con.print(f"note: {escape(str(d['tools_id_note']))}")
     for p in problems:
         con.print(f"[yellow]why not:[/yellow] {escape(p)}")
+    if need_torch:  # before the list of what works: it is what a user of lint meets first
+        con.print(", ".join(f"graphscope {c}" for c in need_torch) + " needs PyTorch, which "
+                  f"cannot be imported here ({escape(str(no_torch))}): pip install torch",
+                  soft_wrap=True, highlight=False)
     if not caps.can_capture:
         # one line, not folded at the console's width inside a command's name
         con.print("Commands that work here (no GPU needed): "
-                  + ", ".join(f"graphscope {c}" for c in BUNDLE_COMMANDS), soft_wrap=True)
+                  + ", ".join(f"graphscope {c}" for c in works), soft_wrap=True)
     return 0 if caps.extension else 2

@@ -59,8 +59,10 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
         for f in report.findings:
             where = _where(f.source)
             times = f" (×{f.count})" if f.count > 1 else ""
-            con.print(f"[{colour[f.severity]}]{f.severity:<7}[/] [bold]{escape(f.rule)}[/] "
-                      f"{escape(f.module or '-')}  {escape(where)}{times}", highlight=False)
+            # what is not known (a finding about the whole model) is left out, not a "-"
+            said = "  ".join(escape(x) for x in (f.module, where) if x)
+            con.print(f"[{colour[f.severity]}]{f.severity:<7}[/] [bold]{escape(f.rule)}[/]"
+                      f"{' ' + said if said else ''}{times}", highlight=False)
             con.print(f"        {escape(f.message)}", highlight=False)
         counts = {s: sum(1 for f in report.findings if f.severity == s)
                   for s in ("error", "warning", "info")}
@@ -76,9 +78,9 @@ def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
 
 def _where(source: Optional[str]) -> str:
     """``file:line`` relative to here; a finding about the whole file (it exited, timed
-    out) has no line."""
+    out) has no line; one about the whole model (its arguments, its buffers) has neither."""
     if not source:
-        return "-"
+        return ""
     file, _, rest = source.partition(":")
     line = rest.split()[0] if rest.split() else ""
     try:

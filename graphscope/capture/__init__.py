@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # config imports capture's registry (mode names): not back
     from .config import CaptureConfig
 
 GPU_NEEDED = (
-    "graphscope {cmd} needs an NVIDIA GPU with its driver ({why}); on this machine use the "
+    "graphscope {cmd} needs an NVIDIA GPU with its driver: {why}; on this machine use the "
     "commands that need no GPU: graphscope report, dump, diff, check BUNDLE, annotate-trace, "
     "lint"
 )

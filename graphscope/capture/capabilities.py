@@ -46,6 +46,15 @@ def gzip_engine() -> str:
     return f"ISA-L (python-isal {version('isal')})"
 
 
+def torch_import_error() -> str | None:
+    """Why ``import torch`` fails here (None when it works): lint runs models with it."""
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        return str(exc) or type(exc).__name__
+    return None
+
+
 def probe(try_subscribe: bool = True) -> Capabilities:
     """Check, by doing tiny operations, what graphscope can do here. Never raises."""
     details: dict[str, Any] = {"python": sys.version.split()[0], "gzip": gzip_engine()}

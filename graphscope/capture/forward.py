@@ -43,7 +43,7 @@ def bucket_name(i: int, args: tuple, kwargs: dict, n: int) -> str:
 @register
 class ForwardSource:
     name: ClassVar[str] = "forward"
-    help: ClassVar[str] = ("inference: one graph per input set (\"buckets\"), forward only "
+    help: ClassVar[str] = ("one inference graph per input set (\"buckets\"), forward only "
                            "under torch.inference_mode()")
     takes: ClassVar[str] = "model"
 

@@ -18,11 +18,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .._errors import GraphscopeError
 from ..annotate import module_fqn
 from ..annotate.ops import default_skip_dirs, user_source
 from .loader import ModelSpec
 
 SEVERITIES = ("info", "warning", "error")
+NEEDS_TORCH = ("graphscope lint needs PyTorch ({why}): it runs the model on the CPU; install "
+               "it (pip install torch)")
 
 # aten ops that copy a device value to the host: a sync, illegal while capturing
 _READ = "reads a tensor value on the host (.item(), float(t), int(t) or bool(t))"
@@ -102,8 +105,18 @@ class _Collector:
     def findings(self) -> list[Finding]:
         out = [Finding(rule, sev, msg, module, src, n)
                for (rule, module, src), (sev, msg, n) in self.found.items()]
-        out.sort(key=lambda f: (-SEVERITIES.index(f.severity), f.rule, f.source or ""))
+        out.sort(key=lambda f: (-SEVERITIES.index(f.severity), *_line_order(f.source), f.rule))
         return out
+
+
+def _line_order(source: Optional[str]) -> tuple[int, str, int]:
+    """A finding's place in reading order: by file, then line number (``bad.py:9`` before
+    ``bad.py:15``); findings about the model as a whole (no line) after those with one."""
+    if not source:
+        return (1, "", 0)
+    file, _, rest = source.partition(":")
+    line = rest.split()[0] if rest.split() else ""
+    return (0, file, int(line) if line.isdigit() else 0)
 
 
 def _names_cpu(device: Any) -> bool:
@@ -338,11 +351,14 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
     """Lint ``path`` in a child interpreter: the model cannot end the run early with
     ``sys.exit``, hang it with a loop or a non-daemon thread, or print into our output. Its
     exit, a timeout or a crash is a finding (rule ``exit``/``timeout``)."""
+    import importlib.util
     import json
     import subprocess
     import sys
     import tempfile
 
+    if importlib.util.find_spec("torch") is None:  # before a child fails on it at import
+        raise GraphscopeError(NEEDS_TORCH.format(why="No module named 'torch'"))
     with tempfile.TemporaryDirectory(prefix="graphscope-lint-") as tmp:
         out = os.path.join(tmp, "report.json")
         cmd = [sys.executable, "-c",
@@ -359,6 +375,8 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
         if os.path.exists(out):
             with open(out, encoding="utf-8") as f:
                 data = json.load(f)
+            if "no_torch" in data:
+                raise GraphscopeError(NEEDS_TORCH.format(why=data["no_torch"]))
             if "load_error" in data:
                 from .._errors import ModelFileError
 
@@ -397,18 +415,13 @@ def _child_main() -> None:
     import json
     import sys
 
-    from .._errors import ModelFileError
-    from .loader import load_model_file
-
     path, entry, out = sys.argv[1:4]
-    _cpu_for_cuda()
     try:
-        spec = load_model_file(path, entry)
-        report = lint_model(spec)
-        data: dict[str, Any] = {"findings": [f.to_json() for f in report.findings],
-                                "ran_backward": report.ran_backward, "error": report.error}
-    except ModelFileError as exc:
-        data = {"load_error": str(exc)}
+        _cpu_for_cuda()
+    except ImportError as exc:  # torch is missing or broken: said first, not as the model's exit
+        data: dict[str, Any] = {"no_torch": str(exc)}
+    else:
+        data = _lint_data(path, entry)
     tmp = out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f)
@@ -416,3 +429,17 @@ def _child_main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _lint_data(path: str, entry: str) -> dict[str, Any]:
+    """The child's report of MODEL as JSON data (a model file that cannot load: its error)."""
+    from .._errors import ModelFileError
+    from .loader import load_model_file
+
+    try:
+        spec = load_model_file(path, entry)
+        report = lint_model(spec)
+    except ModelFileError as exc:
+        return {"load_error": str(exc)}
+    return {"findings": [f.to_json() for f in report.findings],
+            "ran_backward": report.ran_backward, "error": report.error}

@@ -7,7 +7,7 @@ Every failure is a :class:`~graphscope._errors.BundleError` naming the file and 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from .._errors import BundleError
 
@@ -32,6 +32,7 @@ def _launches(v: Any, where: str) -> tuple[dict[str, Any], ...]:
 
 
 MAX_ID = (1 << 63) - 1
+MAX_DURATION_NS = 1 << 40  # 18 minutes: no graph node runs longer; sums of them cannot wrap
 _STR_FIELDS = ("kernel", "demangled", "op", "shapes", "source", "type")
 
 
@@ -118,6 +119,8 @@ def _check_manifest(m: Mapping[str, Any], where: str) -> None:
     for k in ("command", "graphs", "files"):
         if m.get(k) is not None:
             strs(m[k], k)
+    if m.get("capture_s") is not None:  # one window timed for several graphs (callables)
+        _seconds(m["capture_s"], where, "capture_s")
     model = m.get("model")
     if model is not None:
         _expect(isinstance(model, dict), where, "model", "an object")
@@ -143,15 +146,41 @@ def _check_manifest(m: Mapping[str, Any], where: str) -> None:
                 _int(rank[k], where, f"rank.{k}", 1 << 20)
 
 
-_INFO_INTS = ("ordinal", "replays", "traced_replays", "pool_bytes", "bucket")
+_INFO_INTS = ("ordinal", "replays", "traced_replays", "pool_bytes", "bucket",
+              # the memory facts of a capture (capture/meter.py), added up by the reports
+              "pool_allocated_bytes", "capture_alloc_bytes", "capture_live_bytes",
+              "capture_peak_bytes", "capture_segment_bytes", "static_input_bytes",
+              "static_output_bytes")
+_INFO_SECONDS = ("capture_s", "instantiate_s")
 _INFO_STRS = ("site", "kind", "shapes")
+MAX_SECONDS = 1e9  # 31 years: no capture takes longer
+
+
+def _seconds(v: Any, where: str, field: str) -> float:
+    import math
+
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+            math.isfinite(v) and 0 <= v <= MAX_SECONDS):
+        raise BundleError(f"{where}: {field} must be a number of seconds in [0, "
+                          f"{MAX_SECONDS:.0e}], not {v!r:.60}")
+    return float(v)
 
 
 def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
-    """Graph-level facts the reports print and add up: counts are integers, names strings."""
+    """Graph-level facts the reports print and add up: counts and bytes are integers >= 0,
+    times seconds, names strings."""
     for k in _INFO_INTS:
         if info.get(k) is not None:
             _int(info[k], where, f"{graph}: info.{k}")
+    for k in _INFO_SECONDS:
+        if info.get(k) is not None:
+            _seconds(info[k], where, f"{graph}: info.{k}")
+    grew = info.get("capture_reserved_bytes")  # reserved memory can shrink during a capture
+    if grew is not None and (isinstance(grew, bool) or not isinstance(grew, int)
+                             or abs(grew) > MAX_ID):
+        raise BundleError(f"{where}: {graph}: info.capture_reserved_bytes must be an integer, "
+                          f"not {grew!r:.60}")
+    _check_by_module(info, where, graph)
     for k in _INFO_STRS:
         if info.get(k) is not None and not isinstance(info[k], str):
             raise BundleError(f"{where}: {graph}: info.{k} must be a string, not "
@@ -163,7 +192,45 @@ def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
             where, f"{graph}: info.pool_id", "a list of integers")
 
 
+def _check_by_module(info: Mapping[str, Any], where: str, graph: str) -> None:
+    """``memory_by_module`` ({module: [allocated, held] bytes}) and ``capture_by_module_s``
+    ({module: seconds})."""
+    mem = info.get("memory_by_module")
+    if mem is not None:
+        _expect(isinstance(mem, dict), where, f"{graph}: info.memory_by_module", "an object")
+        for mod, v in mem.items():
+            field = f"{graph}: info.memory_by_module[{mod!r:.60}]"
+            _expect(isinstance(v, list) and len(v) == 2, where, field,
+                    "[allocated, held] bytes")
+            _int(v[0], where, field + "[0]")
+            _int(v[1], where, field + "[1]")
+    secs = info.get("capture_by_module_s")
+    if secs is not None:
+        _expect(isinstance(secs, dict), where, f"{graph}: info.capture_by_module_s",
+                "an object")
+        for mod, v in secs.items():
+            _seconds(v, where, f"{graph}: info.capture_by_module_s[{mod!r:.60}]")
+
+
+def _check_events(events: Any, where: str) -> tuple[dict[str, Any], ...]:
+    """timeline.json ``events``: a few replays' records. An event ends within int64 (start
+    plus duration: a sum past it wrapped to a negative span) and lasts at most
+    :data:`MAX_DURATION_NS` (as durations.npy: sums of them cannot wrap either)."""
+    _expect(isinstance(events, list) or events == (), where, "events", "a list")
+    for i, e in enumerate(events):
+        _expect(isinstance(e, dict), where, "events[]", "an object")
+        for k in ("replay", "exec_node_id", "start_ns"):
+            _int(e.get(k), where, f"events[{i}].{k}")
+        _int(e.get("dur_ns"), where, f"events[{i}].dur_ns", MAX_DURATION_NS)
+        if e["start_ns"] + e["dur_ns"] > MAX_ID:
+            raise BundleError(f"{where}: events[{i}] ends past the largest time: start_ns "
+                              f"{e['start_ns']} + dur_ns {e['dur_ns']} > {MAX_ID}")
+    return tuple(events)
+
+
 _NUM, _INT, _STR, _ANY = "num", "int", "str", "any"
+_COUNT = "count"  # an integer >= 1 (runs, replays)
+_AMOUNT = "amount"  # a finite number of ns, bytes or seconds >= 0, at most MAX_ID
 _NUM_OR_NONE = "num or none"  # a figure that may be absent (a graph never timed)
 _ROW = {"module": _STR, "level": _INT, "kernels": _INT, "fwd_kernels": _INT,
         "bwd_kernels": _INT, "median_ns": _NUM, "fwd_ns": _NUM, "bwd_ns": _NUM, "pct": _NUM,
@@ -190,30 +257,64 @@ _SUMMARY_SPEC: dict[str, Any] = {
 
 def _fits(v: Any, spec: Any) -> bool:
     """``v`` has the shape ``spec`` describes (keys with ``?`` optional, ``*`` any key)."""
+    return _misfit(v, spec) is None
+
+
+_MUST = {_INT: f"an integer in [0, {MAX_ID}]", _COUNT: f"an integer in [1, {MAX_ID}]",
+         _NUM: "a finite number", _AMOUNT: f"a number in [0, {MAX_ID}]", _STR: "a string"}
+
+
+def _scalar_fits(v: Any, spec: str) -> bool:
     import math
 
-    if spec == _ANY:
-        return True
-    if spec == _NUM_OR_NONE:
-        return v is None or _fits(v, _NUM)
     if spec == _STR:
         return isinstance(v, str)
-    if spec in (_INT, _NUM):
-        if isinstance(v, bool) or not isinstance(v, (int, float) if spec == _NUM else int):
-            return False
-        return math.isfinite(v) and 0 <= v <= MAX_ID if spec == _INT else math.isfinite(v)
-    if isinstance(spec, list):
-        return isinstance(v, list) and all(_fits(x, spec[0]) for x in v)
-    if not isinstance(v, dict):
+    if isinstance(v, bool) or not isinstance(v, int if spec in (_INT, _COUNT) else (int, float)):
         return False
+    if spec == _NUM:
+        return math.isfinite(v)
+    return math.isfinite(v) and (1 if spec == _COUNT else 0) <= v <= MAX_ID
+
+
+def _misfit(v: Any, spec: Any, key: str = "") -> Optional[tuple[str, str, Any]]:
+    """Where ``v`` first departs from ``spec``: (the key's dotted path, what it must be, what
+    it is), or None where it fits."""
+    if spec == _ANY or (spec == _NUM_OR_NONE and v is None):
+        return None
+    if isinstance(spec, str):
+        kind = _NUM if spec == _NUM_OR_NONE else spec
+        return None if _scalar_fits(v, kind) else (key, _MUST[kind], v)
+    if isinstance(spec, list):
+        if not isinstance(v, list):
+            return (key, "a list", v)
+        return next((bad for i, x in enumerate(v)
+                     if (bad := _misfit(x, spec[0], f"{key}[{i}]")) is not None), None)
+    if not isinstance(v, dict):
+        return (key, "an object", v)
     if "*" in spec:
-        return all(isinstance(k, str) and _fits(x, spec["*"]) for k, x in v.items())
-    for key, sub in spec.items():
-        k = key.lstrip("?")
-        if k not in v or v[k] is None:
-            if key.startswith("?"):
+        return next((bad for k, x in v.items()
+                     if (bad := _misfit(x, spec["*"], _dotted(key, str(k)))) is not None), None)
+    for name, sub in spec.items():
+        k = name.lstrip("?")
+        if v.get(k) is None:
+            if name.startswith("?"):
                 continue
-            return False
-        if not _fits(v[k], sub):
-            return False
-    return True
+            return (_dotted(key, k), "present", None)
+        bad = _misfit(v[k], sub, _dotted(key, k))
+        if bad is not None:
+            return bad
+    return None
+
+
+def _dotted(key: str, k: str) -> str:
+    return f"{key}.{k}" if key else k
+
+
+def check_spec(v: Any, spec: Any, where: str) -> None:
+    """Refuse ``v`` unless it has the shape ``spec``: one line naming the file and the key."""
+    bad = _misfit(v, spec)
+    if bad is not None:
+        key, must, got = bad
+        if must == "present":
+            raise BundleError(f"{where}: '{key}' is missing")
+        raise BundleError(f"{where}: '{key}' must be {must}, not {got!r:.60}")

@@ -10,7 +10,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import BundleError
-from .bundle_check import _INT, _NUM, _STR, _fits
+from .bundle_check import (
+    _AMOUNT,
+    _COUNT,
+    _INT,
+    _NUM,
+    _STR,
+    MAX_ID,
+    _fits,
+    _scalar_fits,
+    check_spec,
+)
 from .bundle_io import COUNTERS_FILE, COUNTERS_VERSION, _load_json
 
 
@@ -26,13 +36,26 @@ def read_counters(path: str) -> Optional[dict[str, Any]]:
         raise BundleError(str(exc)) from None
 
 
+_COUNTERS_META: dict[str, Any] = {  # what the report reads of how the samples were taken
+    "?method": _STR, "?replays": _COUNT, "?interval_ns": _INT, "?samples": _INT,
+    "?samples_dropped": _INT, "?metrics": {"*": _STR}, "?missing_metrics": [_STR],
+    "?peak_dram_GBps": _AMOUNT,
+}
+
+
 def _check_counters(data: Any, where: str) -> dict[str, Any]:
-    """counters.json as read: checked, or a one-line ValueError naming what is wrong."""
+    """counters.json as read: checked, or a one-line ValueError naming what is wrong. Times,
+    shares and quantities are amounts (finite, >= 0, within int64: a time of 1e308 made the
+    sums infinite), ``replays`` a count >= 1 (the figures are divided by it)."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: not a JSON object")
     if data.get("version") != COUNTERS_VERSION:
         raise ValueError(f"{where}: version {data.get('version')!r}, this graphscope reads "
                          f"{COUNTERS_VERSION}")
+    try:
+        check_spec(data, _COUNTERS_META, where)
+    except BundleError as exc:
+        raise ValueError(str(exc)) from None
     nodes = data.get("nodes")
     if not isinstance(nodes, dict) or not isinstance(nodes.get("exec_node_id"), list):
         raise ValueError(f"{where}: 'nodes.exec_node_id' missing")
@@ -46,21 +69,27 @@ def _check_counters(data: Any, where: str) -> dict[str, Any]:
     for name, col in cols:
         if not isinstance(col, list) or len(col) != n:
             raise ValueError(f"{where}: 'nodes.{name}' is not a list of {n} numbers")
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in col):
-            raise ValueError(f"{where}: 'nodes.{name}' holds a non-number")
-    if not all(isinstance(x, int) and x >= 0 for x in nodes["exec_node_id"]):
+        bad = next((i for i, x in enumerate(col) if not _scalar_fits(x, _AMOUNT)), None)
+        if bad is not None:
+            raise ValueError(f"{where}: 'nodes.{name}[{bad}]' must be a number in [0, "
+                             f"{MAX_ID}], not {col[bad]!r:.60}")
+    if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_ID
+               for x in nodes["exec_node_id"]):
         raise ValueError(f"{where}: 'nodes.exec_node_id' holds a non-id")
     return data
 
 
 EAGER_FILE = "eager.json"  # capture --eager-baseline (graphscope/capture/eager.py)
 _EAGER_SPEC: dict[str, Any] = {
-    "eager_version": _INT, "mode": _STR, "runs": _INT, "graphs": [_STR],
+    "eager_version": _INT, "mode": _STR, "runs": _COUNT, "graphs": [_STR],
     "graph_wall_ns": [_INT], "eager_wall_ns": [_INT], "eager_gpu_ns": [_INT],
     "backward_attribution": _STR,
     "kernels": [{"graph": _STR, "module": _STR, "phase": _STR, "kernel": _STR, "count": _INT,
                  "ns": _INT}],
 }
+
+
+_EAGER_RUNS = ("graph_wall_ns", "eager_wall_ns", "eager_gpu_ns")
 
 
 def read_eager(path: str) -> Optional[dict[str, Any]]:
@@ -73,9 +102,13 @@ def read_eager(path: str) -> Optional[dict[str, Any]]:
     if data.get("eager_version") != 1:
         raise BundleError(f"{path}/{EAGER_FILE}: eager_version {data.get('eager_version')!r}, "
                           "but this graphscope reads version 1; re-record the bundle")
-    if not _fits(data, _EAGER_SPEC) or data["runs"] < 1:
-        raise BundleError(f"{path}/{EAGER_FILE}: malformed (re-record it with graphscope "
-                          "capture --eager-baseline)")
+    where = f"{path}/{EAGER_FILE}"
+    check_spec(data, _EAGER_SPEC, where)
+    for key in _EAGER_RUNS:  # one figure per run: none at all printed "eager 0 ns"
+        if len(data[key]) != data["runs"]:
+            raise BundleError(f"{where}: '{key}' has {len(data[key])} time(s) for runs "
+                              f"{data['runs']}: one per run (re-record it with graphscope "
+                              "capture --eager-baseline)")
     return data
 
 
@@ -104,9 +137,10 @@ def read_trees(path: str) -> Optional[dict[str, Any]]:
         return None
     data = _load_json(path, TREES_FILE)
     data.pop("schema_version", None)
-    if data.get("trees_version") != 1 or not _fits(data, _TREES_SPEC):
-        raise BundleError(f"{path}/{TREES_FILE}: malformed or of another version (re-record "
-                          "it with graphscope run)")
+    if data.get("trees_version") != 1:
+        raise BundleError(f"{path}/{TREES_FILE}: trees_version {data.get('trees_version')!r}, "
+                          "but this graphscope reads version 1; re-record it with graphscope run")
+    check_spec(data, _TREES_SPEC, f"{path}/{TREES_FILE}")
     return data
 
 

@@ -34,6 +34,8 @@ from .._errors import BundleError
 from .bundle import Bundle
 from .bundle_check import (
     _SUMMARY_SPEC,
+    MAX_DURATION_NS,
+    _check_events,
     _check_info,
     _check_manifest,
     _check_node,
@@ -183,7 +185,6 @@ def _read_durations(path: str) -> dict[int, tuple[int, ...]]:
     return {k: tuple(r) for k, r in zip(ids.tolist(), arr[:, 1:].tolist())}
 
 
-MAX_DURATION_NS = 1 << 40  # 18 minutes: no graph node runs longer; sums of them cannot wrap
 _MAX_SUM_NS = 1 << 52  # 52 days per replay: exact in float64 and far from int64's end
 
 
@@ -387,12 +388,7 @@ def _read_bundle(path: str) -> Bundle:
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{gwhere}: malformed ({type(exc).__name__}: {exc})") from None
-    events = timeline.get("events", ())
-    _expect(isinstance(events, list) or events == (), where, "events", "a list")
-    for e in events:
-        _expect(isinstance(e, dict), where, "events[]", "an object")
-        for k in ("replay", "exec_node_id", "start_ns", "dur_ns"):
-            _int(e.get(k), where, f"events[].{k}")
+    events = _check_events(timeline.get("events", ()), where)
     launches = _launches(timeline.get("launches", []), where)
     totals = {}
     for k in ("replay_kernel_ns", "replay_span_ns"):
@@ -406,7 +402,7 @@ def _read_bundle(path: str) -> Bundle:
         replays=replays,
         replay_kernel_ns=totals["replay_kernel_ns"],
         replay_span_ns=totals["replay_span_ns"],
-        events=tuple(events),
+        events=events,
         unjoined_records=_int(timeline.get("unjoined_records", 0), where, "unjoined_records"),
         launches=launches,
     )

@@ -1,7 +1,9 @@
 """Writing a user's output file without ever destroying data.
 
-Rules (README, "Errors and outputs"): an existing file is replaced only with ``--force``; an
-output never lands on one of the command's inputs (or inside an input bundle); a character
+Rules (docs/cli.md, "Outputs"): an existing file is replaced only with ``--force``, unless
+graphscope wrote it itself (an HTML report carries :data:`GENERATOR_META`: a view to regenerate,
+not the user's data); an output never lands on one of the command's inputs (or inside an input
+bundle); a character
 device or FIFO (``/dev/null``, ``/dev/stdout``, a named pipe) is written in place, never
 renamed over; ``-`` is stdout; everything else is written to a temp file beside the target
 and renamed into place, and the temp file is removed on any failure (Ctrl-C included).
@@ -66,14 +68,42 @@ def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
             raise OutputError(f"{path}: is a directory; give a file name for the {what}")
         if not stat.S_ISREG(st.st_mode):
             raise OutputError(f"{path}: not a regular file; refusing to replace it")
-        if not force:
-            raise OutputError(f"{path} already exists: pass --force to replace it")
+        if not force and not written_by_graphscope(path):
+            raise OutputError(f"{path} already exists (graphscope did not write it): pass "
+                              "--force to replace it")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise OutputError(f"{path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"{path}: directory {parent} is not writable")
     return "atomic"
+
+
+GENERATOR_META = '<meta name="generator" content="graphscope">'
+_MARK_BYTES = 4096  # the mark stands right after <head>: within the page's first line or two
+
+
+def written_by_graphscope(path: str) -> bool:
+    """Whether the regular file ``path`` is one graphscope wrote (it starts with the mark that
+    :func:`write_output` puts in what it writes); an unreadable file is not."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_MARK_BYTES)
+    except OSError:
+        return False
+    return GENERATOR_META.encode() in head
+
+
+def _marked(data: Any) -> Any:
+    """``data`` with graphscope's mark, where its format has a place for one: an HTML page gets
+    :data:`GENERATOR_META` first in its head (once)."""
+    if not isinstance(data, str) or not data[:64].lstrip().lower().startswith("<!doctype html"):
+        return data
+    head = data.find("<head>", 0, _MARK_BYTES)
+    if head < 0 or GENERATOR_META in data[:_MARK_BYTES]:
+        return data
+    at = head + len("<head>")
+    return data[:at] + "\n" + GENERATOR_META + data[at:]
 
 
 def check_bundle_output(path: str, *, force: bool, inputs: Sequence[str] = ()) -> None:
@@ -172,7 +202,7 @@ def write_output(path: str, data: Any, *, force: bool, inputs: Sequence[str] = (
     """Write ``data`` (str or bytes) to ``path`` under the rules above."""
     with open_output(path, "wb" if isinstance(data, bytes) else "w", force=force,
                      inputs=inputs, what=what) as f:
-        f.write(data)
+        f.write(_marked(data))
 
 
 def temp_path_for(path: str) -> str:

@@ -138,11 +138,8 @@ def ensure_loaded() -> Any:
             return ext
         torch = _import_torch_cuda()
         if not torch.cuda.is_available():
-            raise NoGPUError(
-                "no CUDA GPU is visible to PyTorch (torch "
-                f"{torch.__version__}, built for CUDA {torch.version.cuda}): capture needs an "
-                "NVIDIA GPU and driver"
-            )
+            raise NoGPUError(f"no CUDA GPU is visible to PyTorch (torch {torch.__version__}, "
+                             f"built for CUDA {torch.version.cuda})")
         torch.cuda.init()  # loads torch's libcupti through kineto
         if os.environ.get(NODE_IDS_ENV, "").strip().lower() == "cupti":
             ext.set_positional_ids(0)

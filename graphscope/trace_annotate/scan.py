@@ -35,6 +35,7 @@ CHUNK_BYTES = 8 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _MAX_SUFFIX = 64 << 20
 _MAX_EVENT = 64 << 20  # one trace event; real ones are under a kilobyte
+_BOM = b"\xef\xbb\xbf"  # UTF-8's byte order mark, which some Windows tools write first
 
 
 @dataclass
@@ -294,7 +295,8 @@ def _chunks(src: Any, layout_out: Optional[list[_Layout]] = None,
                 if len(src.buf) > (64 << 20) or not src.grow():
                     raise TraceError(f"{path}: no \"traceEvents\" array: not a Chrome/Kineto "
                                      "trace")
-            layout = _Layout(prefix=bytes(src.buf[: m.end()]))
+            # a UTF-8 BOM before the trace stays in the input: json.load refuses one
+            layout = _Layout(prefix=bytes(src.buf[: m.end()]).removeprefix(_BOM))
             _check_frame(path, layout.prefix, b"]}")
             pos = m.end()
             need_comma = False

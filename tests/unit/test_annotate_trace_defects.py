@@ -287,3 +287,26 @@ def test_native_and_streamio_never_import_the_annotator():
         imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
                      for a in n.names]
         assert not [m for m in imported if "trace_annotate" in m or "exporters" in m], name
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_a_trace_that_starts_with_a_bom_is_written_without_it(tmp_path, capsys, name):
+    """GIVEN a recorded trace with a UTF-8 byte order mark in front (as some Windows editors
+    save it), WHEN it is annotated, THEN the output is JSON that json.load reads (it refuses
+    a BOM) and the same as the annotation of the trace without one."""
+    import gzip
+
+    src = open(os.path.join(DATA, "run_profiled.trace.json"), "rb").read()
+    opener = gzip.open if name.endswith(".gz") else open
+    for stem, data in (("plain", src), ("bom", b"\xef\xbb\xbf" + src)):
+        with opener(tmp_path / f"{stem}.{name}", "wb") as f:
+            f.write(data)
+        rc, _, err = _run(capsys, str(tmp_path / f"{stem}.{name}"), "-a",
+                          os.path.join(DATA, "run_profiled"), "-o",
+                          str(tmp_path / f"{stem}.out.{name}"))
+        assert rc == 0, err
+    with opener(tmp_path / f"bom.out.{name}", "rb") as f:
+        out = f.read()
+    with opener(tmp_path / f"plain.out.{name}", "rb") as f:
+        assert out == f.read()
+    assert json.loads(out.decode("utf-8"))["traceEvents"]

@@ -191,7 +191,7 @@ def test_wrong_types_in_graph_json_are_one_line_errors(tmp_path, capsys, edit, m
     ({"replays": "x"}, "replays must be an integer"),
     ({"replays": 100000000}, "replays is 100000000 but the durations hold"),
     ({"replay_kernel_ns": ["1"]}, "replay_kernel_ns must be"),
-    ({"events": [{"replay": 0}]}, "events[].exec_node_id"),
+    ({"events": [{"replay": 0}]}, "events[0].exec_node_id"),
     ({"unjoined_records": -3}, "unjoined_records"),
 ])
 def test_wrong_timeline_fields_are_one_line_errors(tmp_path, capsys, change, msg):

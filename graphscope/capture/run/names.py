@@ -8,6 +8,7 @@ import contextlib
 import functools
 import importlib.util
 import os
+import re
 import sys
 import threading
 import weakref
@@ -44,6 +45,12 @@ def capture_site(torch_dir: str) -> tuple[str, str]:
             return site, ("compiled" if compiled else "eager")
         f = f.f_back
     return "?", ("compiled" if compiled else "eager")
+
+
+def site_function(site: str) -> Optional[str]:
+    """The function named in a compiled capture's site (``prog.py:12 (scale)``: ``scale``)."""
+    m = re.search(r" \(([^()]+)\)$", site)
+    return m.group(1) if m else None
 
 
 def describe_shapes(values: Any, limit: int = 3) -> str:

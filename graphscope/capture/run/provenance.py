@@ -14,6 +14,7 @@ from ... import annotate as ann
 from ... import native
 from ...annotate.modules import ROOT, module_fqn
 from ...annotate.scopes import MODULE_KEY
+from .names import site_function
 
 _SOURCE_NODES = re.compile(r"Source Nodes: \[([^\]]*)\]")
 _CALL_LINE = re.compile(r"\.run\(|extern_kernels\.|\.call\(|torch\.ops\.")
@@ -115,9 +116,13 @@ class Provenance:
                 mods.append(mod)
         self.by_file[os.path.abspath(path)] = table
 
-    def place(self, source: Optional[str], root: str = ROOT) -> Optional[dict[str, Any]]:
+    def place(self, source: Optional[str], root: str = ROOT,
+              site: str = "") -> Optional[dict[str, Any]]:
         """The annotation of a compiled node launched from wrapper line ``source``; its module
-        paths are below ``root`` (the model's root, ``L``: annotate/modules.py)."""
+        paths are below ``root`` (the model's root, ``L``: annotate/modules.py). ``site``: the
+        graph's capture site, which names the compiled function (``prog.py:12 (scale)``); where
+        inductor saw no module at all in the compilation (a function compiled outside any
+        module), that function is the nodes' scope, ``(scale)``, as a loss's is ``(loss)``."""
         if not source:
             return None
         m = re.match(r"^(.*):(\d+)(?: \(.*\))?$", source)
@@ -131,6 +136,9 @@ class Provenance:
             return {"module_source": "none",
                     "unplaced_reason": "compiled code whose compilation graphscope did not see "
                                        "(cache hit or compiled before graphscope started)"}
+        function = site_function(site)
+        if not table and function:
+            return {MODULE_KEY: f"({function})", "module_source": "compiled function"}
         names: list[str] = []
         for i in range(line - 1, max(0, line - 40), -1):
             text = linecache.getline(path, i)

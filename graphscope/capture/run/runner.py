@@ -82,6 +82,19 @@ def settled_heap() -> Iterator[None]:
             gc.unfreeze()
 
 
+def print_program_exception(exc: BaseException) -> None:
+    """The traceback ``python SCRIPT`` prints: from the program's first frame, without the
+    frames of this runner and of runpy that started it."""
+    tb = exc.__traceback__
+    while tb is not None and _is_runner(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
+def _is_runner(filename: str) -> bool:
+    return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
+
+
 def run_program(target: str, args: list[str], module: bool = False) -> int:
     """Run the program; its exceptions print as Python prints them (exit 1), Ctrl-C exits 130."""
     saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
@@ -97,11 +110,11 @@ def run_program(target: str, args: list[str], module: bool = False) -> int:
         return 0
     except SystemExit as exc:
         return exit_code(exc)
-    except KeyboardInterrupt:
-        traceback.print_exc()
+    except KeyboardInterrupt as exc:
+        print_program_exception(exc)
         return 130
-    except BaseException:  # the program's own failure: shown as Python shows it
-        traceback.print_exc()
+    except BaseException as exc:  # the program's own failure: shown as Python shows it
+        print_program_exception(exc)
         return 1
     finally:
         sys.argv = saved_argv

@@ -569,7 +569,7 @@ class GraphWatch:
             raw.exec_id = g.exec_id
             raw.info = g.info()
             if g.kind == "compiled":
-                raw.place = lambda node: self.provenance.place(node.source)
+                raw.place = lambda n, site=g.site: self.provenance.place(n.source, site=site)
             else:
                 raw.place = unplaced_reason
             raws.append(raw)
