@@ -103,7 +103,7 @@ def _nodes(n: int) -> native.CreatedNodes:
 
 
 class NoCupti:
-    """native.HELD's surface: the recorder's windows, with no CUPTI subscription."""
+    """native.HeldRecorder's surface: the recorder's windows, with no CUPTI subscription."""
 
     held = False
     cut = False
@@ -119,7 +119,7 @@ class NoCupti:
 
 
 def fake_cuda() -> None:
-    native.HELD = NoCupti()  # type: ignore[assignment]
+    native.HeldRecorder = NoCupti  # type: ignore[misc,assignment]
     # a site's captures past --op-captures count nodes (graphscope.native.nodecount): the count
     # faked
     real_start = nodecount.start

@@ -118,8 +118,12 @@ NB_MODULE(_native, m) {
       "    backward: also tag the backward kernels of autograd nodes created in the scope,\n"
       "        adding ``\"autograd_phase\": \"backward\"``.\n\n"
       "Outside an annotated capture it does nothing (MK3), but bad annotations still raise.");
-  m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("attribution"), nb::arg("resolve"),
-        nb::arg("check"), nb::arg("push"), nb::arg("pop"));
+  m.def("mark_kernels_setup", &mark_kernels_setup, nb::arg("check"),
+        "Python's check of an annotation entered outside a capture window.");
+  m.def("session_open", &session_open, nb::arg("session"),
+        "Hand over the running capture session (raises if one is held).");
+  m.def("session_close", &session_close, "Take the capture session back.");
+  m.def("active_session", &active_session, "The capture session held, or None.");
   m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("own_note"),
         "graphscope._opwatch's own_note address (0: Python's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);

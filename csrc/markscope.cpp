@@ -9,13 +9,16 @@
 // pickle are cached: a str, or a dict (exact type) with str keys and str/int (64-bit)/float/
 // bool/None values, compared in order, by exact type, floats by their bits (so -0.0 and 0.0
 // stay apart, as their pickles do). Anything
-// else, and every first sight, goes to the Python resolver, which normalises and validates
-// (MK12) and interns. Outside an annotated capture nothing is pushed (MK3), but an annotation
-// that is not plainly valid is still checked by Python.
+// else, and every first sight, goes to the running session's resolve (Python), which
+// normalises and validates (MK12) and interns. Outside an annotated capture nothing is pushed
+// (MK3), but an annotation that is not plainly valid is still checked by Python.
 //
-// The push/pop go to the thread's native scope stack, each followed by graphscope._opwatch's
-// ownership note (a C function pointer) when the native observer attributes backward, else to
-// Python's annotate.backward.push/pop. All of this runs with the GIL held.
+// The running capture session (graphscope.annotate.session.Session) is handed over by
+// session_open and taken back by session_close: the type opens scopes only while it holds one,
+// and calls its resolve(annotation, parent, backward) and push(scope)/pop(). The push/pop go
+// to the thread's native scope stack, each followed by graphscope._opwatch's ownership note (a
+// C function pointer) when the native observer attributes backward, else through the
+// session's push/pop. All of this runs with the GIL held.
 
 #include "markscope.h"
 
@@ -37,16 +40,20 @@ namespace {
 using NoteFn = void (*)(int64_t);
 
 struct Hooks {
-  // the attribution object's __dict__ (graphscope.annotate.state.ATTRIBUTION, passed to
-  // mark_kernels_setup): its "active" is the running capture window, or None
-  PyObject* state_dict = nullptr;
-  PyObject* active_key = nullptr;  // "active"
-  PyObject* resolve = nullptr;     // (annotation, parent, backward) -> scope id
-  PyObject* check = nullptr;       // (annotation) -> raises AnnotationError if invalid
-  PyObject* push = nullptr;        // Python push(scope) / pop() (the hook path)
-  PyObject* pop = nullptr;
-  NoteFn own_note = nullptr;       // graphscope._opwatch's own_note (null: Python push/pop)
+  PyObject* session = nullptr;  // the running capture session (a strong reference), or null
+  PyObject* check = nullptr;    // (annotation) -> raises AnnotationError if invalid
+  PyObject* resolve_name = nullptr;  // the session's methods' names, interned
+  PyObject* push_name = nullptr;
+  PyObject* pop_name = nullptr;
+  NoteFn own_note = nullptr;    // graphscope._opwatch's own_note (null: the session's push/pop)
 } hooks;
+
+// The session for the length of a call into it (Python may close the window meanwhile).
+struct SessionRef {
+  PyObject* s;
+  SessionRef() : s(hooks.session) { Py_XINCREF(s); }
+  ~SessionRef() { Py_XDECREF(s); }
+};
 
 // ---- the content-keyed cache: (parent, backward, annotation) -> scope id ----
 //
@@ -321,12 +328,7 @@ struct MarkKernels {
 
 }  // namespace
 
-bool annotating() {
-  PyObject* a = hooks.state_dict ? PyDict_GetItemWithError(hooks.state_dict, hooks.active_key)
-                                 : nullptr;
-  if (a == nullptr) PyErr_Clear();
-  return a != nullptr && a != Py_None;
-}
+bool annotating() { return hooks.session != nullptr; }
 
 namespace {
 
@@ -404,13 +406,14 @@ bool scope_push(ThreadState& t, int64_t sid) {
     }
     return true;
   }
-  if (hooks.push == nullptr) {
-    PyErr_SetString(PyExc_RuntimeError, "graphscope: mark_kernels is not set up");
+  SessionRef session;
+  if (session.s == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "graphscope: no capture session is running");
     return false;
   }
   PyObject* s = PyLong_FromLongLong(sid);
   if (s == nullptr) return false;
-  PyObject* r = PyObject_CallOneArg(hooks.push, s);
+  PyObject* r = PyObject_CallMethodOneArg(session.s, hooks.push_name, s);
   Py_DECREF(s);
   Py_XDECREF(r);
   return r != nullptr;
@@ -429,8 +432,14 @@ bool scope_pop() {
     }
     return true;
   }
-  if (hooks.pop == nullptr) return true;
-  PyObject* r = PyObject_CallNoArgs(hooks.pop);
+  SessionRef session;
+  if (session.s == nullptr) {  // a scope entered in a window that has closed since
+    ThreadState& t = tls;
+    if (!t.scopes.empty()) t.scopes.pop_back();
+    count_note(t);
+    return true;
+  }
+  PyObject* r = PyObject_CallMethodNoArgs(session.s, hooks.pop_name);
   Py_XDECREF(r);
   return r != nullptr;
 }
@@ -469,8 +478,12 @@ PyObject* mk_enter(PyObject* o, PyObject*) {
   if (!cacheable || !lookup(scratch.data(), scratch.size(), fp, parent, bw, &sid)) {
     // the resolver runs Python, which may enter another mark_kernels: keep this key aside
     std::string key = cacheable ? std::string(scratch.data(), scratch.size()) : std::string();
-    PyObject* r = PyObject_CallFunction(hooks.resolve, "OLO", ann,
-                                        static_cast<long long>(parent), bw ? Py_True : Py_False);
+    SessionRef session;
+    PyObject* p = PyLong_FromLongLong(parent);
+    if (p == nullptr) return nullptr;
+    PyObject* r = PyObject_CallMethodObjArgs(session.s, hooks.resolve_name, ann, p,
+                                             bw ? Py_True : Py_False, nullptr);
+    Py_DECREF(p);
     if (r == nullptr) return nullptr;
     sid = PyLong_AsLongLong(r);
     Py_DECREF(r);
@@ -515,24 +528,34 @@ PyGetSetDef mk_getset[] = {
 
 }  // namespace
 
-void mark_kernels_setup(nb::object attribution, nb::object resolve, nb::object check,
-                        nb::object push, nb::object pop) {
-  auto keep = [](PyObject*& slot, PyObject* v) {
-    Py_XINCREF(v);
-    Py_XDECREF(slot);
-    slot = v;
-  };
-  // The instance's own __dict__ (made now if Python had not made it yet): reading "active"
-  // from it costs one dict lookup per scope entered, as reading a module global did.
-  PyObject* d = PyObject_GenericGetDict(attribution.ptr(), nullptr);
-  if (d == nullptr) throw nb::python_error();
-  Py_XDECREF(hooks.state_dict);
-  hooks.state_dict = d;  // the new reference is kept
-  if (hooks.active_key == nullptr) hooks.active_key = PyUnicode_InternFromString("active");
-  keep(hooks.resolve, resolve.ptr());
-  keep(hooks.check, check.ptr());
-  keep(hooks.push, push.ptr());
-  keep(hooks.pop, pop.ptr());
+void mark_kernels_setup(nb::object check) {
+  Py_XINCREF(check.ptr());
+  Py_XDECREF(hooks.check);
+  hooks.check = check.ptr();
+  if (hooks.resolve_name == nullptr) {
+    hooks.resolve_name = PyUnicode_InternFromString("resolve");
+    hooks.push_name = PyUnicode_InternFromString("push");
+    hooks.pop_name = PyUnicode_InternFromString("pop");
+  }
+}
+
+void session_open(nb::object session) {
+  if (hooks.session != nullptr)
+    throw std::runtime_error("state:0:an annotated capture is already running in this process");
+  if (hooks.resolve_name == nullptr)
+    throw std::runtime_error("state:0:graphscope: mark_kernels is not set up");
+  Py_INCREF(session.ptr());
+  hooks.session = session.ptr();
+}
+
+void session_close() {
+  PyObject* s = hooks.session;
+  hooks.session = nullptr;
+  Py_XDECREF(s);
+}
+
+nb::object active_session() {
+  return hooks.session ? nb::borrow(hooks.session) : nb::none();
 }
 
 void mark_kernels_use_native(uintptr_t own_note) {

@@ -20,12 +20,12 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_annotation as B  # noqa: E402
 
+import graphscope.annotate.publish as PUB  # noqa: E402
 import graphscope.annotate.session  # noqa: E402,F401
-import graphscope.annotate.store  # noqa: E402,F401
-from graphscope import native  # noqa: E402
+import graphscope.annotate.store as ST  # noqa: E402
+from graphscope.native import recorder  # noqa: E402
 
 S = sys.modules["graphscope.annotate.session"]  # (the package's `session` is a function)
-ST = sys.modules["graphscope.annotate.store"]
 
 SPENT: collections.Counter = collections.Counter()
 
@@ -46,11 +46,11 @@ def timed(owner, name, label):
 def main():
     depths = [int(d) for d in (sys.argv[1] if len(sys.argv) > 1 else "1,16").split(",")]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 30
-    timed(native, "_records", "records decode")
+    timed(recorder, "records", "records decode")
     timed(S.Session, "exit", "session exit")
     timed(S, "resolve_accumulation", "resolve_accumulation")
-    timed(ST, "template_annotations", "template_annotations")
-    timed(ST._AnnotationStore, "rekey", "rekey")
+    timed(PUB, "template_annotations", "template_annotations")
+    timed(ST.AnnotationStore, "rekey", "rekey")
     timed(ST, "_annotate_live", "_annotate_live")
     import graphscope.annotate as A
 

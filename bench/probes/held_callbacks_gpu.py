@@ -1,6 +1,6 @@
 """What a CUPTI subscription held across a capture loop costs the captures made while its gate is
 shut (``graphscope run``'s batch: a site's first captures are recorded by CUPTI, its later
-buckets by node counts, and the subscription is held between them, ``native.HELD``). In one
+buckets by node counts, and the subscription is held between them, ``native.HeldRecorder``). In one
 process, so the host's speed is the same for every variant: the bench_ladder.py decoder's
 ladder (its first ``SIZES`` buckets, largest first, one shared pool) captured on plain
 ``torch.cuda.CUDAGraph`` (no watch installed) under each variant, bucket by bucket (each bucket
@@ -157,7 +157,7 @@ def main(rounds: int, n_sizes: int, only: tuple[str, ...] = ()) -> None:
                   file=sys.stderr, flush=True)
     out: dict = {"rounds": rounds, "sizes": len(sizes), "torch": torch.__version__,
                  "skip_actions": skip_ok, "tracker": tracker is not None,
-                 "tracker_why": native._alloctrace_why, "variants": {}}
+                 "tracker_why": native.alloc_tracker_why(), "variants": {}}
     base = [sum(e) for e in res["none"]]
     for v in variants:
         loops = [sum(e) for e in res[v]]

@@ -52,7 +52,7 @@ if upto >= 4:
     with native.recording():
         pass
 if upto == 5:
-    with native.HELD.window():
+    with native.HeldRecorder().window():
         pass  # held from here on, its gate shut
 if upto == 6:
     hold.enter_context(native.recording())

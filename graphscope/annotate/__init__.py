@@ -1,79 +1,57 @@
 """``mark_kernels`` and friends: the reference semantics MK1-MK15 of SPEC.md, on any driver.
 
 The implementation is split by concern: :mod:`.scopes` (scope ids -> merged dicts),
-:mod:`.ops` (aten op, shapes, source line; ``mark_stream``), :mod:`.backward` (ownership by
-autograd sequence numbers, slot hooks), :mod:`.modules` (module-FQN scopes), :mod:`.session`
-(one annotated capture window) and :mod:`.store` (the exec-id annotation map); their
-state is one object, :data:`ATTRIBUTION` (:mod:`.state`).
+:mod:`.optable` and :mod:`.ops` (aten op, shapes, source line; ``mark_stream``),
+:mod:`.ownership` and :mod:`.backward` (ownership by autograd sequence numbers, slot hooks),
+:mod:`.modules` (module-FQN scopes), :mod:`.training` (optimizer, ``.grad`` accumulation,
+DDP), :mod:`.store` and :mod:`.publish` (the exec-id annotation map). The process's interning
+tables are one object, :data:`~.tables.TABLES` (:mod:`.tables`); what belongs to one capture
+is its :class:`~.session.Session`, made per capture and handed to the extension for the window.
 """
 
 from __future__ import annotations
 
-from pickle import dumps as _dumps
 from typing import Any
 
 from .. import native
-from . import state
-from .backward import Ownership, pop, push
-from .modules import ModuleAnnotations, ModuleHooks, module_fqn, register_module_annotations
-from .ops import OpTable, mark_stream
-from .scopes import MODULE_KEY, PHASE_KEY, Annotation, ScopeTable, normalize
-from .session import Session, annotations_active, session
-from .state import Attribution
-from .store import (
-    AnnotationStore,
+from .modules import ModuleAnnotations, module_fqn, register_module_annotations
+from .ops import mark_stream
+from .publish import (
     clear_kernel_annotations,
     get_kernel_annotations,
     publish,
     remap_to_exec_graph,
     save_kernel_annotations,
 )
-
-ATTRIBUTION = state.ATTRIBUTION = Attribution(ScopeTable(), OpTable(), AnnotationStore(),
-                                              Ownership(), ModuleHooks())
-
-
-def _resolve(a: Annotation, parent: int, backward: bool) -> int:
-    """The scope id for ``a`` opened inside scope ``parent`` (interned in ``ATTRIBUTION.scopes``).
-
-    A scope entered before costs a pickle and a lookup (the pickle is the interning key
-    normalize() would make); a new one is normalised and validated first."""
-    scopes = ATTRIBUTION.scopes
-    sid = None
-    if type(a) is dict:
-        try:
-            sid = scopes.lookup(parent, _dumps(a, protocol=4), backward)
-        except Exception:
-            sid = None  # not picklable: normalize() names the culprit below
-    if sid is None:
-        ann, frozen = normalize(a)
-        sid = scopes.child(parent, ann, backward, frozen)
-    return sid
+from .scopes import MODULE_KEY, PHASE_KEY, Annotation, normalize
+from .session import Session, annotations_active, run_session, session
+from .tables import TABLES, Tables
 
 
 class _PyMarkKernels:
-    """``mark_kernels`` in Python, where graphscope's extension could not be imported (it is
-    then a no-op that still validates: no session can start without the extension)."""
+    """``mark_kernels`` in Python, the C type's reference (where graphscope's extension could
+    not be imported no session can start: it then tags nothing, MK3, but still checks the
+    annotation, MK12)."""
 
-    __slots__ = ("_ann", "_backward", "_pushed")
+    __slots__ = ("annotation", "backward", "_pushed")
 
     def __init__(self, annotation: Annotation, *, backward: bool = True) -> None:
-        self._ann = annotation
-        self._backward = backward
-        self._pushed = 0
+        self.annotation = annotation
+        self.backward = backward
+        self._pushed: list[Session] = []
 
     def __enter__(self) -> _PyMarkKernels:
-        if ATTRIBUTION.active is None:
-            normalize(self._ann)  # MK3: nothing to tag, but MK12 still checks the annotation
+        s = native.active_session()
+        if s is None:
+            normalize(self.annotation)
             return self
-        push(_resolve(self._ann, native.current_scope(), self._backward))
-        self._pushed += 1
+        s.push(s.resolve(self.annotation, native.current_scope(), self.backward))
+        self._pushed.append(s)
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._pushed:
-            self._pushed -= 1
-            pop()
+            self._pushed.pop().pop()
 
 
 def _check(a: Annotation) -> None:
@@ -81,11 +59,13 @@ def _check(a: Annotation) -> None:
 
 
 # ``mark_kernels`` is a C type (csrc/markscope.cpp): entering a scope seen before runs no
-# Python. It calls back into _resolve for new scopes and into push/pop on the hook path.
-if native._ext is not None and hasattr(native._ext, "mark_kernels"):
-    mark_kernels: Any = native._ext.mark_kernels
+# Python. Inside a capture window it calls the running Session's resolve for new scopes and
+# its push/pop on the hook path; outside one, _check for annotations it cannot vouch for.
+_ext = native.maybe_extension()
+if _ext is not None:
+    mark_kernels: Any = _ext.mark_kernels
     mark_kernels.__module__ = "graphscope"
-    native._ext.mark_kernels_setup(ATTRIBUTION, _resolve, _check, push, pop)
+    _ext.mark_kernels_setup(_check)
 else:
     mark_kernels = _PyMarkKernels
 
@@ -102,11 +82,11 @@ def is_available() -> bool:
 __all__ = [
     "MODULE_KEY",
     "PHASE_KEY",
-    "ATTRIBUTION",
+    "TABLES",
     "Annotation",
-    "Attribution",
     "ModuleAnnotations",
     "Session",
+    "Tables",
     "annotations_active",
     "clear_kernel_annotations",
     "get_kernel_annotations",
@@ -115,11 +95,10 @@ __all__ = [
     "mark_stream",
     "module_fqn",
     "normalize",
-    "pop",
     "publish",
-    "push",
     "register_module_annotations",
     "remap_to_exec_graph",
+    "run_session",
     "save_kernel_annotations",
     "session",
 ]

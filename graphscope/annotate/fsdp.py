@@ -10,7 +10,7 @@ gradients. ``FSDPParamGroup._prefetch_unshard`` (a staticmethod) runs another gr
 prefetch (by default, in reverse forward order); that all-gather, and its copy-out later, are
 marked ``fsdp_prefetch``. :class:`FSDPWatch` wraps those four methods on the class for one
 capture and restores them after; the wrappers open a scope only while a capture window is
-open (``state.ATTRIBUTION.active``), else they call torch's method and nothing more.
+open (``native.active_session()``), else they call torch's method and nothing more.
 
 Scopes: in forward, a child of the open scope (the module's; inner wins shared keys, MK4);
 in backward (the group's training state is pre- or post-backward), a backward scope of its
@@ -25,8 +25,6 @@ from typing import Any, Callable
 
 from .. import native
 from ..model.graph import FSDP_SCOPE
-from . import state
-from .backward import pop, push
 from .modules import module_fqn
 from .scopes import MODULE_KEY, PHASE_KEY, normalize
 
@@ -110,20 +108,19 @@ class FSDPWatch:
         watch = self
 
         def wrapper(group: Any, *args: Any, **kwargs: Any) -> Any:
-            if state.ATTRIBUTION.active is None:
+            session = native.active_session()
+            if session is None:
                 return real(group, *args, **kwargs)
             ann = watch.annotation(group, op)
-            scopes = state.ATTRIBUTION.scopes
             if ann[PHASE_KEY] == "backward":
-                sid = scopes.backward(ann)
+                session.push(session.tables.scopes.backward(ann))
             else:
                 d, frozen = normalize(ann)
-                sid = scopes.child(native.current_scope(), d, False, frozen)
-            push(sid)
+                session.open_scope(d, False, frozen)
             try:
                 return real(group, *args, **kwargs)
             finally:
-                pop()
+                session.close_scope()
                 watch._note(name, group, ann)
 
         wrapper.__wrapped__ = real  # type: ignore[attr-defined]

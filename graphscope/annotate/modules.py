@@ -14,68 +14,22 @@ the same names. So the same model gives the same module paths under ``capture`` 
 from __future__ import annotations
 
 import pickle
-import threading
-import weakref
 from typing import Any, Optional
 
-from .. import native
-from . import state
-from .backward import pop, push
+from .modulehooks import ModuleHooks
 from .scopes import MODULE_KEY
-
-
-class ModuleHooks:
-    """Module-FQN scopes through *global* module hooks (per-module hooks would trip CG5)."""
-
-    def __init__(self) -> None:
-        # module -> (annotation, its pickle, backward)
-        self.names: weakref.WeakKeyDictionary[Any, tuple[dict[str, Any], bytes, bool]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.handles: list[Any] = []
-        self.local = threading.local()
-
-    def install(self) -> None:
-        if self.handles:
-            return
-        from torch.nn.modules import module as m
-
-        self.handles = [
-            m.register_module_forward_pre_hook(self.pre),
-            m.register_module_forward_hook(self.post, always_call=True),
-        ]
-
-    def uninstall_if_idle(self) -> None:
-        if not len(self.names) and self.handles:
-            for h in self.handles:
-                h.remove()
-            self.handles = []
-
-    def pre(self, module: Any, args: Any) -> None:
-        entry = self.names.get(module)
-        stack = self.local.__dict__.setdefault("pushed", [])
-        if entry is not None and state.ATTRIBUTION.active is not None:
-            scopes = state.ATTRIBUTION.scopes
-            push(scopes.child(native.current_scope(), entry[0], entry[2], entry[1]))
-            stack.append(True)
-        else:
-            stack.append(False)
-
-    def post(self, module: Any, args: Any, output: Any) -> None:
-        stack = self.local.__dict__.setdefault("pushed", [])
-        if stack and stack.pop():
-            pop()
-
+from .tables import TABLES
 
 
 class ModuleAnnotations:
     """Handle returned by :func:`register_module_annotations`; ``remove()`` undoes it."""
 
-    def __init__(self, modules: list[Any]) -> None:
+    def __init__(self, hooks: ModuleHooks, modules: list[Any]) -> None:
+        self._hooks = hooks
         self._modules = modules
 
     def remove(self) -> None:
-        hooks = state.ATTRIBUTION.modules
+        hooks = self._hooks
         for mod in self._modules:
             hooks.names.pop(mod, None)
         hooks.uninstall_if_idle()
@@ -115,7 +69,7 @@ def register_module_annotations(
                               or depth < 0):
         raise ValueError(f"register_module_annotations: depth must be None or an int >= 0, "
                          f"not {depth!r}")
-    hooks = state.ATTRIBUTION.modules
+    hooks = TABLES.modules
     mods = []
     for path, mod in model.named_modules():
         level = 0 if not path else path.count(".") + 1
@@ -125,4 +79,4 @@ def register_module_annotations(
         hooks.names[mod] = (ann, pickle.dumps(ann, protocol=4), backward)
         mods.append(mod)
     hooks.install()
-    return ModuleAnnotations(mods)
+    return ModuleAnnotations(hooks, mods)

@@ -1,7 +1,7 @@
 """Per-node context: the aten op that launched a node, its input shapes and the user's source
 line, and ``mark_stream``. Recorded once per op call by the native RecordFunction observer
 (csrc/opwatch.cpp) where graphscope was built against the running torch, else by the
-TorchDispatchMode below; both intern into the :class:`OpTable` (``state.ATTRIBUTION.ops``)."""
+TorchDispatchMode below; both intern into the session's :class:`~.optable.OpTable`."""
 
 from __future__ import annotations
 
@@ -11,130 +11,18 @@ import operator
 import os
 import sys
 import threading
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import native
 from .._errors import AnnotationError
-from . import state
+from .optable import OpCall, OpRecord, OpTable
 from .scopes import Annotation, normalize
+from .tables import TABLES
+
+if TYPE_CHECKING:
+    from .session import Session
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@dataclass(frozen=True)
-class OpRecord:
-    """The aten op that launched a node, its inputs and the user's source line."""
-
-    op: str
-    shapes: str
-    source: Optional[str]
-
-
-Ranges = tuple[tuple[int, int], ...]  # [start, end) device byte ranges
-
-
-@dataclass(frozen=True)
-class OpCall:
-    """One op call of a capture: its record and the device memory it read and wrote (its
-    tensor arguments' spans; ``(a!)`` arguments, i.e. in-place and ``out=``, and the outputs
-    are writes)."""
-
-    op: str
-    shapes: str
-    source: Optional[str]
-    reads: Ranges
-    writes: Ranges
-
-
-def _pairs(flat: Any) -> Ranges:
-    return tuple(sorted(set(zip(flat[0::2], flat[1::2]))))
-
-
-class OpTable:
-    """Op ids -> records. Ids below ``OP_BASE`` are interned here (the dispatch mode, Triton
-    launches); ``OP_BASE + i`` is row ``i`` of the native observer's table (csrc/opwatch.cpp)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._ops: list[OpRecord] = []
-        self._index: dict[OpRecord, int] = {}
-        self._native: list[OpRecord] = []
-        # op calls with memory: [op id, reads, writes] (flat [s0, e0, ...]); the dispatch
-        # mode's (ids from PY_CALL_BASE) and the native observer's (from CALL_BASE), cached
-        self._py_calls: list[tuple[int, list[int], list[int]]] = []
-        self._native_calls: list[tuple[int, list[int], list[int]]] = []
-
-    def __getitem__(self, op_id: int) -> OpRecord:
-        rec = self.get(op_id)
-        if rec is None:
-            raise KeyError(op_id)
-        return rec
-
-    def __len__(self) -> int:
-        return len(self._ops)
-
-    def records(self) -> list[OpRecord]:
-        """Every record so far: the interned ones, then the native observer's."""
-        self._sync_native()
-        return self._ops + self._native
-
-    def _sync_native(self) -> None:
-        obs = native.op_observer()
-        if obs is not None:
-            self._native.extend(OpRecord(*row) for row in obs.table(len(self._native)))
-
-    def new_call(self, op_id: int) -> tuple[int, list[int], list[int]]:
-        """A dispatch-mode op call of ``op_id``: its id and the (reads, writes) lists to fill."""
-        reads: list[int] = []
-        writes: list[int] = []
-        with self._lock:
-            self._py_calls.append((op_id, reads, writes))
-            return PY_CALL_BASE + len(self._py_calls) - 1, reads, writes
-
-    def _call(self, call_id: int) -> Optional[tuple[int, list[int], list[int]]]:
-        if call_id >= PY_CALL_BASE:
-            i = call_id - PY_CALL_BASE
-            return self._py_calls[i] if i < len(self._py_calls) else None
-        i = call_id - CALL_BASE
-        if i >= len(self._native_calls):
-            obs = native.op_observer()
-            if obs is not None:
-                self._native_calls.extend(obs.calls(len(self._native_calls)))
-        return self._native_calls[i] if i < len(self._native_calls) else None
-
-    def get(self, op_id: int) -> Optional[Any]:
-        """The record of ``op_id`` (an :class:`OpCall` for a call id), or None for -1 and
-        unknown ids."""
-        if op_id >= CALL_BASE:
-            call = self._call(op_id)
-            rec = self.get(call[0]) if call is not None else None
-            if call is None or rec is None:
-                return None
-            return OpCall(rec.op, rec.shapes, rec.source, _pairs(call[1]), _pairs(call[2]))
-        if 0 <= op_id < len(self._ops):
-            return self._ops[op_id]
-        i = op_id - OP_BASE
-        if i < 0:
-            return None
-        if i >= len(self._native):
-            self._sync_native()
-        return self._native[i] if i < len(self._native) else None
-
-    def intern(self, rec: OpRecord) -> int:
-        oid = self._index.get(rec)
-        if oid is not None:
-            return oid
-        with self._lock:
-            oid = self._index.setdefault(rec, len(self._ops))
-            if oid == len(self._ops):
-                self._ops.append(rec)
-            return oid
-
-
-OP_BASE = 1 << 40  # the native observer's first id (csrc/opwatch.cpp kOpBase)
-CALL_BASE = 2 << 40  # the native observer's op calls with memory (kCallBase)
-PY_CALL_BASE = 3 << 40  # the dispatch mode's op calls with memory
 
 
 def record_memory() -> bool:
@@ -237,82 +125,92 @@ def mark_stream(stream: Any, annotation: Annotation) -> None:
         raise AnnotationError(f"mark_stream: stream must be a torch.cuda.Stream or its handle "
                               f"(an int), not {type(stream).__name__}") from None
     if annotation is None:
-        state.ATTRIBUTION.streams.pop(handle, None)
+        TABLES.streams.pop(handle, None)
         return
     ann = {"stream": annotation} if isinstance(annotation, str) else normalize(annotation)[0]
-    state.ATTRIBUTION.streams[handle] = ann
+    TABLES.streams[handle] = ann
 
 
-def native_ops_possible(session: Any) -> bool:
+def native_ops_possible(session: Session) -> bool:
     """Whether the native observer can record this session's ops (it always can attribute
     backward). mark_stream and DDP scoping need the dispatch mode's per-op Python hooks."""
-    return bool(session.record_ops) and not state.ATTRIBUTION.streams and session.ddp is None
+    return session.record_ops and not session.tables.streams and session.ddp is None
 
 
-_MODE_CLASSES: dict[str, type] = {}
+class _OpRecorder:
+    """What the dispatch mode does per op call: intern its record (and, with memory ranges,
+    make a call id noting the tensors it reads and writes) and set the thread's op id."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.ops: OpTable = session.tables.ops
+        self.names: dict[Any, str] = {}  # op overload -> "aten::addmm"
+        self.set_op = native.set_current_op
+        with contextlib.suppress(Exception):
+            self.set_op = native.extension().set_current_op  # skip the wrapper
+
+    def begin(self, func: Any, args: Any, kwargs: Any) -> tuple[int, Optional[list[int]]]:
+        """Note the op call; returns the thread's previous op id and the list its outputs'
+        ranges go to (None without memory ranges)."""
+        s = self.session
+        src = user_source(s.skip_dirs) if threading.get_ident() == s.main_thread else None
+        name = self.names.get(func)
+        if name is None:
+            name = self.names[func] = str(func.name())
+        oid = self.ops.intern(OpRecord(name, _describe(args), src))
+        writes = None
+        if s.record_memory:
+            oid, reads, writes = self.ops.new_call(oid)
+            note_call_memory(func, args, kwargs, reads, writes)
+        return self.set_op(oid), writes
 
 
-def _op_mode_cls() -> type:
-    if "op" not in _MODE_CLASSES:
+def _scope_for(session: Session, func: Any, args: Any, kwargs: Any) -> int:
+    """The scope an op call is pushed in by the dispatch mode (-1: none): its stream's
+    ``mark_stream`` dict laid under the current scope, else DDP's bucket it belongs to."""
+    streams = session.tables.streams
+    if streams:
         import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
 
-        class OpMode(TorchDispatchMode):
-            def __init__(self, session: Any) -> None:
-                super().__init__()
-                self.session = session
-                self.streams = state.ATTRIBUTION.streams  # one dict, changed in place
-                self.scopes = state.ATTRIBUTION.scopes
-                self.ops = state.ATTRIBUTION.ops
-                self.names: dict[Any, str] = {}  # op overload -> "aten::addmm"
-                self.set_op = native.set_current_op
-                try:
-                    self.set_op = native.extension().set_current_op  # skip the wrapper
-                except Exception:
-                    pass
+        base = streams.get(torch.cuda.current_stream().cuda_stream)
+        if base is not None:
+            return session.tables.scopes.with_base(native.current_scope(), base)
+    if session.ddp is not None:
+        return session.ddp.scope_for(func, args, kwargs)
+    return -1
 
-            def __torch_dispatch__(
-                self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-            ) -> Any:
-                s = self.session
-                pushed = False
-                if self.streams:
-                    base = self.streams.get(torch.cuda.current_stream().cuda_stream)
-                    if base is not None:
-                        native.push_scope(self.scopes.with_base(native.current_scope(), base))
-                        pushed = True
-                if s.ddp is not None and not pushed:
-                    sid = s.ddp.scope_for(func, args, kwargs)
-                    if sid >= 0:
-                        native.push_scope(sid)
-                        pushed = True
-                if s.record_ops:
-                    src = (
-                        user_source(s.skip_dirs)
-                        if threading.get_ident() == s.main_thread
-                        else None
-                    )
-                    name = self.names.get(func)
-                    if name is None:
-                        name = self.names[func] = str(func.name())
-                    rec = OpRecord(name, _describe(args), src)
-                    oid = self.ops.intern(rec)
-                    call = None
-                    if s.record_memory:
-                        oid, reads, writes = self.ops.new_call(oid)
-                        note_call_memory(func, args, kwargs, reads, writes)
-                        call = writes
-                    prev = self.set_op(oid)
-                try:
-                    out = func(*args, **(kwargs or {}))
-                    if s.record_ops and call is not None:
-                        _value_ranges(out, call)  # the outputs: written by the op
-                    return out
-                finally:
-                    if s.record_ops:
-                        self.set_op(prev)
-                    if pushed:
-                        native.pop_scope()
 
-        _MODE_CLASSES["op"] = OpMode
-    return _MODE_CLASSES["op"]
+@functools.cache
+def op_mode_class() -> type:
+    """The TorchDispatchMode that records ops, streams and DDP buckets where the native observer
+    cannot (made once: torch is imported then)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpMode(TorchDispatchMode):
+        def __init__(self, session: Session) -> None:
+            super().__init__()
+            self.session = session
+            self.recorder = _OpRecorder(session) if session.record_ops else None
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            sid = _scope_for(self.session, func, args, kwargs)
+            if sid >= 0:
+                native.push_scope(sid)
+            rec = self.recorder
+            prev, writes = rec.begin(func, args, kwargs) if rec is not None else (0, None)
+            try:
+                out = func(*args, **(kwargs or {}))
+                if writes is not None:
+                    _value_ranges(out, writes)  # the outputs: written by the op
+                return out
+            finally:
+                if rec is not None:
+                    rec.set_op(prev)
+                if sid >= 0:
+                    native.pop_scope()
+
+    return OpMode
+
+
+__all__ = ["OpCall", "OpRecord", "OpTable", "mark_stream", "note_call_memory", "user_source"]

@@ -1,51 +1,122 @@
-"""One annotated capture window: the CUPTI recorder subscribed, backward attribution armed,
-the op mode entered; everything undone on exit, on every path."""
+"""One annotated capture window: a :class:`Session`, made per capture and handed to the
+extension for the window (``native.open_session``), which then opens scopes through it. The
+CUPTI recorder subscribed (or node counting on), backward attribution armed, the op mode
+entered; everything undone on exit, on every path."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Iterator
-from typing import Any
+from pickle import dumps
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .. import native
 from .._errors import AnnotationError
 from ..native import nodecount
-from . import state
 from .backward import accumulation_scope, prepare_backward
-from .ops import _op_mode_cls, default_skip_dirs, native_ops_possible, record_memory
+from .ops import default_skip_dirs, native_ops_possible, op_mode_class, record_memory
+from .scopes import Annotation, ScopeTable, normalize
+from .tables import TABLES, Tables
+
+if TYPE_CHECKING:
+    from .training import DDPWatch
+
+LeafScope = Callable[[Any], int]  # AccumulateGrad node -> backward scope id (-1: none, MK9)
 
 
 class Session:
-    """One annotated capture window (or a make_graphed_callables call)."""
+    """One annotated capture window (or a make_graphed_callables call): what it records and how
+    its scopes are opened. Made per capture by its caller and passed to :func:`run_session`.
 
-    def __init__(self, record_ops: bool) -> None:
+    Args:
+        record_ops: record each node's aten op, shapes and source line.
+        ddp: DDP's reducer work placed by bucket (:class:`~.training.DDPWatch`).
+        leaf_scope: the scope of an AccumulateGrad node, where the caller knows which module
+            owns each parameter.
+        tables: the attribution tables scopes and ops are interned in.
+    """
+
+    def __init__(self, record_ops: bool = False, *, ddp: Optional[DDPWatch] = None,
+                 leaf_scope: Optional[LeafScope] = None, tables: Tables = TABLES) -> None:
+        self.tables = tables
         self.record_ops = record_ops
         self.record_memory = record_ops and record_memory()  # each op call's memory ranges
-        self.hooked: set[Any] = set()  # nodes given a pre-hook during this session
-        self.skip_dirs = default_skip_dirs()
+        self.ddp = ddp
+        self.leaf_scope = leaf_scope
+        self.hooked: set[Any] = set()  # autograd nodes given a pre-hook during this session
+        self.skip_dirs: tuple[str, ...] = default_skip_dirs()
         self.main_thread = threading.get_ident()
-        self._modes: list[Any] = []
-        self._real_run_backward: Any = None
-        self._real_make_grads: Any = None
-        # AccumulateGrad node -> backward scope id (-1: none, MK9); set by graphscope run
-        self.leaf_scope: Any = None
-        self.ddp: Any = None  # a DDPWatch (the attribution's ddp when the session starts)
-        # graphscope.native._opwatch while it attributes backward (no per-node Python hooks)
-        self.native_backward: Any = None
-        self._observer: Any = None
         self.backward_calls = 0  # backward/grad calls in the window (autograd's thread works)
+        # graphscope.native._opwatch while it attributes backward (no per-node Python hooks)
+        self.native_backward: Optional[ModuleType] = None
+        self._observer: Optional[ModuleType] = None
+        self._modes: list[Any] = []
+        self._undo: list[Callable[[], None]] = []  # autograd's entries put back
 
+    # -- opening scopes: the extension (mark_kernels, module calls) and the hooks call these
+    def resolve(self, annotation: Annotation, parent: int, backward: bool) -> int:
+        """The scope id for ``annotation`` opened inside scope ``parent`` (interned).
+
+        A scope entered before costs a pickle and a lookup (the pickle is the interning key
+        normalize() would make); a new one is normalised and validated first (MK12)."""
+        scopes = self.tables.scopes
+        sid = None
+        if type(annotation) is dict:
+            try:
+                sid = scopes.lookup(parent, dumps(annotation, protocol=4), backward)
+            except Exception:
+                sid = None  # not picklable: normalize() names the culprit below
+        if sid is None:
+            ann, frozen = normalize(annotation)
+            sid = scopes.child(parent, ann, backward, frozen)
+        return sid
+
+    def push(self, scope_id: int) -> None:
+        """Open scope ``scope_id`` on this thread, noted for backward ownership."""
+        self.tables.ownership.push(scope_id)
+
+    def pop(self) -> None:
+        self.tables.ownership.pop()
+
+    def open_scope(self, annotation: dict[str, Any], backward: bool,
+                   frozen: Optional[bytes] = None) -> None:
+        """Open the scope ``annotation`` makes inside this thread's current one (MK4: inner
+        wins shared keys); ``frozen`` is its pickle where the caller has it."""
+        self.push(self.tables.scopes.child(native.current_scope(), annotation, backward, frozen))
+
+    def close_scope(self) -> None:
+        self.pop()
+
+    # -- the window
     def enter(self) -> None:
-        import torch.autograd
-
-        attribution = state.ATTRIBUTION
-        ownership, scopes = attribution.ownership, attribution.scopes
+        ownership = self.tables.ownership
         obs = native.op_observer()
         ownership.use(obs)
         ownership.start(self.main_thread)
-        self._real_run_backward = torch.autograd._engine_run_backward
-        real = self._real_run_backward
+        self._patch_autograd()
+        if self.ddp is not None:
+            self.ddp.arm()
+        native_ops = obs is not None and native_ops_possible(self)
+        if obs is not None:  # the RecordFunction observer: backward always, ops where it can
+            obs.enable(native.extension().set_op_address(), self.main_thread,
+                       list(self.skip_dirs), record_ops=native_ops, record_source=True,
+                       record_memory=self.record_memory, backward=True)
+            self._observer = self.native_backward = obs
+        if (self.record_ops or self.tables.streams or self.ddp is not None) and not native_ops:
+            mode = op_mode_class()(self)
+            mode.__enter__()
+            self._modes.append(mode)
+
+    def _patch_autograd(self) -> None:
+        """Wrap autograd's engine entry (backward attribution per call) and its gradient seed
+        (``ones_like`` of an output belongs to the backward of whoever made the output)."""
+        import torch.autograd
+
+        real = torch.autograd._engine_run_backward
+        real_make = torch.autograd._make_grads
+        ownership = self.tables.ownership
 
         def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
             create_graph = bool(args[2]) if len(args) > 2 else bool(
@@ -61,22 +132,13 @@ class Session:
                     watch.backward_end()
                 native.retire_slots()
 
-        torch.autograd._engine_run_backward = run_backward
-        self._real_make_grads = torch.autograd._make_grads
-        real_make = self._real_make_grads
-
         def make_grads(outputs: Any, *args: Any, **kwargs: Any) -> Any:
-            # The gradient seed (ones_like) belongs to the backward of whoever made the output,
-            # where no scope is open (inside mark_kernels it keeps that scope).
+            # where no scope is open (inside mark_kernels the seed keeps that scope)
             if native.current_scope() >= 0:
                 return real_make(outputs, *args, **kwargs)
-            scope = -1
-            for t in outputs:
-                node = getattr(t, "grad_fn", None)
-                if node is not None:
-                    sid = ownership.owner_scope(node)
-                    scope = scopes[sid].backward_scope if sid >= 0 else -1
-                    break
+            node = next((n for n in (getattr(t, "grad_fn", None) for t in outputs)
+                         if n is not None), None)
+            scope = ownership.backward_scope(node) if node is not None else -1
             if scope < 0:
                 return real_make(outputs, *args, **kwargs)
             native.push_scope(scope)
@@ -85,40 +147,27 @@ class Session:
             finally:
                 native.pop_scope()
 
+        def undo() -> None:
+            torch.autograd._engine_run_backward = real
+            torch.autograd._make_grads = real_make
+
+        torch.autograd._engine_run_backward = run_backward
         torch.autograd._make_grads = make_grads
-        self.ddp = attribution.ddp
-        if self.ddp is not None:
-            self.ddp.arm()
-        native_ops = obs is not None and native_ops_possible(self)
-        if obs is not None:  # the RecordFunction observer: backward always, ops where it can
-            obs.enable(native.extension().set_op_address(), self.main_thread,
-                       list(self.skip_dirs), record_ops=native_ops, record_source=True,
-                       record_memory=self.record_memory,
-                       backward=True)
-            self._observer = obs
-            self.native_backward = obs
-        if (self.record_ops or attribution.streams or self.ddp is not None) and not native_ops:
-            dm = _op_mode_cls()(self)
-            dm.__enter__()
-            self._modes.append(dm)
+        self._undo.append(undo)
 
     def exit(self) -> None:
-        import torch.autograd
-
         try:
             while self._modes:
                 self._modes.pop().__exit__(None, None, None)
-            if getattr(self, "ddp", None) is not None:
+            if self.ddp is not None:
                 self.ddp.disarm()
         finally:
-            if self._real_run_backward is not None:
-                torch.autograd._engine_run_backward = self._real_run_backward
-            if self._real_make_grads is not None:
-                torch.autograd._make_grads = self._real_make_grads
+            while self._undo:
+                self._undo.pop()()
             if self._observer is not None:
                 self._observer.disable()
                 self._observer = self.native_backward = None
-            state.ATTRIBUTION.ownership.stop()
+            self.tables.ownership.stop()
             native.retire_slots()
             self.hooked.clear()
 
@@ -138,14 +187,15 @@ class CountedSession(Session):
     native_backward = None
     _observer = None
 
-    def __init__(self) -> None:  # not Session's: no per-window directories or env reads
+    def __init__(self, tables: Tables = TABLES) -> None:  # no per-window directories or env
+        self.tables = tables
         self.hooked: set[Any] = set()
-        self.leaf_scope: Any = None
+        self.leaf_scope: Optional[LeafScope] = None
         self.backward_calls = 0
         self.main_thread = threading.get_ident()
 
     def enter(self) -> None:
-        ownership = state.ATTRIBUTION.ownership
+        ownership = self.tables.ownership
         if ownership.native is None:  # scope pushes through the native observer's fast path
             ownership.use(native.op_observer())
 
@@ -172,12 +222,10 @@ class CountedWindow:
         self.records: list[Any] = []
 
     def __enter__(self) -> list[Any]:
-        attribution = state.ATTRIBUTION
-        if attribution.active is not None:
-            raise AnnotationError("an annotated capture is already running in this process")
+        _refuse_a_second()
         nodecount.start(self.fake, self.how)
         s = CountedSession()
-        attribution.active = s
+        native.open_session(s)
         try:
             s.enter()
         except BaseException:
@@ -186,7 +234,7 @@ class CountedWindow:
         return self.records
 
     def __exit__(self, *exc: Any) -> None:
-        state.ATTRIBUTION.active = None
+        native.close_session()
         self.records.append(nodecount.stop())
 
 
@@ -205,10 +253,10 @@ def backward_counter() -> Any:
     import torch.autograd
 
     real = torch.autograd._engine_run_backward
-    attribution = state.ATTRIBUTION
+    active_session = native.active_session
 
     def run_backward(*args: Any, **kwargs: Any) -> Any:
-        active = attribution.active
+        active = active_session()
         if type(active) is CountedSession:
             active.backward_calls += 1
         return real(*args, **kwargs)
@@ -227,27 +275,29 @@ def annotations_active() -> bool:
 
     A session exists only while the recorder holds its subscription (see :func:`session`).
     """
-    return state.ATTRIBUTION.active is not None
+    return native.active_session() is not None
+
+
+def _refuse_a_second() -> None:
+    if native.active_session() is not None:
+        raise AnnotationError("an annotated capture is already running in this process")
 
 
 @contextlib.contextmanager
-def session(record_ops: bool = False, held: bool = False, counted: bool = False,
-            count_how: int = 0) -> Iterator[list[Any]]:
-    """Subscribe the recorder and start backward attribution; yields the records list.
-    ``held``: through the subscription :data:`graphscope.native.HELD` keeps across windows.
+def run_session(s: Session, held: Optional[native.HeldRecorder] = None, counted: bool = False,
+                count_how: int = 0) -> Iterator[list[Any]]:
+    """Run session ``s`` for the ``with`` body: subscribe the recorder, hand ``s`` to the
+    extension and start backward attribution; yields the records list.
+    ``held``: through the subscription that recorder keeps across windows.
     ``counted``: no subscription; the list gets one
-    :class:`graphscope.native.nodecount.CountedNodes`
-    (the capture attached with :func:`graphscope.native.nodecount.attach`), not recorder rows,
-    counted
-    the ``count_how`` way (:data:`graphscope.native.nodecount.WALK`, ``DEPS`` or ``VERIFY``)."""
-    attribution = state.ATTRIBUTION
-    if attribution.active is not None:
-        raise AnnotationError("an annotated capture is already running in this process")
-    window: Any = (nodecount.counting(how=count_how) if counted else native.HELD.window() if held
-                   else native.recording())
+    :class:`graphscope.native.nodecount.CountedNodes` (the capture attached with
+    :func:`graphscope.native.nodecount.attach`), not recorder rows, counted the ``count_how``
+    way (:data:`graphscope.native.nodecount.WALK`, ``DEPS`` or ``VERIFY``)."""
+    _refuse_a_second()
+    window: Any = (nodecount.counting(how=count_how) if counted else
+                   held.window() if held is not None else native.recording())
     with window as records:
-        s = Session(record_ops)
-        attribution.active = s
+        native.open_session(s)
         try:
             s.enter()
             yield records
@@ -255,13 +305,22 @@ def session(record_ops: bool = False, held: bool = False, counted: bool = False,
             try:
                 s.exit()
             finally:
-                attribution.active = None
+                native.close_session()
     for i, rec in enumerate(records):
         if isinstance(rec, native.CreatedNodes):  # counted: when its nodes are read
-            records[i] = resolve_accumulation(rec)
+            records[i] = resolve_accumulation(rec, s.tables.scopes)
 
 
-def resolve_accumulation(rec: native.CreatedNodes) -> native.CreatedNodes:
+def session(record_ops: bool = False, held: Optional[native.HeldRecorder] = None,
+            counted: bool = False, count_how: int = 0, *, ddp: Optional[DDPWatch] = None,
+            leaf_scope: Optional[LeafScope] = None) -> contextlib.AbstractContextManager[
+                list[Any]]:
+    """:func:`run_session` of a new :class:`Session` with these options."""
+    return run_session(Session(record_ops, ddp=ddp, leaf_scope=leaf_scope), held, counted,
+                       count_how)
+
+
+def resolve_accumulation(rec: native.CreatedNodes, scopes: ScopeTable) -> native.CreatedNodes:
     """Scope ``-(b + 2)`` is backward scope ``b``'s gradient accumulation (the native
     observer's encoding, csrc/opwatch.cpp): give those nodes the accumulation scope."""
     import dataclasses
@@ -274,5 +333,5 @@ def resolve_accumulation(rec: native.CreatedNodes) -> native.CreatedNodes:
         return rec
     out = np.array(sc, copy=True)
     for code in np.unique(sc[marked]).tolist():
-        out[sc == code] = accumulation_scope(-int(code) - 2)
+        out[sc == code] = accumulation_scope(scopes, -int(code) - 2)
     return dataclasses.replace(rec, scope=out)

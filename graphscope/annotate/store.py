@@ -1,18 +1,15 @@
 """The exec-id annotation map: template-graph annotations keyed by exec node id, rekeyed at
-every instantiate (each one mints a new exec id)."""
+every instantiate (each one mints a new exec id). What a finished capture publishes into it,
+and the public functions that read it, are in :mod:`.publish`."""
 
 from __future__ import annotations
 
-import os
-import pickle
-import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Union
 
 from .. import native
-from . import state
 
 
 @dataclass
@@ -124,6 +121,20 @@ class AnnotationStore:
                 pop_own(k, None)
         return _annotate_live(self.live, nodes, index, t.anns)
 
+    def clear(self) -> None:
+        """Forget every annotation."""
+        self.by_template.clear()
+        self.exec_of.clear()
+        self.keyed.clear()
+        self.live.clear()
+        self.own.clear()
+
+    def snapshot(self) -> dict[int, list[dict[str, Any]]]:
+        """``{exec node id: [dict]}`` as PyTorch pickles it: the nodes read so far as they are
+        now, the rest copied for the snapshot only."""
+        own = self.own
+        return {k: own.get(k) or [dict(d)] for k, d in self.live.items()}
+
 
 def _annotate_live(live: dict[int, Any], nodes: Any, index: Any, anns: list[dict[str, Any]]
                    ) -> int:
@@ -132,7 +143,7 @@ def _annotate_live(live: dict[int, Any], nodes: Any, index: Any, anns: list[dict
 
     nodes = np.ascontiguousarray(nodes, dtype=np.uint64)
     index = np.ascontiguousarray(index, dtype=np.int32)
-    ext = native._ext
+    ext = native.maybe_extension()
     if ext is not None and hasattr(ext, "annotate_live"):
         return int(ext.annotate_live(live, nodes.tobytes(), index.tobytes(), anns))
     live.update(zip(nodes.tolist(), (anns[i] for i in index.tolist())))
@@ -148,104 +159,3 @@ def clone_pairs(clone_id: Any, clone_origin: Any, exec_id: int, gid: int) -> tup
     corg = np.asarray(clone_origin, dtype=np.uint64)
     m = ((cid >> np.uint64(32)) == exec_id) & ((corg >> np.uint64(32)) == gid)
     return cid[m], corg[m] & np.uint64(0xFFFFFFFF)
-
-
-
-def template_annotations(rec: native.CreatedNodes, exec_ids: set[int]) -> dict[int, Template]:
-    """Per template graph id, its annotated nodes (MK2, MK14)."""
-    import numpy as np
-
-    gid = rec.graph_id
-    sid = rec.scope
-    template = ~np.isin(gid, np.fromiter(exec_ids, dtype=gid.dtype, count=len(exec_ids)))
-    scoped = template & (sid >= 0)
-    body_tagged = int((scoped & np.isin(rec.node_type, list(native.BODY_TYPES))).sum())
-    work = scoped & np.isin(rec.node_type, list(native.ANNOTATED_TYPES))
-    # one plain dict per scope with a non-empty annotation (the scope's own: shared, read-only)
-    uniq, inv = np.unique(sid[work], return_inverse=True)
-    scopes = state.ATTRIBUTION.scopes
-    dicts = [scopes.plain(s) for s in uniq.tolist()]
-    keep = np.fromiter(map(bool, dicts), dtype=bool, count=len(dicts))
-    renum = np.cumsum(keep, dtype=np.int32) - 1  # index among the kept dicts
-    anns = [d for d in dicts if d]
-    tagged = keep[inv]
-    wg = gid[work][tagged]
-    wl = rec.node_id[work][tagged] & np.uint64(0xFFFFFFFF)
-    wi = renum[inv[tagged]].astype(np.int32)
-    out: dict[int, Template] = {}
-    for g in np.unique(gid[template]).tolist():
-        m = wg == g
-        out[g] = Template(wl[m], wi[m], anns)
-    if body_tagged:
-        warnings.warn(
-            f"graphscope: {body_tagged} child-graph/conditional node(s) were captured inside "
-            "annotated scopes; work in their bodies is tagged only where CUPTI's clone "
-            "callbacks map it to exec nodes (MK14)",
-            stacklevel=3,
-        )
-    return out
-
-
-def publish(rec: native.CreatedNodes, cuda_graph: Any = None) -> list[int]:
-    """Store a finished capture's annotations; rekey instantiated graphs. Returns template ids."""
-    store = state.ATTRIBUTION.store
-    exec_ids = set(rec.exec_id.tolist())
-    per_graph = template_annotations(rec, exec_ids)
-    for gid, local in per_graph.items():
-        store.add_template(gid, local)
-    for eid, gid in zip(rec.exec_id.tolist(), rec.exec_graph.tolist()):
-        if gid in per_graph:  # exec node ids are the clones CUPTI reported, where it did
-            store.rekey(gid, eid, clone_pairs(rec.clone_id, rec.clone_origin, eid, gid)
-                        if len(rec.clone_id) else None)
-    gids = sorted(per_graph)
-    if cuda_graph is not None and len(gids) >= 1:
-        store.graph_ids[cuda_graph] = gids[0]
-    return gids
-
-
-def get_kernel_annotations() -> Mapping[int, list[dict[str, Any]]]:
-    """Live read-only ``{exec node id: [annotation dict]}``; ``dict(...)`` it to pickle.
-
-    Each node's list and dict are its own (made when the node is first read)."""
-    return state.ATTRIBUTION.store.view
-
-
-def save_kernel_annotations(path: Union[str, os.PathLike]) -> str:
-    """Pickle ``dict(get_kernel_annotations())`` atomically, in PyTorch's format."""
-    path = os.fspath(path)
-    if os.path.isdir(path):  # (the temp file beside it would be named in the error)
-        raise IsADirectoryError(f"{path}: is a directory; give a file name for the annotations")
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        store = state.ATTRIBUTION.store
-        own = store.own  # nodes read so far as they are now; the rest copied for the file only
-        pickle.dump({k: own.get(k) or [dict(d)] for k, d in store.live.items()}, f, protocol=4)
-    os.replace(tmp, path)
-    return path
-
-
-def remap_to_exec_graph(cuda_graph: Any) -> int:
-    """Rekey ``cuda_graph``'s annotations to its current exec graph (each instantiate mints a
-    new exec id). Returns the number of exec node ids keyed."""
-    if not callable(getattr(cuda_graph, "raw_cuda_graph_exec", None)):
-        raise TypeError(f"remap_to_exec_graph takes a torch.cuda.CUDAGraph, not "
-                        f"{type(cuda_graph).__name__}")
-    store = state.ATTRIBUTION.store
-    gid = store.graph_ids.get(cuda_graph)
-    if gid is None:
-        try:
-            gid = native.graph_id(cuda_graph.raw_cuda_graph())
-        except Exception:
-            return 0
-    eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
-    return store.rekey(gid, eid)
-
-
-def clear_kernel_annotations() -> None:
-    """Forget every recorded annotation."""
-    store = state.ATTRIBUTION.store
-    store.by_template.clear()
-    store.exec_of.clear()
-    store.keyed.clear()
-    store.live.clear()
-    store.own.clear()

@@ -9,10 +9,9 @@ from typing import Any, Callable, Optional
 
 from .. import native
 from ..model.graph import DDP_SCOPE
-from . import state
-from .backward import pop, push
 from .modules import module_fqn
 from .scopes import MODULE_KEY, PHASE_KEY, normalize
+from .tables import TABLES
 from .tensors import storage_key, tensors_in
 
 OPTIMIZER_SCOPE = "(optimizer)"
@@ -26,42 +25,47 @@ def no_dynamo(fn: Callable[..., Any]) -> Callable[..., Any]:
     return dynamo.disable(fn) if dynamo is not None else fn
 
 
+def _optimizer_scope(opt: Any, **more: str) -> tuple[dict[str, Any], bytes]:
+    """The scope of an optimizer's work: ``(optimizer)``, phase ``optimizer``, its class."""
+    return normalize({MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
+                      "optimizer": type(opt).__name__, **more})
+
+
 def optimizer_hooks() -> list[Any]:
-    """``optimizer.step()`` inside a capture is its own scope, phase ``optimizer``."""
+    """``optimizer.step()`` and ``zero_grad()`` inside a capture are a scope of their own,
+    phase ``optimizer``."""
     from torch.optim import optimizer as o
 
-    local = threading.local()
+    local = threading.local()  # per thread: the session each step's pre-hook pushed in
 
     @no_dynamo
     def pre(opt: Any, args: Any, kwargs: Any) -> None:
         stack = local.__dict__.setdefault("stack", [])
-        if state.ATTRIBUTION.active is None:
-            stack.append(False)
-            return
-        a = {MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
-             "optimizer": type(opt).__name__}
-        d, frozen = normalize(a)
-        push(state.ATTRIBUTION.scopes.child(native.current_scope(), d, False, frozen))
-        stack.append(True)
+        session = native.active_session()
+        if session is not None:
+            d, frozen = _optimizer_scope(opt)
+            session.open_scope(d, False, frozen)
+        stack.append(session)
 
     @no_dynamo
     def post(opt: Any, args: Any, kwargs: Any) -> None:
         stack = local.__dict__.get("stack")
-        if stack and stack.pop():
-            pop()
+        session = stack.pop() if stack else None
+        if session is not None:
+            session.close_scope()
 
     real_zero = o.Optimizer.zero_grad
 
     def zero_grad(self: Any, *a: Any, **k: Any) -> Any:  # its fills are optimizer work too
-        if state.ATTRIBUTION.active is None:
+        session = native.active_session()
+        if session is None:
             return real_zero(self, *a, **k)
-        d, frozen = normalize({MODULE_KEY: OPTIMIZER_SCOPE, PHASE_KEY: "optimizer",
-                               "optimizer": type(self).__name__, "optimizer_call": "zero_grad"})
-        push(state.ATTRIBUTION.scopes.child(native.current_scope(), d, False, frozen))
+        d, frozen = _optimizer_scope(self, optimizer_call="zero_grad")
+        session.open_scope(d, False, frozen)
         try:
             return real_zero(self, *a, **k)
         finally:
-            pop()
+            session.close_scope()
 
     class _Undo:
         def remove(self) -> None:
@@ -86,7 +90,7 @@ def leaf_scopes(owner: Callable[[Any], Optional[str]], source: str = "hooks"
         key = id(var)
         if key not in cache:
             fqn = owner(var)
-            cache[key] = -1 if fqn is None else state.ATTRIBUTION.scopes.backward(
+            cache[key] = -1 if fqn is None else TABLES.scopes.backward(
                 {MODULE_KEY: fqn, PHASE_KEY: "backward", "module_source": source,
                  "accumulate_grad": True})
         return cache[key]
@@ -132,7 +136,7 @@ class DDPWatch:
                    "bucket_bytes": nbytes}
             while len(self.scopes) <= i:
                 self.scopes.append(-1)
-            self.scopes[i] = state.ATTRIBUTION.scopes.backward(ann)
+            self.scopes[i] = TABLES.scopes.backward(ann)
             for p in params:
                 self.bucket_of[id(p)] = i
         self.params = [p for p in module.parameters() if id(p) in self.bucket_of]
@@ -141,12 +145,12 @@ class DDPWatch:
 
     def arm(self) -> None:
         set_slot = native.extension().set_slot
-        attribution = state.ATTRIBUTION
+        active = native.active_session
         for p in self.params:
             sid = self.scopes[self.bucket_of[id(p)]]
 
             def hook(param: Any, sid: int = sid) -> None:
-                if attribution.active is not None:
+                if active() is not None:
                     set_slot(sid)
 
             self._handles.append(p.register_post_accumulate_grad_hook(hook))
@@ -163,7 +167,7 @@ class DDPWatch:
         are bucket views (gradient_as_bucket_view=True) stays the optimizer's.
         """
         cur = native.current_scope()
-        if cur >= 0 and not state.ATTRIBUTION.scopes[cur].is_backward:
+        if cur >= 0 and not TABLES.scopes[cur].is_backward:
             return -1
         bucket = self._by_scope.get(cur)
         if bucket is not None:  # the reducer's copy into the bucket: learn the buffer

@@ -59,10 +59,10 @@ def probe(try_subscribe: bool = True) -> Capabilities:
     """Check, by doing tiny operations, what graphscope can do here. Never raises."""
     details: dict[str, Any] = {"python": sys.version.split()[0], "gzip": gzip_engine()}
     problems: list[str] = []
-    ext = native._ext
+    ext = native.maybe_extension()
     if ext is None:
         return Capabilities(False, False, False, False, False, details,
-                            (native._IMPORT_ERROR,))
+                            (native.import_error(),))
     try:
         import torch
 

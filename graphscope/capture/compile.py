@@ -137,7 +137,7 @@ def capture_version(run: Callable[[], Any], name: str, warmup: int, model: Any) 
     g.instantiate()
     eid = exec_id_of(g)
     graph = build_graph(name, raw.inspection, raw.records, eid,
-                        ann.ATTRIBUTION.scopes.annotation, lambda _i: None)
+                        ann.TABLES.scopes.annotation, lambda _i: None)
     return Version(Ran(g, out, named_grads(model)), graph.nodes, eid, round(warmup_s, 3))
 
 

@@ -59,6 +59,9 @@ class graph:
         enable_annotations: hold the CUPTI recorder for the capture, so that
             ``mark_kernels``, module annotations and backward attribution tag nodes.
         record_ops: also record the aten op, input shapes and user source line per node.
+        session: the capture's :class:`graphscope.annotate.Session`, where its caller sets
+            more than ``record_ops`` (a capture source's DDP watch and leaf scopes); implies
+            ``enable_annotations``.
     """
 
     def __init__(
@@ -69,6 +72,8 @@ class graph:
         capture_error_mode: str = "global",
         enable_annotations: bool = False,
         record_ops: bool = False,
+        *,
+        session: Optional[_ann.Session] = None,
     ) -> None:
         _cuda_or_raise("graph")
         import torch
@@ -77,17 +82,17 @@ class graph:
         self._inner = torch.cuda.graph(
             cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode
         )
-        self._annotate = enable_annotations
-        self._record_ops = record_ops
+        self._annotation = session if session is not None or not enable_annotations else (
+            _ann.Session(record_ops))
         self._session: Optional[contextlib.ExitStack] = None
         self._records: list[Any] = []
         self._gc = _GcPause()
         self.template_graph_ids: list[int] = []
 
     def __enter__(self) -> graph:
-        if self._annotate:
+        if self._annotation is not None:
             stack = contextlib.ExitStack()
-            self._records = stack.enter_context(_ann.session(self._record_ops))
+            self._records = stack.enter_context(_ann.run_session(self._annotation))
             self._session = stack
         try:
             self._inner.__enter__()  # synchronize, gc.collect(), empty_cache, capture_begin

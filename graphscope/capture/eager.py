@@ -100,9 +100,9 @@ class Markers:
 def note_owner(marks: Any) -> None:
     """Autograd's sequence counter now and the forward scope that owns nodes numbered from
     it on."""
-    from ..annotate.backward import _seq
+    from ..annotate.ownership import sequence_number
 
-    marks.seqs.append(_seq())
+    marks.seqs.append(sequence_number())
     marks.owners.append(marks.forward[-1] if marks.forward else None)
 
 

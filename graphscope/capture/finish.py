@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from .. import annotate as ann
 from .. import native
 from .._version import __version__
 from ..analysis.summary import summarize
+from ..annotate.tables import TABLES
 from ..model.build import build_graph
 from ..model.bundle import Bundle
 from ..model.bundle_io import write_bundle
@@ -73,7 +73,7 @@ class Phases:
 
 def build_graphs(raw: RawCapture) -> list[CapturedGraph]:
     """Raw graphs -> the Graph model, scope and op ids resolved through the annotate tables."""
-    ops, scopes = ann.ATTRIBUTION.ops, ann.ATTRIBUTION.scopes
+    ops, scopes = TABLES.ops, TABLES.scopes
 
     def op_of(i: int) -> Any:
         return ops.get(i)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from .. import native
+from .._errors import NativeUnavailableError
 from ..annotate.tensors import tensors_in
 from ..model.graph import OUTSIDE_MODULES
 
@@ -59,7 +60,7 @@ def mark_log() -> Any:
     ``extend``, ``clear``, ``copy``, ``len`` and iteration."""
     try:
         return native.extension().MarkLog()
-    except native.NativeUnavailableError:
+    except NativeUnavailableError:
         return []
 
 
@@ -79,12 +80,12 @@ def tensor_bytes(values: Any) -> int:
 
 def scope_name(scope_id: int) -> str:
     """The module a scope id names (its innermost ``module_name``), or :data:`OUTSIDE`."""
-    from .. import annotate as ann
+    from ..annotate.tables import TABLES
 
     if scope_id < 0:
         return OUTSIDE
     try:
-        name = ann.ATTRIBUTION.scopes.annotation(scope_id).get("module_name")
+        name = TABLES.scopes.annotation(scope_id).get("module_name")
     except (IndexError, AttributeError):
         return OUTSIDE
     return str(name) if name else OUTSIDE

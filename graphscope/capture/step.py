@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, ClassVar
 
 from .. import annotate as ann
-from ..annotate import state
 from ..annotate.fsdp import FSDPWatch, fsdp_modules
+from ..annotate.session import Session
 from ..annotate.training import DDPWatch, leaf_scopes, optimizer_hooks, param_owners
 from ..model.bundle_files import COMPILE_FILE
 from .cuda_graphs import graph as annotated_graph
@@ -72,10 +72,10 @@ def unwrap_ddp(model: Any) -> Any:
 
 
 @contextlib.contextmanager
-def training_scopes(job: ModelJob) -> Iterator[Any]:
+def training_scopes(job: ModelJob) -> Iterator[Session]:
     """Module scopes (forward and backward), the optimizer scope, ``.grad`` accumulation to
     the parameter's module, DDP's buckets and FSDP2's collectives: armed for one capture,
-    undone on every path."""
+    undone on every path; yields the capture's session."""
     from torch.nn.parallel import DistributedDataParallel
 
     inner = unwrap_ddp(job.model)
@@ -84,13 +84,13 @@ def training_scopes(job: ModelJob) -> Iterator[Any]:
     handles += optimizer_hooks()
     if fsdp_modules(inner):  # FSDP2: its all-gathers and reduce-scatters, forward and backward
         handles.append(FSDPWatch().arm())
-    if isinstance(job.model, DistributedDataParallel) and job.backward:
-        state.ATTRIBUTION.ddp = DDPWatch(job.model, job.depth)
+    ddp = (DDPWatch(job.model, job.depth)
+           if isinstance(job.model, DistributedDataParallel) and job.backward else None)
     owners = param_owners(inner, job.depth)
     try:
-        yield leaf_scopes(lambda p: owners.get(id(p)), source="model")
+        yield Session(job.record_ops, ddp=ddp,
+                      leaf_scope=leaf_scopes(lambda p: owners.get(id(p)), source="model"))
     finally:
-        state.ATTRIBUTION.ddp = None
         for h in handles:
             h.remove()
 
@@ -113,9 +113,8 @@ class StepSource:
         if not user:
             zero_grad(job.model)
         g = torch.cuda.CUDAGraph(keep_graph=True)
-        with training_scopes(job) as leaf, CaptureMeter().measure(g) as info:
-            with annotated_graph(g, enable_annotations=True, record_ops=job.record_ops) as cap:
-                state.ATTRIBUTION.active.leaf_scope = leaf
+        with training_scopes(job) as session, CaptureMeter().measure(g) as info:
+            with annotated_graph(g, session=session) as cap:
                 if user:
                     with ann.mark_kernels(STEP_SCOPE, backward=job.backward):
                         outputs: Any = step()

@@ -32,7 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import native
+from .inspect import GraphInspection
+from .loader import call, ensure_loaded, extension
+from .recorder import CreatedNodes, release_held
 
 ENV = "GRAPHSCOPE_NODE_COUNTS"
 DEPS_ENV = "GRAPHSCOPE_COUNT_DEPS"
@@ -119,17 +121,16 @@ class CountedNodes:
 def start(fake: bool = False, how: int = WALK) -> None:
     """Start counting nodes on this thread, the ``how`` way (attach to the capture with
     :func:`attach` once it has begun; end with :func:`stop`). CUPTI's subscription held across
-    captures (:data:`native.HELD`) is released first: while subscribed, every captured launch
-    pays for its callbacks."""
-    ext = native.extension() if fake else native.ensure_loaded()
-    if native.HELD.held:
-        native.HELD.release()
-    native._call(ext.count_start, fake, how)
+    captures (:class:`~graphscope.native.recorder.HeldRecorder`) is released first: while
+    subscribed, every captured launch pays for its callbacks."""
+    ext = extension() if fake else ensure_loaded()
+    release_held()
+    call(ext.count_start, fake, how)
 
 
 def stop() -> CountedNodes:
     """Stop counting: what was noted since :func:`start`."""
-    d = native.extension().count_stop()
+    d = extension().count_stop()
     return CountedNodes(counts=d["counts"], scopes=d["scopes"], ops=d["ops"],
                         attached=bool(d["attached"]), foreign=int(d["foreign"]),
                         errors=int(d["errors"]), thread=threading.get_native_id(),
@@ -152,15 +153,15 @@ def counting(fake: bool = False, how: int = WALK) -> Iterator[list[CountedNodes]
 def detach() -> None:
     """The capture is about to end (a failed ``capture_end`` destroys its graph): no more
     notes."""
-    native.extension().count_detach()
+    extension().count_detach()
 
 
 def attach(stream: int) -> None:
     """The capture has begun on ``stream`` (this thread's current CUDA stream handle)."""
-    native._call(native.extension().count_attach, int(stream))
+    call(extension().count_attach, int(stream))
 
 
-def as_created(marks: CountedNodes, inspection: native.GraphInspection) -> native.CreatedNodes:
+def as_created(marks: CountedNodes, inspection: GraphInspection) -> CreatedNodes:
     """The recorder's columns for a counted capture, its nodes read from the template:
     each node's scope and op by its creation rank (its local id's order); no clone or exec rows
     (the exec graph is rekeyed from its own id, as for a graph instantiated after its
@@ -173,7 +174,7 @@ def as_created(marks: CountedNodes, inspection: native.GraphInspection) -> nativ
     scope = np.where(at >= 0, marks.scopes[np.maximum(at, 0)] if len(marks.scopes) else -1, -1)
     op = np.where(at >= 0, marks.ops[np.maximum(at, 0)] if len(marks.ops) else -1, -1)
     u8, u4 = np.zeros(0, np.uint64), np.zeros(0, np.uint32)
-    return native.CreatedNodes(
+    return CreatedNodes(
         node_id=nid.copy(), graph_id=(nid >> np.uint64(32)).astype(np.uint32),
         node_type=np.asarray(inspection.node_type, dtype=np.int32).copy(),
         scope=scope.astype(np.int64), op=op.astype(np.int64),

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import GraphscopeError
-from . import _call, _col, ensure_loaded, extension
+from .loader import call, column, ensure_loaded, extension
 
 
 @dataclass
@@ -59,21 +59,21 @@ def pm_sampling(metrics: list[str], *, interval_ns: int = 20_000,
 
     ext = ensure_loaded()
     t0 = time.perf_counter_ns()
-    _call(ext.pm_setup, device, list(metrics), interval_ns, hw_buffer_bytes, max_samples)
+    call(ext.pm_setup, device, list(metrics), interval_ns, hw_buffer_bytes, max_samples)
     setup_ns = time.perf_counter_ns() - t0
     out: list[PmSamples] = []
     try:
-        _call(ext.pm_start)
+        call(ext.pm_start)
         try:
             yield out
         finally:
-            _call(ext.pm_stop)
+            call(ext.pm_stop)
         t0 = time.perf_counter_ns()
-        d = _call(ext.pm_decode)
+        d = call(ext.pm_decode)
         vals = np.frombuffer(d["values"], dtype="<f8").copy()
         names = list(d["metrics"])
         out.append(PmSamples(
-            start_ns=_col(d["start"], "<u8"), end_ns=_col(d["end"], "<u8"),
+            start_ns=column(d["start"], "<u8"), end_ns=column(d["end"], "<u8"),
             values=vals.reshape(-1, len(names)) if names else vals.reshape(0, 0),
             metrics=names, overflow=bool(d["overflow"]), eval_failures=int(d["eval_failures"]),
             chip=str(d["chip"]), setup_ns=setup_ns, decode_ns=time.perf_counter_ns() - t0))
@@ -90,7 +90,7 @@ def pm_sampling_trial() -> str:
         return why
     ext = extension()
     try:
-        _call(ext.pm_setup, 0, ["dram__throughput.avg.pct_of_peak_sustained_elapsed"], 20_000,
+        call(ext.pm_setup, 0, ["dram__throughput.avg.pct_of_peak_sustained_elapsed"], 20_000,
               64 << 20, 100)
     except GraphscopeError as exc:
         return str(exc)

@@ -240,7 +240,7 @@ def test_the_tracker_leaves_a_programs_own_allocator_history_on(tmp_path):
     and the graphs still have their memory by module."""
     from graphscope import native
 
-    assert native.alloc_tracker() is not None, native._alloctrace_why
+    assert native.alloc_tracker() is not None, native.alloc_tracker_why()
     out, own = _graphscope_run(tmp_path, OWN_HISTORY, "OWN")
     assert own["late_recorded"], "graphscope ended the program's own allocator history"
     s = json.loads(subprocess.run([sys.executable, "-m", "graphscope", "report", str(out),

@@ -14,7 +14,7 @@ from graphscope import native
 @contextlib.contextmanager
 def fake_session(record_ops=False):
     s = A.Session(record_ops)
-    A.ATTRIBUTION.active = s
+    native.open_session(s)
     try:
         s.enter()
         yield s
@@ -22,9 +22,9 @@ def fake_session(record_ops=False):
         try:
             s.exit()
         finally:
-            A.ATTRIBUTION.active = None
+            native.close_session()
 
 
 def current():
     """The merged annotation a node created right now would get."""
-    return dict(A.ATTRIBUTION.scopes.annotation(native.current_scope()))
+    return dict(A.TABLES.scopes.annotation(native.current_scope()))

@@ -3,7 +3,6 @@
 import pytest
 
 from graphscope import native
-from graphscope.annotate import state
 
 
 @pytest.fixture()
@@ -14,4 +13,4 @@ def ext():
     yield e
     if e.counting():
         e.count_stop()
-    state.ATTRIBUTION.active = None
+    native.close_session()

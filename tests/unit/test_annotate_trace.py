@@ -327,10 +327,10 @@ def test_saved_kernel_annotations_work_in_pytorchs_annotator(tmp_path):
 
     script = _torch_script(tmp_path)
     graphscope.clear_kernel_annotations()
-    A.ATTRIBUTION.store.add_template(6, {0: {"module_name": "m.a"}, 1: {"module_name": "m.a"},
+    A.TABLES.store.add_template(6, {0: {"module_name": "m.a"}, 1: {"module_name": "m.a"},
                              2: {"module_name": "m.b", "name": "blk"}})
     try:
-        A.ATTRIBUTION.store.rekey(6, 4)
+        A.TABLES.store.rekey(6, 4)
         graphscope.get_kernel_annotations()[4 << 32][0]["module_name"] = "m.read"  # read, changed
         pkl = graphscope.save_kernel_annotations(tmp_path / "a.pkl")
     finally:

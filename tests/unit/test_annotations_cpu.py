@@ -15,7 +15,7 @@ from graphscope._errors import AnnotationError
 
 from ._fake import current, fake_session
 
-ATT = A.ATTRIBUTION  # the attribution state these tests read
+ATT = A.TABLES  # the attribution tables these tests read
 
 
 class Spy(torch.autograd.Function):
@@ -181,7 +181,7 @@ def _slot_annotation():
     from graphscope.annotate.backward import accumulation_scope
 
     s = native.current_scope()
-    return dict(ATT.scopes.annotation(accumulation_scope(-s - 2) if s <= -2 else s))
+    return dict(ATT.scopes.annotation(accumulation_scope(ATT.scopes, -s - 2) if s <= -2 else s))
 
 
 def test_engine_accumulation_adds_get_the_producers_scope():
@@ -263,7 +263,7 @@ def test_op_recording_notes_aten_op_shapes_and_user_line():
 @pytest.mark.parametrize("native_loop", [True, False])
 def test_each_exec_node_gets_its_own_dict(monkeypatch, native_loop):
     if not native_loop:
-        monkeypatch.setattr(native, "_ext", None)
+        monkeypatch.setattr(native.loader, "_ext", None)
     graphscope.clear_kernel_annotations()
     shared = {"name": "a", "k": [1]}
     ATT.store.add_template(6, {0: shared, 1: shared, 3: {}, 4: {"name": "b"}})

@@ -54,9 +54,9 @@ def test_run_names_the_model_L_and_a_loss_module_beside_it_by_class():
     # WHEN the model is named as graphscope capture names it
     h = register_module_annotations(model)
     try:
-        from graphscope.annotate import ATTRIBUTION
+        from graphscope.annotate import TABLES
 
-        registered = {id(m): a[0]["module_name"] for m, a in ATTRIBUTION.modules.names.items()}
+        registered = {id(m): a[0]["module_name"] for m, a in TABLES.modules.names.items()}
     finally:
         h.remove()
     # THEN the same names, L first; the loss module is a root of its own, by its class
@@ -406,7 +406,7 @@ def test_run_module_scopes_let_dynamo_be_imported_during_a_batch():
 def ann_scope(sid):
     from graphscope import annotate as A
 
-    return A.ATTRIBUTION.scopes.annotation(sid) if sid >= 0 else {}
+    return A.TABLES.scopes.annotation(sid) if sid >= 0 else {}
 
 
 def test_run_command_wires_options_to_the_run_source(tmp_path, monkeypatch, capsys):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from graphscope import native
-from graphscope.annotate import state
 from graphscope.annotate.session import CountedSession, Session, backward_counter, counted_window
 from graphscope.native import nodecount
 
@@ -16,7 +15,7 @@ from graphscope.native import nodecount
 def test_a_counted_window_notes_scopes_without_touching_autograd(ext):
     engine = torch.autograd._engine_run_backward
     with counted_window(nodecount.DEPS, fake=True) as out:
-        assert type(state.ATTRIBUTION.active) is CountedSession
+        assert type(native.active_session()) is CountedSession
         assert torch.autograd._engine_run_backward is engine  # nothing patched per window
         nodecount.attach(0)
         native.push_scope(5)
@@ -25,7 +24,7 @@ def test_a_counted_window_notes_scopes_without_touching_autograd(ext):
         ext.count_fake_nodes(3)
         native.pop_scope()
         native.pop_scope()
-    assert state.ATTRIBUTION.active is None and not ext.counting()
+    assert native.active_session() is None and not ext.counting()
     m = out[0]
     assert m.counts.tolist() == [0, 2, 3] and m.scopes.tolist() == [5, 6, -1]
     assert m.how == nodecount.DEPS and m.problem() == ""
@@ -36,7 +35,7 @@ def test_a_counted_window_refuses_to_open_inside_another_annotated_capture(ext):
         with pytest.raises(Exception, match="already running"):
             with counted_window(nodecount.WALK, fake=True):
                 pass
-    assert state.ATTRIBUTION.active is None
+    assert native.active_session() is None
 
 
 def test_backward_inside_a_counted_window_is_counted_by_the_batch_counter(ext):
@@ -48,7 +47,7 @@ def test_backward_inside_a_counted_window_is_counted_by_the_batch_counter(ext):
         with counted_window(nodecount.WALK, fake=True):
             (x * 2).sum().backward()
             torch.autograd.grad((x * 3).sum(), x)
-            assert state.ATTRIBUTION.active.backward_calls == 2
+            assert native.active_session().backward_calls == 2
         assert x.grad.tolist() == [4.0, 4.0]
     finally:
         held.remove()
@@ -62,7 +61,7 @@ def test_a_full_session_inside_a_held_counter_puts_the_counter_back(ext):
     held = backward_counter()
     counter = torch.autograd._engine_run_backward
     s = Session(False)
-    state.ATTRIBUTION.active = s
+    native.open_session(s)
     try:
         s.enter()
         assert torch.autograd._engine_run_backward is not counter
@@ -71,7 +70,7 @@ def test_a_full_session_inside_a_held_counter_puts_the_counter_back(ext):
         assert s.backward_calls == 1
     finally:
         s.exit()
-        state.ATTRIBUTION.active = None
+        native.close_session()
     assert torch.autograd._engine_run_backward is counter
     held.remove()
     assert torch.autograd._engine_run_backward is engine

@@ -16,7 +16,7 @@ from graphscope._errors import AnnotationError
 from ._fake import current, fake_session
 
 pytestmark = pytest.mark.skipif(
-    not hasattr(native._ext, "mark_kernels"), reason="graphscope's extension is not built")
+    native.maybe_extension() is None, reason="graphscope's extension is not built")
 
 
 @pytest.fixture(autouse=True, params=["native", "python"])
@@ -30,18 +30,20 @@ def _path(request, monkeypatch):
 
 @contextlib.contextmanager
 def counting_resolver():
-    """Count the calls the C type makes into Python's resolver."""
+    """Count the calls the C type makes into the running session's resolver."""
     calls = []
+    session = native.active_session()
+    real = session.resolve
 
     def resolve(a, parent, backward):
         calls.append(a)
-        return A._resolve(a, parent, backward)
+        return real(a, parent, backward)
 
-    native._ext.mark_kernels_setup(A.ATTRIBUTION, resolve, A._check, A.push, A.pop)
+    session.resolve = resolve
     try:
         yield calls
     finally:
-        native._ext.mark_kernels_setup(A.ATTRIBUTION, A._resolve, A._check, A.push, A.pop)
+        del session.resolve
 
 
 def seen_inside(ann, **kw):
@@ -52,7 +54,7 @@ def seen_inside(ann, **kw):
 def test_it_is_the_c_type_with_the_reference_signature():
     import inspect
 
-    assert graphscope.mark_kernels is native._ext.mark_kernels
+    assert graphscope.mark_kernels is native.extension().mark_kernels
     assert str(inspect.signature(graphscope.mark_kernels)) == "(annotation, *, backward=True)"
     m = graphscope.mark_kernels({"a": 1}, backward=False)
     assert m.annotation == {"a": 1} and m.backward is False
@@ -215,7 +217,7 @@ def test_many_long_and_wide_annotations_are_cached_exactly():
     assert first == 1 + len(anns) + 1  # the outer scope, each annotation, the big int
     # (this process has not seen these: the token is new)
     assert len(calls) == first + 1  # the second pass: only the big int (not cached)
-    assert native._ext.mark_kernels_cache_size() >= len(anns)
+    assert native.extension().mark_kernels_cache_size() >= len(anns)
 
 
 def test_annotations_the_cache_does_not_take_are_resolved_in_python():

@@ -200,7 +200,7 @@ def test_pools_without_ids_are_their_own():
 
 def _scope(name):
     d, frozen = normalize({"module_name": name})
-    return ann.ATTRIBUTION.scopes.child(-1, d, False, frozen)
+    return ann.TABLES.scopes.child(-1, d, False, frozen)
 
 
 def test_meter_attributes_allocations_to_the_scope_active_then():

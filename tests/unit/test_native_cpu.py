@@ -94,22 +94,22 @@ def test_a_torch_profiler_session_counts_as_active_from_start_to_stop():
                  schedule=schedule(wait=1, warmup=1, active=2, repeat=1)) as prof:
         for _ in range(5):  # wait, warm-up, active, active, done
             torch.ones(4).sum()
-            seen.append((native._profiler_active(),
+            seen.append((native.profiler_active(),
                          bool(torch.autograd.profiler._is_profiler_enabled)))
             prof.step()
     assert [s[0] for s in seen] == [True] * 5
     assert seen[0][1] is False  # what torch itself says in the wait step
-    assert native._profiler_active() is False
+    assert native.profiler_active() is False
     prof2 = profile(activities=[ProfilerActivity.CPU])
     prof2.start()
-    assert native._profiler_active()
+    assert native.profiler_active()
     prof2.stop()
-    assert not native._profiler_active()
+    assert not native.profiler_active()
     broken = profile(activities=[ProfilerActivity.CPU])
     broken._transit_action = lambda *a: 1 / 0  # its start raises: it never opened
     with pytest.raises(ZeroDivisionError):
         broken.start()
-    assert not native._profiler_active()
+    assert not native.profiler_active()
 
 
 class _FakeRecorder:
@@ -134,18 +134,23 @@ class _FakeRecorder:
     def recorder_clear(self):
         self.calls.append("clear")
 
+    def recorder_active(self):
+        return self.active
+
 
 def test_the_held_recorder_subscribes_once_per_batch_and_lets_go_before_a_profiler(
         monkeypatch):
     """graphscope run keeps CUPTI's one subscription across a capture loop (subscribing per
     capture cost ~0.5 ms each on the H200); between windows the callbacks record nothing, and
     the subscription is let go before torch.profiler (Kineto) or any other recording starts."""
+    from graphscope.native import recorder
+
     fake = _FakeRecorder()
-    monkeypatch.setattr(native, "ensure_loaded", lambda: fake)
-    monkeypatch.setattr(native, "extension", lambda: fake)
-    monkeypatch.setattr(native, "_records", lambda: "records")
+    monkeypatch.setattr(recorder, "ensure_loaded", lambda: fake)
+    monkeypatch.setattr(recorder, "extension", lambda: fake)
+    monkeypatch.setattr(recorder, "_ext", fake)
+    monkeypatch.setattr(recorder, "records", lambda: "records")
     held = native.HeldRecorder()
-    monkeypatch.setattr(native, "HELD", held)
     # WHEN three capture windows run through it
     outs = []
     for _ in range(3):
@@ -156,19 +161,25 @@ def test_the_held_recorder_subscribes_once_per_batch_and_lets_go_before_a_profil
     assert fake.calls.count("subscribe") == 1 and "unsubscribe" not in fake.calls
     assert outs == [["records"]] * 3
     assert fake.calls[1:4] == ["gate shut", "clear", "clear"]
+    assert held.held and not held.cut
     # AND the profiler hook lets it go (once), as does a plain recording() later
-    assert native.HeldRecorder.release in [getattr(f, "__func__", None)
-                                           for f in native.BEFORE_PROFILER]
+    assert native.release_held in native.BEFORE_PROFILER
     held.release()
     held.release()
     assert fake.calls.count("unsubscribe") == 1 and not held.held
     with held.window():
         pass
-    monkeypatch.setattr(native, "_profiler_active", lambda: False)
+    monkeypatch.setattr(recorder, "profiler_active", lambda: False)
     with native.recording():
         assert fake.calls[-2:] == ["unsubscribe", "subscribe"]
+    # AND a window that loses the subscription while open (a profiler starting inside the
+    # capture) says so
+    with held.window():
+        for before in native.BEFORE_PROFILER:
+            before()
+    assert held.cut and not held.held
     # AND a window refused under a profiler says so, holding nothing
-    monkeypatch.setattr(native, "_profiler_active", lambda: True)
+    monkeypatch.setattr(recorder, "profiler_active", lambda: True)
     with pytest.raises(_errors.ProfilerActiveError), held.window():
         pass
     assert not held.held

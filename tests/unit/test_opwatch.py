@@ -8,6 +8,7 @@ the mode); those ops create no graph nodes and are listed in ``MODE_ONLY``.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import threading
@@ -38,40 +39,31 @@ MODE_ONLY = {"aten::detach", "aten::detach_", "aten::lift_fresh", "aten::alias",
 def _no_streams_or_ddp(monkeypatch):
     """mark_stream tags left by earlier tests in this process (a sample model's side stream)
     or a DDP watch would send ops to the dispatch mode: not what these tests look at."""
-    from graphscope.annotate import ATTRIBUTION
+    from graphscope.annotate import TABLES
 
-    saved = dict(ATTRIBUTION.streams)
-    ATTRIBUTION.streams.clear()
-    monkeypatch.setattr(ATTRIBUTION, "ddp", None)
+    saved = dict(TABLES.streams)
+    TABLES.streams.clear()
     yield
-    ATTRIBUTION.streams.update(saved)
+    TABLES.streams.update(saved)
 
 
 def _filtered(recs):
     return [r for r in recs if r.op not in MODE_ONLY and not r.op.startswith("profiler::")]
 
 
-class _Session:
-    record_ops = True
-    record_memory = True  # call ids (with memory ranges) resolve to the same records
-    ddp = None
-
-    def __init__(self) -> None:
-        self.skip_dirs = O.default_skip_dirs()
-        self.main_thread = threading.get_ident()
-
-
 def _with_mode(fn):
-    mode = O._op_mode_cls()(_Session())
+    session = A.Session(record_ops=True)
+    session.record_memory = True  # call ids (with memory ranges) resolve to the same records
+    mode = O.op_mode_class()(session)
     log = []
 
     def set_op(i):
         if i != -1:
-            r = A.ATTRIBUTION.ops[i]
+            r = A.TABLES.ops[i]
             log.append(O.OpRecord(r.op, r.shapes, r.source))
         return -1
 
-    mode.set_op = set_op
+    mode.recorder.set_op = set_op
     with mode:
         fn()
     return log
@@ -87,7 +79,7 @@ def _with_observer(fn):
         OBS.disable()
     ids = OBS.log()
     OBS.set_logging(False)
-    return [A.ATTRIBUTION.ops[i] for i in ids]
+    return [A.TABLES.ops[i] for i in ids]
 
 
 def _compare(fn, params=()):
@@ -166,7 +158,7 @@ def test_session_uses_the_observer_and_restores_the_thread_op(monkeypatch):
         torch.mm(x, x.t())
         assert native.extension().current_op() == -1  # restored after the op
     assert not OBS.enabled() and not OBS.backward_enabled()
-    mm = [r for r in A.ATTRIBUTION.ops.records() if r.op == "aten::mm"]
+    mm = [r for r in A.TABLES.ops.records() if r.op == "aten::mm"]
     assert mm[-1].shapes == "float32[4,3], float32[3,4]"
 
 
@@ -194,8 +186,9 @@ def test_dispatch_mode_is_kept_where_the_observer_cannot_do_the_job(monkeypatch)
 
 
 def test_observer_built_for_another_torch_is_not_used(monkeypatch):
-    monkeypatch.setattr(native, "_opwatch_loaded", None)
-    monkeypatch.setattr(native, "_opwatch_why", None)
+    native.observers.load_opwatch.cache_clear()
+    monkeypatch.setattr(native.observers, "load_opwatch", functools.cache(
+        native.observers.load_opwatch.__wrapped__))
     monkeypatch.setattr(torch, "__version__", "0.0.1+other")
     monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
     assert native.op_observer() is None
@@ -230,8 +223,9 @@ def test_observer_that_was_never_built_says_how_to_get_it(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(native, "_opwatch_loaded", None)
-    monkeypatch.setattr(native, "_opwatch_why", None)
+    native.observers.load_opwatch.cache_clear()
+    monkeypatch.setattr(native.observers, "load_opwatch", functools.cache(
+        native.observers.load_opwatch.__wrapped__))
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name.endswith("._opwatch") else real(name, *a))
     monkeypatch.delenv(native.OP_OBSERVER_ENV, raising=False)
@@ -259,7 +253,7 @@ def test_add_in_a_leaf_post_hook_keeps_the_leaf_scope(monkeypatch):
 
     acc.register_hook(post)
     with fake_session() as s:
-        leaf = A.ATTRIBUTION.scopes.backward({"module_name": "L.w", "autograd_phase": "backward"})
+        leaf = A.TABLES.scopes.backward({"module_name": "L.w", "autograd_phase": "backward"})
         s.leaf_scope = lambda node: leaf
         (p * 2).sum().backward()
     assert seen == [{"module_name": "L.w", "autograd_phase": "backward"}]

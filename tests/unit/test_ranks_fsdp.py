@@ -10,8 +10,9 @@ dist = pytest.importorskip("torch.distributed")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from graphscope import native  # noqa: E402
-from graphscope.annotate import state  # noqa: E402
+from graphscope.annotate import TABLES  # noqa: E402
 from graphscope.annotate.fsdp import FSDPWatch, fsdp_modules, served  # noqa: E402
+from graphscope.annotate.session import CountedSession  # noqa: E402
 
 
 class _Ops(TorchDispatchMode):
@@ -52,26 +53,27 @@ def _scoped(seen):
     """(fsdp_module, fsdp_op, phase, prefetch) of every op run inside an (fsdp) scope."""
     out = set()
     for _, sid in seen:
-        a = state.ATTRIBUTION.scopes.annotation(sid) if sid >= 0 else {}
+        a = TABLES.scopes.annotation(sid) if sid >= 0 else {}
         if a.get("module_name") == "(fsdp)":
             out.add((a["fsdp_module"], a["fsdp_op"], a["autograd_phase"], a["fsdp_prefetch"]))
     return out
 
 
-def test_fsdp2_groups_run_inside_fsdp_scopes(one_rank, monkeypatch):
+def test_fsdp2_groups_run_inside_fsdp_scopes(one_rank):
     # GIVEN a model whose two Linear layers FSDP2 shards, warmed up once (lazy init)
     m = _model(one_rank)
     x = torch.randn(2, 8)
     m(x).sum().backward()
     assert len(fsdp_modules(m)) == 3
     # WHEN a step runs with the watch armed while a capture window is open
-    monkeypatch.setattr(state.ATTRIBUTION, "active", object())
+    native.open_session(CountedSession())
     watch = FSDPWatch().arm()
     try:
         with _Ops() as ops:
             m(x).sum().backward()
     finally:
         watch.remove()
+        native.close_session()
     # THEN each layer's copy-out ran in its all-gather's scope, forward and backward, the
     # first layer's backward all-gather as a prefetch, and each gradient in a reduce-scatter
     got = _scoped(ops.seen)

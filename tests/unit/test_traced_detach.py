@@ -168,5 +168,5 @@ def test_no_window_no_facts(fake):
 
 
 def test_without_the_extension_detach_says_why(monkeypatch):
-    monkeypatch.setattr(native, "_ext", None)
+    monkeypatch.setattr(native.loader, "_ext", None)
     assert native.cupti_detach() == "the graphscope extension is not loaded"

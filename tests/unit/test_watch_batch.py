@@ -123,18 +123,18 @@ def watch(monkeypatch):
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
 
     @contextlib.contextmanager
-    def session(record_ops, held=False, counted=False, count_how=0):
-        events.append(("ops" if record_ops else "no ops", held))
+    def session(record_ops, held=None, counted=False, count_how=0, leaf_scope=None):
+        events.append(("ops" if record_ops else "no ops", held is not None))
         if counted:  # the real node counting, its count faked (count_fake_nodes)
             counted_windows.append(len(counted_windows))
             count_hows.append(count_how)
             # an annotated capture for the module scopes (the real session's attribution)
-            W.state.ATTRIBUTION.active = types.SimpleNamespace(leaf_scope=None)
+            native.open_session(types.SimpleNamespace(leaf_scope=leaf_scope))
             try:
                 with nodecount.counting(fake=True, how=count_how) as out:
                     yield out
             finally:
-                W.state.ATTRIBUTION.active = None
+                native.close_session()
             return
         out = []
         yield out
@@ -340,15 +340,15 @@ def test_no_ops_records_none_and_flags_none(watch, monkeypatch):
 
 
 def test_a_profiler_taking_cupti_inside_a_capture_fails_that_capture(watch, monkeypatch):
-    # GIVEN a capture inside which torch.profiler started (HELD.release() notes the cut)
+    # GIVEN a capture inside which torch.profiler started (its window notes the cut)
     g = torch.cuda.CUDAGraph()
     g.capture_begin()
-    monkeypatch.setattr(W.native.HELD, "cut", True)
+    monkeypatch.setattr(watch.recorder, "cut", True)
     g.capture_end()
     # THEN the capture says its later nodes went unrecorded, instead of looking complete
     rec = watch.graphs[-1]
     assert rec.failed and "profiler started inside the capture" in rec.failed
-    assert not W.native.HELD.cut and id(g) not in watch.pending
+    assert not watch.recorder.cut and id(g) not in watch.pending
 
 
 def test_compiled_captures_are_not_limited_by_op_captures(watch, monkeypatch):
@@ -456,7 +456,7 @@ def test_a_scope_change_on_another_thread_during_a_counted_capture_is_reported(w
 def test_a_backward_in_a_counted_capture_leaves_its_nodes_unscoped(watch, published):
     def backward(i):  # the session counts backward calls (its _engine_run_backward wrapper)
         if i == 2:
-            W.state.ATTRIBUTION.active.backward_calls = 1
+            native.active_session().backward_calls = 1
 
     _ladder(4, during=backward)
     assert [g.counted for g in watch.graphs] == [False, False, True, False]

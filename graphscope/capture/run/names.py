@@ -15,9 +15,9 @@ import weakref
 from typing import Any, Callable, Optional
 
 from ... import native
-from ...annotate import state
 from ...annotate.modules import ROOT, module_fqn, other_root
 from ...annotate.scopes import MODULE_KEY, normalize
+from ...annotate.tables import TABLES
 from ...annotate.training import leaf_scopes
 
 _HERE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -296,7 +296,7 @@ def _resolver(names: ModuleNames, depth: Optional[int],
     """``(module, args, parent root or None) -> (root, scope id or -1)`` by the naming rule:
     the module's root is the parent root where the module is one of its submodules, else the
     module itself (a new outermost module, named by :meth:`ModuleNames.fqn`)."""
-    attribution = state.ATTRIBUTION
+    scopes = TABLES.scopes
     current = native.extension().current_scope
 
     def resolve(module: Any, args: Any, parent_root: Any) -> tuple[Any, int]:
@@ -310,6 +310,6 @@ def _resolver(names: ModuleNames, depth: Optional[int],
         if depth is not None and fqn.count(".") > depth:
             return root, -1
         ann_dict, frozen = normalize({MODULE_KEY: fqn, "module_source": "hooks"})
-        return root, attribution.scopes.child(current(), ann_dict, True, frozen)
+        return root, scopes.child(current(), ann_dict, True, frozen)
 
     return resolve

@@ -10,9 +10,9 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
-from ... import annotate as ann
 from ... import native
 from ...annotate.modules import ROOT, module_fqn
+from ...annotate.optable import OpRecord
 from ...annotate.scopes import MODULE_KEY
 from .names import site_function
 
@@ -75,16 +75,16 @@ class Provenance:
         self._undo.append(lambda: setattr(igraph.GraphLowering, "compile_to_module",
                                           real_compile))
         real_run = th.CachingAutotuner.run
-        ops = ann.ops
-        attribution = ann.ATTRIBUTION
+        active = native.active_session
 
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if attribution.active is None:
+            session = active()
+            if session is None:
                 return real_run(self, *args, **kwargs)
             f = sys._getframe(1)
             src = f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"
             name = getattr(getattr(self, "fn", None), "__name__", "triton")
-            op = attribution.ops.intern(ops.OpRecord(f"triton:{name}", "", src))
+            op = session.tables.ops.intern(OpRecord(f"triton:{name}", "", src))
             prev = native.set_current_op(op)
             try:
                 return real_run(self, *args, **kwargs)

@@ -3,7 +3,7 @@ graphscope.native.nodecount) records from ``capture_begin`` to the end of ``capt
 instantiates inside it unless the program keeps the template); module scopes are opened in that
 window only. What that costs to set up is held across a batch of consecutive
 captures and released when the batch is read, a capture fails or a torch.profiler session
-starts: CUPTI's subscription (:data:`graphscope.native.HELD`), the replaced
+starts: CUPTI's subscription (the watch's :class:`graphscope.native.HeldRecorder`), the replaced
 ``nn.Module.__call__`` (inert outside windows: torch's own call plus one check) and the
 optimizer hooks. Inductor hooks are installed for the window only.
 
@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ... import annotate as ann
 from ... import native
-from ..._errors import GraphscopeError
-from ...annotate import state
+from ..._errors import GraphscopeError, NativeUnavailableError
 from ...annotate.fsdp import FSDPWatch, fsdp_loaded
 from ...annotate.session import backward_counter, counted_window, resolve_accumulation
+from ...annotate.tables import TABLES
 from ...annotate.training import optimizer_hooks
 from ...model.bundle_files import TREES_FILE
 from ...native import nodecount
@@ -95,6 +95,8 @@ class GraphWatch:
         # time between scope entries is marked by graphscope's own module hooks
         self.meter = CaptureMeter(scopes=False, keep_history=True)
         self.pending: dict[int, Pending] = {}  # id(CUDAGraph) -> its capture, not read yet
+        # CUPTI's subscription, kept across a batch's windows
+        self.recorder = native.HeldRecorder()
         self._last_end = 0.0
         # graphscope's own seconds per capture step, summed over the run (what ``run`` adds to
         # a program's capture wall, by cause: bench/bench_ladder.py prints them)
@@ -164,7 +166,7 @@ class GraphWatch:
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
         self.by_id[id(cuda_graph)] = rec
-        if self._window is not None or state.ATTRIBUTION.active is not None:
+        if self._window is not None or native.active_session() is not None:
             rec.failed = "captured while another annotated capture was running: not recorded"
             self.warnings.append(f"{site}: {rec.failed}")
             return
@@ -189,21 +191,17 @@ class GraphWatch:
             # session puts back what it found)
             self._hold_batch()
             t = self._spent("hooks", t)
-            attribution = state.ATTRIBUTION
-            light = (rec.counted and not record_ops and attribution.ddp is None
-                     and not attribution.streams)
             window: Any
-            if light:  # scopes only: no per-window setup (and no backward to attribute)
+            if rec.counted and not record_ops and not TABLES.streams:
+                # scopes only: no per-window setup (and no backward to attribute)
                 window = counted_window(rec.count_how)
-            else:
-                window = ann.session(record_ops, held=True, counted=rec.counted,
-                                     count_how=rec.count_how)
+            else:  # AccumulateGrad's scope in a backward: the parameter's module
+                window = ann.session(record_ops, held=self.recorder, counted=rec.counted,
+                                     count_how=rec.count_how,
+                                     leaf_scope=self.module_names.leaf_scopes())
             self._records = window.__enter__()
             entered = window
             t = self._spent("subscribe", t)
-            active = attribution.active
-            if active is not None and not light:  # AccumulateGrad's scope in a backward
-                active.leaf_scope = self.module_names.leaf_scopes()
         except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
             if entered is not None:  # (a failed __enter__ undid itself)
                 entered.__exit__(None, None, None)
@@ -307,7 +305,7 @@ class GraphWatch:
     @property
     def holding(self) -> bool:
         """Whether a batch is open: captures waiting to be read, or what the batch holds."""
-        return bool(self.pending or self._batch_hooks or native.HELD.held)
+        return bool(self.pending or self._batch_hooks or self.recorder.held)
 
     def _release_hooks(self) -> None:
         hooks, self._batch_hooks = self._batch_hooks, []
@@ -323,7 +321,7 @@ class GraphWatch:
         try:
             self._release_hooks()
         finally:
-            native.HELD.release()
+            self.recorder.release()
 
     def _first_call(self, module: Any, args: Any) -> None:
         """The first outermost module of the window: its inputs name an eager graph."""
@@ -350,7 +348,7 @@ class GraphWatch:
             calls, own_s = native.extension().module_call_stats(True)
             if calls:
                 self.overhead["module_calls"] = self.overhead.get("module_calls", 0.0) + own_s
-        except native.NativeUnavailableError:
+        except NativeUnavailableError:
             pass
         records = self._records[0] if self._records else None
         if isinstance(records, nodecount.CountedNodes) and records.queries:
@@ -387,12 +385,11 @@ class GraphWatch:
             rec.static_output_bytes = tensor_bytes(rec.outputs)
             rec.outputs = []
         t = self._spent("meter", t)
-        active = state.ATTRIBUTION.active
-        backward_calls = getattr(active, "backward_calls", 0)
+        backward_calls = getattr(native.active_session(), "backward_calls", 0)
         records = self._close_window()
         t = self._spent("unsubscribe", t)
-        if native.HELD.cut:  # a torch.profiler took CUPTI from inside this capture
-            native.HELD.cut = False
+        if self.recorder.cut:  # a torch.profiler took CUPTI from inside this capture
+            self.recorder.cut = False
             rec.failed = rec.failed or ("a profiler started inside the capture and took CUPTI's "
                                         "subscription: the nodes made after it are unrecorded")
             self.warnings.append(f"{rec.site}: {rec.failed}")
@@ -522,7 +519,8 @@ class GraphWatch:
             self._spent("inspect", t, later=True)
             records = p.records
             if isinstance(records, nodecount.CountedNodes):  # its nodes are the template's
-                records = resolve_accumulation(nodecount.as_created(records, p.inspection))
+                records = resolve_accumulation(nodecount.as_created(records, p.inspection),
+                                               TABLES.scopes)
             rec.raw = RawGraph(rec.name, p.inspection, records, rec.exec_id, p.dot)
             pool = rec.cost.get("pool_id")
             rec.pool = tuple(pool) if pool is not None else None
