@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from graphscope import native
+from graphscope.annotate.session import CountedSession
 from graphscope.capture.config import CaptureConfig
+from graphscope.capture.run import reading as R
 from graphscope.capture.run import watch as W
 from graphscope.capture.run.patch import patch_cuda_graph
 from graphscope.native import nodecount
@@ -118,7 +120,12 @@ def watch(monkeypatch):
         return W.native.read_graph(ptr) if ptr else None
 
     monkeypatch.setattr(W.native, "read_capture", read_capture)
-    monkeypatch.setattr(W, "read_dot", lambda ptr: events.append("dot") or "digraph {}")
+    def read_dot(ptr):
+        events.append("dot")
+        return "digraph {}"
+
+    monkeypatch.setattr(W, "read_dot", read_dot)  # a site's first capture's, in the loop
+    monkeypatch.setattr(R, "read_dot", read_dot)  # a kept template's, with the batch
     monkeypatch.setattr(W.native, "exec_id", lambda ptr: 7)
     monkeypatch.setattr(W.ann, "publish", lambda recs, g: events.append("publish") or [])
 
@@ -129,7 +136,9 @@ def watch(monkeypatch):
             counted_windows.append(len(counted_windows))
             count_hows.append(count_how)
             # an annotated capture for the module scopes (the real session's attribution)
-            native.open_session(types.SimpleNamespace(leaf_scope=leaf_scope))
+            session = CountedSession()
+            session.leaf_scope = leaf_scope
+            native.open_session(session)
             try:
                 with nodecount.counting(fake=True, how=count_how) as out:
                     yield out

@@ -28,14 +28,29 @@ def _parent(cls: Any, name: str, real: dict[str, Any]) -> Callable[..., Any]:
     return getattr(super(cls, cls), name)
 
 
-def patch_cuda_graph(watch: Any) -> Callable[[], None]:
-    """Route ``torch.cuda.CUDAGraph``'s capture, instantiate and replay through ``watch`` (a
-    :class:`~graphscope.capture.run.watch.GraphWatch`); returns the undo."""
-    import torch
+class _Methods:
+    """``torch.cuda.CUDAGraph``'s methods as torch defines them, by name."""
 
-    cls = torch.cuda.CUDAGraph
-    real = {k: cls.__dict__[k] for k in _METHODS if k in cls.__dict__}
-    base_init = real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
+    def __init__(self, cls: Any) -> None:
+        self.cls = cls
+        self.real = {k: cls.__dict__[k] for k in _METHODS if k in cls.__dict__}
+
+    def __call__(self, name: str) -> Callable[..., Any]:
+        return _parent(self.cls, name, self.real)
+
+    def undo(self) -> None:
+        for name in _METHODS:
+            if name in self.real:
+                setattr(self.cls, name, self.real[name])
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(self.cls, name)
+
+
+def _capture_methods(watch: Any, torch_: _Methods) -> dict[str, Callable[..., Any]]:
+    """``__init__``, ``capture_begin`` and ``capture_end`` through ``watch``."""
+    cls = torch_.cls
+    base_init = torch_.real.get("__init__") or getattr(cls.__mro__[1], "__init__")  # noqa: B009
     keep_of: dict[int, bool] = {}
 
     # keep_graph is read by the C++ constructor (__init__, not __new__): the program's choice,
@@ -52,7 +67,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         watch.begin(self, keep_of.get(id(self), False))
         t1 = time.perf_counter()
         try:
-            _parent(cls, "capture_begin", real)(self, *a, **k)
+            torch_("capture_begin")(self, *a, **k)
         except BaseException:
             watch.abort(self, "capture_begin raised")
             raise
@@ -65,7 +80,7 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         watch.ending(self)
         t = time.perf_counter()
         try:
-            _parent(cls, "capture_end", real)(self)
+            torch_("capture_end")(self)
         except BaseException as exc:
             watch.abort(self, f"capture failed: {str(exc).splitlines()[0] if str(exc) else exc}")
             raise
@@ -73,13 +88,19 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         watch.end(self, t2 - t)
         watch.steps_s += (t - t0) + (time.perf_counter() - t2)
 
+    return {"__init__": __init__, "capture_begin": capture_begin, "capture_end": capture_end}
+
+
+def _replay_methods(watch: Any, torch_: _Methods) -> dict[str, Callable[..., Any]]:
+    """``instantiate``, ``replay``, ``reset`` and ``__del__`` through ``watch``."""
+
     def instantiate(self: Any) -> None:
         t = time.perf_counter()
-        _parent(cls, "instantiate", real)(self)
+        torch_("instantiate")(self)
         watch.instantiated(self, time.perf_counter() - t)
 
     def replay(self: Any) -> None:
-        plain = _parent(cls, "replay", real)
+        plain = torch_("replay")
         if watch.holding:  # the program replays: its batch is read first
             watch.flush()
         rec = watch.by_id.get(id(self))
@@ -98,9 +119,9 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
 
     def reset(self: Any) -> None:
         watch.graph_going(self)  # its template goes: inspected first if still waiting
-        _parent(cls, "reset", real)(self)
+        torch_("reset")(self)
 
-    real_del = real.get("__del__")
+    real_del = torch_.real.get("__del__")
 
     def __del__(self: Any) -> None:
         try:
@@ -110,23 +131,18 @@ def patch_cuda_graph(watch: Any) -> Callable[[], None]:
         if real_del is not None:
             real_del(self)
 
-    cls.__init__ = __init__  # type: ignore[method-assign]
-    cls.reset = reset  # type: ignore[method-assign]
-    cls.__del__ = __del__  # type: ignore[method-assign,attr-defined,unused-ignore]
-    cls.capture_begin = capture_begin  # type: ignore[method-assign]
-    cls.capture_end = capture_end  # type: ignore[method-assign]
-    cls.instantiate = instantiate  # type: ignore[method-assign]
-    cls.replay = replay  # type: ignore[method-assign]
+    return {"instantiate": instantiate, "replay": replay, "reset": reset, "__del__": __del__}
 
-    def undo() -> None:
-        for name in _METHODS:
-            if name in real:
-                setattr(cls, name, real[name])
-            else:
-                with contextlib.suppress(AttributeError):
-                    delattr(cls, name)
 
-    return undo
+def patch_cuda_graph(watch: Any) -> Callable[[], None]:
+    """Route ``torch.cuda.CUDAGraph``'s capture, instantiate and replay through ``watch`` (a
+    :class:`~graphscope.capture.run.watch.GraphWatch`); returns the undo."""
+    import torch
+
+    torch_ = _Methods(torch.cuda.CUDAGraph)
+    for name, fn in {**_capture_methods(watch, torch_), **_replay_methods(watch, torch_)}.items():
+        setattr(torch_.cls, name, fn)
+    return torch_.undo
 
 
 def patch_compile(*hooks: Any) -> Callable[[], None]:

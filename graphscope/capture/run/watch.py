@@ -28,7 +28,6 @@ keep their module, phase and memory scopes."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -39,17 +38,19 @@ from ... import annotate as ann
 from ... import native
 from ..._errors import GraphscopeError, NativeUnavailableError
 from ...annotate.fsdp import FSDPWatch, fsdp_loaded
-from ...annotate.session import backward_counter, counted_window, resolve_accumulation
+from ...annotate.session import backward_counter, counted_window
 from ...annotate.tables import TABLES
 from ...annotate.training import optimizer_hooks
-from ...model.bundle_files import TREES_FILE
 from ...native import nodecount
 from ..meter import CaptureMeter, tensor_bytes
-from ..source import RawCapture, RawGraph, read_dot, unplaced_reason
+from ..source import RawCapture, read_dot
+from .counting import CountPolicy
 from .graphs import Pending, ProgramGraph
 from .names import ModuleNames, capture_site, compiled_inputs, describe_shapes, module_hooks
 from .patch import patch_compile, patch_cuda_graph
 from .provenance import Provenance
+from .reading import note_exec_id, read_batch, read_live
+from .results import raw_capture
 from .traced import TracedReplays
 from .trees import TreeEvents
 
@@ -78,13 +79,7 @@ class GraphWatch:
         self.graphs: list[ProgramGraph] = []
         self.by_id: dict[int, ProgramGraph] = {}
         self.sites: dict[str, int] = {}
-        # site -> its CUPTI captures so far made every node on the capturing thread: the next
-        # ones may be counted (False: a site that must stay on CUPTI)
-        self.countable: dict[str, bool] = {}
-        # site -> whether its counted captures may count by the stream's dependencies (True:
-        # a capture that walked the graph at every note found the two counts equal at each;
-        # False: they differed, walk; absent: the next counted capture compares them)
-        self.deps_ok: dict[str, bool] = {}
+        self.counting = CountPolicy()  # which captures are recorded by node counts
         self.current: Optional[ProgramGraph] = None
         self.module_names = ModuleNames()
         self.provenance = Provenance()
@@ -119,9 +114,14 @@ class GraphWatch:
         self._torch_dir = ""
         self.install_s = 0.0  # warming CUPTI's graph ids at install (outside the program)
         self.install_note = ""  # why that could not be done
-        # the environment's node-count settings, read as a batch opens, not per capture
-        self._count_mode = nodecount.mode()
-        self._deps_allowed = nodecount.deps_allowed()
+
+    @property
+    def countable(self) -> dict[str, bool]:
+        return self.counting.countable
+
+    @property
+    def deps_ok(self) -> dict[str, bool]:
+        return self.counting.deps_ok
 
     # -- install / uninstall
     def install(self) -> None:
@@ -154,14 +154,14 @@ class GraphWatch:
         return now
 
     def begin(self, cuda_graph: Any, user_keep: bool) -> None:
+        """The program's ``capture_begin`` is about to run: its capture window opens."""
         t = time.perf_counter()
         if self.pending and (id(cuda_graph) in self.pending
                              or t - self._last_end > FLUSH_AFTER_S):
             self.flush()  # a graph captured again, or the program paused: read the batch
             t = time.perf_counter()
         if not self._batch_hooks:  # a batch opens
-            self._count_mode = nodecount.mode()
-            self._deps_allowed = nodecount.deps_allowed()
+            self.counting.reread()
         site, kind = capture_site(self._torch_dir)
         rec = ProgramGraph(site=site, kind=kind, user_keep=user_keep)
         self.graphs.append(rec)
@@ -170,6 +170,26 @@ class GraphWatch:
             rec.failed = "captured while another annotated capture was running: not recorded"
             self.warnings.append(f"{site}: {rec.failed}")
             return
+        record_ops = self._plan(rec)
+        self.module_names.new_window()
+        t = self._spent("site", t)
+        try:
+            self._open_window(rec, record_ops, t)
+        except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
+            rec.failed = str(exc)
+            self.warnings.append(f"{site}: not recorded: {exc}")
+            return
+        except BaseException:
+            self._release_batch()
+            raise
+        self.current = rec
+        t = time.perf_counter()
+        self.meter.begin()
+        self._spent("meter", t)
+
+    def _plan(self, rec: ProgramGraph) -> bool:
+        """What this capture records: its ops (the returned flag) and whether by node counts."""
+        site, kind = rec.site, rec.kind
         if kind == "compiled":
             rec.shapes = compiled_inputs()
         # a ladder's later buckets: scopes only (0: every one). Not compiled captures: inductor's
@@ -178,63 +198,29 @@ class GraphWatch:
         within = not limit or self.sites.get(site, 0) < limit
         record_ops = self.cfg.record_ops and within
         rec.ops_recorded = within or not self.cfg.record_ops  # False: skipped by the limit
-        rec.counted = self._counts(site, kind, record_ops)
-        if rec.counted and self._deps_allowed:
-            ok = self.deps_ok.get(site)
-            rec.count_how = (nodecount.VERIFY if ok is None else
-                             nodecount.DEPS if ok else nodecount.WALK)
-        self.module_names.new_window()
-        t = self._spent("site", t)
-        entered: Any = None  # the window, once its __enter__ returned
-        try:
-            # held for the batch before the window's session patches autograd's entry (a
-            # session puts back what it found)
-            self._hold_batch()
-            t = self._spent("hooks", t)
-            window: Any
-            if rec.counted and not record_ops and not TABLES.streams:
-                # scopes only: no per-window setup (and no backward to attribute)
-                window = counted_window(rec.count_how)
-            else:  # AccumulateGrad's scope in a backward: the parameter's module
-                window = ann.session(record_ops, held=self.recorder, counted=rec.counted,
-                                     count_how=rec.count_how,
-                                     leaf_scope=self.module_names.leaf_scopes())
-            self._records = window.__enter__()
-            entered = window
-            t = self._spent("subscribe", t)
-        except GraphscopeError as exc:  # e.g. torch.profiler holds CUPTI: the program goes on
-            if entered is not None:  # (a failed __enter__ undid itself)
-                entered.__exit__(None, None, None)
-            rec.failed = str(exc)
-            self.warnings.append(f"{site}: not recorded: {exc}")
-            return
-        except BaseException:
-            if entered is not None:
-                entered.__exit__(None, None, None)
-            self._release_batch()
-            raise
-        self._window = entered
-        self.current = rec
-        self.meter.begin()
-        self._spent("meter", t)
+        rec.counted = self.counting.counts(site, kind, record_ops)
+        if rec.counted:
+            rec.count_how = self.counting.how(site)
+        return record_ops
 
-    def _counts(self, site: str, kind: str, record_ops: bool) -> bool:
-        """Whether this capture records by node counts, with no CUPTI subscription in it
-        (graphscope.native.nodecount): any capture begun with grad off (no backward to run on
-        autograd's thread; one that runs anyway is caught), ops included, unless
-        ``GRAPHSCOPE_NODE_COUNTS=learned``; and past a site's op captures once its CUPTI
-        captures made every node on the capturing thread."""
-        mode = self._count_mode
-        known = self.countable.get(site)
-        if kind != "eager" or mode == "off" or known is False:
-            return False
-        if not record_ops and known:
-            return True
-        if mode == "all":
-            import torch
-
-            return not torch.is_grad_enabled()
-        return False
+    def _open_window(self, rec: ProgramGraph, record_ops: bool, t: float) -> None:
+        """Enter the capture's window (the batch's hooks held first); a window whose entry
+        failed is left closed."""
+        # held for the batch before the window's session patches autograd's entry (a
+        # session puts back what it found)
+        self._hold_batch()
+        t = self._spent("hooks", t)
+        window: Any
+        if rec.counted and not record_ops and not TABLES.streams:
+            # scopes only: no per-window setup (and no backward to attribute)
+            window = counted_window(rec.count_how)
+        else:  # AccumulateGrad's scope in a backward: the parameter's module
+            window = ann.session(record_ops, held=self.recorder, counted=rec.counted,
+                                 count_how=rec.count_how,
+                                 leaf_scope=self.module_names.leaf_scopes())
+        self._records = window.__enter__()  # (a failed __enter__ undid itself)
+        self._window = window
+        self._spent("subscribe", t)
 
     def begun(self, cuda_graph: Any) -> None:
         """The program's capture has begun (its stream is capturing): its stream is noted, and
@@ -398,7 +384,7 @@ class GraphWatch:
             rec.failed = rec.failed or "no records"
             self.warnings.append(f"{rec.site}: {rec.failed}")
             return
-        records = self._counted_ok(rec, records, backward_calls)
+        records = self.counting.learn(rec, records, backward_calls, self.warnings)
         if records is None:
             return
         ordinal = self.sites.get(rec.site, 0)
@@ -415,122 +401,26 @@ class GraphWatch:
                                                later)
         self._last_end = time.perf_counter()
 
-    def _counted_ok(self, rec: ProgramGraph, records: Any, backward_calls: int) -> Any:
-        """Learn whether the site's next captures may be counted: every CUPTI window so far made
-        all its nodes on the capturing thread (this one: ``end`` runs where the capture does).
-        Returns the window's records to keep, or None when a counted window is unrecorded; a
-        counted window where other threads made nodes keeps them unscoped."""
-        if not isinstance(records, nodecount.CountedNodes):
-            own = set(records.thread.tolist()) <= {threading.get_native_id()}
-            self.countable[rec.site] = self.countable.get(rec.site, True) and own
-            return records
-        why = records.problem()
-        if why:
-            self.countable[rec.site] = False
-            rec.failed = rec.failed or f"not recorded: {why}"
-            self.warnings.append(f"{rec.site}: {rec.failed}")
-            return None
-        if records.how == nodecount.VERIFY:
-            self.deps_ok[rec.site] = records.mismatches == 0
-        others = []
-        if backward_calls:
-            others.append(f"{backward_calls} backward call(s) (autograd's thread makes nodes)")
-        if records.foreign:
-            others.append(f"{records.foreign} scope change(s) on other threads")
-        missed = records.how == nodecount.DEPS and records.mismatches
-        if missed:
-            # another stream's newest work was unjoined where the stream's dependencies were
-            # read: nodes may carry a later scope than theirs, so none is given one
-            self.deps_ok[rec.site] = False
-        if not others and not missed:
-            return records
-        if others:
-            self.countable[rec.site] = False
-            later = "are recorded by CUPTI"
-        else:
-            later = "walk the graph"
-        rec.scopes_unknown = "; ".join(others + (
-            ["the capture stream's dependencies missed nodes made on another stream"]
-            if missed else []))
-        self.warnings.append(
-            f"{rec.site}: a capture recorded by node counts saw {rec.scopes_unknown}: its "
-            f"nodes are left without module scopes (the site's later captures {later})")
-        return records.unplaced()
-
-    # -- reading finished graphs (outside the program's capture loop)
-    def _read_live(self, p: Pending, cuda_graph: Any) -> None:
-        """What a finished capture's ``CUDAGraph`` gives while it exists (the exec id of
-        torch's instantiate in ``capture_end``, its pool, a kept template's DOT), read with the
-        batch or as the graph goes, not in the program's loop (~25 us a capture on the H200)."""
-        rec = p.rec
-        if rec.exec_later:
-            rec.exec_later = False
-            self._exec_id(rec, cuda_graph)
-        if rec.window is not None and rec.window.pool is None and not rec.window.pool_read:
-            rec.window.pool_read = True
-            self.meter.set_pool(rec.cost, rec.window, cuda_graph)
-        self._read_dot(p, cuda_graph)
-
-    def _read_dot(self, p: Pending, cuda_graph: Any) -> None:
-        """A kept template's DOT, while it exists."""
-        if not p.dot_later:
-            return
-        p.dot_later = False
-        t = time.perf_counter()
-        try:
-            p.dot = read_dot(cuda_graph.raw_cuda_graph())
-        except Exception as exc:  # noqa: BLE001 - the DOT is optional; the graph is read
-            self.warnings.append(f"{p.rec.site}: the driver's DOT could not be read: {exc}")
-        self._spent("dot", t, later=True)
-
+    # -- reading finished graphs (outside the program's capture loop: reading.py)
     def graph_going(self, cuda_graph: Any) -> None:
         """``cuda_graph`` is being reset or freed: its kept template's DOT is read now, if it
         is waiting."""
         p = self.pending.get(id(cuda_graph))
         if p is None:
             return
-        self._read_live(p, cuda_graph)
+        read_live(p, cuda_graph, self.meter, self._spent, self.warnings)
         if self._window is None:  # not inside another capture: read the batch now
             self.flush()
 
     def flush(self) -> None:
-        """Read every pending capture: one allocator snapshot for the batch, each graph's names
-        demangled, a kept template's DOT, the annotations published (and rekeyed where
-        instantiated)."""
+        """Read every pending capture (reading.read_batch), with what the batch holds let go."""
         if self._window is not None:
             return
         self._release_batch()
         if not self.pending:
             return
         batch, self.pending = list(self.pending.values()), {}
-        graphs = [p.graph() for p in batch]
-        t = time.perf_counter()
-        for p, g in zip(batch, graphs):
-            if g is not None:
-                self._read_live(p, g)
-        t = self._spent("live", t, later=True)
-        self.meter.read([(p.rec.cost, p.rec.window) for p in batch if p.rec.window is not None])
-        t = self._spent("meter", t, later=True)
-        for p, g in zip(batch, graphs):
-            rec = p.rec
-            rec.window = None
-            t = time.perf_counter()
-            p.inspection = native.demangled(native.as_inspection(p.inspection), self._demangled)
-            self._spent("inspect", t, later=True)
-            records = p.records
-            if isinstance(records, nodecount.CountedNodes):  # its nodes are the template's
-                records = resolve_accumulation(nodecount.as_created(records, p.inspection),
-                                               TABLES.scopes)
-            rec.raw = RawGraph(rec.name, p.inspection, records, rec.exec_id, p.dot)
-            pool = rec.cost.get("pool_id")
-            rec.pool = tuple(pool) if pool is not None else None
-            rec.pool_bytes = rec.cost.get("pool_bytes")
-            t = time.perf_counter()
-            ann.publish(records, g)
-            if g is not None and rec.exec_ids and not len(records.exec_id):
-                with contextlib.suppress(Exception):  # instantiated after its window
-                    ann.remap_to_exec_graph(g)
-            self._spent("publish", t, later=True)
+        read_batch(batch, self.meter, self._demangled, self._spent, self.warnings)
 
     def instantiated(self, cuda_graph: Any, seconds: float = 0.0) -> None:
         """A graph the program keeps was instantiated (``instantiate``, or a replay): its time
@@ -541,62 +431,10 @@ class GraphWatch:
         if rec is None or rec.failed:
             return
         rec.exec_later = False
-        self._exec_id(rec, cuda_graph)
-
-    def _exec_id(self, rec: ProgramGraph, cuda_graph: Any) -> None:  # (rec not failed)
-        try:
-            eid = native.exec_id(cuda_graph.raw_cuda_graph_exec())
-            if not rec.exec_ids or rec.exec_ids[-1] != eid:
-                rec.exec_ids.append(eid)
-            if rec.raw is not None:
-                rec.raw.exec_id = eid
-                ann.remap_to_exec_graph(cuda_graph)
-        except Exception:  # noqa: BLE001 - the exec id is optional; the program goes on
-            pass
+        note_exec_id(rec, cuda_graph)
 
     # -- results
     def result(self) -> RawCapture:
         """Everything observed so far, as a raw capture with its traced replays joined."""
         self.flush()
-        done = [g for g in self.graphs if g.raw is not None and not g.failed
-                and len(g.raw.inspection.node_id)]
-        raws = []
-        for g in done:
-            raw = g.raw
-            assert raw is not None
-            raw.exec_id = g.exec_id
-            raw.info = g.info()
-            if g.kind == "compiled":
-                raw.place = lambda n, site=g.site: self.provenance.place(n.source, site=site)
-            else:
-                raw.place = unplaced_reason
-            raws.append(raw)
-        meta: dict[str, Any] = {
-            "observed_captures": len(self.graphs),
-            "empty_captures": sum(1 for g in self.graphs if g.raw is not None
-                                  and not len(g.raw.inspection.node_id)),
-            "failed_captures": [{"site": g.site, "why": g.failed} for g in self.graphs
-                                if g.failed],
-        }
-        if self.overhead:
-            meta["capture_overhead_s"] = {k: round(v, 6) for k, v in self.overhead.items()}
-        if self.steps_s:
-            meta["capture_steps_s"] = round(self.steps_s, 6)
-        if self.read_overhead:
-            meta["read_overhead_s"] = {k: round(v, 6) for k, v in self.read_overhead.items()}
-        if self.install_s:
-            meta["install_warm_s"] = round(self.install_s, 6)
-        if self.install_note:
-            meta["install_warm_failed"] = self.install_note
-        if self.warnings:
-            meta["warnings"] = list(self.warnings)
-        join = self.traced.join(done)  # closes the open window: its facts are complete
-        windows = self.traced.facts()
-        if windows:
-            meta["tracing_windows"] = windows
-        raw_capture = RawCapture(raws, join=join, meta=meta)
-        trees = self.trees.doc()
-        if trees is not None:
-            raw_capture.extra_files[TREES_FILE] = lambda: trees
-        return raw_capture
-
+        return raw_capture(self)
