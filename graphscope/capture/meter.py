@@ -23,6 +23,7 @@ Per capture (:class:`CaptureMeter`, armed from just before ``capture_begin`` to 
   :meth:`CaptureMeter.stop` per window, :meth:`CaptureMeter.read` for the batch). The tracker
   is closed between windows; the history runs on across them.
 
+How the events of a window add up by module is :mod:`graphscope.capture.allocations`.
 :meth:`CaptureMeter.end` gives the graph-info fields; ``graphscope.analysis.memory`` adds them
 up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator events off (pool totals stay);
 ``GRAPHSCOPE_ALLOC_TRACKER=history`` reads torch's history where the tracker is built.
@@ -30,7 +31,6 @@ up. ``GRAPHSCOPE_MEMORY_HISTORY=0`` turns the allocator events off (pool totals 
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 import time
@@ -41,11 +41,18 @@ from typing import Any, Optional
 from .. import native
 from .._errors import NativeUnavailableError
 from ..annotate.tensors import tensors_in
-from ..model.graph import OUTSIDE_MODULES
-
-HISTORY_ENTRIES = 1 << 20  # allocator events kept per capture window (per batch of them)
-END_SLACK_US = 500.0  # see CaptureMeter._attribute
-OUTSIDE = OUTSIDE_MODULES  # allocations and time of a capture outside every module scope
+from . import allocations
+from .allocations import (
+    END_SLACK_US,
+    OUTSIDE,
+    AllocatorEvents,
+    cuda_initialized,
+    device_index,
+    graph_pool,
+    pool_bytes,
+    pool_segments,
+)
+from .allocations import pool_facts as pool_facts  # the callables source's one-off pool read
 
 
 def history_wanted() -> bool:
@@ -150,7 +157,7 @@ class CaptureMeter:
         self._device = -1
         if self._armed and self._tracker is not None:
             with contextlib.suppress(Exception):
-                self._device = _device_index()
+                self._device = device_index()
         if self.scopes:
             self._install_hooks()
         # with the history kept across windows, the reserved bytes come from its segment
@@ -211,13 +218,13 @@ class CaptureMeter:
             self._end_history()
         history = None
         if taken is None and any(w.armed for _, w in windows):
-            history = _History(snap, self._offset_us)
-        tracked: dict[int, _History] = {}  # the tracker's events, by device
+            history = AllocatorEvents(snap, self._offset_us)
+        tracked: dict[int, AllocatorEvents] = {}  # the tracker's events, by device
         for info, w in windows:
             if taken is not None and w.armed:
-                dev = w.device if w.device >= 0 else _device_index()
+                dev = w.device if w.device >= 0 else device_index()
                 if dev not in tracked:
-                    tracked[dev] = _History.tracked(taken, self._tracker_actions, dev)
+                    tracked[dev] = AllocatorEvents.tracked(taken, self._tracker_actions, dev)
                 history = tracked[dev]
             info.update(self._window_facts(snap, w, history))
 
@@ -228,7 +235,7 @@ class CaptureMeter:
         return info
 
     def _window_facts(self, snap: Optional[dict[str, Any]], w: Window,
-                      history: Optional[_History] = None) -> dict[str, Any]:
+                      history: Optional[AllocatorEvents] = None) -> dict[str, Any]:
         names = self._names(w.marks)
         info: dict[str, Any] = self._scope_info(w.end_ns, w.marks, names)
         if w.reserved_from_history and history is not None:
@@ -240,13 +247,11 @@ class CaptureMeter:
         if snap is None or w.pool is None:
             return info
         pool = w.pool
-        segs = [s for s in snap.get("segments", ())
-                if tuple(s.get("segment_pool_id", ())) == pool]
-        info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
-        info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
+        segs = pool_segments(snap, pool)
+        info.update(pool_bytes(segs))
         if w.armed:
             try:
-                history = history or _History(snap, self._offset_us)
+                history = history or AllocatorEvents(snap, self._offset_us)
                 if history.lost(w.wall0_ns, w.end_ns):
                     info["memory_note"] = ("allocator history overflowed before it was read: "
                                            "memory by module not known for this capture")
@@ -317,11 +322,11 @@ class CaptureMeter:
     # -- allocator events
     def _start_history(self) -> None:
         tracker = native.alloc_tracker()
-        if tracker is not None and _cuda_initialized():
+        if tracker is not None and cuda_initialized():
             # (attached before CUDA's init, torch's attach reaches no device's allocator and
             # the tracker would see nothing for the process's life: the history instead)
             try:
-                tracker.start(HISTORY_ENTRIES)
+                tracker.start(allocations.HISTORY_ENTRIES)
             except Exception:  # noqa: BLE001  (an allocator that takes no tracker: the history)
                 tracker = None
             else:
@@ -332,11 +337,11 @@ class CaptureMeter:
 
         try:
             torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
-                                                     max_entries=HISTORY_ENTRIES,
+                                                     max_entries=allocations.HISTORY_ENTRIES,
                                                      clear_history=True)
         except TypeError:  # a torch without clear_history: older entries are left by time
             torch.cuda.memory._record_memory_history("all", context=None, stacks="python",
-                                                     max_entries=HISTORY_ENTRIES)
+                                                     max_entries=allocations.HISTORY_ENTRIES)
 
     def _stop_history(self) -> None:
         if self._tracker is not None:
@@ -352,61 +357,16 @@ class CaptureMeter:
                    wall0_ns: Optional[int] = None, names: Optional[dict[int, str]] = None,
                    end_ns: Optional[int] = None, slack_us: float = END_SLACK_US
                    ) -> dict[str, Any]:
-        """Allocations of the window in ``pool``: gross, held at the end, peak, new segments;
-        and per module scope, bytes allocated and bytes still held."""
-        starts = sorted((int(s["address"]), int(s["address"]) + int(s["total_size"]))
-                        for s in segs)
-        lo = [a for a, _ in starts]
-
-        def in_pool(e: dict[str, Any]) -> bool:
-            pid = e.get("pool_id")
-            if pid is not None:
-                return tuple(int(x) for x in pid) == pool
-            addr = int(e.get("addr", -1))
-            i = bisect.bisect_right(lo, addr) - 1
-            return i >= 0 and addr < starts[i][1]
-
-        marks = self.marks if marks is None else marks
+        """:func:`allocations.attribute` of a window (this meter's current one by default)."""
+        marks = list(self.marks if marks is None else marks)
         names = self._names(marks) if names is None else names
         offset = self._offset_us
         begin_us = (self._wall0_ns if wall0_ns is None else wall0_ns) / 1000 + offset
         # the history may run on past the window (kept across a program's captures): entries
         # after its end are the next window's, or the program's between them (frees of its
-        # outputs); END_SLACK_US covers the allocator clock's conversion error (the tracker's
-        # events are on the marks' own clock: no slack)
+        # outputs); slack_us covers the allocator clock's conversion error
         end_us = float("inf") if end_ns is None else end_ns / 1000 + offset + slack_us
-        times = [t / 1000 + offset for t, _ in marks]
-        mark_names = [names.get(s, OUTSIDE) for _, s in marks]
-        live: dict[int, tuple[int, str]] = {}
-        gross: dict[str, int] = {}
-        cur = peak = total = new_segments = 0
-        for e in entries:
-            t = float(e.get("time_us", begin_us))
-            if t < begin_us or t > end_us or not in_pool(e):
-                continue
-            act, addr, size = e.get("action"), int(e.get("addr", 0)), int(e.get("size", 0))
-            if act == "alloc":
-                i = max(bisect.bisect_right(times, t) - 1, 0)
-                name = mark_names[i]
-                live[addr] = (size, name)
-                gross[name] = gross.get(name, 0) + size
-                total += size
-                cur += size
-                peak = max(peak, cur)
-            elif act == "free_requested" and addr in live:
-                cur -= live.pop(addr)[0]
-            elif act == "segment_alloc":
-                new_segments += size
-        held: dict[str, int] = {}
-        for size, name in live.values():
-            held[name] = held.get(name, 0) + size
-        return {
-            "capture_alloc_bytes": total,
-            "capture_live_bytes": sum(held.values()),
-            "capture_peak_bytes": peak,
-            "capture_segment_bytes": new_segments,
-            "memory_by_module": {n: [gross[n], held.get(n, 0)] for n in sorted(gross)},
-        }
+        return allocations.attribute(entries, segs, pool, marks, names, begin_us, end_us, offset)
 
     # -- scope marks
     def _install_hooks(self) -> None:
@@ -428,97 +388,6 @@ class CaptureMeter:
             self._hooks.pop().remove()
 
 
-class _History:
-    """The allocator events of a batch of windows (the history of one snapshot, or the
-    tracker's), indexed by time: the entries of a window in one bisection (a batch of windows
-    reads one history, not one scan per window)."""
-
-    slack_us = END_SLACK_US  # how far past a window's end its events may be stamped
-    tracked_events = False  # the tracker's events (no ring buffer to wrap)
-    dropped_from_ns: Optional[int] = None  # the tracker's first event not kept
-
-    def __init__(self, snap: Optional[dict[str, Any]], offset_us: float,
-                 entries: Optional[list[dict[str, Any]]] = None) -> None:
-        if entries is None:
-            traces = (snap or {}).get("device_traces") or []
-            dev = _device_index() if traces else 0
-            entries = traces[dev] if dev < len(traces) else []
-        times = [float(e.get("time_us", 0.0)) for e in entries]
-        if any(b < a for a, b in zip(times, times[1:])):
-            order = sorted(range(len(entries)), key=times.__getitem__)
-            entries = [entries[i] for i in order]
-            times = [times[i] for i in order]
-        self.entries, self.times, self.offset_us = entries, times, offset_us
-        self.valid = snap is not None and "device_traces" in snap
-
-    @classmethod
-    def tracked(cls, taken: tuple[list[tuple[int, ...]], int, int], actions: tuple[str, ...],
-                dev: int) -> _History:
-        """The tracker's events (``take()``: rows, dropped, first drop) of device ``dev``."""
-        rows, dropped, first_drop_ns = taken
-        entries = [{"action": actions[a], "addr": addr, "size": size, "time_us": t / 1000,
-                    "pool_id": (p0, p1)}
-                   for t, a, d, addr, size, p0, p1 in rows if d == dev]
-        out = cls(None, 0.0, entries)
-        out.valid, out.slack_us, out.tracked_events = True, 0.0, True
-        out.dropped_from_ns = int(first_drop_ns) if dropped else None
-        return out
-
-    def lost(self, wall0_ns: int, end_ns: Optional[int] = None) -> bool:
-        """Events of the window not kept: the ring buffer wrapped past its start, or the
-        tracker's buffer was full before its end."""
-        if self.tracked_events or self.dropped_from_ns is not None:
-            return self.dropped_from_ns is not None and (
-                end_ns is None or self.dropped_from_ns <= end_ns)
-        return (len(self.entries) >= HISTORY_ENTRIES
-                and self.times[0] > wall0_ns / 1000 + self.offset_us)
-
-    def during(self, wall0_ns: int, end_ns: int) -> list[dict[str, Any]]:
-        lo = bisect.bisect_left(self.times, wall0_ns / 1000 + self.offset_us)
-        hi = bisect.bisect_right(self.times, end_ns / 1000 + self.offset_us + self.slack_us)
-        return self.entries[lo:hi]
-
-    def reserved_delta(self, wall0_ns: int, end_ns: int) -> Optional[int]:
-        """Segments reserved less segments released in the window (all pools), as
-        ``torch.cuda.memory_reserved()`` would have grown; None without a history."""
-        if not self.valid:
-            return None
-        delta = 0
-        for e in self.during(wall0_ns, end_ns):
-            act = e.get("action")
-            if act in ("segment_alloc", "segment_map"):
-                delta += int(e.get("size", 0))
-            elif act in ("segment_free", "segment_unmap"):
-                delta -= int(e.get("size", 0))
-        return delta
-
-
-def pool_facts(cuda_graph: Any) -> dict[str, Any]:
-    """A graph's pool id and the pool's reserved and allocated bytes now (one snapshot)."""
-    info: dict[str, Any] = {}
-    try:
-        import torch
-
-        pool = tuple(int(x) for x in cuda_graph.pool())
-        snap = torch.cuda.memory._snapshot()
-    except Exception:
-        return info
-    segs = [s for s in snap.get("segments", ()) if tuple(s.get("segment_pool_id", ())) == pool]
-    info["pool_id"] = list(pool)
-    info["pool_bytes"] = sum(int(s.get("total_size", 0)) for s in segs)
-    info["pool_allocated_bytes"] = sum(int(s.get("allocated_size", 0)) for s in segs)
-    return info
-
-
-def graph_pool(cuda_graph: Any) -> Optional[tuple[int, ...]]:
-    """The memory pool of a captured ``torch.cuda.CUDAGraph`` (None: a graph without one, a
-    fake's or an old torch's)."""
-    try:
-        return tuple(map(int, cuda_graph.pool()))
-    except Exception:  # noqa: BLE001
-        return None
-
-
 def _reserved() -> Optional[int]:
     """``torch.cuda.memory_reserved()`` (None where it cannot be read)."""
     try:
@@ -527,18 +396,3 @@ def _reserved() -> Optional[int]:
         return int(torch.cuda.memory_reserved())
     except Exception:
         return None
-
-
-def _cuda_initialized() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_initialized())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _device_index() -> int:
-    import torch
-
-    return int(torch.cuda.current_device())

@@ -554,7 +554,7 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
     assert a["pool_bytes"] == b["pool_bytes"] == 2 * MiB
     # a buffer that filled up in the second window: the first is whole, the second says so
     m = CaptureMeter(history=True, scopes=False, keep_history=True)
-    monkeypatch.setattr(mt, "HISTORY_ENTRIES", 6)
+    monkeypatch.setattr(mt.allocations, "HISTORY_ENTRIES", 6)
     w1 = window(m, 7, 4096, 1024)
     w2 = window(m, 8, 8192, 2048)
     m.read([w1, w2])
@@ -563,7 +563,7 @@ def test_meter_reads_the_allocator_tracker_per_window_and_closes_it_between(monk
     # as many events kept as HISTORY_ENTRIES, nothing dropped: no ring buffer wrapped
     m = CaptureMeter(history=True, scopes=False, keep_history=True)
     w1 = window(m, 7, 4096, 1024)  # 5 of its 6 events on device 0
-    monkeypatch.setattr(mt, "HISTORY_ENTRIES", 5)
+    monkeypatch.setattr(mt.allocations, "HISTORY_ENTRIES", 5)
     m.read([w1])
     assert w1[0]["memory_by_module"] == {"L.a": [2048, 1024]}
     # a window captured on device 1, read while device 0 is current: device 1's events

@@ -5,8 +5,9 @@ Split by concern: :mod:`.patch` wraps ``torch.cuda.CUDAGraph`` and ``torch.compi
 :mod:`.watch` holds each capture window (recorder, module and optimizer hooks);
 :mod:`.counting` decides which captures are recorded by node counts; :mod:`.reading` reads a
 batch of finished captures after the program's loop; :mod:`.results` hands the result over as a
-:class:`~graphscope.capture.source.RawCapture`; :mod:`.names` names graphs and modules; :mod:`.provenance` places compiled kernels through inductor's metadata; :mod:`.traced`
-traces replays as the program runs them; :mod:`.runner` runs the program as ``python`` would.
+:class:`~graphscope.capture.source.RawCapture`; :mod:`.names` names graphs and modules;
+:mod:`.provenance` places compiled kernels through inductor's metadata; :mod:`.traced` traces
+replays as the program runs them; :mod:`.runner` runs the program as ``python`` would.
 The join, the manifest, the default output and the bundle are the shared ones
 (capture/replay.py, capture/finish.py).
 """
