@@ -1,13 +1,15 @@
 // graphscope._native: the bindings. One file per concern beside this one:
 //   dl.*        libcuda/libcupti opened at run time     scopes.*   per-thread scope/op state
 //   recorder.*  CUPTI resource callbacks (capture)       inspect.*  template graph walk, ids
-//   tracer.*    CUPTI activity records (replays)         tracejson.* trace-event scanner (no CUDA)
-//   join.*      activity records -> captured nodes (no CUDA)
+//   tracer.*    CUPTI activity records (replays)         join.*     records -> nodes (no CUDA)
+//   tracejson.* annotate-trace (no CUDA): jsonscan.h the JSON scanner, tracejson.cpp its events,
+//               tracerewrite.cpp their rewrite, modulespans.cpp the module-span track
 //   markscope.* mark_kernels as a C type, with its scope cache
 //   modulecall.* nn.Module.__call__ as a C type: module scopes in graphscope run's captures
 //   store.*     the exec-id annotation map's per-node loop
 //   pmsampling.* CUPTI PM sampling: hardware counters at a fixed GPU-time interval
 // No C++ exception crosses the CUPTI/C boundary; the ones thrown here become RuntimeError.
+// The module's functions are bound by concern, one function each (NB_MODULE calls them).
 
 #include <cstdlib>
 
@@ -95,21 +97,38 @@ void set_slot_c(int64_t s) {
   count_note(tls);
 }
 
-}  // namespace
-}  // namespace gs
-
-using namespace gs;
-
-NB_MODULE(_native, m) {
-  m.doc() = "graphscope native core: CUPTI recorder, graph inspector, activity tracer";
-  // graphscope patches torch's classes (nn.Module.__call__ holds the meter's MarkLog while a
-  // batch of captures is open); a program that exits with the patch in place (os._exit aside,
-  // a crash in its own exit path) leaves those alive past interpreter teardown, which nanobind
-  // would report as leaks on the program's stderr. GRAPHSCOPE_LEAK_WARNINGS=1 reports them.
-  nb::set_leak_warnings(std::getenv("GRAPHSCOPE_LEAK_WARNINGS") != nullptr);
+void bind_loading(nb::module_& m) {
   m.def("load_driver", &load_driver, "Open libcuda.so.1; returns '' or why not.");
   m.def("load_cupti", &load_cupti, nb::arg("path"), "Open libcupti at path; '' or why not.");
   m.def("probe", &probe, nb::arg("try_subscribe") = false);
+  m.def("cupti_detach", &cupti_detach,
+        "Detach CUPTI (cuptiFinalize at a driver call's exit): '' or why it did not.");
+}
+
+void bind_scopes(nb::module_& m) {
+  m.def("push_scope", &push_scope_c, nb::arg("scope"));
+  m.def("pop_scope", &pop_scope_c);
+  m.def("current_scope", &current_scope_c);
+  m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
+  m.def("set_slot", &set_slot_c, nb::arg("scope"),
+        "Set this thread's backward slot (used when no scope is pushed).");
+  m.def("retire_slots", []() {
+    g_slot_generation.fetch_add(1);
+    count_note(tls);
+  }, "Retire every thread's backward slot.");
+  m.def("set_current_op", &set_current_op_c, nb::arg("op"));
+  m.def("current_op", []() -> int64_t { return tls.op; });
+  m.def("set_op_address", []() -> uintptr_t {
+    return reinterpret_cast<uintptr_t>(&set_current_op_c);
+  }, "Address of int64_t set_current_op(int64_t) for graphscope._opwatch.");
+  m.def("scope_fn_addresses", []() -> std::vector<uintptr_t> {
+    return {reinterpret_cast<uintptr_t>(&push_scope_c), reinterpret_cast<uintptr_t>(&pop_scope_c),
+            reinterpret_cast<uintptr_t>(&current_scope_c),
+            reinterpret_cast<uintptr_t>(&set_slot_c)};
+  }, "Addresses of push_scope, pop_scope, current_scope, set_slot for graphscope._opwatch.");
+}
+
+void bind_session(nb::module_& m) {
   m.attr("mark_kernels") = mark_kernels_type(
       "mark_kernels(annotation, *, backward=True)\n--\n\n"
       "Tag the GPU work captured inside the ``with`` body (MK1-MK15).\n\n"
@@ -125,7 +144,7 @@ NB_MODULE(_native, m) {
   m.def("session_close", &session_close, "Take the capture session back.");
   m.def("active_session", &active_session, "The capture session held, or None.");
   m.def("mark_kernels_use_native", &mark_kernels_use_native, nb::arg("own_note"),
-        "graphscope._opwatch's own_note address (0: Python's push/pop).");
+        "graphscope._opwatch's own_note address (0: the session's push/pop).");
   m.def("mark_kernels_cache_size", &mark_kernels_cache_size);
   m.attr("module_call") = module_call_type();
   m.def("module_call_stats", &module_call_stats, nb::arg("reset") = false,
@@ -137,15 +156,9 @@ NB_MODULE(_native, m) {
         "Drop the entries whose module or root is gone; returns how many.");
   m.def("annotate_live", &annotate_live, nb::arg("live"), nb::arg("nodes"), nb::arg("index"),
         nb::arg("anns"), "live[nodes[i]] = anns[index[i]]; nodes u64, index i32.");
-  m.def("push_scope", &push_scope_c, nb::arg("scope"));
-  m.def("pop_scope", &pop_scope_c);
-  m.def("current_scope", &current_scope_c);
-  m.def("set_slot", &set_slot_c, nb::arg("scope"),
-        "Set this thread's backward slot (used when no scope is pushed).");
-  m.def("retire_slots", []() {
-    g_slot_generation.fetch_add(1);
-    count_note(tls);
-  }, "Retire every thread's backward slot.");
+}
+
+void bind_counting(nb::module_& m) {
   m.def("count_start", &count_start, nb::arg("fake") = false, nb::arg("how") = kCountWalk,
         "Note the graph's node count at this thread's scope changes (nodecount.h).");
   m.def("count_attach", &count_attach, nb::arg("stream"),
@@ -159,17 +172,9 @@ NB_MODULE(_native, m) {
         "Stop counting: {counts u8, scopes i8, ops i8, attached, foreign, errors, how, "
         "mismatches}.");
   m.def("counting", []() -> bool { return g_counting.load(); });
-  m.def("scope_depth", []() -> size_t { return tls.scopes.size(); });
-  m.def("set_current_op", &set_current_op_c, nb::arg("op"));
-  m.def("current_op", []() -> int64_t { return tls.op; });
-  m.def("set_op_address", []() -> uintptr_t {
-    return reinterpret_cast<uintptr_t>(&set_current_op_c);
-  }, "Address of int64_t set_current_op(int64_t) for graphscope._opwatch.");
-  m.def("scope_fn_addresses", []() -> std::vector<uintptr_t> {
-    return {reinterpret_cast<uintptr_t>(&push_scope_c), reinterpret_cast<uintptr_t>(&pop_scope_c),
-            reinterpret_cast<uintptr_t>(&current_scope_c),
-            reinterpret_cast<uintptr_t>(&set_slot_c)};
-  }, "Addresses of push_scope, pop_scope, current_scope, set_slot for graphscope._opwatch.");
+}
+
+void bind_recorder(nb::module_& m) {
   m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
   m.def("recorder_stop", &recorder_stop);
   m.def("recorder_gate", &recorder_gate, nb::arg("open"), nb::arg("callbacks") = -1,
@@ -178,6 +183,9 @@ NB_MODULE(_native, m) {
   m.def("recorder_clear", &recorder_clear, "Drop the records taken so far.");
   m.def("recorder_active", []() -> bool { return rec.active; });
   m.def("recorder_records", &recorder_records);
+}
+
+void bind_inspect(nb::module_& m) {
   m.def("inspect_graph", &inspect_graph, nb::arg("graph"), nb::arg("demangle") = true);
   m.def("positional_ids", &positional_ids,
         "Whether graph node ids are read as positions: -1 not checked yet, 0 no, 1 yes.");
@@ -193,12 +201,26 @@ NB_MODULE(_native, m) {
   m.def("debug_dot_print", &debug_dot_print, nb::arg("graph"), nb::arg("path"));
   m.def("warm_graph_ids", &warm_graph_ids,
         "Read CUPTI's ids of an empty graph made and dropped: '' or why it could not.");
+  m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
+}
+
+void bind_tracer(nb::module_& m) {
   m.def("tracer_start", &tracer_start, nb::arg("decode") = true, nb::arg("buffer_kb") = 0);
   m.def("tracer_stop", &tracer_stop);
   m.def("tracer_active", []() -> bool { return tracer.active; });
-  m.def("cupti_detach", &cupti_detach,
-        "Detach CUPTI (cuptiFinalize at a driver call's exit): '' or why it did not.");
-  m.def("demangle", [](const std::string& s) { return demangle(s.c_str()); }, nb::arg("name"));
+  m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),
+        nb::arg("start"), nb::arg("end"), nb::arg("known"), nb::arg("keep_events"));
+  m.def("pm_supported", &pm_supported, "'' when PM sampling can be used, else why not.");
+  m.def("pm_setup", &pm_setup, nb::arg("device"), nb::arg("metrics"), nb::arg("interval_ns"),
+        nb::arg("hw_buffer_bytes"), nb::arg("max_samples"));
+  m.def("pm_start", &pm_start);
+  m.def("pm_stop", &pm_stop);
+  m.def("pm_decode", &pm_decode);
+  m.def("pm_teardown", &pm_teardown);
+  m.def("pm_active", &pm_active);
+}
+
+void bind_trace_annotate(nb::module_& m) {
   m.def("scan_events", &scan_events, nb::arg("data"), nb::arg("pos"),
         nb::arg("need_comma") = false, nb::arg("end") = 0);
   m.def("rewrite_events", &rewrite_events);
@@ -211,15 +233,24 @@ NB_MODULE(_native, m) {
       .def("next_piece", &ModuleSpans::next_piece);
   m.def("module_spans", &module_spans, nb::arg("corr"), nb::arg("leaf"), nb::arg("t0"),
         nb::arg("t1"), nb::arg("table"), nb::arg("depth"), nb::arg("heads"));
-  m.def("pm_supported", &pm_supported, "'' when PM sampling can be used, else why not.");
-  m.def("pm_setup", &pm_setup, nb::arg("device"), nb::arg("metrics"), nb::arg("interval_ns"),
-        nb::arg("hw_buffer_bytes"), nb::arg("max_samples"));
-  m.def("pm_start", &pm_start);
-  m.def("pm_stop", &pm_stop);
-  m.def("pm_decode", &pm_decode);
-  m.def("pm_teardown", &pm_teardown);
-  m.def("pm_active", &pm_active);
-  m.def("join_records", &join_records, nb::arg("graph_node_id"), nb::arg("correlation"),
-        nb::arg("start"), nb::arg("end"), nb::arg("known"), nb::arg("keep_events"));
 }
 
+}  // namespace
+}  // namespace gs
+
+NB_MODULE(_native, m) {
+  m.doc() = "graphscope native core: CUPTI recorder, graph inspector, activity tracer";
+  // graphscope patches torch's classes (nn.Module.__call__ holds the meter's MarkLog while a
+  // batch of captures is open); a program that exits with the patch in place (os._exit aside,
+  // a crash in its own exit path) leaves those alive past interpreter teardown, which nanobind
+  // would report as leaks on the program's stderr. GRAPHSCOPE_LEAK_WARNINGS=1 reports them.
+  nb::set_leak_warnings(std::getenv("GRAPHSCOPE_LEAK_WARNINGS") != nullptr);
+  gs::bind_loading(m);
+  gs::bind_scopes(m);
+  gs::bind_session(m);
+  gs::bind_counting(m);
+  gs::bind_recorder(m);
+  gs::bind_inspect(m);
+  gs::bind_tracer(m);
+  gs::bind_trace_annotate(m);
+}

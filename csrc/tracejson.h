@@ -1,4 +1,7 @@
-// Trace-event scanning for annotate-trace: no CUDA here, it builds and runs on any CPU.
+// annotate-trace's native parts: no CUDA here, they build and run on any CPU. scan_events
+// (tracejson.cpp) reads a trace's events with the JSON scanner of jsonscan.h, rewrite_events
+// (tracerewrite.cpp) writes them out per a plan, ModuleSpans (modulespans.cpp) draws the
+// module-span track.
 #pragma once
 
 #include <cstddef>
@@ -22,14 +25,15 @@ nb::bytes rewrite_events(nb::handle data, nb::handle begin_, nb::handle end_, nb
 // piece by piece (next_piece) as it is written.
 class ModuleSpans {
  public:
+  struct Span { double lo, hi; };
+  struct Slice { int64_t corr, prefix; Span span; };
+
   ModuleSpans(nb::bytes corr, nb::bytes leaf, nb::bytes t0, nb::bytes t1, nb::bytes table,
               size_t depth, std::vector<std::string> heads);
   size_t size() const { return slices_.size(); }
   nb::object next_piece();
 
  private:
-  struct Span { double lo, hi; };
-  struct Slice { int64_t corr, prefix; Span span; };
   std::vector<std::string> heads_;
   std::vector<Slice> slices_;  // by (launch, start): a parent before its children
   size_t next_ = 0;
