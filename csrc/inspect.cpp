@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dl.h"
@@ -123,78 +124,90 @@ nb::object read_capture(uintptr_t stream, bool detach_count) {
   return inspect_listed(graph, listed, false);
 }
 
-nb::dict inspect_listed(CUgraph graph, const NodeList& listed, bool demangle_names) {
-  const std::vector<CUgraphNode>& nodes = listed.nodes;
-  const std::vector<uint64_t>& ids = listed.ids;
-  const size_t n = nodes.size();
-  CUresult r = CUDA_SUCCESS;
-  std::vector<int32_t> types(n);
-  std::vector<int32_t> grid(3 * n, 0), block(3 * n, 0);
-  std::vector<uint32_t> smem(n, 0);
-  std::vector<uint64_t> bytes(n, 0);
-  std::vector<int32_t> name_idx(n, -1);
+namespace {
+
+// inspect_listed's node columns, filled node by node.
+struct NodeColumns {
+  explicit NodeColumns(size_t n)
+      : types(n), grid(3 * n, 0), block(3 * n, 0), smem(n, 0), bytes(n, 0), name_idx(n, -1) {}
+
+  std::vector<int32_t> types;
+  std::vector<int32_t> grid, block;
+  std::vector<uint32_t> smem;
+  std::vector<uint64_t> bytes;
+  std::vector<int32_t> name_idx;
   std::vector<std::string> names;
-  std::unordered_map<std::string, int32_t> name_of;
-  std::unordered_map<const void*, int32_t> name_of_fn;  // CUfunction (or CUkernel) -> name
-  auto intern = [&](const char* s) -> int32_t {
-    std::string k = s ? s : "";
-    auto it = name_of.find(k);
-    if (it != name_of.end()) return it->second;
-    int32_t i = static_cast<int32_t>(names.size());
-    names.push_back(k);
-    name_of.emplace(k, i);
-    return i;
-  };
-  for (size_t i = 0; i < n; ++i) {
+
+  // Node i: its type and what that type has (a kernel's name and launch dimensions, a copy's
+  // or a fill's bytes).
+  void read(CUgraphNode node, size_t i) {
     // Most nodes of a captured graph are kernels: their parameters are asked for first, and
     // only a node that has none is asked its type (one driver call less per kernel node, in a
     // program's capture loop; the call fails on any other type of node)
     CUDA_KERNEL_NODE_PARAMS kp;
     std::memset(&kp, 0, sizeof(kp));
-    const bool kernel_params = drv.GraphKernelNodeGetParams(nodes[i], &kp) == CUDA_SUCCESS;
+    const bool kernel_params = drv.GraphKernelNodeGetParams(node, &kp) == CUDA_SUCCESS;
     CUgraphNodeType t = CU_GRAPH_NODE_TYPE_KERNEL;
-    if (!kernel_params && drv.GraphNodeGetType(nodes[i], &t) != CUDA_SUCCESS)
+    if (!kernel_params && drv.GraphNodeGetType(node, &t) != CUDA_SUCCESS)
       t = CU_GRAPH_NODE_TYPE_EMPTY;  // a node the driver will not describe: nothing to read
     types[i] = static_cast<int32_t>(t);
     if (t == CU_GRAPH_NODE_TYPE_KERNEL) {
-      const CUDA_KERNEL_NODE_PARAMS& p = kp;
-      if (kernel_params) {
-        // a graph launches few distinct functions many times: each named (and its name
-        // hashed) once
-        const void* fn = p.func ? static_cast<const void*>(p.func)
-                                : static_cast<const void*>(p.kern);
-        auto hit = fn ? name_of_fn.find(fn) : name_of_fn.end();
-        if (hit != name_of_fn.end()) {
-          name_idx[i] = hit->second;
-        } else {
-          const char* nm = nullptr;
-          if (p.func) drv.FuncGetName(&nm, p.func);
-          if (!nm && p.kern && drv.KernelGetName) drv.KernelGetName(&nm, p.kern);
-          name_idx[i] = intern(nm ? nm : "<unknown kernel>");
-          if (fn && nm) name_of_fn.emplace(fn, name_idx[i]);
-        }
-        grid[3 * i] = p.gridDimX; grid[3 * i + 1] = p.gridDimY; grid[3 * i + 2] = p.gridDimZ;
-        block[3 * i] = p.blockDimX; block[3 * i + 1] = p.blockDimY;
-        block[3 * i + 2] = p.blockDimZ;
-        smem[i] = p.sharedMemBytes;
-      }
+      if (kernel_params) kernel(kp, i);
     } else if (t == CU_GRAPH_NODE_TYPE_MEMCPY) {
       CUDA_MEMCPY3D p;
       std::memset(&p, 0, sizeof(p));
-      if (drv.GraphMemcpyNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+      if (drv.GraphMemcpyNodeGetParams(node, &p) == CUDA_SUCCESS) {
         bytes[i] = static_cast<uint64_t>(p.WidthInBytes) * (p.Height ? p.Height : 1) *
                    (p.Depth ? p.Depth : 1);
       }
     } else if (t == CU_GRAPH_NODE_TYPE_MEMSET) {
       CUDA_MEMSET_NODE_PARAMS p;
       std::memset(&p, 0, sizeof(p));
-      if (drv.GraphMemsetNodeGetParams(nodes[i], &p) == CUDA_SUCCESS) {
+      if (drv.GraphMemsetNodeGetParams(node, &p) == CUDA_SUCCESS) {
         bytes[i] = static_cast<uint64_t>(p.width) * p.elementSize * (p.height ? p.height : 1);
       }
     }
   }
+
+ private:
+  void kernel(const CUDA_KERNEL_NODE_PARAMS& p, size_t i) {
+    // a graph launches few distinct functions many times: each named (and its name hashed)
+    // once
+    const void* fn = p.func ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
+    auto hit = fn ? name_of_fn_.find(fn) : name_of_fn_.end();
+    if (hit != name_of_fn_.end()) {
+      name_idx[i] = hit->second;
+    } else {
+      const char* nm = nullptr;
+      if (p.func) drv.FuncGetName(&nm, p.func);
+      if (!nm && p.kern && drv.KernelGetName) drv.KernelGetName(&nm, p.kern);
+      name_idx[i] = intern(nm ? nm : "<unknown kernel>");
+      if (fn && nm) name_of_fn_.emplace(fn, name_idx[i]);
+    }
+    grid[3 * i] = p.gridDimX; grid[3 * i + 1] = p.gridDimY; grid[3 * i + 2] = p.gridDimZ;
+    block[3 * i] = p.blockDimX; block[3 * i + 1] = p.blockDimY; block[3 * i + 2] = p.blockDimZ;
+    smem[i] = p.sharedMemBytes;
+  }
+
+  int32_t intern(const char* s) {
+    std::string k = s ? s : "";
+    auto it = name_of_.find(k);
+    if (it != name_of_.end()) return it->second;
+    int32_t i = static_cast<int32_t>(names.size());
+    names.push_back(k);
+    name_of_.emplace(k, i);
+    return i;
+  }
+
+  std::unordered_map<std::string, int32_t> name_of_;
+  std::unordered_map<const void*, int32_t> name_of_fn_;  // CUfunction (or CUkernel) -> name
+};
+
+// The graph's edges as (from, to) node ids.
+std::pair<std::vector<uint64_t>, std::vector<uint64_t>> edge_ids(CUgraph graph,
+                                                                 const NodeList& listed) {
   size_t ne = 0;
-  r = drv.GraphGetEdges(graph, nullptr, nullptr, nullptr, &ne);  // count only
+  CUresult r = drv.GraphGetEdges(graph, nullptr, nullptr, nullptr, &ne);  // count only
   if (r != CUDA_SUCCESS) raise_cuda("cuGraphGetEdges", r);
   std::vector<CUgraphNode> from(ne), to(ne);
   // Edge data must be asked for: edges with non-default data (port/type, e.g. programmatic
@@ -207,25 +220,35 @@ nb::dict inspect_listed(CUgraph graph, const NodeList& listed, bool demangle_nam
   std::vector<uint64_t> efrom(ne), eto(ne);
   auto id_of_node = [&](CUgraphNode x) {
     const int64_t i = listed.index_of(x);
-    return i >= 0 ? ids[static_cast<size_t>(i)] : node_id_of(x);
+    return i >= 0 ? listed.ids[static_cast<size_t>(i)] : node_id_of(x);
   };
   for (size_t i = 0; i < ne; ++i) {
     efrom[i] = id_of_node(from[i]);
     eto[i] = id_of_node(to[i]);
   }
+  return {std::move(efrom), std::move(eto)};
+}
+
+}  // namespace
+
+nb::dict inspect_listed(CUgraph graph, const NodeList& listed, bool demangle_names) {
+  const size_t n = listed.nodes.size();
+  NodeColumns cols(n);
+  for (size_t i = 0; i < n; ++i) cols.read(listed.nodes[i], i);
+  auto [efrom, eto] = edge_ids(graph, listed);
   std::vector<std::string> demangled;
-  demangled.reserve(names.size());
-  for (auto& s : names) demangled.push_back(demangle_names ? demangle(s.c_str()) : s);
+  demangled.reserve(cols.names.size());
+  for (auto& s : cols.names) demangled.push_back(demangle_names ? demangle(s.c_str()) : s);
   nb::dict d;
   d["graph_id"] = listed.graph_id;
-  d["node_id"] = as_bytes(ids);
-  d["node_type"] = as_bytes(types);
-  d["grid"] = as_bytes(grid);
-  d["block"] = as_bytes(block);
-  d["smem"] = as_bytes(smem);
-  d["bytes"] = as_bytes(bytes);
-  d["name_idx"] = as_bytes(name_idx);
-  d["names"] = names;
+  d["node_id"] = as_bytes(listed.ids);
+  d["node_type"] = as_bytes(cols.types);
+  d["grid"] = as_bytes(cols.grid);
+  d["block"] = as_bytes(cols.block);
+  d["smem"] = as_bytes(cols.smem);
+  d["bytes"] = as_bytes(cols.bytes);
+  d["name_idx"] = as_bytes(cols.name_idx);
+  d["names"] = cols.names;
   d["demangled"] = demangled;
   d["edge_from"] = as_bytes(efrom);
   d["edge_to"] = as_bytes(eto);

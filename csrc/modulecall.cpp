@@ -240,50 +240,31 @@ bool resolve(ModuleCall* self, PyObject* module, PyObject* const* args, Py_ssize
   return true;
 }
 
-PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  auto* self = reinterpret_cast<ModuleCall*>(o);
-  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs < 1) {
-    PyErr_SetString(PyExc_TypeError, "Module.__call__ needs the module");
-    return nullptr;
-  }
-  if (self->real == nullptr || self->cache == nullptr) {  // cleared by the collector
-    PyErr_SetString(PyExc_RuntimeError, "graphscope: this module_call was cleared");
-    return nullptr;
-  }
-  if (!annotating() || PyThread_get_thread_ident() != self->main_thread)
-    return PyObject_Vectorcall(self->real, args, nargsf, kwnames);
-  const int64_t t0 = ticks();
-  PyObject* module = args[0];
-  ThreadState& t = tls;
-  const int64_t outer = t.current();  // the scope the call runs in, open again after it
-  PyObject* parent = self->roots->empty() ? nullptr : self->roots->back();
-  PyObject* root = nullptr;
-  int64_t sid = -1;
-  if (parent != nullptr) {
-    auto it = self->cache->find(Key{module, parent, outer});
-    if (it != self->cache->end()) {
-      Entry& e = it->second;
-      if (e.seen == g_deaths ||
-          (refers_to(e.module_ref, module) && refers_to(e.root_ref, parent))) {
-        e.seen = g_deaths;
-        root = parent;
-        Py_INCREF(root);
-        sid = e.sid;
-      }
-    }
-  }
-  // the resolver sees the call's positional and keyword argument values (a model called as
-  // model(input_ids=ids) names its graph by them: transformers' models are called so)
-  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
-  if (root == nullptr &&
-      !resolve(self, module, args + 1, nargs - 1 + nkw, parent, outer, &root, &sid))
-    return nullptr;
-  self->roots->push_back(root);  // the reference moves to the stack
+// The cached scope of `module` called in scope `outer` inside `parent`'s root: true with the
+// root (a new reference) and the scope id, false where the cache has no live entry.
+inline bool cached(ModuleCall* self, PyObject* module, PyObject* parent, int64_t outer,
+                   PyObject** root, int64_t* sid) {
+  if (parent == nullptr) return false;
+  auto it = self->cache->find(Key{module, parent, outer});
+  if (it == self->cache->end()) return false;
+  Entry& e = it->second;
+  if (e.seen != g_deaths && !(refers_to(e.module_ref, module) && refers_to(e.root_ref, parent)))
+    return false;
+  e.seen = g_deaths;
+  Py_INCREF(parent);
+  *root = parent;
+  *sid = e.sid;
+  return true;
+}
+
+// The call's root stacked (the reference moves there) and its scope opened and marked; false
+// with the error set and nothing left open.
+inline bool enter_call(ModuleCall* self, ThreadState& t, PyObject* root, int64_t sid) {
+  self->roots->push_back(root);
   if (sid >= 0 && !scope_push(t, sid)) {
     self->roots->pop_back();
     Py_DECREF(root);
-    return nullptr;
+    return false;
   }
   if (sid >= 0 && !mark(self, sid)) {  // closed again, the mark's error kept
     PyObject *et, *ev, *tb;
@@ -293,14 +274,20 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
     PyErr_Restore(et, ev, tb);
     self->roots->pop_back();
     Py_DECREF(root);
-    return nullptr;
+    return false;
   }
-  const int64_t t1 = ticks();
-  PyObject* out = PyObject_Vectorcall(self->real, args, nargsf, kwnames);
-  const int64_t t2 = ticks();
+  return true;
+}
+
+// The call's root unstacked and its scope closed, `outer` marked, however the call ended (the
+// call's own error wins); an outermost module's output handed to outer_return. Returns `out`,
+// or null with the error set.
+inline PyObject* leave_call(ModuleCall* self, PyObject* module, int64_t sid, int64_t outer,
+                            PyObject* out) {
+  PyObject* root = self->roots->back();
   self->roots->pop_back();
   Py_DECREF(root);
-  if (sid >= 0) {  // closed however the call ended; the call's own error wins
+  if (sid >= 0) {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     const bool ok = scope_pop() && mark(self, outer);
@@ -322,6 +309,42 @@ PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObj
     }
     Py_DECREF(r);
   }
+  return out;
+}
+
+PyObject* mc_vectorcall(PyObject* o, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<ModuleCall*>(o);
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "Module.__call__ needs the module");
+    return nullptr;
+  }
+  if (self->real == nullptr || self->cache == nullptr) {  // cleared by the collector
+    PyErr_SetString(PyExc_RuntimeError, "graphscope: this module_call was cleared");
+    return nullptr;
+  }
+  if (!annotating() || PyThread_get_thread_ident() != self->main_thread)
+    return PyObject_Vectorcall(self->real, args, nargsf, kwnames);
+  const int64_t t0 = ticks();
+  PyObject* module = args[0];
+  ThreadState& t = tls;
+  const int64_t outer = t.current();  // the scope the call runs in, open again after it
+  PyObject* parent = self->roots->empty() ? nullptr : self->roots->back();
+  PyObject* root = nullptr;
+  int64_t sid = -1;
+  // the resolver sees the call's positional and keyword argument values (a model called as
+  // model(input_ids=ids) names its graph by them: transformers' models are called so)
+  const Py_ssize_t nkw = kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (!cached(self, module, parent, outer, &root, &sid) &&
+      !resolve(self, module, args + 1, nargs - 1 + nkw, parent, outer, &root, &sid))
+    return nullptr;
+  if (!enter_call(self, t, root, sid)) return nullptr;
+  const int64_t t1 = ticks();
+  PyObject* out = PyObject_Vectorcall(self->real, args, nargsf, kwnames);
+  const int64_t t2 = ticks();
+  const bool raised = out == nullptr;  // counted all the same; a failed close is not
+  out = leave_call(self, module, sid, outer, out);
+  if (out == nullptr && !raised) return nullptr;
   g_calls++;
   g_own_ticks += (t1 - t0) + (ticks() - t2);
   return out;

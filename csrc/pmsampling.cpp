@@ -101,6 +101,100 @@ std::string pm_supported() {
 bool pm_active() { return s.obj != nullptr; }
 void pm_forget_init() { s.profiler_initialized = false; }
 
+namespace {
+
+// The profiler initialized (once per process), the device's chip and counter availability, and
+// PM sampling enabled on it.
+void open_device(int device) {
+  if (!s.profiler_initialized) {
+    CUpti_Profiler_Initialize_Params p = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+    check("cuptiProfilerInitialize", api.cuptiProfilerInitialize(&p));
+    s.profiler_initialized = true;
+  }
+  CUpti_Device_GetChipName_Params cn = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  cn.deviceIndex = static_cast<size_t>(device);
+  check("cuptiDeviceGetChipName", api.cuptiDeviceGetChipName(&cn));
+  s.chip = cn.pChipName ? cn.pChipName : "";
+  CUpti_PmSampling_GetCounterAvailability_Params av = {
+      CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+  av.deviceIndex = static_cast<size_t>(device);
+  check("cuptiPmSamplingGetCounterAvailability", api.cuptiPmSamplingGetCounterAvailability(&av));
+  s.avail.assign(av.counterAvailabilityImageSize, 0);
+  av.pCounterAvailabilityImage = s.avail.data();
+  check("cuptiPmSamplingGetCounterAvailability", api.cuptiPmSamplingGetCounterAvailability(&av));
+
+  CUpti_PmSampling_Enable_Params en = {CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
+  en.deviceIndex = static_cast<size_t>(device);
+  check("cuptiPmSamplingEnable", api.cuptiPmSamplingEnable(&en));
+  s.obj = en.pPmSamplingObject;
+}
+
+// The host's configuration image of `metrics`; returns its passes (PM sampling takes one).
+size_t configure(const std::vector<std::string>& metrics) {
+  CUpti_Profiler_Host_Initialize_Params hi = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+  hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
+  hi.pChipName = s.chip.c_str();
+  hi.pCounterAvailabilityImage = s.avail.data();
+  check("cuptiProfilerHostInitialize", api.cuptiProfilerHostInitialize(&hi));
+  s.host = hi.pHostObject;
+
+  s.names = metrics;
+  s.ptrs.clear();
+  for (auto& n : s.names) s.ptrs.push_back(n.c_str());
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+      CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+  add.pHostObject = s.host;
+  add.ppMetricNames = s.ptrs.data();
+  add.numMetrics = s.ptrs.size();
+  check("cuptiProfilerHostConfigAddMetrics", api.cuptiProfilerHostConfigAddMetrics(&add));
+  CUpti_Profiler_Host_GetConfigImageSize_Params sz = {
+      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+  sz.pHostObject = s.host;
+  check("cuptiProfilerHostGetConfigImageSize", api.cuptiProfilerHostGetConfigImageSize(&sz));
+  s.config.assign(sz.configImageSize, 0);
+  CUpti_Profiler_Host_GetConfigImage_Params gi = {
+      CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+  gi.pHostObject = s.host;
+  gi.configImageSize = s.config.size();
+  gi.pConfigImage = s.config.data();
+  check("cuptiProfilerHostGetConfigImage", api.cuptiProfilerHostGetConfigImage(&gi));
+  CUpti_Profiler_Host_GetNumOfPasses_Params np = {
+      CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+  np.configImageSize = s.config.size();
+  np.pConfigImage = s.config.data();
+  check("cuptiProfilerHostGetNumOfPasses", api.cuptiProfilerHostGetNumOfPasses(&np));
+  if (np.numOfPasses != 1) {
+    throw std::runtime_error("state:0:the metrics need " + std::to_string(np.numOfPasses) +
+                             " passes; PM sampling collects one");
+  }
+  return np.numOfPasses;
+}
+
+// The counter data image for `max_samples`, and the configuration set on the device.
+void arm(uint64_t interval_ns, uint64_t hw_buffer_bytes, uint32_t max_samples) {
+  CUpti_PmSampling_GetCounterDataSize_Params ds = {
+      CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
+  ds.pPmSamplingObject = s.obj;
+  ds.pMetricNames = s.ptrs.data();
+  ds.numMetrics = s.ptrs.size();
+  ds.maxSamples = max_samples;
+  check("cuptiPmSamplingGetCounterDataSize", api.cuptiPmSamplingGetCounterDataSize(&ds));
+  s.data.assign(ds.counterDataSize, 0);
+  init_counter_data();
+
+  CUpti_PmSampling_SetConfig_Params sc = {CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
+  sc.pPmSamplingObject = s.obj;
+  sc.configSize = s.config.size();
+  sc.pConfig = s.config.data();
+  sc.hardwareBufferSize = hw_buffer_bytes;
+  sc.samplingInterval = interval_ns;
+  sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+  check("cuptiPmSamplingSetConfig", api.cuptiPmSamplingSetConfig(&sc));
+}
+
+}  // namespace
+
 size_t pm_setup(int device, const std::vector<std::string>& metrics, uint64_t interval_ns,
                 uint64_t hw_buffer_bytes, uint32_t max_samples) {
   std::string why = pm_supported();
@@ -108,87 +202,10 @@ size_t pm_setup(int device, const std::vector<std::string>& metrics, uint64_t in
   if (s.obj) throw std::runtime_error("state:0:a PM sampling session is already set up");
   if (metrics.empty()) throw std::runtime_error("state:0:no metrics to sample");
   try {
-    if (!s.profiler_initialized) {
-      CUpti_Profiler_Initialize_Params p = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-      check("cuptiProfilerInitialize", api.cuptiProfilerInitialize(&p));
-      s.profiler_initialized = true;
-    }
-    CUpti_Device_GetChipName_Params cn = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-    cn.deviceIndex = static_cast<size_t>(device);
-    check("cuptiDeviceGetChipName", api.cuptiDeviceGetChipName(&cn));
-    s.chip = cn.pChipName ? cn.pChipName : "";
-    CUpti_PmSampling_GetCounterAvailability_Params av = {
-        CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
-    av.deviceIndex = static_cast<size_t>(device);
-    check("cuptiPmSamplingGetCounterAvailability",
-          api.cuptiPmSamplingGetCounterAvailability(&av));
-    s.avail.assign(av.counterAvailabilityImageSize, 0);
-    av.pCounterAvailabilityImage = s.avail.data();
-    check("cuptiPmSamplingGetCounterAvailability",
-          api.cuptiPmSamplingGetCounterAvailability(&av));
-
-    CUpti_PmSampling_Enable_Params en = {CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
-    en.deviceIndex = static_cast<size_t>(device);
-    check("cuptiPmSamplingEnable", api.cuptiPmSamplingEnable(&en));
-    s.obj = en.pPmSamplingObject;
-
-    CUpti_Profiler_Host_Initialize_Params hi = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
-    hi.profilerType = CUPTI_PROFILER_TYPE_PM_SAMPLING;
-    hi.pChipName = s.chip.c_str();
-    hi.pCounterAvailabilityImage = s.avail.data();
-    check("cuptiProfilerHostInitialize", api.cuptiProfilerHostInitialize(&hi));
-    s.host = hi.pHostObject;
-
-    s.names = metrics;
-    s.ptrs.clear();
-    for (auto& n : s.names) s.ptrs.push_back(n.c_str());
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = s.host;
-    add.ppMetricNames = s.ptrs.data();
-    add.numMetrics = s.ptrs.size();
-    check("cuptiProfilerHostConfigAddMetrics", api.cuptiProfilerHostConfigAddMetrics(&add));
-    CUpti_Profiler_Host_GetConfigImageSize_Params sz = {
-        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-    sz.pHostObject = s.host;
-    check("cuptiProfilerHostGetConfigImageSize", api.cuptiProfilerHostGetConfigImageSize(&sz));
-    s.config.assign(sz.configImageSize, 0);
-    CUpti_Profiler_Host_GetConfigImage_Params gi = {
-        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-    gi.pHostObject = s.host;
-    gi.configImageSize = s.config.size();
-    gi.pConfigImage = s.config.data();
-    check("cuptiProfilerHostGetConfigImage", api.cuptiProfilerHostGetConfigImage(&gi));
-    CUpti_Profiler_Host_GetNumOfPasses_Params np = {
-        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-    np.configImageSize = s.config.size();
-    np.pConfigImage = s.config.data();
-    check("cuptiProfilerHostGetNumOfPasses", api.cuptiProfilerHostGetNumOfPasses(&np));
-    if (np.numOfPasses != 1) {
-      throw std::runtime_error("state:0:the metrics need " + std::to_string(np.numOfPasses) +
-                               " passes; PM sampling collects one");
-    }
-
-    CUpti_PmSampling_GetCounterDataSize_Params ds = {
-        CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
-    ds.pPmSamplingObject = s.obj;
-    ds.pMetricNames = s.ptrs.data();
-    ds.numMetrics = s.ptrs.size();
-    ds.maxSamples = max_samples;
-    check("cuptiPmSamplingGetCounterDataSize", api.cuptiPmSamplingGetCounterDataSize(&ds));
-    s.data.assign(ds.counterDataSize, 0);
-    init_counter_data();
-
-    CUpti_PmSampling_SetConfig_Params sc = {CUpti_PmSampling_SetConfig_Params_STRUCT_SIZE};
-    sc.pPmSamplingObject = s.obj;
-    sc.configSize = s.config.size();
-    sc.pConfig = s.config.data();
-    sc.hardwareBufferSize = hw_buffer_bytes;
-    sc.samplingInterval = interval_ns;
-    sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-    sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-    check("cuptiPmSamplingSetConfig", api.cuptiPmSamplingSetConfig(&sc));
-    return np.numOfPasses;
+    open_device(device);
+    const size_t passes = configure(metrics);
+    arm(interval_ns, hw_buffer_bytes, max_samples);
+    return passes;
   } catch (...) {
     pm_teardown();
     throw;
