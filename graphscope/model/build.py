@@ -48,29 +48,8 @@ def build_graph(
         sid, oid = by_id.get(nid, (-1, -1))
         work = ntype in WORK_KINDS
         annotation = dict(annotation_of(sid)) if work and sid >= 0 else {}
-        op = op_of(oid) if oid >= 0 else None
-        k = int(names_idx[i])
-        local = nid & 0xFFFFFFFF
-        node = Node(
-            graph=name,
-            local_id=local,
-            exec_node_id=(exec_id << 32) | local,
-            type=ntype,
-            kernel=inspection.names[k] if k >= 0 else None,
-            demangled=inspection.demangled[k] if k >= 0 else None,
-            grid=tuple(int(v) for v in inspection.grid[i]),  # type: ignore[arg-type]
-            block=tuple(int(v) for v in inspection.block[i]),  # type: ignore[arg-type]
-            smem=int(inspection.smem[i]),
-            bytes=int(inspection.bytes[i]),
-            annotation=annotation,
-            # AccumulateGrad adding into an existing .grad: the op is the accumulation itself
-            op="accumulate_grad" if annotation.get("accumulate_grad") else (
-                op.op if op else None),
-            shapes=op.shapes if op else None,
-            source=op.source if op else None,
-            reads=getattr(op, "reads", None) if work else None,
-            writes=getattr(op, "writes", None) if work else None,
-        )
+        node = _node(name, inspection, i, nid, exec_id, ntype, int(names_idx[i]), annotation,
+                     op_of(oid) if oid >= 0 else None)
         if work and place is not None and "module_name" not in annotation:
             extra = place(node)
             if extra:
@@ -85,3 +64,29 @@ def build_graph(
     )
     return CapturedGraph(name, int(inspection.graph_id), exec_id, tuple(nodes), edges,
                          dict(info or {}))
+
+
+def _node(graph: str, inspection: Any, i: int, nid: int, exec_id: int, ntype: str,
+          k: int, annotation: dict[str, Any], op: Optional[Any]) -> Node:
+    """Row ``i`` of the inspection (node id ``nid``, name index ``k``) as a :class:`Node`."""
+    work = ntype in WORK_KINDS
+    local = nid & 0xFFFFFFFF
+    return Node(
+        graph=graph,
+        local_id=local,
+        exec_node_id=(exec_id << 32) | local,
+        type=ntype,
+        kernel=inspection.names[k] if k >= 0 else None,
+        demangled=inspection.demangled[k] if k >= 0 else None,
+        grid=tuple(int(v) for v in inspection.grid[i]),  # type: ignore[arg-type]
+        block=tuple(int(v) for v in inspection.block[i]),  # type: ignore[arg-type]
+        smem=int(inspection.smem[i]),
+        bytes=int(inspection.bytes[i]),
+        annotation=annotation,
+        # AccumulateGrad adding into an existing .grad: the op is the accumulation itself
+        op="accumulate_grad" if annotation.get("accumulate_grad") else (op.op if op else None),
+        shapes=op.shapes if op else None,
+        source=op.source if op else None,
+        reads=getattr(op, "reads", None) if work else None,
+        writes=getattr(op, "writes", None) if work else None,
+    )

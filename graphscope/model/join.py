@@ -94,18 +94,8 @@ def join(
                          .tobytes(), st.tobytes(), en.tobytes(), known.tobytes(),
                          int(keep_events))
     n_replays = int(d["replays"])
-    order = np.frombuffer(d["order"], dtype=np.int64)
-    offsets = np.frombuffer(d["offsets"], dtype=np.int64)
     dur = en - st
-    ds = dur[order]
-    present = np.nonzero(np.diff(offsets))[0]
-    ids = known[present].tolist()
-    if d["regular"] and n_replays:
-        durations = dict(zip(ids, ds.reshape(len(ids), n_replays).tolist()))
-    else:
-        dl = ds.tolist()
-        bounds = offsets.tolist()
-        durations = {i: dl[bounds[k]:bounds[k + 1]] for i, k in zip(ids, present.tolist())}
+    durations = _durations(d, known, dur, n_replays)
     events: Any = []
     ev = np.frombuffer(d["events"], dtype=np.int64)
     if len(ev):
@@ -126,6 +116,21 @@ def join(
                                 keep_events) if len(ev) else [],
         origin_ns=int(d["t0"]) if int(d["joined"]) else None,
     )
+
+
+def _durations(d: Mapping[str, Any], known: np.ndarray, dur: np.ndarray, n_replays: int
+               ) -> dict[int, list[int]]:
+    """{exec node id: its durations, by replay} from the native join's grouping."""
+    order = np.frombuffer(d["order"], dtype=np.int64)
+    offsets = np.frombuffer(d["offsets"], dtype=np.int64)
+    ds = dur[order]
+    present = np.nonzero(np.diff(offsets))[0]
+    ids = known[present].tolist()
+    if d["regular"] and n_replays:
+        return dict(zip(ids, ds.reshape(len(ids), n_replays).tolist()))
+    dl = ds.tolist()
+    bounds = offsets.tolist()
+    return {i: dl[bounds[k]:bounds[k + 1]] for i, k in zip(ids, present.tolist())}
 
 
 # Long on purpose (~85 lines): the numpy reference of csrc/join.cpp, kept step for step.

@@ -7,7 +7,8 @@ A function that is right as it is says why on the line above its definition (Pyt
 
     # Long on purpose: <the reason a reviewer would accept>
 
-and in C++ ``// Long on purpose: <reason>``; a file, in its first lines. ``OVER_LIMIT`` lists
+and in C++ ``// Long on purpose: <reason>``; a file, in its first lines (a size in the reason,
+"Long on purpose (~80 lines):", is not one: it goes stale as the code grows). ``OVER_LIMIT`` lists
 what is over today without such a reason: the test fails when anything else grows over a limit,
 and when something listed fits (take it off), so the list only shrinks.
 """
@@ -40,10 +41,8 @@ OVER_LIMIT = {
     "graphscope/analysis/summary.py::module_rows",
     "graphscope/capture/counters.py::collect",
     "graphscope/capture/streams.py::plan_mode",
-    "graphscope/model/build.py::build_graph",
     "graphscope/model/bundle_io.py::_read_bundle",
     "graphscope/model/bundle_io.py::write_bundle",
-    "graphscope/model/join.py::join",
     "graphscope/model/join.py::join_numpy",
     "graphscope/render/diagnosis.py::diagnosis_lines",
     "graphscope/render/diagnosis.py::diagnosis_table",
