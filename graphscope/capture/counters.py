@@ -63,27 +63,7 @@ def collect(replay: Callable[[], None], exec_node_ids: Mapping[int, str], replay
     torch.cuda.synchronize()
     wall = time.perf_counter_ns() - t0
     budget = sample_budget(wall, replays, interval_ns)
-    names = {k: v[0] for k, v in ct.METRICS.items()}
-    missing: list[str] = []
-    pm: list[pmsampling.PmSamples] = []
-    for attempt in range(2):
-        try:
-            with native.tracing() as traced:
-                with pmsampling.pm_sampling(list(names.values()), interval_ns=interval_ns,
-                                        hw_buffer_bytes=HW_BUFFER_BYTES, max_samples=budget,
-                                        device=torch.cuda.current_device()) as pm:
-                    for _ in range(replays):
-                        replay()
-                    torch.cuda.synchronize()
-            break
-        except CuptiError as exc:
-            optional = [k for k in names if k in ct.OPTIONAL_METRICS]
-            if attempt or not optional or "ConfigAddMetrics" not in str(exc):
-                raise CountersUnavailableError(f"--counters: PM sampling failed: {exc}") from exc
-            missing = optional  # a chip without the tensor-pipe metric: the rest still work
-            names = {k: v for k, v in names.items() if k not in ct.OPTIONAL_METRICS}
-    rec = traced[0]
-    s = pm[0]
+    rec, s, names, missing = _sampled(replay, replays, interval_ns, budget)
     gnid = rec.graph_node_id.astype(np.uint64)
     work = np.fromiter(exec_node_ids.keys(), dtype=np.uint64, count=len(exec_node_ids))
     hit = np.isin(gnid, work)
@@ -111,6 +91,34 @@ def collect(replay: Callable[[], None], exec_node_ids: Mapping[int, str], replay
         "collect_s": round(time.perf_counter() - t_all, 3),
     }
     return ct.to_json(nc, meta=meta)
+
+
+def _sampled(replay: Callable[[], None], replays: int, interval_ns: int, budget: int
+             ) -> tuple[native.ActivityRecords, pmsampling.PmSamples, dict[str, str], list[str]]:
+    """``replays`` replays traced and PM-sampled: the activity records, the samples, the
+    metrics sampled (name -> CUPTI metric) and those this chip lacks (tried once without)."""
+    import torch
+
+    names = {k: v[0] for k, v in ct.METRICS.items()}
+    missing: list[str] = []
+    pm: list[pmsampling.PmSamples] = []
+    for attempt in range(2):
+        try:
+            with native.tracing() as traced:
+                with pmsampling.pm_sampling(list(names.values()), interval_ns=interval_ns,
+                                            hw_buffer_bytes=HW_BUFFER_BYTES, max_samples=budget,
+                                            device=torch.cuda.current_device()) as pm:
+                    for _ in range(replays):
+                        replay()
+                    torch.cuda.synchronize()
+            break
+        except CuptiError as exc:
+            optional = [k for k in names if k in ct.OPTIONAL_METRICS]
+            if attempt or not optional or "ConfigAddMetrics" not in str(exc):
+                raise CountersUnavailableError(f"--counters: PM sampling failed: {exc}") from exc
+            missing = optional  # a chip without the tensor-pipe metric: the rest still work
+            names = {k: v for k, v in names.items() if k not in ct.OPTIONAL_METRICS}
+    return traced[0], pm[0], names, missing
 
 
 def _peak_dram_gbps(torch: Any) -> Any:

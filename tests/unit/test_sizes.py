@@ -39,7 +39,6 @@ OVER_LIMIT = {
     "graphscope/analysis/ladder.py::ladder",
     "graphscope/analysis/stream_order.py::_data_edges",
     "graphscope/analysis/summary.py::module_rows",
-    "graphscope/capture/counters.py::collect",
     "graphscope/capture/streams.py::plan_mode",
     "graphscope/model/bundle_io.py::_read_bundle",
     "graphscope/model/bundle_io.py::write_bundle",
