@@ -2,8 +2,8 @@
 
 A scope pushes an id on the native per-thread stack; CUPTI's GRAPHNODE_CREATED callback stores
 the innermost id with the new node (O(1) per node, whatever the nesting depth, and from any
-capturing stream). Scope ids index the :class:`ScopeTable` (``state.ATTRIBUTION.scopes``),
-which keeps each id's merged dict, so nothing is merged per node.
+capturing stream). Scope ids index the :class:`ScopeTable` (``TABLES.scopes``,
+annotate/tables.py), which keeps each id's merged dict, so nothing is merged per node.
 """
 
 from __future__ import annotations
