@@ -175,13 +175,16 @@ void bind_counting(nb::module_& m) {
 }
 
 void bind_recorder(nb::module_& m) {
-  m.def("recorder_start", &recorder_start, nb::arg("clear") = true);
+  m.def("recorder_start", &recorder_start, nb::arg("clear") = true, nb::arg("held") = false,
+        "Subscribe to the resource callbacks (held: kept across capture windows).");
   m.def("recorder_stop", &recorder_stop);
   m.def("recorder_gate", &recorder_gate, nb::arg("open"), nb::arg("callbacks") = -1,
         "Let the subscribed recorder's callbacks record (or not); shut, CUPTI's callbacks are "
         "disabled too (callbacks -1: as the gate, 0/1: off/on whatever the gate).");
   m.def("recorder_clear", &recorder_clear, "Drop the records taken so far.");
   m.def("recorder_active", []() -> bool { return rec.active; });
+  m.def("recorder_held", []() -> bool { return rec.active && rec.held; },
+        "Whether the subscription is one kept across capture windows.");
   m.def("recorder_records", &recorder_records);
 }
 

@@ -91,7 +91,7 @@ CUptiResult enable_callbacks(CUpti_SubscriberHandle sub, bool on) {
 }  // namespace
 
 // Subscribe to the resource callbacks. Returns "" or the holder's name on error 39.
-void recorder_start(bool clear) {
+void recorder_start(bool clear, bool held) {
   require_loaded();
   if (rec.active) throw std::runtime_error("state:0:the graphscope recorder is already running");
   if (clear) {
@@ -125,6 +125,7 @@ void recorder_start(bool clear) {
   rec.sub = sub;
   rec.callbacks = true;
   rec.gate = true;
+  rec.held = held;
   rec.active = true;
 }
 
@@ -157,6 +158,7 @@ void recorder_stop() {
   CUptiResult r = cupti.Unsubscribe(rec.sub);
   rec.sub = nullptr;
   rec.callbacks = false;
+  rec.held = false;
   rec.active = false;
   if (r != CUPTI_SUCCESS) raise_cupti("cuptiUnsubscribe", r);
 }

@@ -23,6 +23,9 @@ struct Recorder {
   std::mutex mu;
   CUpti_SubscriberHandle sub = nullptr;
   std::atomic<bool> active{false};
+  // the subscription is kept across capture windows (graphscope run's batch: Python's
+  // HeldRecorder), not one window's (recording()); set by recorder_start, reset by stop
+  bool held = false;
   // whether callbacks record: graphscope run holds the subscription across a batch of
   // captures and opens the gate for each capture window only
   std::atomic<bool> gate{true};
@@ -56,7 +59,7 @@ extern Recorder rec;
 
 uint64_t node_id_of(CUgraphNode n);
 uint32_t graph_id_of(CUgraph g);
-void recorder_start(bool clear);
+void recorder_start(bool clear, bool held = false);
 void recorder_stop();
 void recorder_gate(bool open, int callbacks = -1);
 void recorder_clear();

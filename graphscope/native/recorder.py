@@ -60,12 +60,18 @@ def recorder_active() -> bool:
     return _ext is not None and bool(_ext.recorder_active())
 
 
+def recorder_held() -> bool:
+    """Whether the recorder holds a subscription kept across capture windows
+    (:class:`HeldRecorder`), not one :func:`recording` window's."""
+    return _ext is not None and bool(_ext.recorder_held())
+
+
 def release_held() -> None:
     """Let go of a subscription held across capture windows (:class:`HeldRecorder`): before a
     torch.profiler session starts (CUPTI has one subscriber; Kineto needs it), before another
     :func:`recording` and before node counting (while subscribed, every captured launch pays
     for the callbacks). A window open at that moment notices (:attr:`HeldRecorder.cut`)."""
-    if recorder_active():
+    if recorder_held():
         call(extension().recorder_stop)
 
 
@@ -120,16 +126,16 @@ class HeldRecorder:
 
     @property
     def held(self) -> bool:
-        return recorder_active()
+        return recorder_held()
 
     @contextmanager
     def window(self) -> Iterator[list[CreatedNodes]]:
         """One capture window's records (the list holds them once the body ends)."""
         ext = ensure_loaded()
         self.cut = False
-        if not ext.recorder_active():
+        if not ext.recorder_held():
             refuse_under_profiler()
-            call(ext.recorder_start, True)
+            call(ext.recorder_start, True, True)
         else:
             ext.recorder_clear()
             call(ext.recorder_gate, True)  # CUPTI's callbacks on again (off between windows)
@@ -137,7 +143,7 @@ class HeldRecorder:
         try:
             yield out
         finally:
-            self.cut = not ext.recorder_active()
+            self.cut = not ext.recorder_held()
             ext.recorder_gate(False)
             try:
                 out.append(records())

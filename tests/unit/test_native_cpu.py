@@ -117,11 +117,11 @@ class _FakeRecorder:
 
     def __init__(self):
         self.calls = []
-        self.active = False
+        self.active = self.held = False
 
-    def recorder_start(self, clear):
+    def recorder_start(self, clear, held=False):
         assert not self.active, "subscribed twice"
-        self.active = True
+        self.active, self.held = True, held
         self.calls.append("subscribe")
 
     def recorder_stop(self):
@@ -136,6 +136,9 @@ class _FakeRecorder:
 
     def recorder_active(self):
         return self.active
+
+    def recorder_held(self):
+        return self.active and self.held
 
 
 def test_the_held_recorder_subscribes_once_per_batch_and_lets_go_before_a_profiler(
@@ -172,6 +175,8 @@ def test_the_held_recorder_subscribes_once_per_batch_and_lets_go_before_a_profil
     monkeypatch.setattr(recorder, "profiler_active", lambda: False)
     with native.recording():
         assert fake.calls[-2:] == ["unsubscribe", "subscribe"]
+        native.release_held()  # a recording() window's subscription is not a held one
+        assert fake.calls[-1] == "subscribe" and not held.held
     # AND a window that loses the subscription while open (a profiler starting inside the
     # capture) says so
     with held.window():
