@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .._errors import AnnotationError
 
@@ -46,7 +46,7 @@ class ScopeTable:
         self._index: dict[tuple[int, bytes, bool], int] = {}
         # called with (scope id, its backward scope id) for every new scope (the native
         # observer keeps that table for backward attribution: annotate/backward.py)
-        self.listener: Any = None
+        self.listener: Optional[Callable[[int, int], None]] = None
 
     def __len__(self) -> int:
         return len(self._scopes)
