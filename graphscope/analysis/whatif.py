@@ -1,0 +1,445 @@
+"""The contention-aware what-if: the span a graph would have with its independent chains on up
+to N streams, predicted from the bundle alone, with an interval and the assumptions it made.
+
+The DAG
+    The captured DAG without its stream-order-only edges (``stream_order.py``: the data DAG of
+    the ops' memory ranges with the caching allocator's reuse of blocks undone, in-place writes
+    kept, plus the edges that must stay). The chains it leaves (runs of one stream between
+    those edges) are placed on streams as ``capture --try-streams N`` places ops
+    (capture/streams.py): a chain continues the stream whose last chain produced its first
+    node's input, else takes an unused stream, else the stream whose last chain is oldest;
+    one stream runs its nodes in capture order.
+
+The resource model (a mean-field simulation)
+    Each node keeps its measured solo duration and, before it, its measured dependency
+    latency (its start - its last predecessor's end in the one-stream replays). A kernel fills
+    a share of the device's block slots (``occupancy.py``: waves of its blocks over the SMs,
+    at the occupancy its grid, block, shared memory and registers allow); memcpy nodes share
+    the copy engines. The schedule is computed as a longest path; then, per node, the
+    time-averaged share the *other* nodes running beside it hold; a node whose own share and
+    the others' exceed the device runs ``f + others`` times longer (the device is shared), and
+    any node that overlaps another pays the interference term: ``duration * (1 + beta * phi)
+    + delta * phi`` and ``latency + lambda * phi``, where phi is the share of its time during
+    which another node runs (kernels side by side share L2, DRAM and the block scheduler).
+    The schedule is recomputed with the new durations; ITERATIONS rounds, damped.
+
+The interference term
+    Calibrated from the bundle's own concurrent nodes where it has some: nodes of one launch
+    signature (kernel, grid, block, shared memory; memset/memcpy by bytes) that ran both mostly
+    alone (phi < 0.25) and mostly beside others (phi > 0.75) give (solo, added) pairs; beta and
+    delta are their least-squares line (not negative), lambda the median gap beside others
+    minus the median gap alone. Otherwise :data:`PRIOR`, measured on an H200.
+
+The prediction and its interval
+    The model is also run on the graph as captured (one stream: the critical path with its
+    latencies; several: the same simulation with its own streams, its measured durations
+    deflated by the calibrated term), and the prediction is the measured span scaled by
+    what-if / as captured. The interval: the interference on the predicted critical path
+    moved by the calibration's uncertainty, the contention at the best-case register count
+    where registers are not recorded, and the measured spans' own spread (half their IQR).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .dag import EPS, Dag, csr
+from .occupancy import Device, device_share
+
+ITERATIONS = 3
+LOW_PHI, HIGH_PHI = 0.25, 0.75  # mostly alone / mostly beside others (calibration)
+MIN_SAMPLES = 2  # per group and side, for a group to count
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The interference term (module docstring) and where it came from."""
+
+    source: str  # "bundle": fitted from its concurrent nodes; "prior": PRIOR
+    slowdown_per_overlap: float  # beta
+    added_ns: float  # delta
+    latency_added_ns: float  # lambda
+    groups: int  # launch signatures that ran both alone and beside others
+    uncertainty_pct: float  # the share by which the term is moved for the interval
+
+
+# The branches sample (two chains of 32 Linear+ReLU, 32 x 1024) recorded on one stream and on
+# two (tests/data/branches_forward, branches_2s_forward; nvidia-h200, 2026-12-01), node by node:
+# beside the other chain (phi ~0.85) a node took 0.58 us + 1.6% longer and its dependency gap
+# 0.55 us longer (per unit of phi: 0.6 us + 2%, 0.6 us).
+PRIOR = Calibration("prior", 0.02, 600.0, 600.0, 0, 50.0)
+CALIBRATED_UNCERTAINTY_PCT = 30.0
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One run of the model: each node's start and end, and the critical path's figures."""
+
+    span_ns: float
+    start: np.ndarray
+    end: np.ndarray
+    path: list[int]
+    interference_on_path_ns: float  # what the interference term adds along the path
+    contention_on_path_ns: float  # what sharing the SMs / copy engines adds along the path
+    phi: np.ndarray
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per node: its share of the SMs (worst and best register case) and of the copy
+    engines."""
+
+    sm_worst: np.ndarray
+    sm_best: np.ndarray
+    ce: np.ndarray
+
+    @property
+    def registers_assumed(self) -> bool:
+        return not np.array_equal(self.sm_worst, self.sm_best)
+
+
+def resources(dag: Dag, device: Device) -> Resources:
+    """The nodes' shares of the device (``occupancy.py``); registers are not recorded, so the
+    worst and the best case both."""
+    n = dag.n
+    worst, best, ce = np.zeros(n), np.zeros(n), np.zeros(n)
+    cache: dict[tuple[object, ...], tuple[float, float]] = {}
+    for i, nd in enumerate(dag.nodes):
+        if nd.type == "memcpy":
+            ce[i] = 1.0 / max(1, device.copy_engines)
+            continue
+        if nd.type != "kernel":
+            continue
+        key = (nd.grid, nd.block, nd.smem)
+        got = cache.get(key)
+        if got is None:
+            got = (device_share(nd.grid, nd.block, nd.smem, None, device),
+                   device_share(nd.grid, nd.block, nd.smem, 32, device))
+            cache[key] = got
+        worst[i], best[i] = got
+    return Resources(worst, best, ce)
+
+
+def overlap(start: np.ndarray, end: np.ndarray, share: Optional[np.ndarray] = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Per interval [start, end): the share of it during which another interval runs (phi),
+    and the time-averaged sum of ``share`` over the *other* intervals running then."""
+    m = len(start)
+    if not m:
+        return np.zeros(0), np.zeros(0)
+    t = np.concatenate([start, end])
+    one = np.r_[np.ones(m), -np.ones(m)]
+    f = np.zeros(m) if share is None else share
+    k = np.lexsort((one, t))  # ends first where an end meets a start
+    ts, running = t[k], np.cumsum(one[k])
+    load = np.cumsum(np.r_[f, -f][k])
+    seg = np.diff(ts)
+    many = np.r_[0.0, np.cumsum((running[:-1] >= 2) * seg)]
+    area = np.r_[0.0, np.cumsum(load[:-1] * seg)]
+    i0 = np.searchsorted(ts, start, side="left")
+    i1 = np.searchsorted(ts, end, side="left")
+    dur = np.maximum(end - start, EPS)
+    phi = np.clip((many[i1] - many[i0]) / dur, 0.0, 1.0)
+    others = np.maximum((area[i1] - area[i0]) / dur - f, 0.0)
+    return phi, others
+
+
+def _finish_times(order: Sequence[int], pred: tuple[list[int], list[int]],
+                  w: list[float]) -> list[float]:
+    pp, pv = pred
+    eft = [0.0] * len(w)
+    get = eft.__getitem__
+    for v in order:
+        a, b = pp[v], pp[v + 1]
+        if b - a == 1:
+            eft[v] = eft[pv[a]] + w[v]
+        elif b > a:
+            eft[v] = max(map(get, pv[a:b])) + w[v]
+        else:
+            eft[v] = w[v]
+    return eft
+
+
+def _path(eft: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[int]:
+    """The critical path of a schedule: back from the last end through tight edges."""
+    n = len(eft)
+    if not n:
+        return []
+    est = eft - w
+    crit = np.full(n, -1, np.int64)
+    if len(src):
+        m = np.abs(eft[src] - est[dst]) <= EPS
+        u, v = src[m], dst[m]
+        crit[v] = u  # any tight predecessor will do
+    v = int(np.argmax(eft))
+    out = [v]
+    crit_l = crit.tolist()
+    while crit_l[v] >= 0 and len(out) <= n:
+        v = crit_l[v]
+        out.append(v)
+    out.reverse()
+    return out
+
+
+def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.ndarray,
+             lat: np.ndarray, res: Resources, cal: Calibration, best: bool = False
+             ) -> Schedule:
+    """The mean-field simulation (module docstring) of the DAG ``src`` -> ``dst`` (stream
+    order included) from solo durations and latencies; ``best``: the best-case registers."""
+    n = len(solo)
+    pred = csr(n, dst, src)
+    share = res.sm_best if best else res.sm_worst
+    d, lt = solo.astype(float), lat.astype(float)
+    contention = np.ones(n)
+    phi = np.zeros(n)
+    eft = np.zeros(n)
+    for it in range(ITERATIONS + 1):
+        eft = np.asarray(_finish_times(order, pred, (d + lt).tolist()))
+        if it == ITERATIONS:
+            break
+        start = eft - d
+        phi, others = overlap(start, eft, share)
+        if it == 0 and not phi.any():
+            break  # nothing runs beside anything: the solo schedule is the answer
+        _, others_ce = overlap(start, eft, res.ce)
+        contention = (np.maximum(1.0, share + others) * np.maximum(1.0, res.ce + others_ce))
+        new_d = solo * contention * (1.0 + cal.slowdown_per_overlap * phi) + cal.added_ns * phi
+        new_l = lat + cal.latency_added_ns * phi
+        d, lt = (new_d, new_l) if it == 0 else (0.5 * (d + new_d), 0.5 * (lt + new_l))
+    start = eft - d
+    path = _path(eft, d + lt, src, dst)
+    on = np.asarray(path, np.int64)
+    base = solo[on] * contention[on]
+    return Schedule(
+        span_ns=float(eft.max() - start.min()) if n else 0.0, start=start, end=eft, path=path,
+        interference_on_path_ns=float((d[on] - base).sum() + (lt[on] - lat[on]).sum()),
+        contention_on_path_ns=float((base - solo[on]).sum()), phi=phi)
+
+
+def deflate(measured: np.ndarray, lat: np.ndarray, start: np.ndarray, end: np.ndarray,
+            res: Resources, cal: Calibration) -> tuple[np.ndarray, np.ndarray]:
+    """Solo durations and latencies of nodes measured beside others (their measured interval
+    ``start``/``end``; NaN where a node has none): the model's term taken back out."""
+    ok = np.isfinite(start) & np.isfinite(end)
+    phi, others = np.zeros(len(measured)), np.zeros(len(measured))
+    if ok.any():
+        p, o = overlap(start[ok], end[ok], res.sm_worst[ok])
+        phi[ok], others[ok] = p, o
+    factor = np.maximum(1.0, res.sm_worst + others) * (1.0 + cal.slowdown_per_overlap * phi)
+    solo = np.maximum((measured - cal.added_ns * phi) / factor, 0.3 * measured)
+    return solo, np.maximum(lat - cal.latency_added_ns * phi, 0.0)
+
+
+def calibrate(signature: Sequence[object], rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
+              en: np.ndarray) -> Calibration:
+    """The interference term from a bundle's concurrent nodes (module docstring), or
+    :data:`PRIOR` where they do not say. ``signature``: per node position, its launch
+    signature; ``rp``/``pos``/``st``/``en``: the events of the replays used."""
+    if not len(rp):
+        return PRIOR
+    phi = np.zeros(len(rp))
+    for r in np.unique(rp).tolist():
+        k = rp == r
+        phi[k] = overlap(st[k].astype(float), en[k].astype(float))[0]
+    dur = (en - st).astype(float)
+    pairs = _pairs(signature, pos, phi, dur)
+    if not pairs:
+        return PRIOR
+    base = np.array([p[0] for p in pairs])
+    added = np.array([p[1] for p in pairs])
+    beta, delta = _line(base, added)
+    return Calibration("bundle", beta, delta, PRIOR.latency_added_ns, len(pairs),
+                       CALIBRATED_UNCERTAINTY_PCT)
+
+
+def _pairs(signature: Sequence[object], pos: np.ndarray, phi: np.ndarray, x: np.ndarray
+           ) -> list[tuple[float, float]]:
+    """Per launch signature seen both mostly alone and mostly beside others (at least
+    MIN_SAMPLES times each): (median of ``x`` alone, median beside others - that)."""
+    by: dict[object, tuple[list[float], list[float]]] = {}
+    for p, f, v in zip(pos.tolist(), phi.tolist(), x.tolist()):
+        lo, hi = by.setdefault(signature[p], ([], []))
+        if f < LOW_PHI:
+            lo.append(v)
+        elif f > HIGH_PHI:
+            hi.append(v)
+    return [(float(np.median(lo)), float(np.median(hi)) - float(np.median(lo)))
+            for lo, hi in by.values() if len(lo) >= MIN_SAMPLES and len(hi) >= MIN_SAMPLES]
+
+
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line through (x, y), neither negative; one
+    point or one x: a flat line at the median."""
+    if len(x) < 2 or float(np.ptp(x)) <= 0:
+        return 0.0, max(0.0, float(np.median(y)))
+    slope, icpt = np.polyfit(x, y, 1)
+    if slope < 0:
+        return 0.0, max(0.0, float(np.median(y)))
+    if icpt < 0:
+        return max(0.0, float((x * y).sum() / (x * x).sum())), 0.0
+    return float(slope), float(icpt)
+
+
+def chains_of(dag: Dag, stream: np.ndarray, cut_dst: np.ndarray) -> np.ndarray:
+    """Per node: its chain, a run of one stream's nodes in visit order between
+    stream-order-only edges (``cut_dst``: their targets); chains numbered by their place in
+    that (stream, visit order) sort."""
+    k = np.lexsort((dag.rank, stream))
+    heads = np.zeros(dag.n, bool)
+    heads[cut_dst] = True
+    sk = stream[k]
+    start = np.r_[True, sk[1:] != sk[:-1]] | heads[k] if dag.n else np.zeros(0, bool)
+    chain = np.empty(dag.n, np.int64)
+    chain[k] = np.cumsum(start) - 1
+    return chain
+
+
+def plan_streams(dag: Dag, src: np.ndarray, dst: np.ndarray, chain: np.ndarray,
+                 max_streams: int) -> np.ndarray:
+    """Per node: the stream (0 .. max_streams - 1) its chain gets, placed as
+    ``capture --try-streams`` places ops (module docstring); ``src`` -> ``dst``: the what-if
+    DAG."""
+    n = dag.n
+    if not n:
+        return np.zeros(0, np.int64)
+    chains = int(chain.max()) + 1
+    rank = dag.rank
+    first = np.full(chains, n, np.int64)
+    np.minimum.at(first, chain, rank)  # by rank
+    last = np.full(chains, -1, np.int64)
+    np.maximum.at(last, chain, rank)
+    order = np.asarray(dag.order, np.int64)
+    head = order[first]  # the chain's first node
+    # the chains that produce something the chain's first node needs
+    into = np.isin(dst, head) & (chain[src] != chain[dst])
+    producers: dict[int, list[int]] = {}
+    for c, p in zip(chain[dst[into]].tolist(), chain[src[into]].tolist()):
+        producers.setdefault(c, []).append(p)
+    tail = [-1] * max_streams  # per stream: its last chain
+    on = [0] * chains
+    last_l = last.tolist()
+    for c in np.argsort(first, kind="stable").tolist():
+        mine = [p for p in producers.get(c, ()) if tail[on[p]] == p]
+        if mine:
+            s = on[max(mine, key=last_l.__getitem__)]
+        elif -1 in tail:
+            s = tail.index(-1)
+        else:
+            s = min(range(max_streams), key=lambda x: last_l[tail[x]])
+        on[c] = s
+        tail[s] = c
+    return np.asarray(on, np.int64)[chain]
+
+
+def stream_edges(dag: Dag, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of each stream: consecutive nodes of one stream in visit order."""
+    if dag.n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    k = np.lexsort((dag.rank, stream))
+    same = stream[k][1:] == stream[k][:-1]
+    return k[:-1][same], k[1:][same]
+
+
+DEFAULT_STREAMS = 4  # as ``capture --try-streams 4``
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The predicted span with independent chains on up to ``max_streams`` streams."""
+
+    max_streams: int
+    streams: int  # the streams the plan uses
+    chains: int
+    predicted_span_ns: float
+    low_ns: float
+    high_ns: float
+    measured_span_ns: float  # of the replays the diagnosis uses
+    gain_ns: float  # measured - predicted
+    gain_pct: float
+    model_as_captured_ns: float  # the model run on the graph as captured
+    model_what_if_ns: float
+    no_contention_ns: float  # the what-if DAG's critical path with latencies, nothing shared
+    calibration: Calibration
+    gpu: str
+    sm_count: int
+    compute_capability: str
+    device_source: str  # "properties" | "name_table" | "assumed" (occupancy.py)
+    registers: str  # "recorded" | "worst_case" (not in the bundle: the worst case assumed)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the diagnosis measured of one graph, for the prediction."""
+
+    solo_ns: np.ndarray  # per node: median duration over the replays used
+    latency_ns: np.ndarray  # per node: median dependency gap
+    stream: np.ndarray  # per node: its captured stream (-1: no events)
+    cols: tuple[np.ndarray, ...]  # (replay, position, start, end) of the replays used
+    span_ns: float
+    span_spread_pct: float  # half the IQR of the used replays' spans, in % of their median
+
+
+def predict(dag: Dag, m: Measured, wi_src: np.ndarray, wi_dst: np.ndarray,
+            cut_dst: np.ndarray, no_contention_ns: float, device: Device,
+            max_streams: int = DEFAULT_STREAMS, calibration: Optional[Calibration] = None
+            ) -> tuple[WhatIf, Schedule, Schedule]:
+    """The what-if (module docstring): the prediction and the model's schedules of the graph
+    as captured and as planned. ``calibration``: this one instead of the bundle's own or
+    :data:`PRIOR` (another bundle's, recorded on the same GPU)."""
+    assert dag.order is not None
+    res = resources(dag, device)
+    rp, pos, st, en = m.cols
+    solo, lat = m.solo_ns, m.latency_ns
+    cal = calibration or PRIOR
+    if _concurrent(rp, st, en):
+        cal = calibration or calibrate(_signatures(dag), rp, pos, st, en)
+        one = rp == (rp.max() if len(rp) else 0)
+        s_, e_ = np.full(dag.n, np.nan), np.full(dag.n, np.nan)
+        s_[pos[one]], e_[pos[one]] = st[one], en[one]
+        solo, lat = deflate(solo, lat, s_, e_, res, cal)
+    now = simulate(dag.order, dag.src, dag.dst, solo, lat, res, cal)
+    chain = chains_of(dag, m.stream, cut_dst)
+    planned = plan_streams(dag, wi_src, wi_dst, chain, max_streams)
+    a, b = stream_edges(dag, planned)
+    src, dst = np.r_[wi_src, a], np.r_[wi_dst, b]
+    wi = simulate(dag.order, src, dst, solo, lat, res, cal)
+    scale = m.span_ns / now.span_ns if now.span_ns > 0 else 1.0
+    pred = wi.span_ns * scale
+    u = cal.uncertainty_pct / 100.0
+    best = (simulate(dag.order, src, dst, solo, lat, res, cal, best=True).span_ns
+            if res.registers_assumed and wi.contention_on_path_ns > 0 else wi.span_ns)
+    noise = m.span_spread_pct / 100.0
+    low = (min(best, wi.span_ns) - u * wi.interference_on_path_ns) * scale * (1 - noise)
+    high = (wi.span_ns + u * wi.interference_on_path_ns) * scale * (1 + noise)
+    cc = device.compute_capability
+    out = WhatIf(
+        max_streams=max_streams, streams=len(set(planned.tolist())),
+        chains=int(chain.max()) + 1 if dag.n else 0, predicted_span_ns=pred,
+        low_ns=max(0.0, low), high_ns=high, measured_span_ns=m.span_ns,
+        gain_ns=m.span_ns - pred,
+        gain_pct=100.0 * (m.span_ns - pred) / m.span_ns if m.span_ns else 0.0,
+        model_as_captured_ns=now.span_ns, model_what_if_ns=wi.span_ns,
+        no_contention_ns=no_contention_ns, calibration=cal, gpu=device.name,
+        sm_count=device.sm_count, compute_capability=f"{cc[0]}.{cc[1]}",
+        device_source=device.source,
+        registers="worst_case" if res.registers_assumed else "recorded")
+    return out, now, wi
+
+
+def _concurrent(rp: np.ndarray, st: np.ndarray, en: np.ndarray) -> bool:
+    """Whether any two events of one replay overlap."""
+    if len(rp) < 2:
+        return False
+    k = np.lexsort((st, rp))
+    r, s, e = rp[k], st[k], en[k]
+    reach = np.maximum.accumulate(e)  # across replays too: replays do not overlap each other
+    return bool(((s[1:] < reach[:-1]) & (r[1:] == r[:-1])).any())
+
+
+def _signatures(dag: Dag) -> list[object]:
+    """Per node: its launch signature (kernel, grid, block, shared memory; bytes for copies)."""
+    return [(x.type, x.kernel, x.grid, x.block, x.smem, x.bytes) for x in dag.nodes]
