@@ -112,16 +112,20 @@ def main() -> None:
         d = diagnose(b)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    o = d["graphs"][0]
-    s = o["serialization"]
+    o = d.graphs[0]
+    s = o.stream_order
+    wi = o.what_if
     res = {
         "nodes": len(b.graphs[0].nodes), "edges": len(b.graphs[0].edges),
         "events": len(b.events), "best_s": min(times), "median_s": statistics.median(times),
         "runs_s": times, "best_cpu_s": min(cpu), "median_cpu_s": statistics.median(cpu),
-        "load_avg_1min": os.getloadavg()[0], "critical_path_ns": o["critical_path"]["length_ns"],
-        "critical_path_nodes": len(o["critical_path"]["nodes"]),
-        "stream_order_only_edges": s["stream_order_only_edges"],
-        "nodes_without_op_info": s["nodes_without_op_info"], "what_if_ns": s["what_if_ns"],
+        "load_avg_1min": os.getloadavg()[0], "critical_path_ns": o.critical_path.length_ns,
+        "critical_path_nodes": len(o.critical_path.nodes),
+        "stream_order_only_edges": s.stream_order_only_edges,
+        "nodes_without_op_info": s.nodes_without_op_info,
+        "no_contention_ns": wi.no_contention_ns if wi else None,
+        "predicted_span_ns": wi.predicted_span_ns if wi else None,
+        "findings": [(f.kind, f.saving_ns) for f in d.findings.findings],
         "python": platform.python_version(), "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }

@@ -21,7 +21,8 @@ The resource model (a mean-field simulation)
     any node that overlaps another pays the interference term: ``duration * (1 + beta * phi)
     + delta * phi`` and ``latency + lambda * phi``, where phi is the share of its time during
     which another node runs (kernels side by side share L2, DRAM and the block scheduler).
-    The schedule is recomputed with the new durations; ITERATIONS rounds, damped.
+    The schedule is recomputed with the new durations; ITERATIONS rounds, damped, fewer where
+    a round moves the span by less than CONVERGED.
 
 The interference term
     Calibrated from the bundle's own concurrent nodes where it has some: nodes of one launch
@@ -43,14 +44,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Optional
 
 import numpy as np
 
-from .dag import EPS, Dag, csr
-from .occupancy import Device, device_share
+from .dag import EPS, Dag, csr, sorted_unique
+from .occupancy import BEST_REGS, Device, device_share
 
 ITERATIONS = 3
+CONVERGED = 0.001  # a round that moves the span less than this share ends the simulation
 LOW_PHI, HIGH_PHI = 0.25, 0.75  # mostly alone / mostly beside others (calibration)
 MIN_SAMPLES = 2  # per group and side, for a group to count
 
@@ -80,11 +83,13 @@ class Schedule:
     """One run of the model: each node's start and end, and the critical path's figures."""
 
     span_ns: float
+    solo_span_ns: float  # the first round: solo durations and latencies, nothing shared
     start: np.ndarray
     end: np.ndarray
     path: list[int]
     interference_on_path_ns: float  # what the interference term adds along the path
     contention_on_path_ns: float  # what sharing the SMs / copy engines adds along the path
+    contention_best_on_path_ns: float  # the same at the best-case register count
     phi: np.ndarray
 
 
@@ -107,21 +112,19 @@ def resources(dag: Dag, device: Device) -> Resources:
     worst and the best case both."""
     n = dag.n
     worst, best, ce = np.zeros(n), np.zeros(n), np.zeros(n)
-    cache: dict[tuple[object, ...], tuple[float, float]] = {}
-    for i, nd in enumerate(dag.nodes):
-        if nd.type == "memcpy":
-            ce[i] = 1.0 / max(1, device.copy_engines)
-            continue
-        if nd.type != "kernel":
-            continue
-        key = (nd.grid, nd.block, nd.smem)
-        got = cache.get(key)
-        if got is None:
-            got = (device_share(nd.grid, nd.block, nd.smem, None, device),
-                   device_share(nd.grid, nd.block, nd.smem, 32, device))
-            cache[key] = got
-        worst[i], best[i] = got
+    types = dag.types
+    ce[[i for i, t in enumerate(types) if t == "memcpy"]] = 1.0 / max(1, device.copy_engines)
+    kern = [i for i, t in enumerate(types) if t == "kernel"]
+    if kern:
+        keys = list(map(_LAUNCH, map(dag.nodes.__getitem__, kern)))
+        got = {k: (device_share(*k, None, device), device_share(*k, BEST_REGS, device))
+               for k in dict.fromkeys(keys)}
+        pairs = np.array(list(map(got.__getitem__, keys)), float).reshape(-1, 2)
+        worst[kern], best[kern] = pairs[:, 0], pairs[:, 1]
     return Resources(worst, best, ce)
+
+
+_LAUNCH = attrgetter("grid", "block", "smem")
 
 
 def overlap(start: np.ndarray, end: np.ndarray, share: Optional[np.ndarray] = None
@@ -186,38 +189,63 @@ def _path(eft: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray) -> l
 
 
 def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.ndarray,
-             lat: np.ndarray, res: Resources, cal: Calibration, best: bool = False
+             lat: np.ndarray, res: Resources, cal: Calibration, path: bool = True
              ) -> Schedule:
     """The mean-field simulation (module docstring) of the DAG ``src`` -> ``dst`` (stream
-    order included) from solo durations and latencies; ``best``: the best-case registers."""
+    order included) from solo durations and latencies; ``path``: trace the critical path
+    (else the path's figures are 0)."""
     n = len(solo)
+    if len(src):  # one edge per pair: most nodes keep one predecessor (the fast path)
+        key = sorted_unique(dst * max(n, 1) + src)
+        src, dst = key % max(n, 1), key // max(n, 1)
     pred = csr(n, dst, src)
-    share = res.sm_best if best else res.sm_worst
+    share = res.sm_worst
     d, lt = solo.astype(float), lat.astype(float)
     contention = np.ones(n)
-    phi = np.zeros(n)
+    phi, others = np.zeros(n), np.zeros(n)
     eft = np.zeros(n)
+    solo_span = last = 0.0
     for it in range(ITERATIONS + 1):
         eft = np.asarray(_finish_times(order, pred, (d + lt).tolist()))
+        span = float(eft.max() - (eft - d).min()) if n else 0.0
+        if it == 0:
+            solo_span = span
+        elif abs(span - last) <= CONVERGED * span:
+            break  # another round moves nothing that matters
+        last = span
         if it == ITERATIONS:
             break
         start = eft - d
         phi, others = overlap(start, eft, share)
         if it == 0 and not phi.any():
             break  # nothing runs beside anything: the solo schedule is the answer
-        _, others_ce = overlap(start, eft, res.ce)
-        contention = (np.maximum(1.0, share + others) * np.maximum(1.0, res.ce + others_ce))
+        contention = np.maximum(1.0, share + others)
+        if res.ce.any():
+            contention *= np.maximum(1.0, res.ce + overlap(start, eft, res.ce)[1])
         new_d = solo * contention * (1.0 + cal.slowdown_per_overlap * phi) + cal.added_ns * phi
         new_l = lat + cal.latency_added_ns * phi
         d, lt = (new_d, new_l) if it == 0 else (0.5 * (d + new_d), 0.5 * (lt + new_l))
     start = eft - d
-    path = _path(eft, d + lt, src, dst)
-    on = np.asarray(path, np.int64)
+    if not path:
+        return Schedule(span, solo_span, start, eft, [], 0.0, 0.0, 0.0, phi)
+    on_l = _path(eft, d + lt, src, dst)
+    on = np.asarray(on_l, np.int64)
     base = solo[on] * contention[on]
+    # the best register case, to first order: the path's nodes with the SMs shared at the
+    # best-case shares (the same schedule)
+    best = contention[on] / np.maximum(1.0, share[on] + others[on]) * np.maximum(
+        1.0, res.sm_best[on] + others[on] * _ratio(res.sm_best, share)[on])
     return Schedule(
-        span_ns=float(eft.max() - start.min()) if n else 0.0, start=start, end=eft, path=path,
+        span_ns=span, solo_span_ns=solo_span, start=start, end=eft, path=on_l,
         interference_on_path_ns=float((d[on] - base).sum() + (lt[on] - lat[on]).sum()),
-        contention_on_path_ns=float((base - solo[on]).sum()), phi=phi)
+        contention_on_path_ns=float((base - solo[on]).sum()),
+        contention_best_on_path_ns=float((solo[on] * best - solo[on]).sum()), phi=phi)
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b per element (1 where b is 0): how much smaller the others' shares are at the
+    best case, taken as the node's own ratio."""
+    return np.divide(a, b, out=np.ones_like(a), where=b > 0)
 
 
 def deflate(measured: np.ndarray, lat: np.ndarray, start: np.ndarray, end: np.ndarray,
@@ -242,7 +270,7 @@ def calibrate(signature: Sequence[object], rp: np.ndarray, pos: np.ndarray, st: 
     if not len(rp):
         return PRIOR
     phi = np.zeros(len(rp))
-    for r in np.unique(rp).tolist():
+    for r in sorted_unique(rp).tolist():
         k = rp == r
         phi[k] = overlap(st[k].astype(float), en[k].astype(float))[0]
     dur = (en - st).astype(float)
@@ -315,7 +343,9 @@ def plan_streams(dag: Dag, src: np.ndarray, dst: np.ndarray, chain: np.ndarray,
     order = np.asarray(dag.order, np.int64)
     head = order[first]  # the chain's first node
     # the chains that produce something the chain's first node needs
-    into = np.isin(dst, head) & (chain[src] != chain[dst])
+    is_head = np.zeros(n, bool)
+    is_head[head] = True
+    into = is_head[dst] & (chain[src] != chain[dst])
     producers: dict[int, list[int]] = {}
     for c, p in zip(chain[dst[into]].tolist(), chain[src[into]].tolist()):
         producers.setdefault(c, []).append(p)
@@ -362,7 +392,9 @@ class WhatIf:
     gain_pct: float
     model_as_captured_ns: float  # the model run on the graph as captured
     model_what_if_ns: float
-    no_contention_ns: float  # the what-if DAG's critical path with latencies, nothing shared
+    # the planned DAG's critical path with the solo durations and latencies, nothing shared:
+    # the bound the simulation starts from
+    no_contention_ns: float
     calibration: Calibration
     gpu: str
     sm_count: int
@@ -384,34 +416,39 @@ class Measured:
 
 
 def predict(dag: Dag, m: Measured, wi_src: np.ndarray, wi_dst: np.ndarray,
-            cut_dst: np.ndarray, no_contention_ns: float, device: Device,
-            max_streams: int = DEFAULT_STREAMS, calibration: Optional[Calibration] = None
-            ) -> tuple[WhatIf, Schedule, Schedule]:
-    """The what-if (module docstring): the prediction and the model's schedules of the graph
-    as captured and as planned. ``calibration``: this one instead of the bundle's own or
-    :data:`PRIOR` (another bundle's, recorded on the same GPU)."""
+            cut_dst: np.ndarray, device: Device,
+            max_streams: int = DEFAULT_STREAMS, calibration: Optional[Calibration] = None,
+            as_captured_ns: Optional[float] = None) -> tuple[WhatIf, Schedule]:
+    """The what-if (module docstring): the prediction and the model's schedule of the graph
+    as planned. ``calibration``: this one instead of the bundle's own or :data:`PRIOR`
+    (another bundle's, recorded on the same GPU); ``as_captured_ns``: the captured DAG's
+    critical path with its latencies, the model of a graph whose nodes ran one at a time."""
     assert dag.order is not None
     res = resources(dag, device)
     rp, pos, st, en = m.cols
     solo, lat = m.solo_ns, m.latency_ns
     cal = calibration or PRIOR
-    if _concurrent(rp, st, en):
+    concurrent = _concurrent(rp, st, en)
+    if concurrent:
         cal = calibration or calibrate(_signatures(dag), rp, pos, st, en)
         one = rp == (rp.max() if len(rp) else 0)
         s_, e_ = np.full(dag.n, np.nan), np.full(dag.n, np.nan)
         s_[pos[one]], e_[pos[one]] = st[one], en[one]
         solo, lat = deflate(solo, lat, s_, e_, res, cal)
-    now = simulate(dag.order, dag.src, dag.dst, solo, lat, res, cal)
+    if as_captured_ns is not None and not concurrent:
+        # one node at a time as captured: the model of it is the path with its latencies
+        now_ns = as_captured_ns
+    else:
+        now_ns = simulate(dag.order, dag.src, dag.dst, solo, lat, res, cal, path=False).span_ns
     chain = chains_of(dag, m.stream, cut_dst)
     planned = plan_streams(dag, wi_src, wi_dst, chain, max_streams)
     a, b = stream_edges(dag, planned)
     src, dst = np.r_[wi_src, a], np.r_[wi_dst, b]
     wi = simulate(dag.order, src, dst, solo, lat, res, cal)
-    scale = m.span_ns / now.span_ns if now.span_ns > 0 else 1.0
+    scale = m.span_ns / now_ns if now_ns > 0 else 1.0
     pred = wi.span_ns * scale
     u = cal.uncertainty_pct / 100.0
-    best = (simulate(dag.order, src, dst, solo, lat, res, cal, best=True).span_ns
-            if res.registers_assumed and wi.contention_on_path_ns > 0 else wi.span_ns)
+    best = wi.span_ns - (wi.contention_on_path_ns - wi.contention_best_on_path_ns)
     noise = m.span_spread_pct / 100.0
     low = (min(best, wi.span_ns) - u * wi.interference_on_path_ns) * scale * (1 - noise)
     high = (wi.span_ns + u * wi.interference_on_path_ns) * scale * (1 + noise)
@@ -422,12 +459,12 @@ def predict(dag: Dag, m: Measured, wi_src: np.ndarray, wi_dst: np.ndarray,
         low_ns=max(0.0, low), high_ns=high, measured_span_ns=m.span_ns,
         gain_ns=m.span_ns - pred,
         gain_pct=100.0 * (m.span_ns - pred) / m.span_ns if m.span_ns else 0.0,
-        model_as_captured_ns=now.span_ns, model_what_if_ns=wi.span_ns,
-        no_contention_ns=no_contention_ns, calibration=cal, gpu=device.name,
+        model_as_captured_ns=now_ns, model_what_if_ns=wi.span_ns,
+        no_contention_ns=wi.solo_span_ns * scale, calibration=cal, gpu=device.name,
         sm_count=device.sm_count, compute_capability=f"{cc[0]}.{cc[1]}",
         device_source=device.source,
         registers="worst_case" if res.registers_assumed else "recorded")
-    return out, now, wi
+    return out, wi
 
 
 def _concurrent(rp: np.ndarray, st: np.ndarray, en: np.ndarray) -> bool:

@@ -1,0 +1,184 @@
+"""Why a graph takes the time it takes: critical path, where the span goes, stream order,
+the contention-aware what-if and ranked findings. Pure functions of a loaded Bundle (numpy,
+no torch): ``diagnose(bundle) -> Diagnosis`` (frozen dataclasses, ``types.py``; the wording is
+graphscope/render/diagnosis.py's).
+
+Replays (one selection for every figure of a graph)
+    The replays used are the traced replays whose events the bundle kept (every traced one
+    where it kept none), without a cold first replay: replay 0 is set aside where its span is
+    over 1.05 times the median span of the others (where spans are not known for it, its summed
+    node durations decide), and ``selection`` says so. Where replay 0 is the only one with
+    events it is used all the same (``selection.only_cold``). Span, idle, dependency gaps,
+    launch, the nodes' durations (so the critical path), the latencies and the what-if all
+    come from these replays.
+
+Durations
+    A node's duration is the median over the replays used of its ``durations_ns`` (work
+    nodes), else the median ``dur_ns`` of its events in them. A node with neither (empty,
+    event record/wait, host nodes, ...) is taken as 0 ns (assumption ``untimed_as_zero``).
+    Without timed replays nothing is measured: the critical path is the longest chain counted
+    in nodes (``node_counts``).
+
+Critical path
+    The longest path through the captured DAG (its edges) weighted by those durations:
+    earliest starts forward in topological order, latest starts (that keep the length)
+    backward; slack = latest - earliest start. The path is followed back from the
+    last-finishing node through the predecessor whose finish is the node's earliest start.
+    It leaves out launch and dependency-resolution latency, which the measured span holds.
+    Edges that form a cycle leave no critical path (``error``: "cycle"); the replays' figures
+    are given all the same.
+
+Per replay used with events (then the median over them)
+    span        first node start -> last node end
+    work        sum of the node durations (the DAG's weights)
+    parallelism work / span (1.0: one node at a time)
+    launch      host ``cudaGraphLaunch`` call start -> first node start, from timeline.json's
+                ``launches``; where the GPU was still running an earlier replay (kept events,
+                any graph) when the call started, from that replay's end instead: time queued
+                behind earlier work is ``launch_queued_ns``, not launch latency
+    dep_gap     per node with timed predecessors: its start - its last predecessor's end
+                (dependency-resolution latency), summed
+    idle        span - time with at least one node running
+    concurrent  time with two or more nodes running
+    tail        this replay's last node end -> the next replay's launch (its first node when
+                launches are not recorded, or when the launch came before this end), where
+                that next replay is known (below)
+
+Between replays
+    Replays with events are ordered on their one clock. The gap between two consecutive ones
+    counts only where no replay without events can lie in it: not where a launch record of a
+    replay without events falls between them, and not where some graph has more replays than
+    are known (kept events or launch records) and its last known one is not after the gap
+    (its other replays run after it; its skipped ones, manifest ``skip_replays``, before its
+    first). A gap is time in which the GPU runs no graph node.
+
+Stream order (graphscope/analysis/stream_order.py)
+    The data DAG of the ops' memory ranges (``reads``/``writes``) with fresh outputs renamed
+    (the allocator's reuse of a block is no ordering), in-place writes kept; nodes without
+    op information are barriers; captured edges across streams are kept. A captured edge
+    inside one stream is stream-order-only where its target is not reachable from its source
+    in that DAG. The reachability checks visit at most REACH_BUDGET nodes per graph; edges
+    left unchecked are counted. The chains are the runs of one stream's nodes between them.
+
+What-if (graphscope/analysis/whatif.py)
+    Where a graph has stream-order-only edges: the span predicted with its chains on up to 4
+    streams, on a resource model of the GPU (occupancy, copy engines, interference calibrated
+    from the bundle's concurrent nodes or a measured prior), with an interval and the
+    assumptions made. ``capture --try-streams`` measures it (``what_if_measured``).
+
+Verdicts (codes and numbers; graphscope/render/diagnosis.py words them)
+    latency_bound  >= 10 work nodes, median work node < 5 us, and idle >= 10 % of the span or
+        the launch >= 10 % of launch + span.
+    dag_parallelism_unused  achieved parallelism < 1.05 while the captured DAG allows
+        work / critical path >= 1.1.
+    serialized  the what-if predicts a gain of at least 2 % of the span.
+    streams_measured / streams_failed  what ``capture --try-streams`` found.
+    host_bound  (bundle) the median gap between consecutive replays is longer than the median
+        replay span: only for ``graphscope run`` bundles whose manifest says
+        ``traced_back_to_back``; otherwise the gaps hold the tracer's own per-replay start,
+        synchronize and flush (``note``: ``traced_one_at_a_time``) or graphscope's own replay
+        loop (``own_replay_loop``).
+
+Findings (graphscope/analysis/findings.py): one ranked list per bundle, time claimed once.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+from ...model.bundle import Bundle
+from ..dag import Dag
+from ..findings import Basis, Findings, findings
+from ..occupancy import device_of
+from ..replays import bundle_busy, busy_until, event_columns, events_by_graph, launches_of
+from .between import between, host_finding
+from .graph import analyse, measure
+from .types import (
+    Assumption,
+    BetweenReplays,
+    CriticalPath,
+    Diagnosis,
+    GraphDiagnosis,
+    Medians,
+    ModuleShare,
+    ReplayFigures,
+    ReplaySelection,
+    Verdict,
+)
+
+__all__ = ["Assumption", "BetweenReplays", "CriticalPath", "Diagnosis", "Findings",
+           "GraphDiagnosis", "Medians", "ModuleShare", "ReplayFigures", "ReplaySelection",
+           "Verdict", "diagnose", "to_json"]
+
+
+def diagnose(bundle: Bundle, per_node: bool = False) -> Diagnosis:
+    """The diagnosis of every graph of ``bundle``, of the gaps between its replays, and its
+    ranked findings. ``per_node``: each graph's slack per node too (``slack_ns``).
+
+    The cyclic garbage collector is held off while it runs, as the bundle reader does: the
+    analysis makes large lists and no cycles, and each collection it set off rescanned every
+    node object of a bundle built in memory (a capture's, or one nobody froze): 0.1 s of a
+    100,000-node graph's ~1 s."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _diagnose(bundle, per_node)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _diagnose(bundle: Bundle, per_node: bool) -> Diagnosis:
+    dags = [Dag(g) for g in bundle.graphs]
+    events = events_by_graph(bundle)
+    launches = launches_of(bundle)
+    cols = {g.name: event_columns(events.get(g.name, []), dag.exec_ids)
+            for g, dag in zip(bundle.graphs, dags)}
+    spans = {k: (c[0], c[2], c[3]) for k, c in cols.items()}
+    # a view of one graph: its launches queued behind every graph of the bundle it came from
+    busy = busy_until(spans) if bundle.parent is None else bundle_busy(bundle.parent)
+    works = [measure(bundle, g, dag, events.get(g.name, []), launches, busy, cols[g.name])
+             for g, dag in zip(bundle.graphs, dags)]
+    btw = between(bundle, works, launches)
+    device = device_of(bundle.manifest)
+    graphs: list[GraphDiagnosis] = []
+    bases: list[Basis] = []
+    for w in works:
+        o, basis = analyse(bundle, w, device, per_node)
+        graphs.append(o)
+        if basis is not None:
+            bases.append(basis)
+    verdicts = [v for o in graphs for v in o.verdicts]
+    if btw is not None and btw.note is None and btw.median_gap_ns is not None and (
+            btw.median_span_ns is not None and btw.median_gap_ns > btw.median_span_ns):
+        verdicts.append(Verdict("host_bound", from_ns=btw.median_gap_ns,
+                                to_ns=btw.median_span_ns))
+    found = findings(bases, bundle.manifest, host_finding(btw))
+    return Diagnosis(tuple(graphs), btw, bool(getattr(bundle, "launches", ())),
+                     tuple(verdicts), found)
+
+
+def to_json(diag: Any, per_node: bool = False) -> Any:
+    """``diag`` (or any of its sections) as plain JSON data, field by field (per-node slack
+    only with ``per_node``; its keys as strings)."""
+    if is_dataclass(diag) and not isinstance(diag, type):
+        out = {}
+        for f in fields(diag):
+            v = getattr(diag, f.name)
+            if f.name == "slack_ns" and not per_node:
+                continue
+            out[f.name] = to_json(v, per_node)
+        return out
+    if isinstance(diag, dict):
+        return {str(k): to_json(v, per_node) for k, v in diag.items()}
+    if isinstance(diag, (list, tuple)):
+        return [to_json(v, per_node) for v in diag]
+    if isinstance(diag, np.ndarray):
+        return diag.tolist()
+    if isinstance(diag, np.generic):
+        return diag.item()
+    return diag
