@@ -199,6 +199,7 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
         key = sorted_unique(dst * max(n, 1) + src)
         src, dst = key % max(n, 1), key // max(n, 1)
     pred = csr(n, dst, src)
+    has_pred = np.diff(np.asarray(pred[0])) > 0  # the latency term is per dependency
     share = res.sm_worst
     d, lt = solo.astype(float), lat.astype(float)
     contention = np.ones(n)
@@ -223,7 +224,7 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
         if res.ce.any():
             contention *= np.maximum(1.0, res.ce + overlap(start, eft, res.ce)[1])
         new_d = solo * contention * (1.0 + cal.slowdown_per_overlap * phi) + cal.added_ns * phi
-        new_l = lat + cal.latency_added_ns * phi
+        new_l = lat + cal.latency_added_ns * phi * has_pred
         d, lt = (new_d, new_l) if it == 0 else (0.5 * (d + new_d), 0.5 * (lt + new_l))
     start = eft - d
     if not path:
