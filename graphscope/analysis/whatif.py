@@ -225,20 +225,38 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
             contention *= np.maximum(1.0, res.ce + overlap(start, eft, res.ce)[1])
         new_d = solo * contention * (1.0 + cal.slowdown_per_overlap * phi) + cal.added_ns * phi
         new_l = lat + cal.latency_added_ns * phi * has_pred
+        if it == 0 and path and float((new_d - d).sum() + (new_l - lt).sum()) <= (
+                CONVERGED * span):
+            # every node together moves less than CONVERGED of the span: no round changes
+            # the schedule that matters; the path takes its nodes' new times (first order)
+            return _finish(span, solo_span, eft, d, lt, new_d, new_l, solo, lat, src, dst, res,
+                           contention, others, phi)
         d, lt = (new_d, new_l) if it == 0 else (0.5 * (d + new_d), 0.5 * (lt + new_l))
-    start = eft - d
     if not path:
-        return Schedule(span, solo_span, start, eft, [], 0.0, 0.0, 0.0, phi)
+        return Schedule(span, solo_span, eft - d, eft, [], 0.0, 0.0, 0.0, phi)
+    return _finish(span, solo_span, eft, d, lt, d, lt, solo, lat, src, dst, res, contention,
+                   others, phi)
+
+
+def _finish(span: float, solo_span: float, eft: np.ndarray, d: np.ndarray, lt: np.ndarray,
+            new_d: np.ndarray, new_l: np.ndarray, solo: np.ndarray, lat: np.ndarray,
+            src: np.ndarray, dst: np.ndarray, res: Resources, contention: np.ndarray,
+            others: np.ndarray, phi: np.ndarray) -> Schedule:
+    """The schedule with its critical path (of the last round, ``d``/``lt``) and that path's
+    figures at the durations ``new_d``/``new_l`` (the same unless the simulation stopped
+    before a round that moved nothing that matters: then the path's change is added)."""
+    share = res.sm_worst
     on_l = _path(eft, d + lt, src, dst)
     on = np.asarray(on_l, np.int64)
+    span += float((new_d[on] - d[on]).sum() + (new_l[on] - lt[on]).sum())
     base = solo[on] * contention[on]
     # the best register case, to first order: the path's nodes with the SMs shared at the
     # best-case shares (the same schedule)
     best = contention[on] / np.maximum(1.0, share[on] + others[on]) * np.maximum(
         1.0, res.sm_best[on] + others[on] * _ratio(res.sm_best, share)[on])
     return Schedule(
-        span_ns=span, solo_span_ns=solo_span, start=start, end=eft, path=on_l,
-        interference_on_path_ns=float((d[on] - base).sum() + (lt[on] - lat[on]).sum()),
+        span_ns=span, solo_span_ns=solo_span, start=eft - d, end=eft, path=on_l,
+        interference_on_path_ns=float((new_d[on] - base).sum() + (new_l[on] - lat[on]).sum()),
         contention_on_path_ns=float((base - solo[on]).sum()),
         contention_best_on_path_ns=float((solo[on] * best - solo[on]).sum()), phi=phi)
 
