@@ -107,11 +107,9 @@ def test_diff_has_the_measured_span_where_a_side_has_one():
 
 
 def test_a_slower_or_wrong_measurement_says_so():
-    from graphscope.render.diagnosis import diagnosis_lines, diagnosis_table
+    from graphscope.render.diagnosis import diagnosis_lines, diagnosis_table, verdict_lines
 
     # slower over more streams: "+21%, slower", not "no gain"
-    from graphscope.render.diagnosis import verdict_lines
-
     d = _tried(median_ns=1.21 * 1402186.5, median_one_stream_ns=1402186.5)
     assert verdict_lines(d)[-1].endswith("in the same replays (+21%, slower)")
     con = Console(width=160, record=True)

@@ -25,11 +25,10 @@ def tiny_chain(n, dur=1_000, gap=300, module=None, manifest=None, name="g"):
     """``n`` elementwise kernels of ``dur`` ns (or a list, one per kernel) in one chain,
     ``gap`` ns apart, 3 replays."""
     durs = dur if isinstance(dur, list) else [dur] * n
-    nodes, evs = [], []
-    for i in range(n):
-        nodes.append(Node(name, i, GID + i, "kernel", kernel="elementwise_kernel",
-                          grid=(4, 1, 1), block=(128, 1, 1), durations_ns=(durs[i],) * 3,
-                          annotation={"module_name": module} if module else {}))
+    nodes = [Node(name, i, GID + i, "kernel", kernel="elementwise_kernel", grid=(4, 1, 1),
+                  block=(128, 1, 1), durations_ns=(durs[i],) * 3,
+                  annotation={"module_name": module} if module else {}) for i in range(n)]
+    evs = []
     for r in range(3):
         t = 10_000_000 * r
         for i in range(n):
