@@ -38,7 +38,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .dag import Dag
 
 WORST_REGS = 255  # the most registers a thread can have (every compute capability since 3.5)
 BEST_REGS = 32
@@ -163,3 +169,37 @@ def device_share(grid: tuple[int, ...], block: tuple[int, ...], smem: int,
     slots = device.sm_count * resident_blocks(threads, smem, regs, device.arch)
     waves = math.ceil(blocks / slots)
     return blocks / (waves * slots)
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Per node: its share of the SMs (worst and best register case) and of the copy
+    engines."""
+
+    sm_worst: np.ndarray
+    sm_best: np.ndarray
+    ce: np.ndarray
+
+    @property
+    def registers_assumed(self) -> bool:
+        return not np.array_equal(self.sm_worst, self.sm_best)
+
+
+def resources(dag: Dag, device: Device) -> Resources:
+    """The nodes' shares of the device (module docstring); registers are not recorded, so the
+    worst and the best case both."""
+    n = dag.n
+    worst, best, ce = np.zeros(n), np.zeros(n), np.zeros(n)
+    types = dag.types
+    ce[[i for i, t in enumerate(types) if t == "memcpy"]] = 1.0 / max(1, device.copy_engines)
+    kern = [i for i, t in enumerate(types) if t == "kernel"]
+    if kern:
+        keys = list(map(_LAUNCH, map(dag.nodes.__getitem__, kern)))
+        got = {k: (device_share(*k, None, device), device_share(*k, BEST_REGS, device))
+               for k in dict.fromkeys(keys)}
+        pairs = np.array(list(map(got.__getitem__, keys)), float).reshape(-1, 2)
+        worst[kern], best[kern] = pairs[:, 0], pairs[:, 1]
+    return Resources(worst, best, ce)
+
+
+_LAUNCH = attrgetter("grid", "block", "smem")

@@ -44,13 +44,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Optional
 
 import numpy as np
 
 from .dag import EPS, Dag, csr, sorted_unique
-from .occupancy import BEST_REGS, Device, device_share
+from .occupancy import Device, Resources, resources
 
 ITERATIONS = 3
 CONVERGED = 0.001  # a round that moves the span less than this share ends the simulation
@@ -91,40 +90,6 @@ class Schedule:
     contention_on_path_ns: float  # what sharing the SMs / copy engines adds along the path
     contention_best_on_path_ns: float  # the same at the best-case register count
     phi: np.ndarray
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Per node: its share of the SMs (worst and best register case) and of the copy
-    engines."""
-
-    sm_worst: np.ndarray
-    sm_best: np.ndarray
-    ce: np.ndarray
-
-    @property
-    def registers_assumed(self) -> bool:
-        return not np.array_equal(self.sm_worst, self.sm_best)
-
-
-def resources(dag: Dag, device: Device) -> Resources:
-    """The nodes' shares of the device (``occupancy.py``); registers are not recorded, so the
-    worst and the best case both."""
-    n = dag.n
-    worst, best, ce = np.zeros(n), np.zeros(n), np.zeros(n)
-    types = dag.types
-    ce[[i for i, t in enumerate(types) if t == "memcpy"]] = 1.0 / max(1, device.copy_engines)
-    kern = [i for i, t in enumerate(types) if t == "kernel"]
-    if kern:
-        keys = list(map(_LAUNCH, map(dag.nodes.__getitem__, kern)))
-        got = {k: (device_share(*k, None, device), device_share(*k, BEST_REGS, device))
-               for k in dict.fromkeys(keys)}
-        pairs = np.array(list(map(got.__getitem__, keys)), float).reshape(-1, 2)
-        worst[kern], best[kern] = pairs[:, 0], pairs[:, 1]
-    return Resources(worst, best, ce)
-
-
-_LAUNCH = attrgetter("grid", "block", "smem")
 
 
 def overlap(start: np.ndarray, end: np.ndarray, share: Optional[np.ndarray] = None
