@@ -11,7 +11,13 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from ..analysis.diagnosis import Assumption, Diagnosis, GraphDiagnosis, Verdict
+from ..analysis.diagnosis import (
+    Assumption,
+    BetweenReplays,
+    Diagnosis,
+    GraphDiagnosis,
+    Verdict,
+)
 from ..analysis.diagnosis.types import MeasuredStreams, ReplaySelection
 from ..analysis.findings import Action, Finding, Findings
 from ..analysis.stream_order import Chain
@@ -412,20 +418,24 @@ def diagnosis_lines(diag: Diagnosis, graphs: int = 3) -> Group:
         out.extend(_graph_lines(o))
     if len(timed) > len(shown):
         out.append(f"(details of {len(timed) - len(shown)} more replayed graph(s): --json)")
-    btw = diag.between_replays
-    if btw:
-        note = {"own_replay_loop": "the replays were driven by graphscope's own replay loop, "
-                                   "not by the program",
-                "traced_one_at_a_time": "each traced replay was started, synchronized and "
-                                        "flushed by graphscope's tracer: the gaps hold that "
-                                        "overhead besides the program's own time"}
-        out.append(f"between replays: {btw.pairs} gap(s), median {fmt_ns(btw.median_gap_ns)}"
-                   f" (max {fmt_ns(btw.max_gap_ns)}) with no graph node running, against a "
-                   f"median replay span of {fmt_ns(btw.median_span_ns)}"
-                   + (f" ({note.get(btw.note, btw.note)})" if btw.note else ""))
+    if diag.between_replays:
+        out.append(between_text(diag.between_replays))
     # launches not recorded: the table's caption says so (launch n/r), once
     out.extend("verdict: " + v for v in verdict_lines(diag))
     return Group(*(Text(x) for x in out))
+
+
+def between_text(btw: BetweenReplays) -> str:
+    """The gaps between replays in one line."""
+    note = {"own_replay_loop": "the replays were driven by graphscope's own replay loop, not "
+                               "by the program",
+            "traced_one_at_a_time": "each traced replay was started, synchronized and flushed "
+                                    "by graphscope's tracer: the gaps hold that overhead "
+                                    "besides the program's own time"}
+    return (f"between replays: {btw.pairs} gap(s), median {fmt_ns(btw.median_gap_ns)} (max "
+            f"{fmt_ns(btw.max_gap_ns)}) with no graph node running, against a median replay "
+            f"span of {fmt_ns(btw.median_span_ns)}"
+            + (f" ({note.get(btw.note, btw.note)})" if btw.note else ""))
 
 
 def print_diagnosis(diag: Diagnosis, console: Optional[Console] = None) -> None:
@@ -448,6 +458,7 @@ def words(diag: Diagnosis) -> dict[str, Any]:
         "findings": [{"text": finding_text(f), "try": action_text(f.action)}
                      for f in diag.findings.findings],
         "findings_note": findings_lines(diag.findings),
+        "between_replays": between_text(diag.between_replays) if diag.between_replays else None,
         "graphs": {o.graph: {"selection": selection_text(o.selection) if o.timed else None,
                              "what_if": whatif_lines(o.what_if) if o.what_if else [],
                              "assumptions": [assumption_text(a) for a in o.assumptions]}
