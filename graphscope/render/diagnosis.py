@@ -5,7 +5,8 @@ findings.py and whatif.py; every sentence a code stands for is written here."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -17,6 +18,7 @@ from ..analysis.diagnosis import (
     Diagnosis,
     GraphDiagnosis,
     Verdict,
+    from_json,
 )
 from ..analysis.diagnosis.types import MeasuredStreams, ReplaySelection
 from ..analysis.findings import Action, Finding, Findings
@@ -438,8 +440,12 @@ def between_text(btw: BetweenReplays) -> str:
             + (f" ({note.get(btw.note, btw.note)})" if btw.note else ""))
 
 
-def print_diagnosis(diag: Diagnosis, console: Optional[Console] = None) -> None:
-    """The findings first, then the table, its notes and the lines below it."""
+def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
+                    console: Optional[Console] = None) -> None:
+    """The findings first, then the table, its notes and the lines below it. ``diag``: the
+    diagnosis, or its JSON form (a report's section)."""
+    if not isinstance(diag, Diagnosis):
+        diag = from_json(Diagnosis, diag)
     con = console or Console()
     print_findings(diag, con)
     notes: list[str] = []

@@ -111,11 +111,12 @@ from .types import (
     ReplayFigures,
     ReplaySelection,
     Verdict,
+    from_json,
 )
 
 __all__ = ["Assumption", "BetweenReplays", "CriticalPath", "Diagnosis", "Findings",
            "GraphDiagnosis", "Medians", "ModuleShare", "ReplayFigures", "ReplaySelection",
-           "Verdict", "diagnose", "to_json"]
+           "Verdict", "diagnose", "diagnose_json", "from_json", "to_json"]
 
 
 def diagnose(bundle: Bundle, per_node: bool = False) -> Diagnosis:
@@ -233,6 +234,12 @@ def host_finding(btw: Optional[BetweenReplays]) -> Optional[tuple[float, float, 
             btw.median_span_ns):
         return None
     return btw.median_gap_ns, btw.median_span_ns, btw.gap_spread_ns
+
+
+def diagnose_json(bundle: Bundle, per_node: bool = False) -> dict[str, Any]:
+    """:func:`diagnose` as JSON data (what readers of plain dicts take)."""
+    out: dict[str, Any] = to_json(diagnose(bundle, per_node), per_node)
+    return out
 
 
 def to_json(diag: Any, per_node: bool = False) -> Any:

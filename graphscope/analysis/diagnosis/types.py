@@ -3,13 +3,18 @@ definitions: the package docstring). Wording lives in graphscope/render/diagnosi
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional, TypeVar
 
 from ..findings import Findings
 from ..stream_order import StreamOrder
 from ..whatif import WhatIf
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -203,3 +208,30 @@ class Diagnosis:
     launch_recorded: bool
     verdicts: tuple[Verdict, ...]  # every graph's, then the bundle's
     findings: Findings
+
+
+def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
+    """The section ``cls`` (a dataclass of this package, ``findings.py`` or ``whatif.py``)
+    back from its JSON form (``to_json``), field by field by their types."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _from(hints[f.name], data.get(f.name))
+                  for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def _from(tp: Any, v: Any) -> Any:
+    if v is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        return _from(inner[0], v) if len(inner) == 1 else v
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return from_json(tp, v)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from(args[0], x) for x in v)
+        return tuple(_from(a, x) for a, x in zip(args, v))
+    if origin in (Mapping, dict, collections.abc.Mapping):
+        key = args[0] if args else str
+        return {key(k): _from(args[1], x) if args else x for k, x in v.items()}
+    return v
