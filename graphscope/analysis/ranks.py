@@ -24,7 +24,7 @@ from ..model.bundle import Bundle
 from .collectives import Alignment, align, is_collective
 from .dag import Dag, longest
 from .ddp import FsdpRow, ddp_rows, fsdp_rows
-from .diagnosis import diagnose
+from .diagnosis import Verdict, diagnose
 from .section import Absent, Maybe
 from .stats import median
 from .stragglers import Straggler, stragglers
@@ -88,7 +88,7 @@ class RankGraph:
 class RankDiagnosis:
     rank: int
     graphs: tuple[RankGraph, ...]
-    verdicts: tuple[str, ...]  # the diagnosis's own verdicts, as it words them
+    verdicts: tuple[Verdict, ...]  # the diagnosis's own (render/diagnosis.py words them)
 
 
 @dataclass(frozen=True)
@@ -224,17 +224,15 @@ def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> 
     d = diagnose(b)
     own = own_paths(b, alignment, i)
     graphs = []
-    for o in d["graphs"]:
-        cp = o.get("critical_path") or {}
-        unit = "ns" if o.get("timed") else "nodes"
-        mods = tuple(ModuleShare(m["module"], float(m[unit]), float(m["pct"]))
-                     for m in cp.get("modules", ())[:PATH_MODULES]) if o.get("timed") else ()
+    for o in d.graphs:
+        cp = o.critical_path
+        mods = tuple(ModuleShare(m.module, float(m.ns or 0.0), float(m.pct))
+                     for m in cp.modules[:PATH_MODULES]) if o.timed and cp else ()
         graphs.append(RankGraph(
-            graph=o["graph"], span_ns=o.get("span_ns"), critical_path_ns=cp.get("length_ns"),
-            own_path_ns=own.get(o["graph"]), work_ns=o.get("work_ns"),
-            idle_pct=o.get("idle_pct"), launch_ns=o.get("launch_latency_ns"),
-            parallelism=o.get("parallelism"), path_modules=mods))
-    return RankDiagnosis(rank, tuple(graphs), tuple(d.get("verdicts", ())))
+            graph=o.graph, span_ns=o.span_ns, critical_path_ns=cp.length_ns if cp else None,
+            own_path_ns=own.get(o.graph), work_ns=o.work_ns, idle_pct=o.idle_pct,
+            launch_ns=o.launch_latency_ns, parallelism=o.parallelism, path_modules=mods))
+    return RankDiagnosis(rank, tuple(graphs), d.verdicts)
 
 
 def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, float]:
