@@ -16,7 +16,7 @@ Step rank
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -222,7 +222,7 @@ def _merged(totals: Sequence[RankTotals]) -> MergedTotals:
 
 def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> RankDiagnosis:
     d = diagnose(b)
-    own = own_paths(b, alignment, i)
+    own = own_paths(b, alignment, i, {o.graph: o.selection.used for o in d.graphs})
     graphs = []
     for o in d.graphs:
         cp = o.critical_path
@@ -235,9 +235,13 @@ def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> 
     return RankDiagnosis(rank, tuple(graphs), d.verdicts)
 
 
-def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, float]:
+def own_paths(b: Bundle, alignment: Optional[Alignment], i: int,
+              used: Optional[Mapping[str, Sequence[int]]] = None) -> dict[str, float]:
     """Per graph of the ``i``-th rank: its critical path with each matched collective
-    weighted by its own time, not its duration (module docstring)."""
+    weighted by its own time, not its duration (module docstring). ``used``: per graph, the
+    replays its diagnosis uses (the node durations are their medians; else every replay's)."""
+    from .diagnosis.graph import durations
+
     own = {c.ranks[i].exec_node_id: c.ranks[i].own_ns
            for c in (alignment.collectives if alignment is not None else ())}
     out = {}
@@ -245,8 +249,10 @@ def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, fl
         dag = Dag(g)
         if dag.order is None or not any(n.durations_ns for n in g.nodes):
             continue
-        d = [own.get(n.exec_node_id, n.median_ns or 0.0) if n.is_work else 0.0
-             for n in g.nodes]
+        med = (durations(dag, used[g.name]).tolist() if used and g.name in used
+               else [n.median_ns for n in g.nodes])
+        d = [own.get(n.exec_node_id, m if m == m and m is not None else 0.0) if n.is_work
+             else 0.0 for n, m in zip(g.nodes, med)]
         length, _, _ = longest(dag.order, None, dag.pred, d, dag.src, dag.dst, slack=False,
                                rank=dag.rank)
         out[g.name] = float(length)
