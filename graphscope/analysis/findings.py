@@ -52,7 +52,6 @@ FLOOR_PCT = 2.0
 SMALL_KERNEL_NS = 5_000
 FLOOR_PERCENTILE = 5
 REGION_DEPTH = 2  # "L.blocks.3": a module of the root's children's children
-STREAMS = 4
 LISTED = 8  # nodes, modules and edges listed as evidence
 LIBRARY = re.compile(r"gemm|gemv|cutlass|xmma|cublas|cudnn|conv|flash|fmha|attention|nccl|"
                      r"splitk|sm\d\d_|dot_kernel|winograd|implicit", re.IGNORECASE)
@@ -217,7 +216,7 @@ def _streams(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
     w = w / w.sum() * gain if w.sum() > 0 else np.full(len(off), gain / max(1, len(off)))
     model = _model_arg(manifest)
     action = (Action("try_streams", ("graphscope", "capture", model[0], "--mode", model[1],
-                                     "--try-streams", str(STREAMS)))
+                                     "--try-streams", str(wi.max_streams)))
               if model else Action("by_hand", by_hand="side_streams",
                                    target=", ".join(b.chain_modules[:4])))
     ev = Evidence(tuple(int(x) for x in b.lids[np.sort(off)][:LISTED]), len(off),

@@ -12,7 +12,8 @@ The DAG
 
 The resource model (a mean-field simulation)
     Each node keeps its measured solo duration and, before it, its measured dependency
-    latency (its start - its last predecessor's end in the one-stream replays). A kernel fills
+    latency (its start - its last predecessor's end in the one-stream replays), plus kappa
+    where it waits for a node the plan puts on another stream. A kernel fills
     a share of the device's block slots (``occupancy.py``: waves of its blocks over the SMs,
     at the occupancy its grid, block, shared memory and registers allow); memcpy nodes share
     the copy engines. The schedule is computed as a longest path; then, per node, the
@@ -28,8 +29,9 @@ The interference term
     Calibrated from the bundle's own concurrent nodes where it has some: nodes of one launch
     signature (kernel, grid, block, shared memory; memset/memcpy by bytes) that ran both mostly
     alone (phi < 0.25) and mostly beside others (phi > 0.75) give (solo, added) pairs; beta and
-    delta are their least-squares line (not negative), lambda the median gap beside others
-    minus the median gap alone. Otherwise :data:`PRIOR`, measured on an H200.
+    delta are their least-squares line (not negative). Otherwise, and for lambda and kappa
+    always, :data:`PRIOR`, measured on an H200 (one recording rarely has a node type's gap
+    both alone and beside others: the nodes alone are a chain's first few).
 
 The prediction and its interval
     The model is also run on the graph as captured (one stream: the critical path with its
@@ -65,6 +67,7 @@ class Calibration:
     slowdown_per_overlap: float  # beta
     added_ns: float  # delta
     latency_added_ns: float  # lambda
+    cross_stream_ns: float  # kappa: a dependency on another stream's node, over one's own
     groups: int  # launch signatures that ran both alone and beside others
     uncertainty_pct: float  # the share by which the term is moved for the interval
 
@@ -72,8 +75,10 @@ class Calibration:
 # The branches sample (two chains of 32 Linear+ReLU, 32 x 1024) recorded on one stream and on
 # two (tests/data/branches_forward, branches_2s_forward; nvidia-h200, 2026-12-01), node by node:
 # beside the other chain (phi ~0.85) a node took 0.58 us + 1.6% longer and its dependency gap
-# 0.55 us longer (per unit of phi: 0.6 us + 2%, 0.6 us).
-PRIOR = Calibration("prior", 0.02, 600.0, 600.0, 0, 50.0)
+# 0.55 us longer (per unit of phi: 0.6 us + 2%, 0.6 us). The side-stream sample
+# (tests/data/sidestream_step, nvidia-h200, 2026-11-30): a node waiting for another stream's
+# started 1.31 us after it, against 0.29 us (median) after a node of its own stream.
+PRIOR = Calibration("prior", 0.02, 600.0, 600.0, 1000.0, 0, 50.0)
 CALIBRATED_UNCERTAINTY_PCT = 30.0
 
 
@@ -264,8 +269,8 @@ def calibrate(signature: Sequence[object], rp: np.ndarray, pos: np.ndarray, st: 
     base = np.array([p[0] for p in pairs])
     added = np.array([p[1] for p in pairs])
     beta, delta = _line(base, added)
-    return Calibration("bundle", beta, delta, PRIOR.latency_added_ns, len(pairs),
-                       CALIBRATED_UNCERTAINTY_PCT)
+    return Calibration("bundle", beta, delta, PRIOR.latency_added_ns, PRIOR.cross_stream_ns,
+                       len(pairs), CALIBRATED_UNCERTAINTY_PCT)
 
 
 def _pairs(signature: Sequence[object], pos: np.ndarray, phi: np.ndarray, x: np.ndarray
@@ -428,7 +433,10 @@ def predict(dag: Dag, m: Measured, wi_src: np.ndarray, wi_dst: np.ndarray,
     planned = plan_streams(dag, wi_src, wi_dst, chain, max_streams)
     a, b = stream_edges(dag, planned)
     src, dst = np.r_[wi_src, a], np.r_[wi_dst, b]
-    wi = simulate(dag.order, src, dst, solo, lat, res, cal)
+    # a node that waits for another stream's pays the cross-stream dependency
+    cross = np.zeros(dag.n, bool)
+    cross[wi_dst[planned[wi_src] != planned[wi_dst]]] = True
+    wi = simulate(dag.order, src, dst, solo, lat + cal.cross_stream_ns * cross, res, cal)
     scale = m.span_ns / now_ns if now_ns > 0 else 1.0
     pred = wi.span_ns * scale
     u = cal.uncertainty_pct / 100.0

@@ -34,7 +34,7 @@ from graphscope.model.graph import CapturedGraph, Node
 from tests.conftest import DATA
 
 H200 = Device("NVIDIA H200", 132, (9, 0), "name_table")
-NONE = Calibration("prior", 0.0, 0.0, 0.0, 0, 0.0)
+NONE = Calibration("prior", 0.0, 0.0, 0.0, 0.0, 0, 0.0)
 
 
 def _b(name):
@@ -110,7 +110,7 @@ def test_two_kernels_that_each_fill_the_device_take_the_sum():
 def test_interference_and_latency_terms_apply_to_overlapped_nodes_only():
     # 0 -> 1 and an independent 2: nodes 0 and 2 overlap
     solo, lat = np.array([10_000.0, 10_000.0, 10_000.0]), np.array([0.0, 1_000.0, 0.0])
-    cal = Calibration("prior", 0.1, 500.0, 400.0, 0, 50.0)
+    cal = Calibration("prior", 0.1, 500.0, 400.0, 0.0, 0, 50.0)
     s = simulate([0, 1, 2], np.array([0]), np.array([1]), solo, lat, _res([0.1] * 3), cal)
     # 0 and 2 side by side: ~10% + 0.5 us longer; node 1 follows 0 after its latency
     assert 10_000 < s.end[2] <= 11_500 + 1
@@ -223,3 +223,33 @@ def test_what_if_of_a_synthetic_graph_is_between_its_bound_and_its_span():
     assert o.stream_order.stream_order_only_edges == 1 and wi.streams == 2
     assert wi.no_contention_ns < wi.predicted_span_ns < 0.6 * o.span_ns
     assert wi.low_ns <= wi.predicted_span_ns <= wi.high_ns
+
+
+def test_a_training_step_predicted_on_the_streams_try_streams_measured():
+    """try_streams_step (H200): the branches sample's training step (forward, backward,
+    optimizer) captured with --try-streams 2; the what-if plans as many streams as were
+    measured."""
+    o = diagnose(_b("try_streams_step")).graphs[0]
+    wi, m = o.what_if, o.what_if_measured
+    assert wi.max_streams == m.max_streams == 2 and wi.streams == 2
+    # within 15% of the span measured on two streams, and a gain predicted where one was found
+    assert abs(m.off_prediction_pct) <= 15, m
+    assert wi.gain_pct > 0 and m.gain_pct > 0
+
+
+def test_fusion_saving_against_a_measured_compile():
+    """try_compile_chain (H200): 128 ~1 us elementwise kernels, compiled by --try-compile L
+    into one kernel; the fusion finding predicted from the eager graph alone lands within 25%
+    of the saving measured (compile.json: eager against compiled span)."""
+    import json
+
+    from graphscope.analysis.diagnosis import diagnose as diag
+
+    d = diag(_b("try_compile_chain"))
+    (f,) = d.findings.findings
+    with open(os.path.join(DATA, "try_compile_chain", "compile.json")) as fh:
+        g = json.load(fh)["graphs"][0]
+    measured = g["eager"]["median_span_ns"] - g["compiled"]["median_span_ns"]
+    assert f.kind == "fusion" and f.kernels == 127
+    assert abs(f.saving_ns / measured - 1) <= 0.25, (f.saving_ns, measured)
+    assert f.action.argv[-2:] == ("--try-compile", "L")

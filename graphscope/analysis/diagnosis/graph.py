@@ -21,7 +21,7 @@ from ..occupancy import Device
 from ..replays import event_columns, node_gaps, replay_metrics
 from ..stats import module_at
 from ..stream_order import stream_order
-from ..whatif import Measured, predict
+from ..whatif import DEFAULT_STREAMS, Measured, predict
 from .types import (
     Assumption,
     CriticalPath,
@@ -241,8 +241,12 @@ def _stream_order_and_what_if(w: GraphWork, device: Device, span: Optional[float
     wi = schedule = None
     if wdag is not None and so.stream_order_only_edges and span:
         m = Measured(w.d, lat, w.stream, w.cols, span, _spread_pct(w.spans))
+        tried = (w.g.info or {}).get("what_if_streams")
+        n = tried.get("max_streams") if isinstance(tried, Mapping) else None
+        # as many streams as a --try-streams measurement had, to compare like with like
         wi, schedule = predict(dag, m, wdag.src, wdag.dst, wdag.cut_dst, device,
-                               as_captured_ns=lat_len)
+                               max_streams=n if isinstance(n, int) and 2 <= n <= 64
+                               else DEFAULT_STREAMS, as_captured_ns=lat_len)
     basis = Basis(
         graph=w.g.name, span_ns=span or 0.0,
         noise_ns=(span or 0.0) * _spread_pct(w.spans) / 100.0,
