@@ -19,8 +19,9 @@ Occupancy (CUDA's occupancy calculator rules, per SM)
     by blocks            the compute capability's resident-block limit
     resident blocks      the least of these (at least 1: a kernel that launched fits once)
 
-Registers per thread are not in bundles (CUPTI's kernel records carry ``registersPerThread``;
-the tracer does not keep it yet). Without them the *worst case* is assumed: 255 registers
+Registers per thread: a kernel node's ``registers`` where the bundle records it (CUPTI's kernel
+records carry ``registersPerThread``; the tracer does not keep it yet, so today no bundle
+does). Without them the *worst case* is assumed: 255 registers
 per thread, or as many as still let one block of that size fit on an SM (the compiler caps
 registers so that the block can launch). The best case (32 per thread: no register limit
 below the warp limit at full occupancy) bounds the other side.
@@ -38,7 +39,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -186,20 +186,26 @@ class Resources:
 
 
 def resources(dag: Dag, device: Device) -> Resources:
-    """The nodes' shares of the device (module docstring); registers are not recorded, so the
-    worst and the best case both."""
+    """The nodes' shares of the device (module docstring): at a kernel's recorded registers
+    per thread (a node's ``registers``, where the bundle has it), else at the worst case and
+    the best case both."""
     n = dag.n
     worst, best, ce = np.zeros(n), np.zeros(n), np.zeros(n)
     types = dag.types
     ce[[i for i, t in enumerate(types) if t == "memcpy"]] = 1.0 / max(1, device.copy_engines)
     kern = [i for i, t in enumerate(types) if t == "kernel"]
     if kern:
-        keys = list(map(_LAUNCH, map(dag.nodes.__getitem__, kern)))
-        got = {k: (device_share(*k, None, device), device_share(*k, BEST_REGS, device))
+        keys = list(map(_launch, map(dag.nodes.__getitem__, kern)))
+        got = {k: (device_share(k[0], k[1], k[2], k[3], device),
+                   device_share(k[0], k[1], k[2], BEST_REGS if k[3] is None else k[3], device))
                for k in dict.fromkeys(keys)}
         pairs = np.array(list(map(got.__getitem__, keys)), float).reshape(-1, 2)
         worst[kern], best[kern] = pairs[:, 0], pairs[:, 1]
     return Resources(worst, best, ce)
 
 
-_LAUNCH = attrgetter("grid", "block", "smem")
+def _launch(node: Any) -> tuple[Any, ...]:
+    """(grid, block, shared memory, registers per thread or None) of a kernel node."""
+    regs = getattr(node, "registers", None)
+    return (node.grid, node.block, node.smem,
+            regs if isinstance(regs, int) and not isinstance(regs, bool) and regs > 0 else None)

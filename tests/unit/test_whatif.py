@@ -253,3 +253,24 @@ def test_fusion_saving_against_a_measured_compile():
     assert f.kind == "fusion" and f.kernels == 127
     assert abs(f.saving_ns / measured - 1) <= 0.25, (f.saving_ns, measured)
     assert f.action.argv[-2:] == ("--try-compile", "L")
+
+
+def test_recorded_registers_replace_the_worst_case():
+    # GIVEN the branches GEMM (160 blocks of 64 threads, 6.75 KiB shared memory): no registers
+    # recorded, the worst case (255 per thread: 4 blocks per SM) and the best (32 per thread:
+    # shared memory's 29 blocks) differ
+    from graphscope.analysis.occupancy import resources
+
+    g = _b("branches_forward").graphs[0]
+    gemm = next(i for i, n in enumerate(g.nodes) if n.type == "kernel" and n.grid == (1, 32, 5))
+    r = resources(Dag(g), H200)
+    assert r.registers_assumed
+    assert r.sm_worst[gemm] == pytest.approx(160 / (132 * 4))
+    assert r.sm_best[gemm] == pytest.approx(160 / (132 * 29))
+    # WHEN a node carries its kernel's registers per thread (CUPTI's registersPerThread)
+    node = dataclasses.replace(g.nodes[gemm])
+    node.registers = 40  # 40 -> 1280 per warp, 2 warps a block: 25 blocks per SM
+    nodes = g.nodes[:gemm] + (node,) + g.nodes[gemm + 1:]
+    r = resources(Dag(dataclasses.replace(g, nodes=nodes)), H200)
+    # THEN that kernel's share is the same in both cases
+    assert r.sm_worst[gemm] == r.sm_best[gemm] == pytest.approx(160 / (132 * 25))
