@@ -232,7 +232,7 @@ def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> 
             graph=o.graph, span_ns=o.span_ns, critical_path_ns=cp.length_ns if cp else None,
             own_path_ns=own.get(o.graph), work_ns=o.work_ns, idle_pct=o.idle_pct,
             launch_ns=o.launch_latency_ns, parallelism=o.parallelism, path_modules=mods))
-    return RankDiagnosis(rank, tuple(graphs), d.verdicts)
+    return RankDiagnosis(rank, tuple(graphs), d.all_verdicts)
 
 
 def own_paths(b: Bundle, alignment: Optional[Alignment], i: int,

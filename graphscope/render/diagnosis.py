@@ -127,7 +127,7 @@ def print_findings(diag: Diagnosis, console: Optional[Console] = None) -> None:
 def verdict_lines(diag: Diagnosis) -> list[str]:
     several = len(diag.graphs) > 1
     return [(f"{v.graph}: " if several and v.graph else "") + verdict_text(v)
-            for v in diag.verdicts]
+            for v in diag.all_verdicts]
 
 
 def assumption_text(a: Assumption) -> str:
@@ -180,7 +180,8 @@ def whatif_lines(wi: WhatIf) -> list[str]:
                   "here)")
                + f": +{fmt_ns(cal.added_ns)} and +{100 * cal.slowdown_per_overlap:.0f}% per "
                f"node beside others, +{fmt_ns(cal.latency_added_ns)} per dependency "
-               f"(±{cal.uncertainty_pct:.0f}%)")
+               f"(±{cal.uncertainty_pct:.0f}%), +{fmt_ns(cal.cross_stream_ns)} per wait on "
+               "another stream")
     return out
 
 

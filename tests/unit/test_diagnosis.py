@@ -244,7 +244,8 @@ def test_chain_with_a_false_edge():
     o = one(bundle(nodes, edges, evs))
     wi = o["what_if"]
     assert wi["streams"] == 2 and wi["chains"] == 2
-    assert wi["no_contention_ns"] == 35_000
+    # (nothing shared: the bound, and the join's wait for the other stream, 1 µs)
+    assert wi["no_contention_ns"] == 36_000
     assert 35_000 < wi["predicted_span_ns"] < 40_000 < 60_000 == wi["measured_span_ns"]
     assert wi["low_ns"] <= wi["predicted_span_ns"] <= wi["high_ns"]
     assert "serialized" in codes(o)
@@ -374,7 +375,7 @@ def test_fixtures_every_node_accounted_for(path):
     json.dumps(d)
     assert len(d["graphs"]) == len(b.graphs)
     for g, o in zip(b.graphs, d["graphs"]):
-        assert o["error"] is None
+        assert "error" not in o
         cp = o["critical_path"]
         on = set(cp["nodes"])
         assert o["slack"]["on_path"] + o["slack"]["off_path"] == len(g.nodes)
@@ -663,7 +664,8 @@ def test_never_replayed_graphs_are_not_timed_and_verdicts_name_their_graph():
         assert not by[n]["timed"] and by[n]["assumptions"][0]["why"] == "not_replayed_traced"
         assert by[n]["span_ns"] is None and by[n]["what_if"] is None
     assert all(by[n]["timed"] for n in by if n not in never)
-    assert d["verdicts"] and all(v["graph"] in by for v in d["verdicts"])
+    vs = [v for o in d["graphs"] for v in o["verdicts"]]
+    assert vs and all(v["graph"] in by for v in vs)
     spans = [o["span_ns"] for o in d["graphs"] if o.get("span_ns") is not None]
     assert d["between_replays"]["median_span_ns"] == statistics.median(spans)
 

@@ -156,7 +156,7 @@ def _diagnose(bundle: Bundle, per_node: bool) -> Diagnosis:
         graphs.append(o)
         if basis is not None:
             bases.append(basis)
-    verdicts = [v for o in graphs for v in o.verdicts]
+    verdicts = []
     if btw is not None and btw.note is None and btw.median_gap_ns is not None and (
             btw.median_span_ns is not None and btw.median_gap_ns > btw.median_span_ns):
         verdicts.append(Verdict("host_bound", from_ns=btw.median_gap_ns,
@@ -244,12 +244,13 @@ def diagnose_json(bundle: Bundle, per_node: bool = False) -> dict[str, Any]:
 
 def to_json(diag: Any, per_node: bool = False) -> Any:
     """``diag`` (or any of its sections) as plain JSON data, field by field (per-node slack
-    only with ``per_node``; its keys as strings)."""
+    only with ``per_node``, its keys as strings; a graph's ``error`` only where it has one)."""
     if is_dataclass(diag) and not isinstance(diag, type):
         out = {}
+        omit = getattr(type(diag), "OMIT_NONE", frozenset())
         for f in fields(diag):
             v = getattr(diag, f.name)
-            if f.name == "slack_ns" and not per_node:
+            if (f.name == "slack_ns" and not per_node) or (v is None and f.name in omit):
                 continue
             out[f.name] = to_json(v, per_node)
         return out

@@ -160,6 +160,10 @@ class MeasuredStreams:
 
 @dataclass(frozen=True)
 class GraphDiagnosis:
+    # fields left out of the JSON form while they are None: ``"error" in graph`` is the test
+    # its readers make
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"error"})
+
     graph: str
     nodes: int
     edges: int
@@ -206,8 +210,13 @@ class Diagnosis:
     graphs: tuple[GraphDiagnosis, ...]
     between_replays: Optional[BetweenReplays]
     launch_recorded: bool
-    verdicts: tuple[Verdict, ...]  # every graph's, then the bundle's
+    verdicts: tuple[Verdict, ...]  # the bundle's own (between replays); each graph has its own
     findings: Findings
+
+    @property
+    def all_verdicts(self) -> tuple[Verdict, ...]:
+        """Every graph's verdicts, in graph order, then the bundle's."""
+        return tuple(v for o in self.graphs for v in o.verdicts) + self.verdicts
 
 
 def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
