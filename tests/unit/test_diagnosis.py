@@ -693,3 +693,15 @@ def test_critical_path_by_module_rolls_up_to_a_level_that_says_something():
     o = one(_fixture("mlp_step_eager"))
     assert [m["module"] for m in o["critical_path"]["modules_rolled_up"][:4]] == [
         m["module"] for m in o["critical_path"]["modules"][:4]]
+
+
+@pytest.mark.parametrize("name", ["sidestream_step", "run_ladder", "mlp_annotate",
+                                  "branches_try_streams", "gpt_step_eager"])
+def test_json_form_reads_back_to_the_same_diagnosis(name):
+    from graphscope.analysis.diagnosis import Diagnosis, from_json
+
+    d = diagnose(_fixture(name))
+    j = json.loads(json.dumps(to_json(d)))
+    assert from_json(Diagnosis, j) == d  # the near-critical nodes' slack included
+    d = diagnose(_fixture(name), per_node=True)
+    assert from_json(Diagnosis, json.loads(json.dumps(to_json(d, per_node=True)))) == d

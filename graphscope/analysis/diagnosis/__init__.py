@@ -248,9 +248,10 @@ def to_json(diag: Any, per_node: bool = False) -> Any:
     if is_dataclass(diag) and not isinstance(diag, type):
         out = {}
         omit = getattr(type(diag), "OMIT_NONE", frozenset())
+        per = frozenset() if per_node else getattr(type(diag), "PER_NODE", frozenset())
         for f in fields(diag):
             v = getattr(diag, f.name)
-            if (f.name == "slack_ns" and not per_node) or (v is None and f.name in omit):
+            if f.name in per or (v is None and f.name in omit):
                 continue
             out[f.name] = to_json(v, per_node)
         return out

@@ -19,7 +19,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class ModuleShare:
-    """A module's share of the critical path: its time (timed graphs) or its node count."""
+    """A module's share of the critical path: its time (timed graphs) or its node count (the
+    JSON form holds the one it has: a node count never sits in an ``_ns`` field)."""
+
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"ns", "nodes"})
 
     module: str
     ns: Optional[float]
@@ -91,6 +94,9 @@ class Medians:
 class ReplaySelection:
     """The replays every figure of a graph comes from."""
 
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"set_aside_span_ns",
+                                                             "others_span_ns"})
+
     used: tuple[int, ...]
     set_aside: tuple[int, ...]  # a cold first replay, left out
     set_aside_span_ns: Optional[float]
@@ -112,7 +118,13 @@ class Assumption:
 
 @dataclass(frozen=True)
 class Verdict:
-    """What the numbers support, as a code with its numbers (package docstring)."""
+    """What the numbers support, as a code with its numbers (package docstring). Its JSON
+    form holds the numbers its code has (the others, None, are left out)."""
+
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({
+        "work_nodes", "median_node_ns", "idle_pct", "launch_pct", "parallelism",
+        "dag_parallelism", "streams", "edges", "from_ns", "to_ns", "low_ns", "high_ns",
+        "gain_pct", "max_streams", "outputs_equal", "max_abs_diff", "error"})
 
     code: str  # "latency_bound" | "under_parallelized" | "serialized" | "streams_measured"
     # | "streams_failed" | "host_bound"
@@ -163,6 +175,7 @@ class GraphDiagnosis:
     # fields left out of the JSON form while they are None: ``"error" in graph`` is the test
     # its readers make
     OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"error"})
+    PER_NODE: typing.ClassVar[frozenset[str]] = frozenset({"slack_ns"})  # only when asked
 
     graph: str
     nodes: int
