@@ -187,9 +187,11 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
         if it == ITERATIONS:
             break
         start = eft - d
-        phi, others = overlap(start, eft, share)
+        phi = overlap(start, eft)[0]
         if it == 0 and not phi.any():
             break  # nothing runs beside anything: the solo schedule is the answer
+        res.ensure(phi > 0)  # a node that runs beside none is no other node's contention
+        phi, others = overlap(start, eft, share)
         contention = np.maximum(1.0, share + others)
         if res.ce.any():
             contention *= np.maximum(1.0, res.ce + overlap(start, eft, res.ce)[1])
@@ -413,16 +415,18 @@ def predict(dag: Dag, m: Measured, wi_src: np.ndarray, wi_dst: np.ndarray,
     (another bundle's, recorded on the same GPU); ``as_captured_ns``: the captured DAG's
     critical path with its latencies, the model of a graph whose nodes ran one at a time."""
     assert dag.order is not None
-    res = resources(dag, device)
+    res = resources(dag, device, lazy=True)
     rp, pos, st, en = m.cols
     solo, lat = m.solo_ns, m.latency_ns
     cal = calibration or PRIOR
-    concurrent = _concurrent(rp, st, en)
+    seen = m.stream[m.stream >= 0]
+    concurrent = bool(len(seen)) and bool((seen != seen[0]).any()) and _concurrent(rp, st, en)
     if concurrent:
         cal = calibration or calibrate(_signatures(dag), rp, pos, st, en)
         one = rp == (rp.max() if len(rp) else 0)
         s_, e_ = np.full(dag.n, np.nan), np.full(dag.n, np.nan)
         s_[pos[one]], e_[pos[one]] = st[one], en[one]
+        res.ensure(np.ones(dag.n, bool))
         solo, lat = deflate(solo, lat, s_, e_, res, cal)
     if as_captured_ns is not None and not concurrent:
         # one node at a time as captured: the model of it is the path with its latencies
