@@ -247,8 +247,9 @@ def to_json(diag: Any, per_node: bool = False) -> Any:
     only with ``per_node``, its keys as strings; a graph's ``error`` only where it has one)."""
     if is_dataclass(diag) and not isinstance(diag, type):
         out = {}
-        omit = getattr(type(diag), "OMIT_NONE", frozenset())
-        per = frozenset() if per_node else getattr(type(diag), "PER_NODE", frozenset())
+        omit: frozenset[str] = getattr(type(diag), "OMIT_NONE", frozenset())
+        per: frozenset[str] = (frozenset() if per_node
+                               else getattr(type(diag), "PER_NODE", frozenset()))
         for f in fields(diag):
             v = getattr(diag, f.name)
             if f.name in per or (v is None and f.name in omit):
