@@ -1,4 +1,5 @@
-"""Diagnosis cost (issue 25): the analysis of a synthetic 100,000-node graph, on the CPU.
+"""Diagnosis cost: the analysis of a synthetic 100,000-node graph, on the CPU (critical path,
+replays, stream order, the contention-aware what-if and the ranked findings).
 
 The graph looks like a captured training step: a main stream whose nodes each read their
 predecessor's output (every seventh: the output before that one, so that its captured edge
@@ -112,16 +113,20 @@ def main() -> None:
         d = diagnose(b)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    o = d["graphs"][0]
-    s = o["serialization"]
+    o = d.graphs[0]
+    s = o.stream_order
+    wi = o.what_if
     res = {
         "nodes": len(b.graphs[0].nodes), "edges": len(b.graphs[0].edges),
         "events": len(b.events), "best_s": min(times), "median_s": statistics.median(times),
         "runs_s": times, "best_cpu_s": min(cpu), "median_cpu_s": statistics.median(cpu),
-        "load_avg_1min": os.getloadavg()[0], "critical_path_ns": o["critical_path"]["length_ns"],
-        "critical_path_nodes": len(o["critical_path"]["nodes"]),
-        "stream_order_only_edges": s["stream_order_only_edges"],
-        "nodes_without_op_info": s["nodes_without_op_info"], "what_if_ns": s["what_if_ns"],
+        "load_avg_1min": os.getloadavg()[0], "critical_path_ns": o.critical_path.length_ns,
+        "critical_path_nodes": len(o.critical_path.nodes),
+        "stream_order_only_edges": s.stream_order_only_edges,
+        "nodes_without_op_info": s.nodes_without_op_info,
+        "no_contention_ns": wi.no_contention_ns if wi else None,
+        "predicted_span_ns": wi.predicted_span_ns if wi else None,
+        "findings": [(f.kind, f.saving_ns) for f in d.findings.findings],
         "python": platform.python_version(), "machine": platform.machine(),
         "cpus": os.cpu_count(),
     }

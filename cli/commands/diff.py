@@ -42,7 +42,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     by more than PCT percent and more than the noise (or when no graph could be compared); a
     speed-up never fails."""
     from graphscope._errors import GraphscopeError
-    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.analysis.diagnosis import diagnose_json
     from graphscope.analysis.diff import diagnosis_deltas, diff_summary
     from graphscope.analysis.gate import compare
     from graphscope.model.bundle_io import read_bundle
@@ -66,7 +66,7 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     d = diff_summary(ba, bb, depth)
     for w in unrelated_warnings(ba, bb, d):
         click.echo(f"warning: {w}", err=True)
-    diags = (diagnose(ba), diagnose(bb))
+    diags = (diagnose_json(ba), diagnose_json(bb))
     extra = {} if noise_pct is None else {"noise_pct": noise_pct}
     cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags, **extra)
     cmp = dataclasses.replace(cmp, a=a, b=b)  # the paths as given, not resolved

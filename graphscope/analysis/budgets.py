@@ -216,9 +216,9 @@ def evaluate(bundle: Bundle, budgets: Budgets, baseline: Optional[Bundle] = None
                        bundle.has_timings, per)
     diag: Optional[dict[str, Any]] = None
     if budgets.graphs or budgets.modules:
-        from .diagnosis import diagnose
+        from .diagnosis import diagnose_json
 
-        diag = diagnose(bundle)
+        diag = diagnose_json(bundle)
     if budgets.modules:
         assert diag is not None
         if memory is None:

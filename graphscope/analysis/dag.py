@@ -1,6 +1,7 @@
 """A captured graph as a DAG over node positions: edges as arrays and CSR adjacency, a
 topological order, and the longest (critical) path with every node's slack. Used by the
-diagnosis (``diagnosis.py``) and its false-serialization analysis (``serialization.py``)."""
+diagnosis (``diagnosis/``), its stream order (``stream_order.py``) and the what-if
+(``whatif.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class Dag:
     def __init__(self, g: CapturedGraph):
         self.nodes = g.nodes
         self.n = n = len(g.nodes)
-        ids, exec_ids, types, self.reads, self.writes, self.durations_ns = _columns(g.nodes)
+        (ids, exec_ids, self.types, self.reads, self.writes, self.durations_ns,
+         self.ops) = _columns(g.nodes)
+        types = self.types
         self.lids = lids = np.array(ids, np.int64)
         self.exec_ids = np.array(exec_ids, np.int64)
         self.is_work = np.fromiter(map(WORK_KINDS.__contains__, types), bool, n)
@@ -54,6 +57,13 @@ class Dag:
         return list(map(attrgetter("module"), self.nodes))
 
     @functools.cached_property
+    def module_codes(self) -> tuple[list[str], np.ndarray]:
+        """(distinct module names in first-seen order, each position's index into them)."""
+        names = list(dict.fromkeys(self.modules))
+        code = dict(zip(names, range(len(names))))
+        return names, np.fromiter(map(code.__getitem__, self.modules), np.int64, self.n)
+
+    @functools.cached_property
     def rank(self) -> np.ndarray:
         """Per position: its place in the topological order (which must exist)."""
         assert self.order is not None
@@ -63,10 +73,11 @@ class Dag:
 
 
 def _columns(nodes: Sequence[Node]) -> tuple[list[Any], ...]:
-    """(local ids, exec node ids, types, reads, writes, durations_ns) of ``nodes``, in one
-    pass: reading 100,000 nodes' attributes costs about as much per pass as per attribute."""
-    cols: tuple[list[Any], ...] = ([], [], [], [], [], [])
-    a, b, c, r, w, t = (x.append for x in cols)
+    """(local ids, exec node ids, types, reads, writes, durations_ns, ops) of ``nodes``, in
+    one pass: reading 100,000 nodes' attributes costs about as much per pass as per
+    attribute."""
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+    a, b, c, r, w, t, o = (x.append for x in cols)
     for x in nodes:
         a(x.local_id)
         b(x.exec_node_id)
@@ -74,6 +85,7 @@ def _columns(nodes: Sequence[Node]) -> tuple[list[Any], ...]:
         r(x.reads)
         w(x.writes)
         t(x.durations_ns)
+        o(x.op)
     return cols
 
 

@@ -16,7 +16,7 @@ Step rank
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -24,7 +24,7 @@ from ..model.bundle import Bundle
 from .collectives import Alignment, align, is_collective
 from .dag import Dag, longest
 from .ddp import FsdpRow, ddp_rows, fsdp_rows
-from .diagnosis import diagnose
+from .diagnosis import Verdict, diagnose
 from .section import Absent, Maybe
 from .stats import median
 from .stragglers import Straggler, stragglers
@@ -88,7 +88,7 @@ class RankGraph:
 class RankDiagnosis:
     rank: int
     graphs: tuple[RankGraph, ...]
-    verdicts: tuple[str, ...]  # the diagnosis's own verdicts, as it words them
+    verdicts: tuple[Verdict, ...]  # the diagnosis's own (render/diagnosis.py words them)
 
 
 @dataclass(frozen=True)
@@ -222,24 +222,26 @@ def _merged(totals: Sequence[RankTotals]) -> MergedTotals:
 
 def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> RankDiagnosis:
     d = diagnose(b)
-    own = own_paths(b, alignment, i)
+    own = own_paths(b, alignment, i, {o.graph: o.selection.used for o in d.graphs})
     graphs = []
-    for o in d["graphs"]:
-        cp = o.get("critical_path") or {}
-        unit = "ns" if o.get("timed") else "nodes"
-        mods = tuple(ModuleShare(m["module"], float(m[unit]), float(m["pct"]))
-                     for m in cp.get("modules", ())[:PATH_MODULES]) if o.get("timed") else ()
+    for o in d.graphs:
+        cp = o.critical_path
+        mods = tuple(ModuleShare(m.module, float(m.ns or 0.0), float(m.pct))
+                     for m in cp.modules[:PATH_MODULES]) if o.timed and cp else ()
         graphs.append(RankGraph(
-            graph=o["graph"], span_ns=o.get("span_ns"), critical_path_ns=cp.get("length_ns"),
-            own_path_ns=own.get(o["graph"]), work_ns=o.get("work_ns"),
-            idle_pct=o.get("idle_pct"), launch_ns=o.get("launch_latency_ns"),
-            parallelism=o.get("parallelism"), path_modules=mods))
-    return RankDiagnosis(rank, tuple(graphs), tuple(d.get("verdicts", ())))
+            graph=o.graph, span_ns=o.span_ns, critical_path_ns=cp.length_ns if cp else None,
+            own_path_ns=own.get(o.graph), work_ns=o.work_ns, idle_pct=o.idle_pct,
+            launch_ns=o.launch_latency_ns, parallelism=o.parallelism, path_modules=mods))
+    return RankDiagnosis(rank, tuple(graphs), d.all_verdicts)
 
 
-def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, float]:
+def own_paths(b: Bundle, alignment: Optional[Alignment], i: int,
+              used: Optional[Mapping[str, Sequence[int]]] = None) -> dict[str, float]:
     """Per graph of the ``i``-th rank: its critical path with each matched collective
-    weighted by its own time, not its duration (module docstring)."""
+    weighted by its own time, not its duration (module docstring). ``used``: per graph, the
+    replays its diagnosis uses (the node durations are their medians; else every replay's)."""
+    from .diagnosis.graph import durations
+
     own = {c.ranks[i].exec_node_id: c.ranks[i].own_ns
            for c in (alignment.collectives if alignment is not None else ())}
     out = {}
@@ -247,8 +249,10 @@ def own_paths(b: Bundle, alignment: Optional[Alignment], i: int) -> dict[str, fl
         dag = Dag(g)
         if dag.order is None or not any(n.durations_ns for n in g.nodes):
             continue
-        d = [own.get(n.exec_node_id, n.median_ns or 0.0) if n.is_work else 0.0
-             for n in g.nodes]
+        med = (durations(dag, used[g.name]).tolist() if used and g.name in used
+               else [n.median_ns for n in g.nodes])
+        d = [own.get(n.exec_node_id, m if m == m and m is not None else 0.0) if n.is_work
+             else 0.0 for n, m in zip(g.nodes, med)]
         length, _, _ = longest(dag.order, None, dag.pred, d, dag.src, dag.dst, slack=False,
                                rank=dag.rank)
         out[g.name] = float(length)

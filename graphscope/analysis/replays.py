@@ -13,7 +13,7 @@ import numpy as np
 
 from ..model.bundle import Bundle
 from ..model.graph import UNATTRIBUTED
-from .dag import Dag
+from .dag import Dag, sorted_unique
 
 
 def module_runs(events: Sequence[Mapping[str, Any]], nodes: Mapping[int, Any]
@@ -168,7 +168,7 @@ def node_gaps(dag: Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
     if not len(rp) or not len(dag.src):
         return np.zeros(n)
     rows = []
-    for r in np.unique(rp).tolist():
+    for r in sorted_unique(rp).tolist():
         k = rp == r
         s_, e_ = np.full(n, np.nan), np.full(n, np.nan)
         s_[pos[k]], e_[pos[k]] = st[k], en[k]

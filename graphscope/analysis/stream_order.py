@@ -1,15 +1,28 @@
-"""False serialization: the data DAG of a graph's memory ranges, its stream-order-only edges
-and the what-if critical path without them, strictly and with the memory renamed (the
-definitions: ``diagnosis.py``'s module docstring, "False serialization")."""
+"""Stream order: the data DAG of a graph's memory ranges, the captured edges that only keep the
+order of one stream (stream-order-only edges), the chains they cut and the DAG a run over more
+streams would have without them (the definitions: the diagnosis package's docstring, "Stream
+order").
+
+Fresh outputs are renamed: within a capture the caching allocator hands a block freed by one
+chain to the next op of any chain on that stream, so two independent chains meet in
+write-after-read and write-after-write conflicts on reused blocks. Those orderings come from
+the allocation, not the data: on two streams the chains get blocks of their own (the allocator
+keeps streams' blocks apart; ``capture --try-streams`` starts a storage's history anew where
+an op's output reuses it). A write-after-read or write-after-write ordering is kept only where
+its writer writes in place: an op named in place (``add_``, ``copy_``, ``index_put_``, an
+``out`` overload) or one that writes a range it also reads."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Optional
 
 import numpy as np
 
-from ..model.graph import UNATTRIBUTED, CapturedGraph
+from ..model.graph import UNATTRIBUTED
 from .dag import Dag, csr, longest, sorted_unique
 
 TOP = 10  # chains listed
@@ -18,13 +31,14 @@ REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
 # Long on purpose (~85 lines): one vectorised sweep; split, it would pass ten arrays.
-def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The data DAG's edges (src, dst positions; an edge may repeat) and which nodes have no
-    op information (module docstring). Vectorised: every (node, elementary segment,
-    read/write) access, sorted by segment and visit rank; per access its segment's previous
-    write, and per read the segment's next write; barriers likewise over the visit order.
-    The fourth column marks the edges that stay when the memory is renamed (``renamed``):
-    read-after-write and the barriers' edges."""
+def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                   np.ndarray]:
+    """The data DAG's edges (src, dst positions; an edge may repeat), which nodes have no op
+    information, which edges stay once fresh outputs are renamed (read-after-write, the
+    barriers' edges, and the orderings of in-place writers: module docstring) and which nodes
+    write in place. Vectorised: every (node, elementary segment, read/write) access, sorted
+    by segment and visit rank; per access its segment's previous write, and per read the
+    segment's next write; barriers likewise over the visit order."""
     assert dag.order is not None
     n, order, rank = dag.n, dag.order, dag.rank
     reads, writes = dag.reads, dag.writes
@@ -36,6 +50,7 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
     raws: list[np.ndarray] = []
+    inplace = inplace_by_name(dag.ops)
     if total:
         ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
         keep = ranges[:, 1] > ranges[:, 0]
@@ -56,6 +71,10 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         # (rows with equal keys are interchangeable; stable: sorted_unique says why)
         k = np.argsort((seg * n + rank[node]) * 2 + isw, kind="stable")
         seg, node, isw = seg[k], node[k], isw[k]
+        # a node that reads and writes one segment writes in place (its read row comes
+        # right before its write row)
+        rw = isw[1:] & ~isw[:-1] & (node[1:] == node[:-1]) & (seg[1:] == seg[:-1])
+        inplace[node[1:][rw]] = True
         idx = np.arange(len(seg))
         first = np.r_[True, seg[1:] != seg[:-1]]
         # previous write in the segment (strictly before): RAW and WAW
@@ -66,7 +85,7 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         ok = (prev_w >= start_of) & (prev_w >= 0)
         srcs.append(node[prev_w[ok]])
         dsts.append(node[ok])
-        raws.append(~isw[ok])
+        raws.append(~isw[ok] | inplace[node[ok]])
         # next write in the segment (strictly after) for reads: WAR
         big = len(seg)
         nxt = np.where(isw, idx, big)[::-1]
@@ -77,7 +96,7 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         ok = ~isw & (next_w <= end_of)
         srcs.append(node[ok])
         dsts.append(node[next_w[ok]])
-        raws.append(np.zeros(int(ok.sum()), bool))
+        raws.append(inplace[node[next_w[ok]]])
     # barriers: nodes without op info, over the visit order
     ordr = np.asarray(order, np.int64)
     hv = hard[ordr]
@@ -98,52 +117,82 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     if srcs:
         s, d = np.concatenate(srcs), np.concatenate(dsts)
         keep = s != d
-        return s[keep], d[keep], hard, np.concatenate(raws)[keep]  # may repeat an edge
-    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool)
+        return (s[keep], d[keep], hard, np.concatenate(raws)[keep],  # may repeat an edge
+                inplace)
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool), inplace
 
 
-def _counts(ranges: list[Any]) -> np.ndarray:
+_INPLACE = re.compile(r"(?:^|::)[A-Za-z0-9_]*[A-Za-z0-9]_(?:\.|$)|\.(?:\w*_)?out\b|::__i\w+__")
+
+
+def inplace_by_name(ops: Sequence[Optional[str]]) -> np.ndarray:
+    """Per node: whether its op writes in place by its name (``aten::add_``,
+    ``aten::copy_``, ``aten::mm.out``; not ``aten::_to_copy``)."""
+    names = list(dict.fromkeys(ops))
+    code = dict(zip(names, range(len(names))))
+    hit = np.array([bool(x and _INPLACE.search(x)) for x in names] or [False], bool)
+    return hit[np.fromiter(map(code.__getitem__, ops), np.int64, len(ops))].copy() if len(
+        ops) else np.zeros(0, bool)
+
+
+def _counts(ranges: Sequence[object]) -> np.ndarray:
     """Per node: how many ranges it has (-1: None, not recorded)."""
-    return np.array([-1 if x is None else len(x) for x in ranges], np.int64)
+    return np.array([-1 if x is None else len(x) for x in ranges],  # type: ignore[arg-type]
+                    np.int64)
 
 
-def serialization(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
-                   dag_cp: float, cp_path: list[int], work: float) -> dict[str, Any]:
-    """Stream-order-only edges and the what-if path (module docstring), strictly and with
-    the memory renamed.
+@dataclass(frozen=True)
+class Chain:
+    """A run of one stream's nodes (visit order) between stream-order-only edges."""
 
-    Renamed: within a capture the caching allocator hands a block freed by one chain to the
-    next op of any chain on that stream, so two independent chains meet in write-after-read
-    and write-after-write conflicts on reused blocks. Those orderings come from the
-    allocation, not the data: run on two streams the chains get blocks of their own (the
-    allocator keeps streams' blocks apart), at the cost of more pool memory. ``renamed``
-    repeats the analysis with read-after-write edges alone; an in-place update that a
-    read elsewhere must precede is a real write-after-read that renaming drops too, so it is
-    the looser bound of the two."""
+    first: int  # local ids
+    last: int
+    nodes: int
+    work_ns: float
+    stream: int  # -1: nodes without events
+    module: str  # its modules in a few words (:func:`run_label`)
+    modules: int
+
+
+@dataclass(frozen=True)
+class StreamOrder:
+    """The graph's orderings that only keep one stream's order (module docstring)."""
+
+    op_info: bool  # memory ranges recorded (without them every edge is kept)
+    nodes_without_op_info: int  # kept as hard dependencies
+    inplace_writers: int  # nodes whose write-after-read/-write orderings are kept
+    what_if_edges: int  # the data DAG plus the kept captured edges
+    stream_order_only_edges: int
+    edges: tuple[tuple[int, int], ...]  # local ids, the first MAX_LISTED_EDGES
+    unchecked_edges: int  # the reachability checks ran out of budget for these
+    chains: tuple[Chain, ...]  # the largest TOP, by work
+    dependency_latency_ns: Optional[float]  # the nodes' measured latencies, summed
+    path_with_latency_ns: Optional[float]  # the captured DAG's path, weighted the same
+
+
+@dataclass(frozen=True)
+class WhatIfDag:
+    """The what-if DAG and the edges left out of it, as arrays of positions (not part of
+    the report: the what-if and the findings read them)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    cut_src: np.ndarray
+    cut_dst: np.ndarray
+
+
+def stream_order(dag: Dag, d: list[float], stream: np.ndarray, path_len: float,
+                 latency_ns: float) -> tuple[StreamOrder, Optional[WhatIfDag]]:
+    """Stream-order-only edges, the chains they cut and the what-if DAG (module docstring).
+    ``d``: per node, its duration plus its measured dependency latency (the chains' work);
+    ``path_len``: the captured DAG's longest path with those weights; ``latency_ns``: the
+    latencies summed."""
     n = dag.n
     assert dag.order is not None
     if all(r is None and w is None for r, w in zip(dag.reads, dag.writes)):
-        return {"op_info": False, "nodes_without_op_info": n,
-                "note": "no memory ranges recorded (bundle from before reads/writes): "
-                        "every edge kept"}
-    data = _data_edges(dag)
-    out = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=False)
-    renamed = _what_if(g, dag, d, stream, dag_cp, cp_path, work, data, raw_only=True)
-    renamed.pop("nodes_without_op_info", None)
-    renamed.pop("op_info", None)
-    out["renamed"] = renamed
-    return out
-
-
-def _what_if(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
-             dag_cp: float, cp_path: list[int], work: float,
-             data: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-             raw_only: bool) -> dict[str, Any]:
-    n = dag.n
-    assert dag.order is not None
-    ds, dd, hard, raw = data
-    if raw_only:
-        ds, dd = ds[raw], dd[raw]
+        return StreamOrder(False, n, 0, 0, 0, (), 0, (), None, None), None
+    ds, dd, hard, keep, inplace = _data_edges(dag)
+    ds, dd = ds[keep], dd[keep]
     a, b = dag.src, dag.dst
     sa, sb = stream[a], stream[b]
     kept = hard[a] | hard[b] | ((sa >= 0) & (sb >= 0) & (sa != sb))
@@ -151,13 +200,12 @@ def _what_if(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
     ekey = b * nn + a  # by target first: the targets' CSR (longest's) needs no sort then
     wkey = sorted_unique(np.concatenate([dd * nn + ds, ekey[kept]]))
     cand = ~kept & ~_member(ekey, wkey)
-    if raw_only and cand.any():
+    if cand.any():
         # the kernels of one op call (the same ranges: a GEMM and its split-K reduction)
         # stay in order: their write-after-write is the op's own, not the allocator's (only
         # the edges that would not be kept otherwise need the test)
         same = np.zeros(len(a), bool)
         same[cand] = _same_op(dag, a[cand], b[cand])
-        kept |= same
         cand &= ~same
         wkey = sorted_unique(np.concatenate([wkey, ekey[same]]))
     wd, ws = wkey // nn, wkey % nn
@@ -166,28 +214,21 @@ def _what_if(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
     fa, fb = a[cand], b[cand]
     false, unchecked = _unreached(n, ws, wd, dag.rank, fa, fb)
     fa, fb = fa[false], fb[false]
-    if len(fa) or unchecked:
-        length, path, _ = longest(dag.order, None, csr(n, wd, ws), d, ws, wd, slack=False,
-                                  rank=dag.rank)
-    else:  # every captured ordering is kept: nothing to gain
-        length, path = dag_cp, cp_path
-    out: dict[str, Any] = {
-        "op_info": True,
-        "nodes_without_op_info": int(hard.sum()),
-        "what_if_edges": len(wkey),  # data DAG plus kept edges
-        "stream_order_only_edges": len(fa),
-        "edges": np.stack([dag.lids[fa[:MAX_LISTED_EDGES]], dag.lids[fb[:MAX_LISTED_EDGES]]],
-                          axis=1).tolist(),
-        "what_if_ns": length,
-        "what_if_path": dag.lids[path].tolist(),
-        "gain_ns": dag_cp - length,
-        "gain_pct": 100.0 * (dag_cp - length) / dag_cp if dag_cp else 0.0,
-        "what_if_parallelism": work / length if length else None,
-        "chains": _chains(g, dag, d, stream, fb) if len(fa) else [],
-    }
-    if unchecked:
-        out["unchecked_edges"] = unchecked
-    return out
+    listed = tuple(zip(dag.lids[fa[:MAX_LISTED_EDGES]].tolist(),
+                       dag.lids[fb[:MAX_LISTED_EDGES]].tolist()))
+    out = StreamOrder(
+        True, int(hard.sum()), int(inplace.sum()), len(wkey), len(fa), listed, unchecked,
+        _chains(dag, d, stream, fb) if len(fa) else (), latency_ns, path_len)
+    return out, WhatIfDag(ws, wd, fa, fb)
+
+
+def what_if_path(dag: Dag, d: Sequence[float], wdag: WhatIfDag) -> tuple[float, list[int]]:
+    """The what-if DAG's longest path (its length and positions) with the weights ``d``: the
+    bound on more streams with nothing shared and no limit on streams."""
+    assert dag.order is not None
+    length, path, _ = longest(dag.order, None, csr(dag.n, wdag.dst, wdag.src), list(d),
+                              wdag.src, wdag.dst, slack=False, rank=dag.rank)
+    return length, path
 
 
 def _member(x: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
@@ -274,8 +315,8 @@ def run_label(mods: list[str]) -> str:
     return f"{mods[0]} … {mods[-1]} ({len(mods)} modules)"
 
 
-def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
-            cut: np.ndarray) -> list[dict[str, Any]]:
+def _chains(dag: Dag, d: list[float], stream: np.ndarray, cut: np.ndarray
+            ) -> tuple[Chain, ...]:
     """Runs of one stream's nodes (in visit order) between stream-order-only edges (``cut``:
     their targets), largest work first."""
     k = np.lexsort((dag.rank, stream))  # by stream, then visit order
@@ -294,8 +335,6 @@ def _chains(g: CapturedGraph, dag: Dag, d: list[float], stream: np.ndarray,
         members = k[first[r]:lastpos[r] + 1]
         mods = list(dict.fromkeys(map(modules.__getitem__,
                                       members[dag.is_work[members]].tolist())))
-        rows.append({"first": int(lids[members[0]]),
-                     "last": int(lids[members[-1]]), "nodes": len(members),
-                     "work_ns": float(work[r]), "stream": int(sk[first[r]]),
-                     "module": run_label(mods), "modules": len(mods)})
-    return rows
+        rows.append(Chain(int(lids[members[0]]), int(lids[members[-1]]), len(members),
+                          float(work[r]), int(sk[first[r]]), run_label(mods), len(mods)))
+    return tuple(rows)

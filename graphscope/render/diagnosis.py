@@ -1,19 +1,32 @@
-"""The diagnosis in the terminal: the per-graph table (critical path, work, span, parallelism,
-idle, launch, what-if), the lines it does not hold, and ``diff``'s deltas. Formatting only: the
-numbers come from graphscope/analysis/diagnosis.py."""
+"""The diagnosis in words: the ranked findings, the per-graph table (critical path, work, span,
+parallelism, idle, launch, the what-if), the lines it does not hold, and ``diff``'s deltas.
+Formatting only: the numbers and codes come from graphscope/analysis/diagnosis/,
+findings.py and whatif.py; every sentence a code stands for is written here."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from ..analysis.diagnosis import differ_words, gain_words
-from .fmt import fmt_ns, keep_figures, safe
+from ..analysis.diagnosis import (
+    Assumption,
+    BetweenReplays,
+    Diagnosis,
+    GraphDiagnosis,
+    from_json,
+)
+from ..analysis.diagnosis.types import MeasuredStreams, ReplaySelection
+from ..analysis.findings import Action, Finding, Findings
+from ..analysis.stream_order import Chain
+from ..analysis.whatif import WhatIf
+from .fmt import fmt_ns, gain_words, keep_figures, safe, verdict_text
 
 MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all
+TRIED_MIN_WIDTH = 120  # narrower terminals get the measured what-if in the lines below only
 
 
 def Text(s: object = "", **kw: Any) -> _RichText:  # noqa: N802 - rich's name, made safe
@@ -25,48 +38,221 @@ def _share(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.0f}%"
 
 
-TRIED_MIN_WIDTH = 120  # narrower terminals get the measured what-if in the lines below only
+def differ_words(m: MeasuredStreams) -> str:
+    """How a --try-streams graph's outputs differ from the graph's."""
+    return ("output structure differs" if m.max_abs_diff is None
+            else f"max |diff| {m.max_abs_diff:.3g}")
 
 
-def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
+# ---------------------------------------------------------------- findings
+
+def action_text(a: Action) -> str:
+    """The command that tries a finding, or what to do by hand."""
+    if a.argv:
+        return " ".join(x if x and " " not in x and "*" not in x else f"'{x}'" for x in a.argv)
+    what = {
+        "side_streams": "run the independent chains on side streams in the program "
+                        "(torch.cuda.Stream, wait_stream)",
+        "compile_function": "torch.compile the code that launches these kernels",
+        "capture_more_of_the_loop": "capture more of the loop in the graph, or launch the next "
+                                    "replay before synchronizing",
+    }.get(a.by_hand, a.by_hand)
+    return f"by hand: {what}" + (f" ({a.target})" if a.target else "")
+
+
+def finding_text(f: Finding) -> str:
+    """What one finding says, without its saving (the table's first columns hold that)."""
+    ev = f.evidence
+    if f.kind == "streams":
+        edges = ", ".join(f"#{u}→#{v}" for u, v in ev.edges[:3])
+        more = f", … {ev.edge_count - 3} more" if ev.edge_count > 3 else ""
+        out = (f"{ev.edge_count} stream-order-only edge(s) ({edges}{more}) keep "
+               f"{f.kernels} independent chain(s) on one stream"
+               + (f": {', '.join(ev.modules[:3])}" if ev.modules else ""))
+        if f.measured_ns is not None:
+            out += (f"; --try-streams measured a saving of {fmt_ns(f.measured_ns)} (the "
+                    f"what-if predicted {fmt_ns(f.predicted_ns)})")
+        return out
+    if f.kind == "fusion":
+        mods = ", ".join(ev.modules[:3]) if ev.modules else "no modules"
+        return (f"latency bound: {f.kernels} small kernel(s) on the critical path follow "
+                f"another in one region ({mods}); fusing them saves a kernel floor of "
+                f"{fmt_ns(f.floor_ns)} and a dependency gap of {fmt_ns(f.gap_ns)} (median) "
+                "each")
+    if f.kind == "host":
+        return "host bound: the GPU runs no graph between replays for longer than a replay"
+    return f.kind
+
+
+def findings_table(fs: Findings) -> Table:
+    """The ranked findings: saving per replay (with its interval), where, what, and how to
+    try it."""
+    t = Table(title="What to do next (ranked by predicted saving per replay)",
+              title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("saving", justify="right", no_wrap=True)
+    t.add_column("graph", overflow="fold")
+    t.add_column("finding", ratio=3)
+    t.add_column("try", ratio=2, overflow="fold")
+    for i, f in enumerate(fs.findings, 1):
+        shared = f" (after {fmt_ns(f.shared_ns)} claimed above)" if f.shared_ns > 1 else ""
+        t.add_row(str(i), f"{fmt_ns(f.saving_ns)} {f.saving_pct:.0f}%\n"
+                  f"[{fmt_ns(f.low_ns)}–{fmt_ns(f.high_ns)}]",
+                  Text(f.graph or "between replays"), Text(finding_text(f) + shared),
+                  Text(action_text(f.action)))
+    return t
+
+
+def findings_lines(fs: Findings) -> list[str]:
+    """The findings' summary lines: nothing above noise, or how many were under the floor."""
+    if fs.nothing_above_noise:
+        return [f"findings: nothing to gain above noise (every candidate saves under "
+                f"{fs.floor_pct:g}% of its span or under the replays' own spread)"]
+    if fs.below_floor:
+        return [f"findings: {fs.below_floor} more under the floor ({fs.floor_pct:g}% of the "
+                "span), not listed"]
+    return []
+
+
+def print_findings(diag: Diagnosis, console: Optional[Console] = None) -> None:
+    con = console or Console()
+    if diag.findings.findings:
+        con.print(findings_table(diag.findings))
+    for line in findings_lines(diag.findings):
+        con.print(Text(line))
+
+
+# ---------------------------------------------------------------- verdicts and assumptions
+
+def verdict_lines(diag: Diagnosis) -> list[str]:
+    several = len(diag.graphs) > 1
+    return [(f"{v.graph}: " if several and v.graph else "") + verdict_text(v)
+            for v in diag.all_verdicts]
+
+
+def assumption_text(a: Assumption) -> str:
+    if a.code == "edges_dropped":
+        return f"{a.count} edge(s) naming no node of the graph (or a node itself) left out"
+    if a.code == "untimed_as_zero":
+        return ("nodes without timing taken as 0 ns ("
+                + ", ".join(f"{k} {n}" for k, n in a.kinds) + ")")
+    if a.code == "node_counts":
+        why = ("not replayed while traced" if a.why == "not_replayed_traced"
+               else "no timed replays")
+        return f"{why}: each work node counted as 1 (lengths are node counts)"
+    return a.code
+
+
+def selection_text(sel: ReplaySelection) -> Optional[str]:
+    """The replay selection in words, where it left something out or kept a cold replay."""
+    if sel.set_aside:
+        return (f"the cold first replay (span {fmt_ns(sel.set_aside_span_ns)} against "
+                f"{fmt_ns(sel.others_span_ns)} for the others) is set aside: every figure "
+                f"comes from replay(s) {', '.join(map(str, sel.used))}")
+    if sel.only_cold:
+        return (f"the only replay with events is a cold first one (span "
+                f"{fmt_ns(sel.set_aside_span_ns)} against {fmt_ns(sel.others_span_ns)} for the "
+                "others): its figures stand, read them as an upper bound")
+    if sel.traced > sel.with_events > 0:
+        return (f"figures from the {sel.with_events} of {sel.traced} traced replays whose "
+                "events were kept")
+    return None
+
+
+def whatif_lines(wi: WhatIf) -> list[str]:
+    """The what-if's prediction and the assumptions it made."""
+    cal = wi.calibration
+    out = [f"what-if on up to {wi.max_streams} streams (the plan uses {wi.streams}, "
+           f"{wi.chains} chains): span {fmt_ns(wi.predicted_span_ns)} "
+           f"[{fmt_ns(wi.low_ns)}–{fmt_ns(wi.high_ns)}] against {fmt_ns(wi.measured_span_ns)} "
+           f"({gain_words(wi.gain_pct)}); with nothing shared it would be "
+           f"{fmt_ns(wi.no_contention_ns)}"]
+    dev = {"properties": "from the recorded device properties",
+           "name_table": "from the GPU's name", "assumed": "assumed (GPU not known)"}
+    out.append(f"what-if assumed: {wi.sm_count} SMs, compute capability "
+               f"{wi.compute_capability} ({dev.get(wi.device_source, wi.device_source)})"
+               + ("; registers per thread not recorded: the worst case (255, or what lets one "
+                  "block fit) for the prediction, 32 for the interval's low end"
+                  if wi.registers == "worst_case" else "")
+               + ("; interference calibrated from this bundle's concurrent nodes "
+                  f"({cal.groups} launch signature(s))" if cal.source == "bundle"
+                  else "; interference from a prior measured on an H200 (no concurrent nodes "
+                  "here)")
+               + f": +{fmt_ns(cal.added_ns)} and +{100 * cal.slowdown_per_overlap:.0f}% per "
+               f"node beside others, +{fmt_ns(cal.latency_added_ns)} per dependency "
+               f"(±{cal.uncertainty_pct:.0f}%), +{fmt_ns(cal.cross_stream_ns)} per wait on "
+               "another stream")
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+def _path_cell(o: GraphDiagnosis, any_timed: bool) -> str:
+    if o.error == "cycle":
+        return "cycle"
+    cp = o.critical_path
+    if cp is None:
+        return "-"
+    if o.timed:
+        return fmt_ns(cp.length_ns)
+    # a bundle whose other graphs were replayed: a never-replayed graph has no path to show
+    return "-" if any_timed else f"{cp.length_nodes} nodes"
+
+
+def _what_if_cell(o: GraphDiagnosis) -> str:
+    so = o.stream_order
+    if o.what_if is not None:
+        return f"{fmt_ns(o.what_if.predicted_span_ns)} {gain_words(o.what_if.gain_pct)}"
+    if so is None or not so.op_info:
+        return "-"
+    return "no gain"
+
+
+def _tried(m: Optional[MeasuredStreams]) -> str:
+    """The ``tried`` cell: the span measured over more streams and its gain."""
+    if m is None:
+        return "-"
+    if m.error:
+        return "failed"
+    if not m.span_ns:
+        return "-"
+    return (f"{fmt_ns(m.span_ns)} {gain_words(m.gain_pct or 0.0)}"
+            + ("" if m.outputs_equal else " (outputs differ)"))
+
+
+def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
                     width: Optional[int] = None, notes_out: Optional[list[str]] = None
                     ) -> Table:
-    """One row per graph: critical path against work and span, parallelism achieved / the DAG
-    allows, idle share of the span, launch latency and the what-if of removing
-    stream-order-only edges (analysis/diagnosis.py defines each). Above ``max_rows`` graphs,
-    the longest critical paths (``--json`` has them all). ``notes_out``: a list that gets the
-    table's notes, one a line, instead of the caption (which wraps at the table's width)."""
-    rows = diag["graphs"]
+    """One row per graph: critical path, work and span, parallelism achieved / the DAG
+    allows, idle share of the span, launch latency, the what-if (predicted span on more
+    streams) and, where measured, the span --try-streams found. Above ``max_rows`` graphs, the
+    longest critical paths (``--json`` has them all). ``notes_out``: a list that gets the
+    table's notes, one a line, instead of the caption."""
+    rows = list(diag.graphs)
     if len(rows) > max_rows:
-        rows = sorted(rows, key=lambda o: -float((o.get("critical_path") or {})
-                                                 .get("length_ns") or 0))[:max_rows]
-    tried = any((o.get("what_if_measured") or {}).get("max_streams") for o in rows) and (
-        width is None or width >= TRIED_MIN_WIDTH)
+        rows = sorted(rows, key=lambda o: -float(
+            (o.critical_path.length_ns if o.critical_path else None) or 0))[:max_rows]
+    tried = any(o.what_if_measured is not None and o.what_if_measured.max_streams
+                for o in rows) and (width is None or width >= TRIED_MIN_WIDTH)
+    any_timed = any(o.timed for o in diag.graphs)
     notes = []
-    if len(rows) < len(diag["graphs"]):
-        notes.append(f"{len(rows)} of {len(diag['graphs'])} graphs shown (longest critical "
+    if len(rows) < len(diag.graphs):
+        notes.append(f"{len(rows)} of {len(diag.graphs)} graphs shown (longest critical "
                      "path first; --json has all)")
-    marks = [o for o in rows if "error" not in o and o.get("timed")]
-    if marks:  # the header's graph work is the median of each replay's sum: a hair apart
+    if any(o.timed and o.critical_path is not None for o in rows):
         notes.append("path and work add each node's median duration (no latencies)")
-    if any(((o.get("serialization") or {}).get("renamed") or {}).get("stream_order_only_edges")
-           and not o["serialization"].get("stream_order_only_edges") for o in marks):
-        notes.append("renamed: once the allocator's reuse of blocks across chains is undone")
+    if any(o.what_if is not None for o in rows):
+        notes.append("what-if: the span predicted on more streams, contention included")
     if tried:
         notes.append("tried: the span over more streams (--try-streams), against the graph's in "
                      "the same alternated replays")
-    if any(not (o.get("serialization") or {}).get("op_info") for o in marks):
-        notes.append("what-if -: no memory ranges recorded (no false-serialization analysis)")
-    apart = [o for o in marks if _spans_apart(o)]
-    if apart:  # idle is measured on the replays kept as events, span on every traced one
-        o = apart[0]
-        notes.append(f"idle %: of the {len(o.get('replays', []))} replays kept as events "
-                     f"(median span {fmt_ns(o['median']['span_ns'])}"
-                     + (f" for {o['graph']}" if len(marks) > 1 else "")
-                     + "; the span column is every traced replay's)")
-    if any(o.get("timed") and not o.get("launch_recorded") for o in marks):
+    if any(o.timed and o.stream_order is not None and not o.stream_order.op_info for o in rows):
+        notes.append("what-if -: no memory ranges recorded (no stream-order analysis)")
+    if any(o.timed and not o.launch_recorded for o in rows):
         notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
-    title = ("Diagnosis (median per replay)" if any(o.get("timed") for o in marks)
+    if any_timed and any(not o.timed for o in rows):
+        notes.append("-: a graph never replayed while traced")
+    title = ("Diagnosis (median per replay)" if any_timed
              else "Diagnosis (no timed replays: node counts)")
     if notes_out is not None:
         notes_out.extend(notes)
@@ -76,151 +262,170 @@ def diagnosis_table(diag: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
     for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("what-if", justify="right")
-    if tried:  # capture --try-streams: the what-if measured
+    if tried:
         t.add_column("tried", justify="right")
     for o in rows:
-        if "error" in o:
-            t.add_row(Text(o["graph"]), Text(o["error"]))
-            continue
-        cp = o["critical_path"]
-        timed = o.get("timed")
-        ser = o.get("serialization") or {}
-        if not ser.get("op_info"):
-            what_if = "-"
-        elif ser.get("stream_order_only_edges"):
-            what_if = f"{fmt_ns(ser['what_if_ns'])} -{ser['gain_pct']:.0f}%"
-        elif (ren := ser.get("renamed") or {}).get("stream_order_only_edges"):
-            what_if = f"{fmt_ns(ren['what_if_ns'])} -{ren['gain_pct']:.0f}% renamed"
-        else:
-            what_if = "no gain"
-        par, dag = o.get("parallelism"), o.get("dag_parallelism")
+        par, dag = o.parallelism, o.dag_parallelism
         t.add_row(
-            Text(o["graph"]),
-            fmt_ns(cp["length_ns"]) if timed else f"{cp['length_nodes']} nodes",
-            fmt_ns(o["work_ns"]) if timed else "-", fmt_ns(o.get("span_ns")),
+            Text(o.graph), _path_cell(o, any_timed),
+            fmt_ns(o.work_ns) if o.timed else "-", fmt_ns(o.span_ns),
             "-" if par is None or dag is None else f"{par:.2f}/{dag:.2f}",
-            _share(o.get("idle_pct")),
-            fmt_ns(o.get("launch_latency_ns")) if o.get("launch_recorded")
-            else ("n/r" if timed else "-"),
-            what_if, *([_tried(o.get("what_if_measured") or {})] if tried else []))
+            _share(o.idle_pct),
+            fmt_ns(o.launch_latency_ns) if o.launch_recorded else ("n/r" if o.timed else "-"),
+            _what_if_cell(o), *([_tried(o.what_if_measured)] if tried else []))
     return keep_figures(t)
 
 
-def _tried(m: dict[str, Any]) -> str:
-    """The ``tried`` cell: the span measured over more streams and its gain."""
-    if m.get("error"):
-        return "failed"
-    if not m.get("span_ns"):
-        return "-"
-    return (f"{fmt_ns(m['span_ns'])} {gain_words(m.get('gain_pct') or 0.0)}"
-            + ("" if m.get("outputs_equal") else " (outputs differ)"))
+# ---------------------------------------------------------------- the lines below the table
 
-
-def _measured_line(m: dict[str, Any]) -> Optional[str]:
+def _measured_line(m: MeasuredStreams) -> Optional[str]:
     """What capture --try-streams found, in one line (None: nothing measured)."""
-    if m.get("error"):
-        return (f"--try-streams {m.get('max_streams')}: the capture over more streams failed: "
-                f"{m['error']}")
-    if not (m.get("span_ns") and m.get("one_stream_ns")):
-        if m.get("max_streams"):
-            return (f"--try-streams {m['max_streams']}: no span measured (the tracer kept no "
+    if m.error:
+        return None  # a failure is a verdict
+    if not (m.span_ns and m.one_stream_ns):
+        if m.max_streams:
+            return (f"--try-streams {m.max_streams}: no span measured (the tracer kept no "
                     "record of the re-captured graph's replays)")
         return None
-    iqr = m.get("span_iqr_ns")
-    out = (f"re-captured over {m['streams']} of up to {m['max_streams']} streams "
-           f"({m['ops']} aten ops, {m['cross_stream_waits']} cross-stream wait(s)): span "
-           f"{fmt_ns(m['span_ns'])}"
+    iqr = m.span_iqr_ns
+    out = (f"re-captured over {m.streams} of up to {m.max_streams} streams "
+           f"({m.ops} aten ops, {m.cross_stream_waits} cross-stream wait(s)): span "
+           f"{fmt_ns(m.span_ns)}"
            + (f" (IQR {fmt_ns(iqr[0])}-{fmt_ns(iqr[1])})" if iqr else "")
-           + f" against {fmt_ns(m['one_stream_ns'])} on one stream, {m['replays']} replays of "
-           f"each alternated ({gain_words(m.get('gain_pct') or 0.0)})")
-    above = m.get("above_bound_pct")
-    if above is not None:
-        out += (f"; it lies {above:.0f}% above the what-if bound {fmt_ns(m['bound_ns'])} "
-                "(what kernels side by side cost each other)" if above >= 0.5 else
-                f"; it lies {-above:.0f}% below the what-if bound {fmt_ns(m['bound_ns'])}"
-                if above <= -0.5 else f"; it matches the what-if bound {fmt_ns(m['bound_ns'])}")
-    out += ("; outputs equal" if m.get("outputs_equal") else
-            f"; outputs DIFFER ({differ_words(m)})")
+           + f" against {fmt_ns(m.one_stream_ns)} on one stream, {m.replays} replays of "
+           f"each alternated ({gain_words(m.gain_pct or 0.0)})")
+    if m.off_prediction_pct is not None:
+        off = m.off_prediction_pct
+        out += (f"; the what-if predicted {fmt_ns(m.predicted_ns)}, the measurement lies "
+                + (f"{abs(off):.0f}% {'above' if off > 0 else 'below'} it"
+                   if abs(off) >= 0.5 else "on it")
+                + (", inside its interval" if m.within_interval else ", outside its interval"))
+    out += ("; outputs equal" if m.outputs_equal else f"; outputs DIFFER ({differ_words(m)})")
     return out
 
 
-def _spans_apart(o: dict[str, Any]) -> bool:
-    """Whether the span of the replays with events (idle's) and the span shown differ by
-    more than 2%."""
-    a, b = (o.get("median") or {}).get("span_ns"), o.get("span_ns")
-    return bool(a and b and abs(a - b) > 0.02 * b)
+def _edges(edges: tuple[tuple[int, int], ...], total: int, shown: int = 4) -> str:
+    """The first ``shown`` edges, and how many more there are."""
+    out = ", ".join(f"#{u}→#{v}" for u, v in edges[:shown])
+    return out + (f", … {total - shown} more" if total > shown else "")
 
 
-def diagnosis_lines(diag: dict[str, Any], graphs: int = 3) -> Group:
-    """What the table does not say: the critical path's modules, near-critical nodes, the
-    serialized chains, assumptions and verdicts (for the first ``graphs`` graphs)."""
+def _run(c: Chain) -> str:
+    """One stream run a stream-order-only edge cut: its nodes, modules, work."""
+    nodes = f"#{c.first}" if c.first == c.last else f"#{c.first}–#{c.last}"
+    return f"{nodes} {c.module} {fmt_ns(c.work_ns)}"
+
+
+def _graph_lines(o: GraphDiagnosis) -> list[str]:
+    head = f"{o.graph}: "
     out: list[str] = []
-    # the details of timed graphs first (a ladder's never-replayed buckets have none)
-    shown = sorted(diag["graphs"], key=lambda o: not o.get("timed"))[:graphs]
-    for o in shown:
-        if "error" in o:
-            continue
-        head = f"{o['graph']}: "
-        med = o.get("median", {})
-        if o.get("replays"):
-            out.append(head + f"{len(o['critical_path']['nodes'])} of {o['nodes']} nodes on the "
-                       f"critical path; dependency gaps {fmt_ns(med.get('dep_gap_ns'))}, idle "
-                       f"{fmt_ns(med.get('idle_ns'))}, tail {fmt_ns(med.get('tail_ns'))}"
-                       + (f", two or more nodes running {_share(o.get('concurrency_pct'))} of "
-                          "the span" if o.get("streams", 0) > 1 else ", one stream"))
-        cp = o["critical_path"]
-        every = cp.get("modules_rolled_up") or cp["modules"]
-        mods = every[:4]
-        if mods and o.get("timed"):
+    sel = selection_text(o.selection)
+    if sel and o.timed:
+        out.append(head + sel)
+    med = o.median
+    cp = o.critical_path
+    if o.replays and cp is not None:
+        out.append(head + f"{len(cp.nodes)} of {o.nodes} nodes on the critical path; "
+                   f"dependency gaps {fmt_ns(med.dep_gap_ns)}, idle {fmt_ns(med.idle_ns)}, "
+                   f"tail {fmt_ns(med.tail_ns)}"
+                   + (f", two or more nodes running {_share(o.concurrency_pct)} of the span"
+                      if o.streams > 1 else ", one stream"))
+    if o.error == "cycle":
+        out.append(head + "the edges form a cycle: no critical path (the replays' figures "
+                   "stand)")
+    if cp is not None and o.timed:
+        every = cp.modules_rolled_up or cp.modules
+        if every:
             rest = every[4:]
             out.append(head + "critical path by module: " + ", ".join(
-                f"{m['module']} {m['pct']:.0f}%" for m in mods)
-                + (f", {len(rest)} more {sum(m['pct'] for m in rest):.0f}%" if rest else ""))
-        near = o.get("slack", {}).get("near_critical", [])[:3]
-        if near and o.get("timed"):
-            out.append(head + "nearest off the path: " + ", ".join(
-                f"#{x['local_id']} {x['name']} (slack {fmt_ns(x['slack_ns'])})" for x in near))
-        ser = o.get("serialization") or {}
-        if ser.get("op_info") and ser.get("stream_order_only_edges"):
-            chains = "; ".join(_run(c) for c in ser["chains"][:4])
-            if len(ser["chains"]) > 4:
-                chains += f"; … ({len(ser['chains']) - 4} more)"
-            edges = _edges(ser.get("edges", []), ser["stream_order_only_edges"])
-            out.append(head + f"{ser['stream_order_only_edges']} stream-order-only edge(s) "
-                       f"({edges}); the runs of one stream they cut: {chains}")
-        ren = ser.get("renamed") or {}
-        if ser.get("op_info") and not ser.get("stream_order_only_edges") and ren.get(
-                "stream_order_only_edges"):
-            edges = _edges(ren.get("edges", []), ren["stream_order_only_edges"])
-            out.append(head + f"{ren['stream_order_only_edges']} edge(s) order only reused "
-                       f"memory ({edges}): with blocks of their own the chains could overlap")
-        measured = _measured_line(o.get("what_if_measured") or {})
-        if measured and "error" not in (o.get("what_if_measured") or {}):
-            out.append(head + measured)  # a failure is a verdict
-        if ser.get("nodes_without_op_info") and ser.get("op_info"):
-            out.append(head + f"{ser['nodes_without_op_info']} node(s) without op info kept as "
-                       "hard dependencies")
-        out.extend(head + "assumed: " + a for a in o.get("assumptions", []))
-    if len(diag["graphs"]) > graphs:
-        out.append(f"(details of {len(diag['graphs']) - graphs} more graph(s): --json)")
-    btw = diag.get("between_replays")
-    if btw:
-        out.append(f"between replays: {btw['pairs']} gap(s), median {fmt_ns(btw['median_gap_ns'])}"
-                   f" (max {fmt_ns(btw['max_gap_ns'])}) with no graph node running, against a "
-                   f"median replay span of {fmt_ns(btw['median_span_ns'])}"
-                   + (f" ({btw['note']})" if btw.get("note") else ""))
+                f"{m.module} {m.pct:.0f}%" for m in every[:4])
+                + (f", {len(rest)} more {sum(m.pct for m in rest):.0f}%" if rest else ""))
+    near = o.slack.near_critical[:3] if o.slack is not None and o.timed else ()
+    if near:
+        out.append(head + "nearest off the path: " + ", ".join(
+            f"#{x.local_id} {x.name} (slack {fmt_ns(x.slack_ns)})" for x in near))
+    so = o.stream_order
+    if so is not None and so.op_info and so.stream_order_only_edges:
+        chains = "; ".join(_run(c) for c in so.chains[:4])
+        if len(so.chains) > 4:
+            chains += f"; … ({len(so.chains) - 4} more)"
+        out.append(head + f"{so.stream_order_only_edges} stream-order-only edge(s) "
+                   f"({_edges(so.edges, so.stream_order_only_edges)}); the runs of one stream "
+                   f"they cut: {chains}")
+    if o.what_if is not None:
+        out.extend(head + x for x in whatif_lines(o.what_if))
+    measured = _measured_line(o.what_if_measured) if o.what_if_measured else None
+    if measured:
+        out.append(head + measured)
+    if so is not None and so.op_info and so.nodes_without_op_info:
+        out.append(head + f"{so.nodes_without_op_info} node(s) without op info kept as hard "
+                   "dependencies")
+    out.extend(head + "assumed: " + assumption_text(a) for a in o.assumptions)
+    return out
+
+
+def diagnosis_lines(diag: Diagnosis, graphs: int = 3) -> Group:
+    """What the table does not say: the replays used, the critical path's modules,
+    near-critical nodes, the serialized chains and the what-if, assumptions and verdicts (for
+    the first ``graphs`` timed graphs)."""
+    out: list[str] = []
+    # the details of timed graphs first (a ladder's never-replayed buckets have none)
+    timed = [o for o in diag.graphs if o.timed]
+    shown = (timed or list(diag.graphs))[:graphs]
+    for o in shown:
+        out.extend(_graph_lines(o))
+    if len(timed) > len(shown):
+        out.append(f"(details of {len(timed) - len(shown)} more replayed graph(s): --json)")
+    if diag.between_replays:
+        out.append(between_text(diag.between_replays))
     # launches not recorded: the table's caption says so (launch n/r), once
-    out.extend("verdict: " + v for v in diag.get("verdicts", []))
+    out.extend("verdict: " + v for v in verdict_lines(diag))
     return Group(*(Text(x) for x in out))
 
 
-def print_diagnosis(diag: dict[str, Any], console: Optional[Console] = None) -> None:
+def between_text(btw: BetweenReplays) -> str:
+    """The gaps between replays in one line."""
+    note = {"own_replay_loop": "the replays were driven by graphscope's own replay loop, not "
+                               "by the program",
+            "traced_one_at_a_time": "each traced replay was started, synchronized and flushed "
+                                    "by graphscope's tracer: the gaps hold that overhead "
+                                    "besides the program's own time"}
+    return (f"between replays: {btw.pairs} gap(s), median {fmt_ns(btw.median_gap_ns)} (max "
+            f"{fmt_ns(btw.max_gap_ns)}) with no graph node running, against a median replay "
+            f"span of {fmt_ns(btw.median_span_ns)}"
+            + (f" ({note.get(btw.note, btw.note)})" if btw.note else ""))
+
+
+def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
+                    console: Optional[Console] = None) -> None:
+    """The findings first, then the table, its notes and the lines below it. ``diag``: the
+    diagnosis, or its JSON form (a report's section)."""
+    if not isinstance(diag, Diagnosis):
+        diag = from_json(Diagnosis, diag)
     con = console or Console()
+    print_findings(diag, con)
     notes: list[str] = []
     con.print(diagnosis_table(diag, width=con.width, notes_out=notes))
     for note in notes:  # each on its own line, at the console's width, not the table's
         con.print(Text(note))
     con.print(diagnosis_lines(diag))
+
+
+def words(diag: Diagnosis) -> dict[str, Any]:
+    """The sentences the views need beside the diagnosis's numbers (the HTML page, Markdown):
+    the verdicts, each finding's text and command, each graph's replay selection, what-if
+    and assumptions."""
+    return {
+        "verdicts": verdict_lines(diag),
+        "findings": [{"text": finding_text(f), "try": action_text(f.action)}
+                     for f in diag.findings.findings],
+        "findings_note": findings_lines(diag.findings),
+        "between_replays": between_text(diag.between_replays) if diag.between_replays else None,
+        "graphs": {o.graph: {"selection": selection_text(o.selection) if o.timed else None,
+                             "what_if": whatif_lines(o.what_if) if o.what_if else [],
+                             "assumptions": [assumption_text(a) for a in o.assumptions]}
+                   for o in diag.graphs},
+    }
 
 
 def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
@@ -252,15 +457,3 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
     if g.get("a") is not None or g.get("b") is not None:
         t.add_row(Text("between replays (gap)"), "", cell(g), "", "", *([""] if tried else []))
     return keep_figures(t)
-
-
-def _edges(edges: list[Any], total: int, shown: int = 4) -> str:
-    """The first ``shown`` edges, and how many more there are."""
-    out = ", ".join(f"#{u}→#{v}" for u, v in edges[:shown])
-    return out + (f", … {total - shown} more" if total > shown else "")
-
-
-def _run(c: dict[str, Any]) -> str:
-    """One stream run a false edge cut: its nodes (one node: ``#15``), modules, work."""
-    nodes = f"#{c['first']}" if c["first"] == c["last"] else f"#{c['first']}–#{c['last']}"
-    return f"{nodes} {c['module']} {fmt_ns(c['work_ns'])}"

@@ -99,3 +99,49 @@ def keep_figures(table: Any, width: Optional[int] = None) -> Any:
         for col, w in mins:
             col.min_width = max(col.min_width or 0, w)
     return table
+
+
+def gain_words(pct: float) -> str:
+    """A measured change of span in words: "-45%", "no gain" (under 1% either way), "+21%,
+    slower"."""
+    if pct >= 1.0:
+        return f"-{pct:.0f}%"
+    return "no gain" if pct > -1.0 else f"+{-pct:.0f}%, slower"
+
+
+def verdict_text(v: Any) -> str:
+    """One verdict of the diagnosis (``analysis.diagnosis.Verdict``: a code and its numbers) in
+    words, its graph named by the caller where there are several. Here because every output
+    that shows verdicts (the diagnosis, the ranks) words them alike."""
+    if v.code == "latency_bound":
+        return (f"launch/dependency-latency bound: {v.work_nodes} work nodes of median "
+                f"{fmt_ns(v.median_node_ns)}; {v.idle_pct or 0:.0f}% of the span is idle"
+                + (f", launch takes {v.launch_pct:.0f}% of launch + span" if v.launch_pct
+                   else ""))
+    if v.code == "dag_parallelism_unused":
+        where = ("serialized on one stream" if (v.streams or 0) <= 1
+                 else f"under-parallelized on its {v.streams} streams")
+        return (f"{where}: the DAG allows {v.dag_parallelism:.2f}x parallelism, the replay "
+                f"achieved {v.parallelism:.2f}x")
+    if v.code == "serialized":
+        return (f"serialized on one stream: {v.edges} stream-order-only edge(s); on up to "
+                f"{v.max_streams} streams (the model uses {v.streams}) the span would be "
+                f"{fmt_ns(v.to_ns)} [{fmt_ns(v.low_ns)}–{fmt_ns(v.high_ns)}] against "
+                f"{fmt_ns(v.from_ns)} (-{v.gain_pct or 0:.0f}%)")
+    if v.code == "streams_measured":
+        out = (f"measured on {v.streams} stream(s) (--try-streams {v.max_streams}): span "
+               f"{fmt_ns(v.to_ns)} against {fmt_ns(v.from_ns)} on one stream in the same "
+               f"replays ({gain_words(v.gain_pct or 0.0)})")
+        if not v.outputs_equal:
+            diff = ("output structure differs" if v.max_abs_diff is None
+                    else f"max |diff| {v.max_abs_diff:.3g}")
+            out += (f"; its outputs differ from the graph's ({diff}): an ordering the stream "
+                    "plan missed, or a nondeterministic model")
+        return out
+    if v.code == "streams_failed":
+        return (f"--try-streams {v.max_streams}: the capture over more streams failed: "
+                f"{v.error}")
+    if v.code == "host_bound":
+        return (f"host bound between replays: the GPU runs no graph for {fmt_ns(v.from_ns)} "
+                f"between replays (median) against {fmt_ns(v.to_ns)} of replay span")
+    return v.code

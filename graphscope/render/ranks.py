@@ -15,7 +15,7 @@ from ..analysis.collectives import AlignedCollective, Alignment, Serves
 from ..analysis.ranks import RanksSection, StepRank
 from ..analysis.section import Absent, Maybe
 from ..analysis.stragglers import Straggler
-from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
+from .fmt import fmt_bytes, fmt_ns, keep_figures, safe, verdict_text
 
 KIND_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather",
               "reduce_scatter": "reduce-scatter", "broadcast": "broadcast",
@@ -245,7 +245,8 @@ def sentences(s: RanksSection) -> list[str]:
     if a is not None:
         out.append(clock_sentence(a))
         out += unmatched_sentences(a)
-    out += [f"rank {d.rank}: {v}" for d in s.diagnosis for v in d.verdicts]
+    out += [f"rank {d.rank}: " + (f"{v.graph}: " if v.graph and len(d.graphs) > 1 else "")
+            + verdict_text(v) for d in s.diagnosis for v in d.verdicts]
     return out
 
 

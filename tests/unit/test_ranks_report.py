@@ -47,11 +47,11 @@ def test_each_rank_diagnosed_and_its_waits_left_off_its_own_path():
     for d, (r, b) in zip(s.diagnosis, ranks):
         assert d.rank == r
         # THEN each rank carries its own diagnosis
-        ref = diagnose(b)["graphs"][0]
+        ref = diagnose(b).graphs[0]
         g = d.graphs[0]
         assert (g.graph, g.span_ns, g.critical_path_ns) == (
-            ref["graph"], ref["span_ns"], ref["critical_path"]["length_ns"])
-        assert d.verdicts == tuple(diagnose(b)["verdicts"])
+            ref.graph, ref.span_ns, ref.critical_path.length_ns)
+        assert d.verdicts == diagnose(b).all_verdicts
     # AND rank 1's critical path runs through both all-reduces and waited in bucket 0's: its
     # own path is shorter by that collective's duration less its own time (bucket 1's differ
     # by half a nanosecond: a median of four replays against one of three)

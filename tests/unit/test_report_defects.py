@@ -339,7 +339,8 @@ def test_keep_figures_only_where_the_table_fits():
 def test_stream_order_edges_say_how_many_more_and_one_node_runs_are_one_node(capsys,
                                                                             monkeypatch):
     out = _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step_eager"), columns=300)
-    line = next(ln for ln in out.splitlines() if "stream-order-only edge(s) (" in ln)
+    line = next(ln for ln in out.splitlines()
+                if ln.startswith("step: ") and "stream-order-only edge(s) (" in ln)
     assert line.startswith("step: 7 stream-order-only edge(s)") and "… 3 more)" in line
     assert "#15–#15" not in line and "#15 L.head" in line
 

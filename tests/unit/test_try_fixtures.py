@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from graphscope.analysis.diagnosis import diagnose
+from graphscope.analysis.diagnosis import diagnose_json
 from graphscope.model.bundle_files import COMPILE_FILE, read_compile
 from graphscope.model.bundle_io import read_bundle
 from tests.conftest import DATA, ROOT
@@ -50,7 +50,7 @@ def test_a_step_over_two_streams_plans_backward_and_compares_gradients():
 
 def test_the_report_reads_step_mode_s_measurement_as_forward_mode_s():
     path = _fixture("try_streams_step")
-    m = diagnose(read_bundle(path))["graphs"][0]["what_if_measured"]
+    m = diagnose_json(read_bundle(path))["graphs"][0]["what_if_measured"]
     wi = read_bundle(path).graphs[0].info["what_if_streams"]
     assert m["streams"] == 2 and m["span_ns"] == wi["median_ns"]
     assert m["one_stream_ns"] == wi["median_one_stream_ns"]

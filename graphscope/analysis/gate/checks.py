@@ -108,7 +108,7 @@ def _graph_values(bundle: Bundle, o: Mapping[str, Any]) -> dict[str, tuple[Any, 
         cap = bundle.manifest.get("capture_s")
     return {
         "max_span_us": (o.get("span_ns"), "no replay with events"),
-        "max_critical_path_us": (o.get("critical_path", {}).get("length_ns"),
+        "max_critical_path_us": ((o.get("critical_path") or {}).get("length_ns"),
                                  "no critical path (no timed replays)"),
         "max_idle_pct": (o.get("idle_pct"), "no replay with events"),
         "max_launch_latency_us": (o.get("launch_latency_ns"), "launch latency not recorded"),
@@ -221,7 +221,7 @@ def module_budgets(rows: Sequence[Mapping[str, Any]], patterns: Mapping[str, Map
 def _on_path(diag: Mapping[str, Any], module: str) -> float:
     """``module``'s (and its sub-modules') time on the critical paths of the graphs."""
     return sum(float(m.get("ns", 0.0)) for o in diag["graphs"] if o.get("timed")
-               for m in o.get("critical_path", {}).get("modules", ())
+               for m in (o.get("critical_path") or {}).get("modules", ())
                if m["module"] == module or m["module"].startswith(f"{module}."))
 
 

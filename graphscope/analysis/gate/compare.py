@@ -158,9 +158,9 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
     if on not in METRICS:
         raise ValueError(f"on must be one of {', '.join(METRICS)}, not {on!r}")
     if diagnoses is None:
-        from ..diagnosis import diagnose
+        from ..diagnosis import diagnose_json
 
-        diagnoses = (diagnose(a), diagnose(b))
+        diagnoses = (diagnose_json(a), diagnose_json(b))
     dga = {o["graph"]: o for o in diagnoses[0]["graphs"]}
     dgb = {o["graph"]: o for o in diagnoses[1]["graphs"]}
     names_b = set(b.graph_names)

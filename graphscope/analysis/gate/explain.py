@@ -159,15 +159,12 @@ def _cp_modules(da: Mapping[str, Any], db: Mapping[str, Any]) -> list[ShareChang
 
 
 def _order_only(diag: Mapping[str, Any]) -> tuple[Optional[int], list[list[int]]]:
-    """Stream-order-only edges of a graph's diagnosis: the captured ones, else those found
-    once the allocator's block reuse is renamed; (None, []) without op information."""
-    ser = diag.get("serialization") or {}
-    if not ser.get("op_info"):
+    """Stream-order-only edges of a graph's diagnosis (the allocator's block reuse renamed);
+    (None, []) without op information."""
+    so = diag.get("stream_order") or {}
+    if not so.get("op_info"):
         return None, []
-    if ser.get("stream_order_only_edges"):
-        return int(ser["stream_order_only_edges"]), list(ser.get("edges", ()))
-    ren = ser.get("renamed") or {}
-    return int(ren.get("stream_order_only_edges", 0)), list(ren.get("edges", ()))
+    return int(so.get("stream_order_only_edges", 0)), [list(e) for e in so.get("edges", ())]
 
 
 def _node_keys(g: CapturedGraph) -> dict[int, tuple[str, str, str, int]]:

@@ -1,0 +1,259 @@
+"""The diagnosis as typed data: frozen dataclasses of numbers, codes and nested sections (the
+definitions: the package docstring). Wording lives in graphscope/render/diagnosis.py."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional, TypeVar
+
+from ..findings import Findings
+from ..stream_order import StreamOrder
+from ..whatif import WhatIf
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ModuleShare:
+    """A module's share of the critical path: its time (timed graphs) or its node count (the
+    JSON form holds the one it has: a node count never sits in an ``_ns`` field)."""
+
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"ns", "nodes"})
+
+    module: str
+    ns: Optional[float]
+    nodes: Optional[float]
+    pct: float
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    length_ns: Optional[float]  # None where the graph has no timing
+    length_nodes: Optional[int]  # untimed graphs only: the path's length in nodes
+    nodes: tuple[int, ...]  # local ids, in path order
+    exec_node_ids: tuple[int, ...]
+    work_nodes: int
+    modules: tuple[ModuleShare, ...]
+    modules_rolled_up: tuple[ModuleShare, ...]
+
+
+@dataclass(frozen=True)
+class NearNode:
+    local_id: int
+    slack_ns: float
+    name: str
+    module: str
+
+
+@dataclass(frozen=True)
+class Slack:
+    on_path: int
+    zero_slack_off_path: int
+    off_path: int
+    near_critical: tuple[NearNode, ...]
+
+
+@dataclass(frozen=True)
+class ReplayFigures:
+    """Where one replay's span went (one replay with events)."""
+
+    replay: int
+    span_ns: int
+    first_ns: int
+    last_ns: int
+    idle_ns: int
+    busy_ns: int
+    dep_gap_ns: int
+    concurrent_ns: int
+    launch_ns: Optional[int]
+    launch_call_ns: Optional[int]
+    launch_queued_ns: Optional[int]
+    tail_ns: Optional[int]
+
+
+@dataclass(frozen=True)
+class Medians:
+    """The median of each figure over the replays the diagnosis uses."""
+
+    span_ns: Optional[float]
+    idle_ns: Optional[float]
+    dep_gap_ns: Optional[float]
+    concurrent_ns: Optional[float]
+    launch_ns: Optional[float]
+    launch_call_ns: Optional[float]
+    launch_queued_ns: Optional[float]
+    busy_ns: Optional[float]
+    tail_ns: Optional[float]
+
+
+@dataclass(frozen=True)
+class ReplaySelection:
+    """The replays every figure of a graph comes from."""
+
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"set_aside_span_ns",
+                                                             "others_span_ns"})
+
+    used: tuple[int, ...]
+    set_aside: tuple[int, ...]  # a cold first replay, left out
+    set_aside_span_ns: Optional[float]
+    others_span_ns: Optional[float]  # the median span it was compared with
+    traced: int  # replays traced
+    with_events: int  # of which the bundle kept events
+    only_cold: bool  # the only replay with events is a cold first one: used all the same
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """What the diagnosis of a graph assumed (code; the renderer words it)."""
+
+    code: str  # "edges_dropped" | "untimed_as_zero" | "node_counts"
+    count: int = 0
+    kinds: tuple[tuple[str, int], ...] = ()  # untimed_as_zero: (node kind, count)
+    why: str = ""  # node_counts: "not_replayed_traced" | "no_timed_replays"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the numbers support, as a code with its numbers (package docstring). Its JSON
+    form holds the numbers its code has (the others, None, are left out)."""
+
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({
+        "work_nodes", "median_node_ns", "idle_pct", "launch_pct", "parallelism",
+        "dag_parallelism", "streams", "edges", "from_ns", "to_ns", "low_ns", "high_ns",
+        "gain_pct", "max_streams", "outputs_equal", "max_abs_diff", "error"})
+
+    code: str  # "latency_bound" | "under_parallelized" | "serialized" | "streams_measured"
+    # | "streams_failed" | "host_bound"
+    graph: str = ""  # "" for the bundle's (between replays)
+    work_nodes: Optional[int] = None
+    median_node_ns: Optional[float] = None
+    idle_pct: Optional[float] = None
+    launch_pct: Optional[float] = None
+    parallelism: Optional[float] = None
+    dag_parallelism: Optional[float] = None
+    streams: Optional[int] = None
+    edges: Optional[int] = None
+    from_ns: Optional[float] = None
+    to_ns: Optional[float] = None
+    low_ns: Optional[float] = None
+    high_ns: Optional[float] = None
+    gain_pct: Optional[float] = None
+    max_streams: Optional[int] = None
+    outputs_equal: Optional[bool] = None
+    max_abs_diff: Optional[float] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class MeasuredStreams:
+    """``capture --try-streams``'s measurement beside the prediction."""
+
+    max_streams: Optional[int]
+    streams: Optional[int]
+    ops: Optional[int]
+    cross_stream_waits: Optional[int]
+    replays: Optional[int]
+    one_stream_ns: Optional[float]
+    span_ns: Optional[float]
+    gain_pct: Optional[float]
+    predicted_ns: Optional[float]  # the what-if's prediction for it
+    off_prediction_pct: Optional[float]  # measured / predicted - 1, in %
+    within_interval: Optional[bool]
+    outputs_equal: Optional[bool]
+    max_abs_diff: Optional[float]
+    one_stream_iqr_ns: Optional[tuple[float, float]]
+    span_iqr_ns: Optional[tuple[float, float]]
+    error: Optional[str]
+
+
+@dataclass(frozen=True)
+class GraphDiagnosis:
+    # fields left out of the JSON form while they are None: ``"error" in graph`` is the test
+    # its readers make
+    OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({"error"})
+    PER_NODE: typing.ClassVar[frozenset[str]] = frozenset({"slack_ns"})  # only when asked
+
+    graph: str
+    nodes: int
+    edges: int
+    work_nodes: int
+    timed: bool  # this graph was replayed while traced
+    error: Optional[str]  # "cycle": no critical path (the replays' figures still stand)
+    assumptions: tuple[Assumption, ...]
+    selection: ReplaySelection
+    critical_path: Optional[CriticalPath]
+    slack: Optional[Slack]
+    slack_ns: Optional[Mapping[int, float]]  # per node (local id): only when asked for
+    work_ns: Optional[float]
+    dag_parallelism: Optional[float]
+    streams: int
+    replays: tuple[ReplayFigures, ...]  # the replays used, with events
+    median: Medians
+    span_ns: Optional[float]
+    span_replays: int
+    parallelism: Optional[float]
+    idle_pct: Optional[float]
+    concurrency_pct: Optional[float]
+    launch_latency_ns: Optional[float]
+    launch_recorded: bool
+    stream_order: Optional[StreamOrder]
+    what_if: Optional[WhatIf]
+    what_if_measured: Optional[MeasuredStreams]
+    verdicts: tuple[Verdict, ...]
+
+
+@dataclass(frozen=True)
+class BetweenReplays:
+    pairs: int
+    median_gap_ns: Optional[float]
+    max_gap_ns: float
+    total_gap_ns: float
+    median_span_ns: Optional[float]
+    host_wait_median_ns: Optional[float]
+    note: Optional[str]  # "own_replay_loop" | "traced_one_at_a_time": why no verdict
+    gap_spread_ns: float  # half the IQR of the gaps (0 below four)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    graphs: tuple[GraphDiagnosis, ...]
+    between_replays: Optional[BetweenReplays]
+    launch_recorded: bool
+    verdicts: tuple[Verdict, ...]  # the bundle's own (between replays); each graph has its own
+    findings: Findings
+
+    @property
+    def all_verdicts(self) -> tuple[Verdict, ...]:
+        """Every graph's verdicts, in graph order, then the bundle's."""
+        return tuple(v for o in self.graphs for v in o.verdicts) + self.verdicts
+
+
+def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
+    """The section ``cls`` (a dataclass of this package, ``findings.py`` or ``whatif.py``)
+    back from its JSON form (``to_json``), field by field by their types."""
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _from(hints[f.name], data.get(f.name))
+                  for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def _from(tp: Any, v: Any) -> Any:
+    if v is None:
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        return _from(inner[0], v) if len(inner) == 1 else v
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return from_json(tp, v)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from(args[0], x) for x in v)
+        return tuple(_from(a, x) for a, x in zip(args, v))
+    if origin in (Mapping, dict, collections.abc.Mapping):
+        key = args[0] if args else str
+        return {key(k): _from(args[1], x) if args else x for k, x in v.items()}
+    return v

@@ -1,0 +1,99 @@
+"""What the numbers support, as codes with their numbers (thresholds: the package docstring),
+and ``capture --try-streams``'s measurement beside the prediction."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import numpy as np
+
+from ..whatif import WhatIf
+from .types import GraphDiagnosis, MeasuredStreams, Verdict
+
+LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
+LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
+LATENCY_MIN_NODES = 10
+SERIAL_PARALLELISM = 1.05  # achieved parallelism below this: one node at a time
+SERIAL_DAG_PARALLELISM = 1.1  # ... while the DAG would allow at least this
+SERIAL_MIN_GAIN_PCT = 2.0  # the what-if gains at least this: "serialized"
+
+
+def verdicts(o: GraphDiagnosis, work_d: np.ndarray) -> tuple[Verdict, ...]:
+    """One graph's verdicts: latency bound, the DAG's parallelism unused, serialized (the
+    what-if predicts a gain), and what --try-streams measured."""
+    v: list[Verdict] = []
+    span = o.span_ns
+    if span and o.timed:
+        med_node = float(np.median(work_d)) if len(work_d) else 0.0
+        launch = o.launch_latency_ns
+        launch_pct = 100.0 * launch / (launch + span) if launch and launch > 0 else 0.0
+        idle = o.idle_pct or 0.0
+        if (len(work_d) >= LATENCY_MIN_NODES and med_node < LATENCY_NODE_NS
+                and (idle >= LATENCY_IDLE_PCT or launch_pct >= LATENCY_IDLE_PCT)):
+            v.append(Verdict("latency_bound", o.graph, work_nodes=len(work_d),
+                             median_node_ns=med_node, idle_pct=idle,
+                             launch_pct=launch_pct or None))
+        par, dag_par = o.parallelism, o.dag_parallelism or 0.0
+        if par is not None and par < SERIAL_PARALLELISM and dag_par >= SERIAL_DAG_PARALLELISM:
+            v.append(Verdict("dag_parallelism_unused", o.graph, parallelism=par,
+                             dag_parallelism=dag_par, streams=o.streams))
+        wi = o.what_if
+        so = o.stream_order
+        if wi is not None and so is not None and wi.gain_pct >= SERIAL_MIN_GAIN_PCT:
+            v.append(Verdict("serialized", o.graph, edges=so.stream_order_only_edges,
+                             streams=wi.streams, max_streams=wi.max_streams,
+                             from_ns=wi.measured_span_ns, to_ns=wi.predicted_span_ns,
+                             low_ns=wi.low_ns, high_ns=wi.high_ns, gain_pct=wi.gain_pct))
+    m = o.what_if_measured
+    if m is not None and m.error:
+        v.append(Verdict("streams_failed", o.graph, max_streams=m.max_streams, error=m.error))
+    elif m is not None and m.span_ns and m.one_stream_ns:
+        v.append(Verdict("streams_measured", o.graph, streams=m.streams,
+                         max_streams=m.max_streams, from_ns=m.one_stream_ns, to_ns=m.span_ns,
+                         gain_pct=m.gain_pct, outputs_equal=m.outputs_equal,
+                         max_abs_diff=m.max_abs_diff))
+    return tuple(v)
+
+
+def measured_streams(info: Mapping[str, Any], wi: Optional[WhatIf],
+                     span: Optional[float]) -> Optional[MeasuredStreams]:
+    """``capture --try-streams``'s measurement (graph info ``what_if_streams``,
+    capture/streams.py): the spans of the graph re-captured over more streams and of the graph
+    itself, traced alternately in one window (medians), beside the what-if's prediction
+    (rescaled to the one-stream span of those same replays)."""
+    m = (info or {}).get("what_if_streams")
+    if not isinstance(m, Mapping):
+        return None
+    if m.get("error"):
+        return MeasuredStreams(m.get("max_streams"), None, None, None, None, None, None, None,
+                               None, None, None, None, None, None, None, str(m["error"]))
+    one, alt = _num(m.get("median_one_stream_ns")), _num(m.get("median_ns"))
+    pred = low = high = None
+    if wi is not None and one and span:
+        k = one / span
+        pred, low, high = wi.predicted_span_ns * k, wi.low_ns * k, wi.high_ns * k
+    return MeasuredStreams(
+        max_streams=m.get("max_streams"), streams=m.get("streams"), ops=m.get("ops"),
+        cross_stream_waits=m.get("cross_stream_waits"), replays=m.get("replays"),
+        one_stream_ns=one, span_ns=alt,
+        gain_pct=100.0 * (1.0 - alt / one) if one and alt else None, predicted_ns=pred,
+        off_prediction_pct=100.0 * (alt / pred - 1.0) if alt and pred else None,
+        within_interval=(low <= alt <= high) if alt and low is not None and high is not None
+        else None,
+        outputs_equal=m.get("outputs_equal"), max_abs_diff=_num(m.get("max_abs_diff")),
+        one_stream_iqr_ns=_quartiles(m.get("one_stream_span_ns")),
+        span_iqr_ns=_quartiles(m.get("span_ns")), error=None)
+
+
+def _num(x: Any) -> Optional[float]:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _quartiles(xs: Any) -> Optional[tuple[float, float]]:
+    """(first, third) quartile of a list of spans, or None."""
+    if not isinstance(xs, list) or len(xs) < 2:
+        return None
+    q = statistics.quantiles([float(x) for x in xs], n=4)
+    return (q[0], q[2])

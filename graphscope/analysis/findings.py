@@ -1,0 +1,300 @@
+"""Findings, ranked: what to try first, with the time each would save per replay, the evidence
+and the command that tries it. One list per bundle.
+
+What is found (per graph with timed replays)
+    streams   independent chains serialized on one stream (stream-order-only edges): the
+              saving is the measured span minus the contention-aware what-if (``whatif.py``),
+              or, where ``capture --try-streams`` measured it, the measured gain.
+    fusion    runs of small kernels along the critical path (each < SMALL_KERNEL_NS, no library
+              kernel: GEMM, convolution, attention, collectives, and no memset or memcpy)
+              inside one compiled region (a module at depth REGION_DEPTH, or the whole graph
+              where nodes carry no module; graphscope's pseudo modules, ``(loss)`` and
+              ``(optimizer)``, are code that compiling the model's modules does not reach):
+              fusing a run of k kernels into one removes k - 1 kernel floors and k - 1
+              dependency gaps. The floor is the shortest kernels' time (the
+              FLOOR_PERCENTILE-th percentile of the graph's kernel durations: what a kernel
+              costs that does next to nothing); a kernel shorter than the floor saves its own
+              duration. Per fused kernel: min(duration, floor) + its measured dependency gap;
+              the low end of the interval keeps half the floors.
+    host      (``graphscope run`` bundles traced back to back) the GPU idle between replays
+              longer than a replay (the host-bound verdict): the saving is that median gap.
+              It lies outside the span, so it is claimed from the gaps, not from the span.
+
+Time is claimed once
+    Each graph's span is a pool of time by node: every node on the critical path (with its
+    measured latencies) holds its duration plus its dependency gap. Findings claim, largest
+    first, from the nodes their saving comes from (streams: the nodes the what-if takes off
+    the critical path, in proportion to their time; fusion: each fused node's floor and gap);
+    a later finding gets only what is left there (``shared_ns`` says how much it lost). The
+    savings of one graph therefore never add up to more than its span.
+
+Floor
+    A finding saving less than FLOOR_PCT % of its graph's span, or less than the spread of the
+    measured spans (half their IQR), is not listed (``below_floor`` counts them); with none
+    left, ``nothing_above_noise`` is true.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..model.graph import UNATTRIBUTED, Node
+from .stats import module_at
+from .whatif import Schedule, WhatIf
+
+FLOOR_PCT = 2.0
+SMALL_KERNEL_NS = 5_000
+FLOOR_PERCENTILE = 5
+REGION_DEPTH = 2  # "L.blocks.3": a module of the root's children's children
+LISTED = 8  # nodes, modules and edges listed as evidence
+LIBRARY = re.compile(r"gemm|gemv|cutlass|xmma|cublas|cudnn|conv|flash|fmha|attention|nccl|"
+                     r"splitk|sm\d\d_|dot_kernel|winograd|implicit", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Action:
+    """How to try a finding: a graphscope command (``argv``), or what to do by hand
+    (``by_hand``: a code the renderer words, and its ``target``)."""
+
+    kind: str  # "try_streams" | "try_compile" | "by_hand"
+    argv: tuple[str, ...] = ()
+    by_hand: str = ""  # "side_streams" | "compile_function" | "capture_more_of_the_loop"
+    target: str = ""  # modules or a module glob
+
+
+@dataclass(frozen=True)
+class Evidence:
+    nodes: tuple[int, ...]  # local ids, the first LISTED
+    node_count: int
+    modules: tuple[str, ...]
+    edges: tuple[tuple[int, int], ...]  # stream-order-only edges, the first LISTED
+    edge_count: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "streams" | "fusion" | "host"
+    graph: str
+    saving_ns: float  # per replay, after time is claimed once
+    saving_pct: float  # of the graph's span (host: of span + gap)
+    low_ns: float
+    high_ns: float
+    predicted_ns: float  # the model's saving (streams: the what-if's), before sharing
+    shared_ns: float  # what findings ranked before it had claimed of it
+    measured_ns: Optional[float]  # the saving a measurement (--try-streams) found: where there
+    # is one, it is what the finding claims
+    evidence: Evidence
+    action: Action
+    kernels: int = 0  # fusion: kernels fused away; streams: chains moved
+    floor_ns: float = 0.0  # fusion: the kernel floor
+    gap_ns: float = 0.0  # fusion: the median dependency gap of the fused kernels
+
+
+@dataclass(frozen=True)
+class Findings:
+    findings: tuple[Finding, ...]  # ranked by saving, largest first
+    floor_pct: float
+    below_floor: int
+    nothing_above_noise: bool
+
+
+@dataclass
+class Basis:
+    """What one graph's diagnosis hands the findings (positions are node indices)."""
+
+    graph: str
+    span_ns: float
+    noise_ns: float
+    path: np.ndarray  # the critical path with latencies (positions)
+    duration_ns: np.ndarray
+    latency_ns: np.ndarray
+    lids: np.ndarray
+    module_codes: tuple[list[str], np.ndarray]  # (distinct modules, per node its index)
+    types: Sequence[str]
+    nodes: Sequence[Node]
+    whatif: Optional[WhatIf] = None
+    schedule: Optional[Schedule] = None
+    cut_edges: tuple[tuple[int, int], ...] = ()
+    cut_count: int = 0
+    measured_gain_ns: Optional[float] = None
+    chain_modules: tuple[str, ...] = ()
+
+
+@dataclass
+class _Candidate:
+    kind: str
+    claims: dict[int, float]  # position -> ns
+    predicted: float  # what it claims (the measured saving where there is one)
+    model: float  # the model's prediction
+    low: float
+    high: float
+    measured: Optional[float]
+    evidence: Evidence
+    action: Action
+    kernels: int = 0
+    floor_ns: float = 0.0
+    gap_ns: float = 0.0
+
+
+def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
+             host: Optional[tuple[float, float, float]] = None) -> Findings:
+    """The ranked findings of a bundle's graphs. ``host``: (median gap between replays,
+    median replay span, the gaps' spread) where the host-bound finding applies."""
+    out: list[Finding] = []
+    below = 0
+    for b in bases:
+        got, n_below = _graph_findings(b, manifest)
+        out += got
+        below += n_below
+    if host is not None:
+        gap, span, noise = host
+        if gap > span and gap >= noise:
+            out.append(Finding("host", "", gap, 100.0 * gap / (gap + span), 0.0, gap, gap, 0.0,
+                               None, Evidence((), 0, (), (), 0),
+                               Action("by_hand", by_hand="capture_more_of_the_loop")))
+        else:
+            below += 1
+    out.sort(key=lambda f: (-f.saving_ns, f.graph, f.kind))
+    return Findings(tuple(out), FLOOR_PCT, below, not out)
+
+
+def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding], int]:
+    cands = [c for c in (_streams(b, manifest), _fusion(b, manifest)) if c is not None]
+    pool = dict(zip(b.path.tolist(), (b.duration_ns[b.path] + b.latency_ns[b.path]).tolist()))
+    left = b.span_ns
+    out, below = [], 0
+    for c in sorted(cands, key=lambda c: -c.predicted):
+        taken = 0.0
+        for i, ns in c.claims.items():
+            t = min(ns, pool.get(i, 0.0))
+            pool[i] = pool.get(i, 0.0) - t
+            taken += t
+        saving = min(taken, left)
+        left -= saving
+        floor = max(FLOOR_PCT / 100.0 * b.span_ns, b.noise_ns)
+        if saving < floor or saving <= 0:
+            below += 1
+            continue
+        share = saving / c.predicted if c.predicted else 1.0
+        out.append(Finding(
+            c.kind, b.graph, saving, 100.0 * saving / b.span_ns if b.span_ns else 0.0,
+            max(0.0, c.low * share), c.high * share, c.model, c.predicted - saving,
+            c.measured, c.evidence, c.action, c.kernels, c.floor_ns, c.gap_ns))
+    return out, below
+
+
+def _model_arg(manifest: Mapping[str, Any]) -> Optional[tuple[str, str]]:
+    """(model file as the user gave it, mode) of a ``graphscope capture`` bundle."""
+    cmd = manifest.get("command")
+    mode = manifest.get("mode")
+    if (not isinstance(cmd, list) or len(cmd) < 3 or cmd[1] != "capture"
+            or not isinstance(mode, str) or mode == "run"):
+        return None
+    return str(cmd[2]), mode
+
+
+def _streams(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
+    wi, sch = b.whatif, b.schedule
+    if wi is None or sch is None or not b.cut_count:
+        return None
+    gain = wi.gain_ns if b.measured_gain_ns is None else b.measured_gain_ns
+    if gain <= 0:  # nothing to gain (the model's or the measurement's word)
+        return None
+    # the nodes the what-if takes off the critical path hold the saving, by their time
+    on_wi = np.zeros(len(b.nodes), bool)
+    on_wi[sch.path] = True
+    off = b.path[~on_wi[b.path]]
+    if not len(off):
+        off = b.path
+    w = b.duration_ns[off] + b.latency_ns[off]
+    w = w / w.sum() * gain if w.sum() > 0 else np.full(len(off), gain / max(1, len(off)))
+    model = _model_arg(manifest)
+    action = (Action("try_streams", ("graphscope", "capture", model[0], "--mode", model[1],
+                                     "--try-streams", str(wi.max_streams)))
+              if model else Action("by_hand", by_hand="side_streams",
+                                   target=", ".join(b.chain_modules[:4])))
+    ev = Evidence(tuple(int(x) for x in b.lids[np.sort(off)][:LISTED]), len(off),
+                  b.chain_modules[:LISTED], b.cut_edges[:LISTED], b.cut_count)
+    return _Candidate("streams", dict(zip(off.tolist(), w.tolist())), gain, wi.gain_ns,
+                      wi.measured_span_ns - wi.high_ns, wi.measured_span_ns - wi.low_ns,
+                      b.measured_gain_ns, ev, action, kernels=wi.chains)
+
+
+def _fusion(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
+    d, lat = b.duration_ns, b.latency_ns
+    kern = np.fromiter(map("kernel".__eq__, b.types), bool, len(b.types))
+    if not kern.any():
+        return None
+    floor = float(np.percentile(d[kern], FLOOR_PERCENTILE))
+    path = b.path
+    # per node of the path: its compile region (-1: compiling does not reach it)
+    names, codes = b.module_codes
+    regions = [module_at(m, REGION_DEPTH) for m in names]
+    region_of = np.array([regions.index(r) if _compiled(m) else -1
+                          for m, r in zip(names, regions)] or [-1], np.int64)
+    region = region_of[codes[path]]
+    fusable = kern[path] & (d[path] < SMALL_KERNEL_NS) & (region >= 0)
+    for k in np.flatnonzero(fusable).tolist():  # library kernels (GEMMs, ...) do not fuse
+        nd = b.nodes[int(path[k])]
+        if _library(nd.demangled or nd.kernel or ""):
+            fusable[k] = False
+    # a fused kernel is one that follows a fusable kernel of its region on the path
+    same = np.r_[False, fusable[1:] & fusable[:-1] & (region[1:] == region[:-1])]
+    fused = path[same]
+    if not len(fused):
+        return None
+    part = np.minimum(d[fused], floor)
+    saving_by = part + lat[fused]
+    claims = dict(zip(fused.tolist(), saving_by.tolist()))
+    by_region = np.bincount(region[same], weights=saving_by, minlength=len(regions))
+    top = [regions[r] for r in np.argsort(-by_region, kind="stable").tolist()
+           if by_region[r] > 0]
+    saving = float(saving_by.sum())
+    pos = np.sort(fused)
+    ev = Evidence(tuple(int(x) for x in b.lids[pos][:LISTED]), len(pos), tuple(top[:LISTED]),
+                  (), 0)
+    return _Candidate("fusion", claims, saving, saving, saving - 0.5 * float(part.sum()), saving,
+                      None,
+                      ev, _compile_action(top, manifest), kernels=len(fused),
+                      floor_ns=floor, gap_ns=float(np.median(lat[fused])))
+
+
+@functools.lru_cache(maxsize=4096)
+def _library(name: str) -> bool:
+    return bool(LIBRARY.search(name))
+
+
+def _compiled(module: str) -> bool:
+    """Whether compiling would reach a node of this module: a module of the model, or no
+    module at all (a program's code, compiled as a function); not graphscope's pseudo modules
+    (``(loss)``, ``(optimizer)``: code outside the model's modules)."""
+    return module == UNATTRIBUTED or not module.startswith("(")
+
+
+def _compile_action(regions: list[str], manifest: Mapping[str, Any]) -> Action:
+    """``--try-compile GLOB`` over the regions (their common parent and ``*``, or the one
+    region), where the bundle is a capture's and its nodes carry modules; else by hand."""
+    named = [r for r in regions if r != UNATTRIBUTED and not r.startswith("(")]
+    model = _model_arg(manifest)
+    if not named:
+        return Action("by_hand", by_hand="compile_function")
+    if len(named) == 1:
+        glob = named[0]
+    else:
+        parts = [r.split(".") for r in named]
+        common = []
+        for level in zip(*parts):
+            if len(set(level)) > 1:
+                break
+            common.append(level[0])
+        glob = ".".join(common) + ".*" if common else "*"
+    if model is None:
+        return Action("by_hand", by_hand="compile_function", target=glob)
+    return Action("try_compile", ("graphscope", "capture", model[0], "--mode", model[1],
+                                  "--try-compile", glob), target=glob)

@@ -1,0 +1,246 @@
+"""What share of the GPU a kernel occupies: the device (SM count and per-SM limits of its
+compute capability) and the occupancy rules that turn a launch configuration (grid, block,
+shared memory, registers per thread) into resident blocks per SM.
+
+Where the device comes from
+    The manifest's ``versions.gpu_properties`` (``sm_count``, ``major``, ``minor``), where a
+    capture recorded them; else the GPU's name (``versions.gpu``) looked up in
+    :data:`KNOWN_GPUS`; else an H100-class device (132 SMs, compute capability 9.0), said so
+    in ``Device.source``.
+
+Occupancy (CUDA's occupancy calculator rules, per SM)
+    warps per block      ceil(threads / 32)
+    by warps             max warps per SM // warps per block
+    by registers         registers per warp = ceil(regs per thread * 32 / 256) * 256;
+                         warps that fit = registers per SM // registers per warp, rounded
+                         down to whole blocks
+    by shared memory     (smem + 1 KiB reserved per block, rounded up to 128 B): shared
+                         memory per SM // that
+    by blocks            the compute capability's resident-block limit
+    resident blocks      the least of these (at least 1: a kernel that launched fits once)
+
+Registers per thread: a kernel node's ``registers`` where the bundle records it (CUPTI's kernel
+records carry ``registersPerThread``; the tracer does not keep it yet, so today no bundle
+does). Without them the *worst case* is assumed: 255 registers
+per thread, or as many as still let one block of that size fit on an SM (the compiler caps
+registers so that the block can launch). The best case (32 per thread: no register limit
+below the warp limit at full occupancy) bounds the other side.
+
+Share of the device
+    waves = ceil(blocks / (SMs * resident blocks)); the kernel fills, on average over its
+    waves, ``blocks / (waves * SMs * resident blocks)`` of the device's block slots: a
+    kernel of 1.1 full waves leaves most of the device free in its second wave, which side
+    by side kernels can use.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .dag import Dag
+
+WORST_REGS = 255  # the most registers a thread can have (every compute capability since 3.5)
+BEST_REGS = 32
+REG_UNIT = 256  # registers are allocated per warp in units of 256
+SMEM_UNIT = 128
+SMEM_RESERVED = 1024  # per block, compute capability 8.0 and later (0 before)
+
+
+@dataclass(frozen=True)
+class Arch:
+    """Per-SM limits of one compute capability."""
+
+    max_threads: int
+    max_warps: int
+    max_blocks: int
+    registers: int
+    smem_bytes: int  # shared memory per SM usable by blocks
+    smem_reserved: int  # per block
+
+
+ARCHS: dict[tuple[int, int], Arch] = {
+    (7, 0): Arch(2048, 64, 32, 65536, 96 * 1024, 0),
+    (7, 5): Arch(1024, 32, 16, 65536, 64 * 1024, 0),
+    (8, 0): Arch(2048, 64, 32, 65536, 164 * 1024, SMEM_RESERVED),
+    (8, 6): Arch(1536, 48, 16, 65536, 100 * 1024, SMEM_RESERVED),
+    (8, 7): Arch(2048, 64, 32, 65536, 164 * 1024, SMEM_RESERVED),
+    (8, 9): Arch(1536, 48, 24, 65536, 100 * 1024, SMEM_RESERVED),
+    (9, 0): Arch(2048, 64, 32, 65536, 228 * 1024, SMEM_RESERVED),
+    (10, 0): Arch(2048, 64, 32, 65536, 228 * 1024, SMEM_RESERVED),
+    (12, 0): Arch(1536, 48, 32, 65536, 100 * 1024, SMEM_RESERVED),
+}
+
+# (name pattern, compute capability, SMs): the first match wins, so specific names first
+KNOWN_GPUS: tuple[tuple[str, tuple[int, int], int], ...] = (
+    (r"H100.*PCIe", (9, 0), 114),
+    (r"H100 NVL", (9, 0), 132),
+    (r"GH200|H200|H100|H800", (9, 0), 132),
+    (r"B200|GB200", (10, 0), 148),
+    (r"A100|A800", (8, 0), 108),
+    (r"A30\b", (8, 0), 56),
+    (r"A10G", (8, 6), 80),
+    (r"A10\b", (8, 6), 72),
+    (r"L40", (8, 9), 142),
+    (r"L4\b", (8, 9), 58),
+    (r"RTX 4090", (8, 9), 128),
+    (r"RTX 3090", (8, 6), 82),
+    (r"V100", (7, 0), 80),
+    (r"T4\b", (7, 5), 40),
+)
+DEFAULT_GPU = ((9, 0), 132)
+
+
+@dataclass(frozen=True)
+class Device:
+    """The GPU the bundle was recorded on, as the occupancy model sees it."""
+
+    name: str
+    sm_count: int
+    compute_capability: tuple[int, int]
+    source: str  # "properties" | "name_table" | "assumed"
+    copy_engines: int = 2  # concurrent copies before they queue (memcpy nodes)
+
+    @property
+    def arch(self) -> Arch:
+        cc = self.compute_capability
+        if cc in ARCHS:
+            return ARCHS[cc]
+        older = [k for k in ARCHS if k <= cc]
+        return ARCHS[max(older)] if older else ARCHS[(7, 0)]
+
+
+def device_of(manifest: Mapping[str, Any]) -> Device:
+    """The device of a bundle's manifest (module docstring: where it comes from)."""
+    versions = manifest.get("versions") if isinstance(manifest, Mapping) else None
+    versions = versions if isinstance(versions, Mapping) else {}
+    name = str(versions.get("gpu") or "")
+    props = versions.get("gpu_properties")
+    if isinstance(props, Mapping):
+        sms, major, minor = (props.get(k) for k in ("sm_count", "major", "minor"))
+        if all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+               for x in (sms, major, minor)) and sms:
+            assert isinstance(sms, int) and isinstance(major, int) and isinstance(minor, int)
+            return Device(name or "?", sms, (major, minor), "properties")
+    for pattern, cc, sms in KNOWN_GPUS:
+        if name and re.search(pattern, name):
+            return Device(name, sms, cc, "name_table")
+    cc, sms = DEFAULT_GPU
+    return Device(name or "?", sms, cc, "assumed")
+
+
+def worst_registers(threads: int, arch: Arch) -> int:
+    """The most registers per thread a block of ``threads`` can have and still fit one block
+    on an SM (at most :data:`WORST_REGS`)."""
+    warps = max(1, math.ceil(threads / 32))
+    per_warp = arch.registers // warps // REG_UNIT * REG_UNIT  # registers one warp may hold
+    return max(1, min(WORST_REGS, per_warp // 32))
+
+
+def resident_blocks(threads: int, smem: int, regs: Optional[int], arch: Arch) -> int:
+    """Blocks of one kernel resident per SM (module docstring); ``regs`` None: the worst
+    case for this block size."""
+    if threads <= 0:
+        return arch.max_blocks
+    warps = math.ceil(threads / 32)
+    r = worst_registers(threads, arch) if regs is None else max(1, regs)
+    per_warp = math.ceil(r * 32 / REG_UNIT) * REG_UNIT
+    by_regs = (arch.registers // per_warp) // warps
+    by_warps = arch.max_warps // warps
+    need = math.ceil((max(smem, 0) + arch.smem_reserved) / SMEM_UNIT) * SMEM_UNIT
+    by_smem = arch.smem_bytes // need if need else arch.max_blocks
+    return max(1, min(arch.max_blocks, by_warps, by_regs, by_smem))
+
+
+def device_share(grid: tuple[int, ...], block: tuple[int, ...], smem: int,
+                 regs: Optional[int], device: Device) -> float:
+    """The average share of the device's block slots a kernel fills over its waves (module
+    docstring); 0 for a node without a launch configuration."""
+    blocks = math.prod(max(0, x) for x in grid) if grid else 0
+    threads = math.prod(max(0, x) for x in block) if block else 0
+    if blocks <= 0 or threads <= 0:
+        return 0.0
+    slots = device.sm_count * resident_blocks(threads, smem, regs, device.arch)
+    waves = math.ceil(blocks / slots)
+    return blocks / (waves * slots)
+
+
+class Resources:
+    """Per node: its share of the SMs (worst and best register case) and of the copy
+    engines. Made for the nodes asked (:meth:`ensure`): a node that runs beside no other
+    never needs its share, and reading 100,000 nodes' launch configurations costs 0.1 s."""
+
+    def __init__(self, sm_worst: np.ndarray, sm_best: np.ndarray, ce: np.ndarray,
+                 dag: Optional[Dag] = None, device: Optional[Device] = None) -> None:
+        self.sm_worst, self.sm_best, self.ce = sm_worst, sm_best, ce
+        self._dag, self._device = dag, device
+        self._known = np.full(len(sm_worst), dag is None)
+        self._recorded = False
+        if dag is not None:
+            kern = [i for i, t in enumerate(dag.types) if t == "kernel"]
+            self._recorded = bool(kern) and "registers" in vars(dag.nodes[kern[0]])
+
+    @property
+    def registers_assumed(self) -> bool:
+        """Whether the shares assume registers per thread (the bundle records none)."""
+        if self._dag is not None:
+            return not self._recorded and "kernel" in self._dag.types
+        return not np.array_equal(self.sm_worst, self.sm_best)
+
+    def ensure(self, mask: np.ndarray) -> None:
+        """Fill in the shares of the nodes ``mask`` selects."""
+        dag, device = self._dag, self._device
+        if dag is None or device is None:
+            return
+        need = np.flatnonzero(mask & ~self._known)
+        if not len(need):
+            return
+        self._known[need] = True
+        types, nodes = dag.types, dag.nodes
+        copies = [i for i in need.tolist() if types[i] == "memcpy"]
+        self.ce[copies] = 1.0 / max(1, device.copy_engines)
+        kern = [i for i in need.tolist() if types[i] == "kernel"]
+        if kern:
+            # attrgetter in C, and one computation per distinct launch configuration
+            keys = list(map(_launch if self._recorded else _LAUNCH,
+                            map(nodes.__getitem__, kern)))
+            uniq = list(dict.fromkeys(keys))
+            pairs = np.array([_shares(k, device) for k in uniq], float).reshape(-1, 2)
+            code = dict(zip(uniq, range(len(uniq))))
+            idx = np.fromiter(map(code.__getitem__, keys), np.int64, len(keys))
+            self.sm_worst[kern], self.sm_best[kern] = pairs[idx, 0], pairs[idx, 1]
+
+
+def resources(dag: Dag, device: Device, lazy: bool = False) -> Resources:
+    """The nodes' shares of the device (module docstring): at a kernel's recorded registers
+    per thread (a node's ``registers``, where the bundle has it), else at the worst case and
+    the best case both. ``lazy``: none made yet (:meth:`Resources.ensure` makes them)."""
+    n = dag.n
+    out = Resources(np.zeros(n), np.zeros(n), np.zeros(n), dag, device)
+    if not lazy:
+        out.ensure(np.ones(n, bool))
+    return out
+
+
+_LAUNCH = attrgetter("grid", "block", "smem")
+
+
+def _shares(k: tuple[Any, ...], device: Device) -> tuple[float, float]:
+    """(worst, best) share of a launch configuration (grid, block, smem[, registers])."""
+    regs = k[3] if len(k) > 3 else None
+    return (device_share(k[0], k[1], k[2], regs, device),
+            device_share(k[0], k[1], k[2], BEST_REGS if regs is None else regs, device))
+
+
+def _launch(node: Any) -> tuple[Any, ...]:
+    """(grid, block, shared memory, registers per thread or None) of a kernel node."""
+    regs = getattr(node, "registers", None)
+    return (node.grid, node.block, node.smem,
+            regs if isinstance(regs, int) and not isinstance(regs, bool) and regs > 0 else None)
