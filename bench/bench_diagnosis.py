@@ -1,4 +1,4 @@
-"""Diagnosis cost (issue 25): the analysis of a synthetic 100,000-node graph, on the CPU.
+"""Diagnosis cost: the analysis of a synthetic 100,000-node graph, on the CPU.
 
 The graph looks like a captured training step: a main stream whose nodes each read their
 predecessor's output (every seventh: the output before that one, so that its captured edge

@@ -1,6 +1,6 @@
 """Writing a user's output file without ever destroying data.
 
-Rules (README, "Errors and outputs"): an existing file is replaced only with ``--force``; an
+Rules (docs/cli.md, "Errors"): an existing file is replaced only with ``--force``; an
 output never lands on one of the command's inputs (or inside an input bundle); a character
 device or FIFO (``/dev/null``, ``/dev/stdout``, a named pipe) is written in place, never
 renamed over; ``-`` is stdout; everything else is written to a temp file beside the target

@@ -1,4 +1,4 @@
-"""The diagnosis on bundles captured on the GPU (issue 25's done-when): false serialization
+"""The diagnosis on bundles captured on the GPU: false serialization
 against a real two-stream capture, the side-stream sample, a latency-bound graph, real models
 and `graphscope run` bundles. Needs the capture side's ``reads``/``writes`` and ``launches``."""
 

@@ -1,4 +1,4 @@
-"""bench/pool_annotation_runs.py on the H200 runs committed in docs/results (issue 15, T2)."""
+"""bench/pool_annotation_runs.py on the H200 runs committed in docs/results (overhead target)."""
 
 import json
 import os
