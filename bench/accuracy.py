@@ -1,4 +1,4 @@
-"""Attribution accuracy against eager ground truth (issue 5). Needs a GPU.
+"""Attribution accuracy against eager ground truth. Needs a GPU.
 
 For each sample model, in fresh processes:
   eager   one training step under torch.profiler, with a record_function range per module

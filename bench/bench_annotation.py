@@ -1,4 +1,4 @@
-"""Annotation overhead at capture vs nesting depth (issues 3 and 15), side by side in one process.
+"""Annotation overhead at capture vs nesting depth, side by side in one process.
 
 Graph: a deep MLP of Linear+LayerNorm+GELU blocks, forward+loss+backward, ~2,500 nodes.
 For each depth d, every block runs inside d nested mark_kernels scopes. Reports the median

@@ -1,4 +1,4 @@
-"""Cost of `capture --counters` (issue 28): what collecting hardware counters adds.
+"""Cost of `capture --counters`: what collecting hardware counters adds.
 
 On one CUDA graph per workload (a bf16 GEMM 8192^3, a multiply over a 1 GiB tensor, 200 tiny
 add_ kernels), in this process:
@@ -9,7 +9,7 @@ add_ kernels), in this process:
 - collect: the whole ``capture.counters.collect`` (setup, N traced and sampled replays,
   decode, attribution onto the graph's nodes), against the N replays' plain wall.
 And end to end: ``graphscope capture --counters`` of sample_models/mlp.py, its phases.
-Usage: bench_counters.py [OUT.json]  (prints the JSON; the lead runs it on the H200)
+Usage: bench_counters.py [OUT.json]  (prints the JSON; needs a GPU)
 """
 
 import json

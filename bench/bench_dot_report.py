@@ -1,4 +1,4 @@
-"""DOT + report of a synthetic 100,000-node bundle (issue 6): wall time and peak RSS.
+"""DOT + report of a synthetic 100,000-node bundle: wall time and peak RSS.
 
 Usage: bench_dot_report.py OUT.json [--nodes 100000] [--replays 20]
 Writes a bundle with a transformer-like module tree (48 layers x ~2,000 nodes), a chain of

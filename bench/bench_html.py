@@ -1,4 +1,4 @@
-"""The HTML report of a synthetic 100,000-node bundle (issue 16): page size, write time and
+"""The HTML report of a synthetic 100,000-node bundle: page size, write time and
 peak RSS, and in headless Chromium the time to a drawn page and the worst timeline frame while
 panning (measured in the page by its self-check, performance.now()).
 

@@ -11,7 +11,7 @@ figures go to docs/benchmarks.md. Needs a GPU: ``python bench/bench_ladder.py [R
 ``GRAPHSCOPE_NODE_COUNTS=learned`` in each round, the ladder's first 2 captures recorded by
 CUPTI, the node counts' way before they became the default for captures begun with grad off;
 ``--walk-counts``: and ``run`` with ``GRAPHSCOPE_COUNT_DEPS=0``, every node-count note a walk of
-the graph, as before the ninth session; ``--no-gc``: every variant's program freezes its heap
+the graph, as in the walk-only code; ``--no-gc``: every variant's program freezes its heap
 and takes the collection out of its captures, as vLLM does (torch.cuda.graph collects at each
 capture's start; ``graphscope run`` freezes the heap it finds before a program, which speeds
 that collection: in a program that does neither, plain against ``run`` is not graphscope's cost

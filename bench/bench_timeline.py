@@ -1,4 +1,4 @@
-"""Timeline cost: graphscope's traced replays vs torch.profiler on the same replays (issue 4).
+"""Timeline cost: graphscope's traced replays vs torch.profiler on the same replays.
 
 Each tool runs in a fresh process (each pays its own first-use cost, as a user would) on the
 same step graph of a sample model: N plain replays, then N replays under the tool, twice
@@ -149,7 +149,7 @@ def main():
             "graphscope": gs, "cupti": cu, "profiler": pr,
             "speedup_cold": pr["cold_s"] / gs["cold_s"],
             "speedup_warm": pr["warm_s"] / gs["warm_s"],
-            # issue 15's T1: overhead = traced - plain wall, profiler's over graphscope's
+            # the timeline target: overhead = traced - plain wall, profiler's over graphscope's
             "overhead_ms": {t: {r: pair[t][f"{r}_overhead_s"] * 1e3 for r in ("cold", "warm")}
                             for t in ("graphscope", "cupti", "profiler")},
             # graphscope's own cost: its overhead over CUPTI's floor (target: about 2 ms)

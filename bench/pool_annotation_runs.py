@@ -1,5 +1,5 @@
 """Pool the rounds of several bench_annotation.py runs and recompute the per-depth paired
-overheads and the flatness figure over all of them (issue 15, T2).
+overheads and the flatness figure over all of them (docs/benchmarks.md, the overhead target).
 
 python3 bench/pool_annotation_runs.py RUN.json [RUN.json ...] [--out POOLED.json]
 

@@ -1,5 +1,5 @@
 """A 12-layer TransformerEncoder training step (d=512, 8 heads, 8 x 128 tokens): the workload of
-the timeline benchmark (bench/bench_timeline.py, issue 15's T1)."""
+the timeline benchmark (bench/bench_timeline.py)."""
 
 import torch
 from torch import nn

@@ -1,10 +1,10 @@
-"""Does a process capture more slowly after graphscope has used CUPTI in it? The thirteenth
-session's bench (``docs/results/bench_ladder_2026-12-01_session13c.json``) timed the ladder on
-unwatched graphs before a process's loop and after its replays: in the plain processes the later
-loop ran at 0.61-1.02x of the earlier one, in the ``graphscope run`` processes at 0.83-2.23x
-(after its traced replays and its batch's read). Kineto tears CUPTI down after a profiling
-session (``cuptiFinalize`` at a driver call's exit) for the same reason: an attached CUPTI can
-keep costing after its activities are off.
+"""Does a process capture more slowly after graphscope has used CUPTI in it? The ladder bench of
+2026-12-01 (``docs/results/bench_ladder_2026-12-01_fewer_steps_unwatched_loops.json``) timed the
+ladder on unwatched graphs before a process's loop and after its replays: in the plain processes
+the later loop ran at 0.61-1.02x of the earlier one, in the ``graphscope run`` processes at
+0.83-2.23x (after its traced replays and its batch's read). Kineto tears CUPTI down after a
+profiling session (``cuptiFinalize`` at a driver call's exit) for the same reason: an attached
+CUPTI can keep costing after its activities are off.
 
 Each variant runs in fresh processes, alternated round by round: the bench's 16-layer decoder
 ladder (its first ``SIZES`` buckets) captured plain on graphs of torch's C base class, then one

@@ -1,4 +1,4 @@
-"""Where the annotated capture's extra time goes, phase by phase (issue 15, T2).
+"""Where the annotated capture's extra time goes, phase by phase (the overhead target).
 
 python3 bench/probes/annotation_parts.py [depth[,depth...]] [rounds]
 (KEEP_ANNOTATIONS=1: never clear the annotation maps, as bench_annotation; VARIANTS=plain,annotated)

@@ -1,4 +1,4 @@
-"""Where an annotated capture's exit spends its time, by depth (issue 15, T2 flatness).
+"""Where an annotated capture's exit spends its time, by depth (the overhead target's flatness).
 
 python3 bench/probes/exit_parts.py [depth[,depth...]] [rounds]
 

@@ -6,10 +6,10 @@ inside it and leaving it (capture_end, instantiate, graphscope's window end); th
 CPU seconds over the loop against its wall; a second eager pass over every size before the loop
 (a process-wide slowdown shows there); collections during the loop; the first three captures'
 milliseconds and the first one's entry, forward and exit. Variants, shuffled per round: plain,
-``run`` (default: since the eighth session every grad-off capture counted), ``run`` with CUPTI
+``run`` (default: every grad-off capture counted), ``run`` with CUPTI
 in every capture (``GRAPHSCOPE_NODE_COUNTS=0``), ``run --no-ops`` (no op records), ``run``
 without the allocator history
-(``GRAPHSCOPE_MEMORY_HISTORY=0``). The seventh session's run (before node counts) had ``run
+(``GRAPHSCOPE_MEMORY_HISTORY=0``). Its run on ecb009e (before node counts) had ``run
 --no-ops --depth 0`` without the history in place of the second.
 ``counts`` as the second argument runs instead every capture counted
 (``GRAPHSCOPE_NODE_COUNTS=all``, no CUPTI) with one piece of ``run`` off at a time: ops, module

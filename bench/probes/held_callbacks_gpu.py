@@ -12,7 +12,7 @@ compare like with like):
 - ``none``: no subscription;
 - ``held_on``: subscribed, the recorder's gate shut, CUPTI's callbacks left on (each node created
   and each node instantiate clones is delivered to graphscope's callback, which drops it): how
-  the batch held the subscription before the seventeenth session;
+  the batch held the subscription before the callbacks were disabled between windows;
 - ``held_off``: subscribed, the gate shut and the callbacks disabled in CUPTI
   (``recorder_gate(False)``): how it holds it since;
 - ``history``: no subscription, the caching allocator's history on as ``graphscope run`` keeps it

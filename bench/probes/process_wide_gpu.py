@@ -15,7 +15,7 @@ ops (``torch._C._CUDAGraph``, past graphscope's patched class), per op:
   window    and a recorder window open (gate open) while timing
   history   plain, with the allocator history ``graphscope run`` keeps across a batch on
   ids       loaded, and CUPTI's graph ids read once (``native.warm_graph_ids()``, which
-            ``GraphWatch.install()`` has done since the ninth session) and no more
+            ``GraphWatch.install()`` does) and no more
 
 Needs a GPU: ``python3 bench/probes/process_wide_gpu.py [ROUNDS] [CONDITION...]`` (default:
 every condition).

@@ -1,4 +1,4 @@
-"""Where an annotated capture's time goes: cProfile of bench_annotation's capture (issue 15).
+"""Where an annotated capture's time goes: cProfile of bench_annotation's capture.
 
 python3 bench/probes/profile_annotation.py [depth] [ops]   prints the top functions by own time
 of one annotated capture after warm-ups (ops: record_ops=True), and the plain capture's time.

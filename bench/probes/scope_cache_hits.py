@@ -1,4 +1,4 @@
-"""Does a real annotated capture answer mark_kernels from the C scope cache? (issue 15, T2)
+"""Does a real annotated capture answer mark_kernels from the C scope cache? (the overhead target)
 
 python3 bench/probes/scope_cache_hits.py [depth]
 

@@ -1,4 +1,4 @@
-"""Issue 25 probe: does a second stream raise a graph node's dependency latency by itself?
+"""Probe: does a second stream raise a graph node's dependency latency by itself?
 
 Chains of small nodes captured into one graph, on one stream (2K nodes in a row) and as two
 concurrent chains of K on two streams, each graph replayed 60 times, timed with CUDA events

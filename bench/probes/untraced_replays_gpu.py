@@ -1,5 +1,5 @@
-"""Why do untraced replays under ``graphscope run`` read 1.02-1.03x of plain (the fifteenth and
-sixteenth sessions' ladder bench: a GPU-bound loop of 1.5 ms graph replays, plain and ``run`` in
+"""Why do untraced replays under ``graphscope run`` read 1.02-1.03x of plain (the ladder bench of
+2026-12-02: a GPU-bound loop of 1.5 ms graph replays, plain and ``run`` in
 separate processes)? In one process, so the host's and the GPU's speed are the same for every
 comparison: the bench_ladder.py decoder's first ``SIZES`` buckets captured on plain graphs;
 each graph's replays timed (the loop's wall, synchronized, per graph, ``REPS`` back to back);
@@ -11,7 +11,7 @@ If tracing leaves the graphs it traced slower (the driver keeping their launches
 after the detach), the traced half's after/before ratio is above the untraced half's; if the
 whole process is slower after the detach, both are; if neither moves, the bench's 2-3% is the
 spread between processes. Prints JSON: per half, the median over graphs of after/before, and
-each graph's times. Written in the sixteenth session, not yet run (no device time was left).
+each graph's times. Run 2026-12-02 (docs/results/untraced_replays_2026-12-02.json).
 
 Needs a GPU: ``python3 bench/probes/untraced_replays_gpu.py [SIZES] [REPS]`` (defaults 16, 20).
 """

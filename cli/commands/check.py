@@ -34,7 +34,7 @@ def _write(path: str, text: str, force: bool) -> None:
 @command()
 @model_argument
 @click.option("--budget", "budget_path", required=True, type=click.Path(),
-              help="budgets.yaml (format: README, \"In CI\"; graphscope/analysis/budgets.py).")
+              help="budgets.yaml (format: docs/gates.md; graphscope/analysis/budgets.py).")
 @click.option("--baseline", type=click.Path(), default=None,
               help="A bundle to measure regressions against.")
 @click.option("--junit", type=click.Path(), default=None,

@@ -1,4 +1,4 @@
-"""Hardware counters per node, module and phase (issue 28): PM samples -> nodes by time overlap.
+"""Hardware counters per node, module and phase: PM samples -> nodes by time overlap.
 
 CUPTI's PM sampling gives one value per metric per fixed interval (20 us) of GPU time, on the
 clock of the activity records (the probe in bench/probes/counters/ checked both). A sample is

@@ -1,4 +1,4 @@
-"""``capture --counters``: hardware counters from dedicated replays (issue 28).
+"""``capture --counters``: hardware counters from dedicated replays.
 
 After the timed replays (never during them), ``n`` more replays run under the CUPTI activity
 tracer and CUPTI PM sampling at once; the samples are split over the traced node executions

@@ -396,7 +396,7 @@ def lint_in_child(path: str, entry: str, timeout: float = LINT_TIMEOUT_S) -> Lin
 def _cpu_for_cuda() -> None:
     """On a machine without CUDA (a CI runner), ``.cuda()`` of a tensor or module returns it on
     the CPU, as lint runs the whole model there: a model file that moves its target to the GPU
-    (the README's example) is linted, not failed. Only in lint's child process."""
+    (docs/model-files.md's example) is linted, not failed. Only in lint's child process."""
     import torch
 
     if torch.cuda.is_available():

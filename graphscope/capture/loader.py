@@ -44,7 +44,7 @@ def model_path(model: Optional[str]) -> str:
     if not model and not os.path.isfile(path):
         raise ModelFileError("no MODEL given, and the default sample model (sample_models/"
                              "mlp.py) comes with a source checkout only: pass a model file "
-                             "that defines graphscope_model() (README, \"The model file\")")
+                             "that defines graphscope_model() (docs/model-files.md)")
     return path
 
 

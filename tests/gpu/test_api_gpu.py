@@ -1,4 +1,4 @@
-"""Reference semantics on the GPU: MK*, AG*, CG* of SPEC.md (issue 3)."""
+"""Reference semantics on the GPU: MK*, AG*, CG* of SPEC.md."""
 
 import pickle
 

@@ -1,4 +1,4 @@
-"""`graphscope capture` end to end on the GPU (issue 4)."""
+"""`graphscope capture` end to end on the GPU."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""The CLI on the GPU (issues 24 item 6 and 29): outputs refused before any model code or GPU
+"""The CLI on the GPU: outputs refused before any model code or GPU
 work runs, `run` as python runs a program, `check`'s baseline warnings and stdout."""
 
 import os

@@ -1,6 +1,6 @@
-"""`capture --counters` on the GPU (issue 28): PM sampling attributed to nodes and modules.
+"""`capture --counters` on the GPU: PM sampling attributed to nodes and modules.
 
-The lead runs these on the H200: a large bf16 GEMM module reads compute bound, an elementwise
+On the H200: a large bf16 GEMM module reads compute bound, an elementwise
 module over a 1 GiB tensor memory bound (>= 60 % of peak DRAM), and the dedicated counter
 replays leave the timed replays' figures alone."""
 

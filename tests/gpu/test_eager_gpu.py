@@ -1,4 +1,4 @@
-"""Eager vs graph on the GPU (issue 27): the eager baseline of the sample models against their
+"""Eager vs graph on the GPU: the eager baseline of the sample models against their
 graphs and against an independent torch.profiler run, a model whose graph changes the kernel
 set, and the graph coverage of the sample programs."""
 

@@ -1,4 +1,4 @@
-"""Capture failures say what to fix, in one line, and leave the process usable (issue 14)."""
+"""Capture failures say what to fix, in one line, and leave the process usable."""
 
 import os
 

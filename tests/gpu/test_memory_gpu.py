@@ -1,4 +1,4 @@
-"""Issue 26 on the GPU: a program's bucket ladder in one shared pool reports the pool once with
+"""On the GPU: a program's bucket ladder in one shared pool reports the pool once with
 the right total, memory by module adds up to the pool's allocated bytes, every graph has its
 capture and instantiate time, and the ladder view lists every bucket; model-file captures
 (step, forward, callables) record the same facts."""

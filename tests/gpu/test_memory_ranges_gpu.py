@@ -1,5 +1,5 @@
 """Each node's memory ranges (the false-serialization analysis's input) recorded at capture,
-by the native op observer and by the dispatch mode alike (issue 25)."""
+by the native op observer and by the dispatch mode alike."""
 
 import json
 import os

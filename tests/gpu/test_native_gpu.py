@@ -1,4 +1,4 @@
-"""The native core on a real GPU (issue 2). Run on the H200."""
+"""The native core on a real GPU. Run on the H200."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""Issue 29, item 3 on the GPU: graphs a program captures into one memory pool are recorded
+"""On the GPU: graphs a program captures into one memory pool are recorded
 with the pool's id, and `report` shows that pool once, not once per graph."""
 
 import json

@@ -1,4 +1,4 @@
-"""Model-file workloads on the GPU (issue 13): forward mode with buckets, the user's whole
+"""Model-file workloads on the GPU: forward mode with buckets, the user's whole
 step, keyword inputs and dict outputs, gradient accumulation, real Hugging Face models, DDP."""
 
 import json

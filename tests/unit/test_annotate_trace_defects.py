@@ -1,4 +1,4 @@
-"""annotate-trace on issue 29's defect 5 (a low match is a wrong answer; the output's mode)
+"""annotate-trace on a low match (a wrong answer, refused) and on the output's mode
 and its hostile inputs: each ends in one line, a non-zero exit and nothing written, or in a
 correct result."""
 
@@ -108,7 +108,7 @@ def test_min_match_out_of_range_is_refused(tmp_path, capsys, value):
     assert rc == 2 and "--min-match" in err and not os.path.exists(out)
 
 
-# ---- hostile inputs (issue 29): one line, exit 2, nothing written; or a correct result ----
+# ---- hostile inputs: one line, exit 2, nothing written; or a correct result ----
 
 E = 7 << 32  # the exec id of _trace()'s graph
 

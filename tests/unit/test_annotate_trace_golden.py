@@ -1,5 +1,5 @@
 """annotate-trace's output bytes, pinned: the md5 of what it writes for every trace/annotation
-combination the annotate-trace tests use (recorded on the code before issue 24's split into
+combination the annotate-trace tests use (recorded on the code before its split into
 ``graphscope/trace_annotate/``; a refactor must leave them unchanged). A ``.gz`` output is
 compared inflated (the gzip header carries a time stamp and the temp file's name).
 
@@ -24,9 +24,9 @@ from tests.unit.test_annotate_trace import _trace, _write, sequence_trace
 
 # case -> (md5 of the output, the figures of the summary line the command printed: events in,
 # out, dropped (noise, metadata of emptied lanes), added (module spans, track and lane names),
-# graphed, annotated, overlapping moved, timestamps clamped). Re-recorded in session 3 of
+# graphed, annotated, overlapping moved, timestamps clamped). Re-recorded
 # 2026-12-01: every process keeps its own metadata (each case with one gained exactly it), and
-# the summary line accounts for every event in and out. Re-recorded in the ninth session of
+# the summary line accounts for every event in and out. Re-recorded again
 # 2026-12-01: the module track is one slice per run of a module's work (it was one per module
 # from its first start to its last end, which nested siblings and merged forward and backward),
 # so traces whose launches return to a module after other work get more module slices.

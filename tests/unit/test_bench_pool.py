@@ -1,4 +1,4 @@
-"""bench/pool_annotation_runs.py on the H200 runs committed in docs/results (issue 15, T2)."""
+"""bench/pool_annotation_runs.py on the H200 runs committed in docs/results (overhead target)."""
 
 import json
 import os
@@ -10,9 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "docs", "results")
 POOL = os.path.join(ROOT, "bench", "pool_annotation_runs.py")
-RUN_B = os.path.join(RESULTS, "bench_annotation_2026-11-30_issue15_round5b.json")
-RUN_C = os.path.join(RESULTS, "bench_annotation_2026-11-30_issue15_round5c.json")
-RUN_AA = os.path.join(RESULTS, "bench_annotation_2026-11-30_issue15_round5_aa.json")
+RUN_B = os.path.join(RESULTS, "bench_annotation_2026-11-30_shared_scope_dicts.json")
+RUN_C = os.path.join(RESULTS, "bench_annotation_2026-11-30_shared_scope_dicts_host2.json")
+RUN_AA = os.path.join(RESULTS, "bench_annotation_2026-11-30_shared_scope_dicts_aa.json")
 
 
 def pool(*args):
@@ -49,4 +49,5 @@ def test_two_runs_pool_their_rounds(tmp_path):
 def test_runs_with_other_columns_are_refused():
     r = pool(RUN_B, RUN_AA)
     assert r.returncode != 0
-    assert "round5_aa.json: columns ['1', '1#2', '1#3'] differ from ['1', '4', '16']" in r.stderr
+    want = "shared_scope_dicts_aa.json: columns ['1', '1#2', '1#3'] differ from ['1', '4', '16']"
+    assert want in r.stderr

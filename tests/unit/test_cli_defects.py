@@ -1,4 +1,4 @@
-"""Issue 29's command, install and config defects, and the hostile CLI inputs: each test fails
+"""Command, install and config defects, and the hostile CLI inputs: each test fails
 without its fix."""
 
 import json
@@ -286,7 +286,7 @@ def test_budget_capture_values_name_the_budgets_file(tmp_path, capsys):
     b = tmp_path / "budgets.yaml"
     b.write_text("capture: {mode: graph}\ntotal: {max_kernels: 3}\n")
     assert main(["check", os.path.join(SAMPLES, "mlp.py"), "--budget", str(b)]) == 2
-    # (and its line: the sixteenth session's newcomer)
+    # (and its line)
     assert capsys.readouterr().err.strip() == (f"graphscope: error: {b}:1: capture: mode must "
                                                "be one of callables, forward, step, not 'graph'")
 

@@ -1,4 +1,4 @@
-"""Hardware counters (issue 28): PM samples -> nodes by time overlap, modules, phases, verdicts;
+"""Hardware counters: PM samples -> nodes by time overlap, modules, phases, verdicts;
 counters.json in the bundle; the report's Counters section and diff deltas. CPU only."""
 
 import json

@@ -1,9 +1,9 @@
-"""The hardware-counter probe (bench/probes/counters, issue 28 step 1) on a CPU machine.
+"""The hardware-counter probe (bench/probes/counters) on a CPU machine.
 
 Its library must compile against the CUPTI headers of torch's CUDA wheel; its driver must
 print an error JSON (never a traceback) without a GPU; and its GPU steps, run against a fake
 torch and a fake library that answer like CUPTI, must produce the figures docs/counters.md
-describes — the lead gets one run on the H200, so the Python path is exercised here.
+describes — GPU runs are scarce, so the Python path is exercised here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a failed capture says (issue 14, capture failures): module path and user line."""
+"""What a failed capture says: module path and user line."""
 
 import torch
 from torch import nn

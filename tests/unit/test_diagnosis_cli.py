@@ -244,7 +244,7 @@ def test_graph_budgets_skip_buckets_never_replayed(tmp_path):
 
 
 def test_graph_budgets_name_each_result_once(tmp_path):
-    # GIVEN the README's graphs budgets: one graph by its name, and every graph
+    # GIVEN the graphs budgets of docs/cli.md: one graph by its name, and every graph
     from graphscope.render.junit import junit_xml
 
     b = _b("run_ladder")

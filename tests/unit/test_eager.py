@@ -1,4 +1,4 @@
-"""Eager vs graph (issue 27) on synthetic records and bundles: the marker attribution of eager
+"""Eager vs graph on synthetic records and bundles: the marker attribution of eager
 kernels, the comparison, eager.json in the bundle, report / diff / check, graph coverage."""
 
 from __future__ import annotations

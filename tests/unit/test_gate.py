@@ -361,14 +361,14 @@ def test_check_baseline_agrees_with_diff(tmp_path, capsys, a, b, on, limit):
     assert rc_diff == rc_check == rc_flags
 
 
-def test_the_readme_shows_what_diff_markdown_prints(capsys, monkeypatch):
-    # GIVEN the README's --markdown example and the command it names
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+def test_the_docs_show_what_diff_markdown_prints(capsys, monkeypatch):
+    # GIVEN docs/cli.md's --markdown example and the command it names
+    text = open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8").read()
     shown = text.split("```markdown\n", 1)[1].split("\n```", 1)[0]
     monkeypatch.chdir(DATA)
     rc, out, _ = _run(capsys, "diff", "branches_2s_forward", "branches_forward", "--fail-above",
                       "3", "--markdown", "--link", "https://ci.example/runs/7/report.html")
-    # THEN the README shows today's output, and it renders as a heading, a table and a link
+    # THEN the docs show today's output, and it renders as a heading, a table and a link
     assert rc == 1 and shown == out.rstrip("\n")
     root = ET.fromstring(f"<div>{_html(shown)}</div>")
     assert root.find("h3") is not None and root.find("table") is not None

@@ -1,4 +1,4 @@
-"""Hostile-but-realistic input to the GPU-free commands (issue 14): outputs never destroy data,
+"""Hostile-but-realistic input to the GPU-free commands: outputs never destroy data,
 bundle paths stay inside the bundle, readers validate with one-line errors."""
 
 import json
@@ -365,7 +365,7 @@ def test_nproc_must_be_positive(capsys):
     assert rc == 2 and "Invalid value" in err
 
 
-# ------------------------------------------------------------------ issue 29's families
+# ------------------------------------------------------------------ families of hostile input
 def test_durations_near_2_to_62_are_refused_not_wrapped(tmp_path, capsys):
     b = _copy(tmp_path)
     arr = np.load(b / "durations.npy")

@@ -151,13 +151,13 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
             assert got["timelineHover"], (name, view["label"])
         if len(data["overview"]) > 1:
             assert got["overview"] == len(data["overview"])
-        # the Graph tab draws the selected view's graph and names it (issue 29, 8)
+        # the Graph tab draws the selected view's graph and names it
         assert got["graphName"] == view["graph"], (name, view["label"])
         if view["graph"] is None:
             assert got["graph"] == "note"
         elif got["graph"] == "svg":
             assert got["graphTitle"] == "graphscope_" + view["graph"], (name, view["label"])
-        if n_events:  # a time axis; a band per graph where the view has several (issue 29, 9)
+        if n_events:  # a time axis; a band per graph where the view has several
             assert got["ticks"] >= 2
             graphs = {data["strings"][i] for i in view["events"]["g"]}
             assert got["graphBands"] == (len(graphs) if len(graphs) > 1 else 0)
@@ -177,7 +177,7 @@ def test_screenshots_of_each_view(tmp_path):
             shutil.copy(shot, os.path.join(keep, shot.name))
 
 
-# ------------------------------------------------------------------ issue 29: 7-10 and scale
+# ------------------------------------------------------------------ graph views and scale
 def test_each_graph_view_names_its_graph_and_its_drawing():
     p = payload(_bundle("mlp_callables"))
     assert [(v["label"], v["graph"]) for v in p["views"]] == [

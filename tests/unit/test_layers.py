@@ -247,7 +247,7 @@ INJECTED = [
     ("graphscope.render.fmt", "graphscope.model.graph"),  # the base reaching up
     ("graphscope.analysis.ranks", "graphscope.capture"),  # analysis needing torch's side
     ("graphscope.render.table", "graphscope.native"),  # a renderer needing the extension
-    ("graphscope.native", "graphscope.trace_annotate"),  # the cycle issue 24 named
+    ("graphscope.native", "graphscope.trace_annotate"),  # a cycle: trace_annotate imports native
 ]
 
 
@@ -272,7 +272,7 @@ def test_a_cycle_is_caught():
 
 CUDA_H = sorted({*glob.glob("/usr/local/cuda*/include/cuda.h"), *glob.glob(os.path.join(
     os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", "cuda.h"))})
-# a `.type == "kernel"` left where another change is rewriting the module (issue 24 item 4)
+# a `.type == "kernel"` left where another change is rewriting the module
 KIND_LITERAL_EXEMPT: set[str] = set()
 
 

@@ -100,7 +100,7 @@ def test_lint_cannot_be_bypassed_or_hung(tmp_path, capsys, name):
         assert rc == 2 and rule in rules
 
 
-# the sixteenth session's newcomer: hazards lint missed, one it reported that was fixed already
+# hazards lint missed, and one it reported that was fixed already
 MISSED = '''import torch
 from torch import nn
 
@@ -170,8 +170,8 @@ def test_lint_reads_items_under_inference_mode_and_warns_where_no_backward_can_r
 
 
 def test_lint_takes_cuda_as_the_cpu_and_names_where_a_model_failed(tmp_path, capsys):
-    """The README's model file moves its loss target with .cuda(): on a CPU runner lint ran
-    none of it; a model that fails says where (the sixteenth session's newcomer)."""
+    """docs/model-files.md's model file moves its loss target with .cuda(): on a CPU runner lint ran
+    none of it; a model that fails says where."""
     import torch
 
     if torch.cuda.is_available():

@@ -1,5 +1,5 @@
-"""What a newcomer's first try of the read-only commands on the recorded bundles stumbled on
-(the fourteenth session), each fixed and kept fixed here (CPU)."""
+"""What a newcomer's first try of the read-only commands on the recorded bundles stumbled on,
+each fixed and kept fixed here (CPU)."""
 
 import os
 
@@ -122,7 +122,7 @@ def test_a_table_too_wide_for_the_terminal_drops_its_rules_before_a_figure_wraps
 
 
 def test_report_json_has_no_span_per_replay_across_a_programs_graphs(capsys, monkeypatch):
-    """The sixteenth session's newcomer: a run bundle's JSON gave 'replay_span_median_ns'
+    """A run bundle's JSON gave 'replay_span_median_ns'
     3.34 ms, first start to last end of the i-th replay of 8 graphs the program replays when it
     likes (each graph's own span is at most 0.25 ms); the header leaves it out, the JSON nulls
     it. One graph's span, and a model file's graphs replayed as one step, keep theirs."""
@@ -143,7 +143,7 @@ def test_report_json_has_no_span_per_replay_across_a_programs_graphs(capsys, mon
 
 def test_a_graph_budget_naming_a_bucket_as_written_checks_that_bucket_only(tmp_path, capsys,
                                                                            monkeypatch):
-    """The sixteenth session's newcomer: a budget on 'ladder.py:45 #0 [96]' read '[96]' as a
+    """A budget on 'ladder.py:45 #0 [96]' read '[96]' as a
     character class. A pattern that is a graph's name as written picks that graph; a glob
     still picks every match, '[[]' for a literal '['."""
     import json
@@ -170,7 +170,7 @@ def test_a_graph_budget_naming_a_bucket_as_written_checks_that_bucket_only(tmp_p
 @pytest.mark.parametrize("what", ["--trace", "--annotations", "--raw"])
 def test_dump_refuses_the_annotated_dots_options_with_another_output(tmp_path, capsys,
                                                                      monkeypatch, what, extra):
-    """The sixteenth session's newcomer: '--trace --filter fc1' wrote every event, the filter
+    """'--trace --filter fc1' wrote every event, the filter
     dropped in silence (while '--format svg --trace' was refused)."""
     out = tmp_path / "x.out"
     rc, _, err = _run(capsys, monkeypatch, "dump", os.path.join(DATA, "mlp_step"), what,
@@ -200,7 +200,7 @@ def test_dump_renders_as_the_output_is_named_and_refuses_a_name_that_says_otherw
 
 
 def test_diff_of_a_deep_tree_shows_the_levels_that_fit_and_says_so(capsys, monkeypatch):
-    """The sixteenth session's newcomer: diff printed ~200 module rows where report stops at
+    """Diff printed ~200 module rows where report stops at
     the levels that fit and says so; the gate still holds every module."""
     a, b = os.path.join(DATA, "branches_forward"), os.path.join(DATA, "branches_try_streams")
     rc, out, _ = _run(capsys, monkeypatch, "diff", a, b)
@@ -212,7 +212,7 @@ def test_diff_of_a_deep_tree_shows_the_levels_that_fit_and_says_so(capsys, monke
 
 
 def test_a_phase_a_row_has_no_kernels_of_is_blank_in_every_phase_column(capsys, monkeypatch):
-    """The sixteenth session's newcomer: the module table left 'opt' blank for modules with no
+    """The module table left 'opt' blank for modules with no
     optimizer kernels but gave the optimizer row '0 ns' under fwd and bwd."""
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_train_step_amp"))
     row = next(ln for ln in out.splitlines() if ln.startswith("│ (optimizer)"))
@@ -221,7 +221,7 @@ def test_a_phase_a_row_has_no_kernels_of_is_blank_in_every_phase_column(capsys, 
 
 
 def test_doctor_lists_the_commands_that_work_without_a_gpu_on_one_line(capsys, monkeypatch):
-    """The sixteenth session's newcomer: piped, doctor folded the list inside 'graphscope
+    """Piped, doctor folded the list inside 'graphscope
     lint'. (Only where capture cannot run here, as on this CPU host.)"""
     from graphscope.capture.capabilities import probe
 
@@ -233,7 +233,7 @@ def test_doctor_lists_the_commands_that_work_without_a_gpu_on_one_line(capsys, m
 
 
 def test_top_kernels_say_memset_and_memcpy_rows_are_memory_nodes(capsys, monkeypatch):
-    """The sixteenth session's newcomer: 'Top kernels by count' listed 'memset' as a kernel."""
+    """'Top kernels by count' listed 'memset' as a kernel."""
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"), "--graph",
                       "#0")
     assert rc == 0 and "│ memset " in out
@@ -242,7 +242,7 @@ def test_top_kernels_say_memset_and_memcpy_rows_are_memory_nodes(capsys, monkeyp
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_capture_refuses_the_run_mode_before_asking_for_a_gpu(capsys, monkeypatch, how):
-    """The sixteenth session's newcomer: 'capture --mode run' said only 'needs an NVIDIA
+    """'capture --mode run' said only 'needs an NVIDIA
     GPU'; the mode is refused first, on any machine."""
     from tests.conftest import SAMPLES
 
@@ -277,7 +277,7 @@ def test_capture_nproc_without_a_gpu_is_one_line_not_a_torchrun_per_rank(capsys,
 def test_annotate_trace_names_a_bundle_file_that_is_not_its_annotations(tmp_path, capsys,
                                                                         monkeypatch, name):
     """'-a BUNDLE/graph.json' said "keys must be exec node ids (invalid literal for int()
-    ...: 'graphs')" (the sixteenth session's newcomer)."""
+    ...: 'graphs')"."""
     rc, _, err = _run(capsys, monkeypatch, "annotate-trace",
                       os.path.join(DATA, "run_profiled.trace.json"), "-a",
                       os.path.join(DATA, "run_profiled", name), "-o", str(tmp_path / "t.json"))
@@ -310,7 +310,7 @@ def test_a_config_key_that_is_not_text_is_named_by_its_line(tmp_path, capsys, mo
 
 def test_graph_and_Graph_without_a_gpu_say_so_in_one_line():
     """torch's own errors were 'Tried to instantiate dummy base class CUDAGraph' and
-    'torch.cuda.Stream requires CUDA support' (the sixteenth session's newcomer)."""
+    'torch.cuda.Stream requires CUDA support'."""
     import torch
 
     import graphscope
@@ -325,7 +325,7 @@ def test_graph_and_Graph_without_a_gpu_say_so_in_one_line():
 
 
 def test_api_misuses_are_named_not_raw_errors(tmp_path):
-    """The sixteenth session's newcomer: mark_stream(None, ...) raised int()'s TypeError,
+    """Mark_stream(None, ...) raised int()'s TypeError,
     save_kernel_annotations(a directory) named an internal temp file, a negative depth was
     taken."""
     import graphscope
@@ -366,7 +366,7 @@ def test_a_bundle_output_that_is_a_file_is_refused_without_advising_force(tmp_pa
 def test_a_config_key_the_command_does_not_read_is_named(tmp_path, capsys, monkeypatch,
                                                         command, text, keys, other):
     """'run --config' ignored try_streams and counters in silence, capture op_captures and
-    graphs (the sixteenth session's newcomer): a project's one file may hold both, so it is a
+    graphs: a project's one file may hold both, so it is a
     warning, not an error."""
     from tests.conftest import SAMPLES
 

@@ -1,4 +1,4 @@
-"""Many GPUs (issue 7), the parts that run on CPUs: the rank-bundle layout, the merge, the
+"""Many GPUs, the parts that run on CPUs: the rank-bundle layout, the merge, the
 launcher arguments and torchrun's environment. The GPU capture itself needs nvidia-h200-x2."""
 
 import json

@@ -1,4 +1,4 @@
-"""Bundles of model-file workloads recorded on the H200 (issue 13), read on the CPU: forward
+"""Bundles of model-file workloads recorded on the H200, read on the CPU: forward
 buckets, a user step with micro-batches and AdamW, gradient accumulation, DDP over two ranks."""
 
 import json
@@ -114,7 +114,7 @@ OUTSIDE_MODULES = {"run_profiled"}
 
 
 def test_every_recorded_sample_is_fully_attributed():
-    """Issue 13: 100% of kernel/memcpy/memset nodes carry a module on every sample."""
+    """100% of kernel/memcpy/memset nodes carry a module on every sample."""
     for path in fixture_bundles():
         b = read_bundle(path)
         unplaced = [n for n in b.work if n.module == UNATTRIBUTED]

@@ -1,5 +1,5 @@
 """Model-file workloads on the CPU: input sets (buckets), keyword inputs, the user's step,
-and the default loss on dict / dataclass / Hugging Face-style outputs (issue 13)."""
+and the default loss on dict / dataclass / Hugging Face-style outputs."""
 
 import dataclasses
 import os

@@ -1,4 +1,4 @@
-// Hardware-counter probe (issue 28, step 1): which of CUPTI's PM sampling API and range
+// Hardware-counter probe: which of CUPTI's PM sampling API and range
 // profiler work on this machine, with which metrics, at what cost.
 //
 // Built on the GPU machine by run.sh (g++ -shared -fPIC, CUPTI headers only; no link to

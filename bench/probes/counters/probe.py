@@ -1,4 +1,4 @@
-"""Hardware-counter probe (issue 28, step 1): which of CUPTI's PM sampling API and range
+"""Hardware-counter probe: which of CUPTI's PM sampling API and range
 profiler work here, with which metrics, at what overhead, and what stops them.
 
     python3 bench/probes/counters/probe.py [--lib PATH] [--budget SECONDS]
@@ -821,7 +821,7 @@ def ncu_probe(timeout: float) -> dict:
 
 
 def verdicts(doc: dict) -> dict:
-    """Plain answers drawn from the steps (the lead reads these first)."""
+    """Plain answers drawn from the steps (read these first)."""
     steps = doc.get("steps", {})
     v: dict = {}
     env = steps.get("env", {})
@@ -927,7 +927,7 @@ def write(doc: dict, out_dir: str | None) -> None:
 def parent(args) -> int:
     deadline = time.monotonic() + args.budget
     doc: dict = {
-        "probe": "graphscope counters (issue 28 step 1)",
+        "probe": "graphscope counters",
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "lib": args.lib,
         "budget_s": args.budget,

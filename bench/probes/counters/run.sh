@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hardware-counter probe (issue 28 step 1): builds counters_probe.cpp against the CUPTI
+# Hardware-counter probe: builds counters_probe.cpp against the CUPTI
 # headers of torch's CUDA wheel and runs probe.py, which prints one JSON document and writes
 # it to $OUT/counters_probe.json (plus $OUT/pm_samples_*.json and $OUT/counters_build.log).
 #
