@@ -58,9 +58,9 @@ def diagnosis_deltas(a: Bundle, b: Bundle,
     between replays, as A / B / delta. ``diagnoses``: both bundles' ``diagnose``, where the
     caller has them."""
     if diagnoses is None:
-        from .diagnosis import diagnose
+        from .diagnosis import diagnose_json
 
-        diagnoses = (diagnose(a), diagnose(b))
+        diagnoses = (diagnose_json(a), diagnose_json(b))
     da, db = diagnoses
     ga = {o["graph"]: o for o in da["graphs"] if "error" not in o}
     gb = {o["graph"]: o for o in db["graphs"] if "error" not in o}
