@@ -58,7 +58,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
     tables = html_path != "-"  # the page is stdout's one document
     if is_multirank(bundle):
         return _multirank(bundle, depth, html_path, diagnosis, graph_name, ladder, force,
-                          as_json, tables)
+                          as_json, tables, as_markdown)
     from graphscope.analysis.report import ReportOptions, build_report
 
     options = ReportOptions(top=top, depth=depth, graph=graph_name, ladder=ladder,
@@ -131,7 +131,7 @@ def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleEx
 
 def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
                diagnosis: Optional[bool], graph_name: Optional[str], ladder: bool, force: bool,
-               as_json: bool, tables: bool) -> int:
+               as_json: bool, tables: bool, as_markdown: bool = False) -> int:
     """The ranks' view: it compares ranks; one graph, or a site's buckets, are each rank's."""
     from graphscope._errors import GraphscopeError
 
@@ -150,10 +150,7 @@ def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
                                        graph_svg=graph_svgs(ranks[0][1], ranks)),
                      force=force, inputs=(bundle,), what="HTML report")
         _wrote(html_path, as_json)
-    if diagnosis and tables:  # asked for: said where it is, not dropped in silence
-        click.echo(f"Diagnosis is per rank's graphs: graphscope report "
-                   f"{bundle.rstrip('/')}/rank<r> --diagnosis", err=True)
-    return _report_ranks(bundle, depth, as_json) if tables else 0
+    return _report_ranks(bundle, depth, as_json, as_markdown) if tables else 0
 
 
 def _wrote(path: str, as_json: bool) -> None:
@@ -161,19 +158,26 @@ def _wrote(path: str, as_json: bool) -> None:
         click.echo(f"Wrote {path}", err=as_json)
 
 
-def _report_ranks(path: str, depth: Optional[int], as_json: bool) -> int:
-    """Per-module time per rank, skew (max / median over ranks), time in collectives."""
-    from graphscope.analysis.ranks import merge
+def _report_ranks(path: str, depth: Optional[int], as_json: bool,
+                  as_markdown: bool = False) -> int:
+    """The ranks section: per-rank and merged totals, each rank's diagnosis and the rank that
+    sets the step, collectives aligned across ranks and their stragglers, module skew, top
+    kernels, DDP buckets and FSDP2 groups per rank."""
+    from graphscope.analysis.ranks import ranks_report
     from graphscope.model.ranks import read_ranks
-    from graphscope.render.table import render_ranks
 
+    section = ranks_report(read_ranks(path), depth)
+    if as_json:
+        from graphscope.analysis.section import plain
+
+        click.echo(json.dumps(plain(section), sort_keys=True, indent=1))
+        return 0
+    from graphscope.render import ranks as view
+
+    if as_markdown:
+        click.echo(view.markdown(section, depth), nl=False)
+        return 0
     from ..options import console
 
-    m = merge(read_ranks(path))
-    if as_json:
-        click.echo(json.dumps(m, sort_keys=True, indent=1))
-        return 0
-    con = console()
-    con.print(render_ranks(m, depth))
-    con.print(f"replay time skew across ranks (max / median): {m['replay_skew']:.2f}")
+    console().print(view.terminal(section, depth))
     return 0

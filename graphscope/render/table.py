@@ -311,38 +311,6 @@ def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
     return keep_figures(t)
 
 
-def render_ranks(m: dict[str, Any], depth: Optional[int] = None) -> Group:
-    """`graphscope report` of a multi-rank bundle: ``m`` is
-    :func:`graphscope.analysis.ranks.merge`'s (module time per rank and skew, collectives, DDP
-    buckets per rank)."""
-    t = Table(title=f"GPU time by module per rank ({m['world_size']} ranks, median per replay)",
-              title_justify="left")
-    t.add_column("module", no_wrap=True)
-    for r in range(m["world_size"]):
-        t.add_column(f"rank {r}", justify="right", no_wrap=True)
-    t.add_column("skew", justify="right", no_wrap=True)
-    for row in m["modules"]:
-        if depth is not None and row["level"] > depth:
-            continue
-        name = Text(("  " * row["level"]) + (row["module"].rsplit(".", 1)[-1] if row["level"]
-                                             else row["module"]))
-        skew = f"{row['skew']:.2f}" + (f" (r{row['slowest_rank']})" if row["skew"] > 1.05 else "")
-        t.add_row(name, *[fmt_ns(x) for x in row["per_rank_ns"]], skew)
-    parts: list[Any] = [t]
-    c = Table(title="Collectives", title_justify="left")
-    for col in ("rank", "kernels", "time", "% of replay"):
-        c.add_column(col, justify="right")
-    for row in m["collectives"]:
-        c.add_row(str(row["rank"]), str(row["kernels"]), fmt_ns(row["median_ns"]),
-                  f"{row['pct']:.1f}")
-    parts.append(c)
-    for entry in m.get("ddp", []):
-        d = ddp_table(entry["buckets"])
-        d.title = f"rank {entry['rank']}: {d.title}"
-        parts.append(d)
-    return Group(*parts)
-
-
 def check_table(results: list[Any]) -> Table:
     """`graphscope check`: one row per budget result (``CheckResult``s)."""
     failed = sum(not r.passed for r in results)
