@@ -18,7 +18,11 @@ TOP_ROWS = 10
 def cell(value: object) -> str:
     """One table cell: pipes and newlines escaped, so that no name can break the table."""
     text = "-" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("`", "'")
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    # a command in backquotes stays code; a backquote inside a name cannot open one
+    if len(text) > 2 and text[0] == text[-1] == "`" and "`" not in text[1:-1]:
+        return text
+    return text.replace("`", "'")
 
 
 def table(head: Sequence[str], rows: Iterable[Sequence[object]],
@@ -99,6 +103,24 @@ def _diagnosis(diag: Mapping[str, Any]) -> list[str]:
     return out + [""]
 
 
+def _findings(diag: Mapping[str, Any]) -> list[str]:
+    """What to do next: the diagnosis's findings, ranked by predicted saving, with the command
+    that tries each (the terminal's wording: render/diagnosis.py)."""
+    from ..analysis.diagnosis.types import Diagnosis, from_json
+    from .diagnosis import words
+
+    typed = from_json(Diagnosis, diag)
+    said = words(typed)
+    rows = [(k + 1, f"{fmt_ns(f.saving_ns)} ({f.saving_pct:.0f}%)", f.graph, w["text"],
+             f"`{w['try']}`" if w["try"] else "-")
+            for k, (f, w) in enumerate(zip(typed.findings.findings, said["findings"]))]
+    out = ["### What to do next (ranked by predicted saving per replay)", ""]
+    if rows:
+        out += table(("#", "saving", "graph", "finding", "try"), rows, right=(0, 1))
+    notes = [f"- {cell(x)}" for x in said["findings_note"]]
+    return out + [""] + (notes + [""] if notes else [])
+
+
 def _absent(report: Report) -> list[str]:
     keys = ("diagnosis", "memory", "eager", "counters")
     gone = [(k, v) for k in keys if isinstance(v := getattr(report, k), Absent)]
@@ -115,6 +137,7 @@ def report_markdown(report: Report, title: str) -> str:
         parts += _graphs(report)
     parts += _modules(report) + _kernels(report)
     if present(report.diagnosis):
-        parts += _diagnosis(plain(report.diagnosis))
+        diag = plain(report.diagnosis)
+        parts += _findings(diag) + _diagnosis(diag)
     parts += _absent(report)
     return "\n".join(parts).rstrip() + "\n"
