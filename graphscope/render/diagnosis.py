@@ -412,9 +412,10 @@ def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
 
 
 def words(diag: Diagnosis) -> dict[str, Any]:
-    """The sentences the views need beside the diagnosis's numbers (the HTML page, Markdown):
-    the verdicts, each finding's text and command, each graph's replay selection, what-if
-    and assumptions."""
+    """The sentences and table cells the views need beside the diagnosis's numbers (the HTML
+    page draws its Diagnosis tab from these, as the terminal words them; Markdown): the
+    verdicts, each finding's text and command, each graph's cells, lines and assumptions."""
+    any_timed = any(o.timed for o in diag.graphs)
     return {
         "verdicts": verdict_lines(diag),
         "findings": [{"text": finding_text(f), "try": action_text(f.action)}
@@ -423,7 +424,11 @@ def words(diag: Diagnosis) -> dict[str, Any]:
         "between_replays": between_text(diag.between_replays) if diag.between_replays else None,
         "graphs": {o.graph: {"selection": selection_text(o.selection) if o.timed else None,
                              "what_if": whatif_lines(o.what_if) if o.what_if else [],
-                             "assumptions": [assumption_text(a) for a in o.assumptions]}
+                             "assumptions": [assumption_text(a) for a in o.assumptions],
+                             "path": _path_cell(o, any_timed),
+                             "what_if_cell": _what_if_cell(o),
+                             "tried": _tried(o.what_if_measured),
+                             "lines": _graph_lines(o)}
                    for o in diag.graphs},
     }
 

@@ -116,7 +116,11 @@ def _diagnosis(doc: Any, graphs: int) -> tuple[Optional[dict[str, Any]], frozens
     ids on the critical paths (for the timeline's outlines)."""
     if doc is None or graphs > MAX_DIAGNOSED_GRAPHS:
         return None, frozenset()
+    from ..analysis.diagnosis.types import Diagnosis, from_json
+    from .diagnosis import words
+
     d = copy.deepcopy(doc)
+    d["words"] = words(from_json(Diagnosis, doc))  # the tab's sentences, as the terminal's
     crit: set[int] = set()
     for o in d["graphs"]:
         cp = o.get("critical_path")

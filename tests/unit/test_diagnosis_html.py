@@ -100,3 +100,28 @@ def test_graphs_never_timed_read_a_dash_in_the_overview_in_chromium(tmp_path):
     assert cells["#0 [96]"][-2] == "-" and cells["#1 [64]"][-2] == "-", cells["#0 [96]"]
     assert all(c[-2].endswith("µs") for k, c in cells.items() if k not in ("#0 [96]", "#1 [64]"))
     assert "NaN" not in dom and "null" not in "".join(ladder)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
+def test_diagnosis_tab_leads_with_the_findings_worded_as_the_terminal_does(tmp_path):
+    # GIVEN the branches sample's page, drawn by Chromium on its Diagnosis tab
+    from click.testing import CliRunner
+
+    from graphscope.cli.main import cli
+    from tests.unit.test_html import DATA
+
+    page = tmp_path / "report.html"
+    page.write_text(_page("branches_forward"))
+    dom = _chromium(tmp_path, page.as_uri() + "#tab=diagnosis", "--dump-dom").stdout
+    dom = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", dom, flags=re.S)
+    tab = dom[dom.index('id="diag"'):]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", tab))
+    # THEN the findings come first, with the command that tries each
+    assert text.index("What to do next") < text.index("critical path")
+    assert "--try-streams 4" in text
+    # AND the what-if cell and the verdicts read as the terminal's (one wording, in Python)
+    out = CliRunner().invoke(cli, ["report", f"{DATA}/branches_forward"], terminal_width=200)
+    cell = re.search(r"│ (\S+ \S+ -\d+%) │\n", out.output).group(1)
+    assert cell in text
+    assert "serialized on one stream" in out.output and "serialized on one stream" in text
+    assert "[object Object]" not in text
