@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from graphscope.analysis.diagnosis import diagnose
+from graphscope.analysis.diagnosis import diagnose_json
 from graphscope.model.bundle_files import read_compile
 from graphscope.model.bundle_io import read_bundle
 from tests.conftest import ROOT, SAMPLES
@@ -107,7 +107,7 @@ def test_step_try_streams_on_real_training_steps(tmp_path, name, lib, src, param
         assert parts["state"]["tensors"] == state
     assert wi["within_tolerance"], parts
     # AND the report reads it as it reads forward mode's
-    m = diagnose(b)["graphs"][0]["what_if_measured"]
+    m = diagnose_json(b)["graphs"][0]["what_if_measured"]
     assert m["streams"] == wi["streams"] and m["span_ns"] == wi["median_ns"]
 
 
