@@ -125,15 +125,33 @@ def _key(t: Any, device_type: str = "cuda") -> Optional[int]:
     return storage_key(t) or None
 
 
+# Ops whose schema does not mark arguments they write: the batch norms update their running
+# statistics in place when ``training`` is true (``Tensor? running_mean``, unannotated).
+UNMARKED_WRITES = {
+    "native_batch_norm": ("running_mean", "running_var"),
+    "cudnn_batch_norm": ("running_mean", "running_var"),
+    "miopen_batch_norm": ("running_mean", "running_var"),
+}
+
+
+def _arg(a: Any, i: int, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    return args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
+
+
 def _written_args(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> list[Any]:
-    """The arguments ``func``'s schema marks as written (``Tensor(a!)``: in-place, out=)."""
+    """The arguments ``func`` writes: those its schema marks (``Tensor(a!)``: in-place,
+    out=) and those :data:`UNMARKED_WRITES` names."""
+    schema = func._schema
+    unmarked = UNMARKED_WRITES.get(schema.name.split("::")[-1], ())
+    if unmarked:
+        values = {a.name: _arg(a, i, args, kwargs) for i, a in enumerate(schema.arguments)}
+        if not values.get("training"):
+            unmarked = ()
     out: list[Any] = []
-    for i, a in enumerate(func._schema.arguments):
+    for i, a in enumerate(schema.arguments):
         alias = a.alias_info
-        if alias is None or not alias.is_write:
-            continue
-        v = args[i] if i < len(args) and not a.kwarg_only else kwargs.get(a.name)
-        out += tensors_in(v)
+        if a.name in unmarked or (alias is not None and alias.is_write):
+            out += tensors_in(_arg(a, i, args, kwargs))
     return out
 
 

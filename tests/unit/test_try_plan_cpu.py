@@ -154,3 +154,28 @@ def test_op_access_reads_writes_and_views():
                      "cpu") is None
     # tensors on another device are not the plan's
     assert op_access(torch.ops.aten.add.Tensor, (x, y), {}, "cuda") is None
+
+
+def test_batch_norm_running_statistics_are_written_in_place():
+    # GIVEN BatchNorm layers in training mode: native_batch_norm's schema does not mark
+    # running_mean and running_var as written, yet the op updates them in place
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4))
+    mode = plan_mode(4, device_type="cpu")
+    with mode:
+        model(torch.randn(2, 3, 8, 8)).sum().backward()
+    # THEN every buffer (running mean, running variance, batches tracked) is external state,
+    # the state a --try-streams step puts back and compares
+    buffers = {b.untyped_storage().data_ptr() for b in model.buffers()}
+    assert len(buffers) == 6 and buffers <= set(mode.core.external)
+    # AND the plan orders every op that reads or writes them
+    assert unordered_dependencies(mode.core.log) == []
+
+
+def test_batch_norm_in_eval_mode_only_reads_its_statistics():
+    bn = nn.BatchNorm2d(4).eval()
+    mode = plan_mode(2, device_type="cpu")
+    with mode:
+        bn(torch.randn(2, 4, 5, 5))
+    assert mode.core.external == {}
