@@ -45,9 +45,9 @@ demo: install ## Capture the default sample model (or, without a GPU, report its
 		$(BIN)/graphscope capture --force -o graphscope-out/mlp.capture; \
 	else \
 		echo "No NVIDIA GPU here: showing the bundle of sample_models/mlp.py recorded on an H200"; \
-		echo "(tests/data/mlp_step). On a GPU machine this target captures it live."; \
-		$(BIN)/graphscope report tests/data/mlp_step; \
-		echo "Bundle: tests/data/mlp_step  (try: graphscope dump tests/data/mlp_step --trace -o mlp.trace.json)"; \
+		echo "(tests/data/demo/mlp_step). On a GPU machine this target captures it live."; \
+		$(BIN)/graphscope report tests/data/demo/mlp_step; \
+		echo "Bundle: tests/data/demo/mlp_step  (try: graphscope dump tests/data/demo/mlp_step --trace -o mlp.trace.json)"; \
 	fi
 
 bench: install ## Run the benchmarks (GPU) and print their JSON

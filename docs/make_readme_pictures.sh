@@ -6,7 +6,7 @@
 #    over several lines) becomes "$ COMMAND" (wrapped with a backslash past 96 characters) and
 #    what COMMAND prints, run from the checkout's root with the checkout's .venv/bin first on
 #    PATH, at 100 columns, trailing blanks stripped;
-#  - docs/screenshots/readme_report_html.png: `graphscope report --html` of tests/data/gpt_step
+#  - docs/screenshots/readme_report_html.png: `graphscope report --html` of tests/data/demo/gpt_step
 #    drawn by headless Chromium (skipped, saying so, where Chromium is not installed).
 # Usage: docs/make_readme_pictures.sh           rewrite the pictures and the screenshot
 #        docs/make_readme_pictures.sh --check   exit 1 if a block differs from what its command
@@ -91,7 +91,7 @@ if [ -z "$chromium" ]; then
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-graphscope report tests/data/gpt_step --html "$tmp/report.html" >/dev/null
+graphscope report tests/data/demo/gpt_step --html "$tmp/report.html" >/dev/null
 "$chromium" --headless --no-sandbox --disable-gpu --no-first-run --hide-scrollbars \
   --disable-background-networking --disable-component-update --disable-sync \
   --user-data-dir="$tmp/profile" --window-size=1280,660 \

@@ -11,14 +11,16 @@ _CAPS = None
 
 
 def fixture_bundles() -> list[str]:
-    """Every recorded bundle under tests/data, each rank of a multi-rank one separately."""
+    """Every recorded bundle under tests/data, each rank of a multi-rank one separately, and
+    the bundles of a folder of them (tests/data/demo)."""
     out = []
     for name in sorted(os.listdir(DATA)):
         p = os.path.join(DATA, name)
         if os.path.isfile(os.path.join(p, "manifest.json")):
             out.append(p)
-        elif os.path.isdir(p):
-            out += [os.path.join(p, r) for r in sorted(os.listdir(p)) if r.startswith("rank")]
+        elif os.path.isdir(p):  # each rank of a multi-rank bundle, or a folder of bundles
+            out += [os.path.join(p, r) for r in sorted(os.listdir(p))
+                    if r.startswith("rank") or os.path.isfile(os.path.join(p, r, "manifest.json"))]
     return out
 
 

@@ -95,6 +95,20 @@ def exec_id_of(cuda_graph: Any) -> int:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception in one line: its type and the first line of its message."""
+    """An exception in one line: its type and the first line of its message. An exception
+    raised while handling another (a capture that failed, then ended with "operation failed
+    due to a previous error during capture") is the first one's line, then the last's."""
+    chain = [exc]
+    while len(chain) < 8:
+        nxt = chain[-1].__cause__ or chain[-1].__context__
+        if nxt is None or nxt in chain:
+            break
+        chain.append(nxt)
+    if len(chain) == 1:
+        return _line(exc)
+    return f"{_line(chain[-1])} (then {_line(exc)})"
+
+
+def _line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"

@@ -122,17 +122,41 @@ class Version:
     warmup_s: float
 
 
+@contextlib.contextmanager
+def told_capturing() -> Iterator[None]:
+    """``torch.cuda.is_current_stream_capturing()`` answers True, as it will in the capture.
+    Models branch on it (transformers skips a data-dependent check and builds an attention
+    mask while a capture is under way): compiled code warmed up on the other branch would
+    recompile inside the capture, where compiling cannot run."""
+    import torch
+    import torch.cuda.graphs as graphs
+
+    saved = (torch.cuda.is_current_stream_capturing, graphs.is_current_stream_capturing)
+
+    def is_current_stream_capturing() -> bool:
+        return True
+
+    torch.cuda.is_current_stream_capturing = is_current_stream_capturing
+    graphs.is_current_stream_capturing = is_current_stream_capturing
+    try:
+        yield
+    finally:
+        torch.cuda.is_current_stream_capturing, graphs.is_current_stream_capturing = saved
+
+
 def capture_version(run: Callable[[], Any], name: str, warmup: int, model: Any) -> Version:
     """``run`` warmed up (compiling, the first time) and captured with the recorder held,
-    so each node carries the scope it was launched in; instantiated."""
+    so each node carries the scope it was launched in; instantiated. Warm-up and capture
+    run :func:`told_capturing`, so both take the branches a capture takes."""
     import torch
 
     t = time.perf_counter()
-    warm_up(run, max(warmup, 2))
-    warmup_s = time.perf_counter() - t
     g = torch.cuda.CUDAGraph(keep_graph=True)
-    with ann.session(False) as records, annotated_graph(g):
-        out = run()
+    with told_capturing():
+        warm_up(run, max(warmup, 2))
+        warmup_s = time.perf_counter() - t
+        with ann.session(False) as records, annotated_graph(g):
+            out = run()
     raw = inspect_template(g, name, records[0], dot=False)
     g.instantiate()
     eid = exec_id_of(g)

@@ -249,7 +249,9 @@ def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
     if any(o.timed and o.stream_order is not None and not o.stream_order.op_info for o in rows):
         notes.append("what-if -: no memory ranges recorded (no stream-order analysis)")
     if any(o.timed and not o.launch_recorded for o in rows):
-        notes.append("launch n/r: launches not recorded (a bundle from before launch records)")
+        notes.append("launch n/r: no launch record matched these replays" if diag.launch_recorded
+                     else "launch n/r: launches not recorded (a bundle from before launch "
+                     "records)")
     if any_timed and any(not o.timed for o in rows):
         notes.append("-: a graph never replayed while traced")
     title = ("Diagnosis (median per replay)" if any_timed

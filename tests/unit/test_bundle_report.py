@@ -166,10 +166,10 @@ def test_a_file_missing_from_a_bundle_says_it_was_copied_incompletely(tmp_path, 
 def _summarized() -> list[str]:
     """Every committed bundle with a stored summary.json (tests/refresh_summaries.py rewrites
     them when the summary's shape changes: a stale one shows here)."""
-    from tests.conftest import DATA
+    from tests.conftest import DATA, fixture_bundles
 
-    return sorted(n for n in os.listdir(DATA)
-                  if os.path.isfile(os.path.join(DATA, n, "summary.json")))
+    return sorted(os.path.relpath(p, DATA) for p in fixture_bundles()
+                  if os.path.isfile(os.path.join(p, "summary.json")))
 
 
 @pytest.mark.parametrize("name", _summarized())

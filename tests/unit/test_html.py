@@ -19,7 +19,7 @@ from tests.conftest import DATA
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIXTURES = sorted(n for n in os.listdir(DATA)
                   if os.path.isdir(os.path.join(DATA, n))
-                  and n not in ("golden", "gates"))  # not bundles (gates: a set of them)
+                  and n not in ("golden", "gates", "demo"))  # not bundles (sets of them)
 
 
 def _bundle(name="gpt_step"):

@@ -48,7 +48,8 @@ DIFFS = [
 
 def bundles() -> list[str]:
     """Every bundle under tests/data (relative to the repository root): single-rank bundles,
-    each rank of a multi-rank bundle, and the multi-rank bundle itself."""
+    each rank of a multi-rank bundle, the multi-rank bundle itself, and the bundles of a
+    folder of bundles."""
     out = []
     for name in sorted(os.listdir(os.path.join(ROOT, DATA))):
         p = os.path.join(DATA, name)
@@ -59,6 +60,9 @@ def bundles() -> list[str]:
             if ranks:
                 out.append(p)
                 out += [os.path.join(p, r) for r in ranks]
+            else:  # a folder of bundles (tests/data/demo)
+                out += [os.path.join(p, b) for b in sorted(os.listdir(os.path.join(ROOT, p)))
+                        if os.path.isfile(os.path.join(ROOT, p, b, "manifest.json"))]
     return out
 
 

@@ -19,11 +19,12 @@ from graphscope.model.bundle_io import read_bundle, read_manifest_mode, read_sum
 from graphscope.render.fmt import fmt_ns
 from graphscope.render.html import payload
 from graphscope.render.markdown import report_markdown
+from tests.conftest import fixture_bundles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data")
-BUNDLES = sorted(n for n in os.listdir(DATA)
-                 if os.path.isfile(os.path.join(DATA, n, "manifest.json")))
+BUNDLES = sorted(os.path.relpath(p, DATA) for p in fixture_bundles()
+                 if os.path.isfile(os.path.join(p, "manifest.json")) and "/rank" not in p)
 
 
 def _report(name: str) -> tuple[Report, object]:

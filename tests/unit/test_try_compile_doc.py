@@ -176,3 +176,23 @@ def test_a_bundle_with_compile_json_is_reported(tmp_path):
     r = subprocess.run([sys.executable, "-m", "graphscope", "report", str(path)],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_failed_capture_is_told_by_its_first_error():
+    # GIVEN a capture whose op failed, then whose end failed "due to a previous error"
+    from graphscope.capture.alternate import one_line
+
+    def capture():
+        try:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore")
+        finally:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during "
+                               "capture")
+
+    with pytest.raises(RuntimeError) as e:
+        capture()
+    # THEN the one line names the first error, then the last
+    assert one_line(e.value) == (
+        "RuntimeError: CUDA error: operation not permitted when stream is capturing (then "
+        "RuntimeError: CUDA error: operation failed due to a previous error during capture)")
+    assert one_line(ValueError("bad\nx")) == "ValueError: bad"

@@ -157,3 +157,25 @@ def test_compiled_forwards_are_made_once_and_train():
     assert torch.allclose(out, ref) and len(t.compiled) == 1
     assert model.left[0][0].weight.grad is not None
     assert "forward" not in model.left.__dict__
+
+
+def test_compiled_code_warms_up_on_the_branch_the_capture_takes():
+    # GIVEN code that branches on whether a capture is under way (transformers builds an
+    # attention mask instead of checking the data when it is)
+    torch = pytest.importorskip("torch")
+    from graphscope.capture.compile import told_capturing
+
+    def mask_or_none():
+        return "mask" if torch.cuda.is_current_stream_capturing() else None
+
+    real = torch.cuda.is_current_stream_capturing  # (a CPU build cannot answer it)
+    # THEN inside told_capturing it takes the capture's branch, through either name
+    with told_capturing():
+        assert mask_or_none() == "mask"
+        assert torch.cuda.graphs.is_current_stream_capturing() is True
+    # AND torch's function is back afterwards, also when the body raised
+    assert torch.cuda.is_current_stream_capturing is real
+    with pytest.raises(KeyError), told_capturing():
+        raise KeyError("x")
+    assert torch.cuda.is_current_stream_capturing is real
+    assert torch.cuda.graphs.is_current_stream_capturing is real
