@@ -11,6 +11,12 @@ the same math in another order, a wider one for compiled code (fused kernels rou
 intermediate values differently). NaN equals NaN here (both graphs produced it); a NaN
 against a number is an infinite difference.
 
+A graph whose kernels are not deterministic (cuDNN's weight-gradient algorithms, atomics)
+differs from itself: the captured graph is replayed twice from the same state, and the
+largest difference between those two runs of a tensor, times :data:`OWN_FACTOR`, is allowed
+on top of the tolerance (``own_max_abs_diff`` in the record). A captured graph that repeats
+itself bitwise allows nothing more, so a difference there is the tried graph's own.
+
 :class:`StateSnapshot` keeps the bytes of the storages a step writes in place (parameters,
 optimizer state, running statistics) and the CUDA generator's state, so that two graphs can
 each run one step from the same state (dropout then draws the same masks: a graph takes its
@@ -35,6 +41,7 @@ TOLERANCES: dict[str, dict[str, tuple[float, float]]] = {
                  "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)},
 }
 MAX_NAMED = 5  # mismatching tensors named in a comparison
+OWN_FACTOR = 4.0  # times the captured graph's own run-to-run difference, allowed on top
 
 
 def dtype_name(t: Any) -> str:
@@ -46,10 +53,26 @@ def tolerance_table(kind: str) -> dict[str, list[float]]:
     return {k: [a, r] for k, (a, r) in sorted(TOLERANCES[kind].items())}
 
 
-def _pair(name: str, a: Any, b: Any, kind: str) -> dict[str, Any]:
+def _own(b: Any, again: Any) -> float:
+    """The largest finite difference between two runs of the captured graph of a tensor."""
+    if again is None or again.shape != b.shape or again.dtype != b.dtype:
+        return 0.0
+    if not b.is_floating_point() and not b.is_complex():
+        return 0.0
+    if b.is_complex():
+        import torch
+
+        b, again = torch.view_as_real(b), torch.view_as_real(again)
+    d = (b.detach().double() - again.detach().double()).abs()
+    d = d.masked_fill(~d.isfinite(), 0.0)
+    return float(d.max()) if d.numel() else 0.0
+
+
+def _pair(name: str, a: Any, b: Any, kind: str, again: Any = None) -> dict[str, Any]:
     """One tensor pair: bitwise equal, the largest finite |a - b|, the elements where only
     one side is NaN or infinite, and the largest ratio of a difference to what the tolerance
-    allows there (<= 1: within it; None: the dtype has no tolerance)."""
+    allows there (<= 1: within it; None: the dtype has no tolerance). ``again``: the
+    captured graph's second run of ``b`` (module docstring)."""
     import torch
 
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -69,27 +92,32 @@ def _pair(name: str, a: Any, b: Any, kind: str) -> dict[str, Any]:
     equal = bool(same.all())
     top = float(diff.masked_fill(~finite, 0.0).max()) if diff.numel() else 0.0
     tol = TOLERANCES[kind].get(dtype_name(a))
+    own = _own(b, again)
     ratio: Optional[float] = 0.0
     if not equal:
         if tol is None:
             ratio = None
         else:
-            allowed = tol[0] + tol[1] * y.abs().nan_to_num(nan=0.0, posinf=0.0)
+            allowed = (tol[0] + tol[1] * y.abs().nan_to_num(nan=0.0, posinf=0.0)
+                       + OWN_FACTOR * own)
             ratio = float((diff.masked_fill(~finite, 0.0) / allowed).max())
     return {"name": name, "equal": equal, "max_abs_diff": top, "nonfinite": nonfinite,
-            "ratio": ratio}
+            "ratio": ratio, "own": own}
 
 
 def compare_named(pairs: Sequence[tuple[str, Any, Any]], kind: str,
-                  missing: Sequence[str] = ()) -> dict[str, Any]:
+                  missing: Sequence[str] = (), again: Optional[Sequence[Any]] = None
+                  ) -> dict[str, Any]:
     """Compare ``(name, tried, captured)`` tensor pairs; the record a bundle keeps:
     ``tensors``, ``bitwise_equal``, ``max_abs_diff`` (finite differences; None: a pair's
     shape or dtype differs), ``nonfinite`` (elements NaN or infinite on one side only),
     ``within_tolerance``, ``max_tolerance_ratio`` (the largest difference over what the
     tolerance allows there; None where no tolerance applies) and up to :data:`MAX_NAMED`
     ``mismatched`` names, the worst first. ``missing``: names that one side has (a
-    gradient) and the other does not."""
-    rows = [_pair(n, a, b, kind) for n, a, b in pairs]
+    gradient) and the other does not. ``again``: the captured graph's second run of each
+    pair's captured tensor, in order: ``own_max_abs_diff`` (None: not run twice)."""
+    rows = [_pair(n, a, b, kind, again[i] if again is not None else None)
+            for i, (n, a, b) in enumerate(pairs)]
     rows += [{"name": n, "structure": "present on one side only"} for n in missing]
     broken = [r for r in rows if "structure" in r]
     whole = [r for r in rows if "structure" not in r]
@@ -107,22 +135,26 @@ def compare_named(pairs: Sequence[tuple[str, Any, Any]], kind: str,
         "within_tolerance": not broken and not unknown and not nonfinite and ratio <= 1.0,
         "max_tolerance_ratio": None if broken or unknown else ratio,
         "mismatched": [r["name"] for r in bad][:MAX_NAMED],
+        "own_max_abs_diff": None if again is None else max(
+            (r.get("own", 0.0) for r in whole), default=0.0),
     }
     if broken:
         out["structure"] = f"{broken[0]['name']}: {broken[0]['structure']}"
     return out
 
 
-def compare_values(tried: Any, captured: Any, kind: str, prefix: str = "output"
-                   ) -> dict[str, Any]:
-    """:func:`compare_named` over the tensors in two values (model outputs), in order."""
+def compare_values(tried: Any, captured: Any, kind: str, prefix: str = "output",
+                   again: Any = None) -> dict[str, Any]:
+    """:func:`compare_named` over the tensors in two values (model outputs), in order;
+    ``again``: the captured graph's second run of ``captured``."""
     ta, tb = tensors_in(tried), tensors_in(captured)
     if len(ta) != len(tb):
         return {**compare_named([], kind), "bitwise_equal": False, "within_tolerance": False,
                 "max_abs_diff": None, "max_tolerance_ratio": None, "tensors": len(tb),
                 "structure": f"{len(ta)} tensors against {len(tb)}", "mismatched": [prefix]}
+    tc = tensors_in(again) if again is not None else None
     return compare_named([(f"{prefix}[{i}]", a, b) for i, (a, b) in enumerate(zip(ta, tb))],
-                         kind)
+                         kind, again=tc if tc is not None and len(tc) == len(tb) else None)
 
 
 def summary(parts: dict[str, dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -210,8 +242,9 @@ def grad_pairs(tried: Mapping[str, Any], captured: Mapping[str, Any]
 def compare_replays(captured: Ran, tried: Ran, external: Sequence[Any],
                     names: Mapping[int, str], kind: str, device: Any = None
                     ) -> dict[str, dict[str, Any]]:
-    """One replay of each graph from the same state: ``external`` (what the step writes in
-    place but does not make) and the generator of ``device`` (None: the current CUDA
+    """One replay of each graph from the same state, and a second of the captured graph
+    (its own run-to-run difference, module docstring): ``external`` (what the step writes
+    in place but does not make) and the generator of ``device`` (None: the current CUDA
     device) are saved first and put back after each replay, and at the end. The parts
     compared: ``outputs``, ``gradients`` (where the step has any), ``state`` (``external``
     after the step; names from ``names`` by storage, else dtype and shape)."""
@@ -222,7 +255,7 @@ def compare_replays(captured: Ran, tried: Ran, external: Sequence[Any],
     snap = StateSnapshot(external, dev)
     results = []
     try:
-        for ran in (captured, tried):
+        for ran in (captured, tried, captured):
             ran.graph.replay()
             if dev.type == "cuda":
                 torch.cuda.synchronize()
@@ -233,14 +266,15 @@ def compare_replays(captured: Ran, tried: Ran, external: Sequence[Any],
             snap.restore()
     finally:
         snap.restore()
-    (o1, g1, s1), (o2, g2, s2) = results
-    parts = {"outputs": compare_values(o2, o1, kind)}
+    (o1, g1, s1), (o2, g2, s2), (o3, g3, s3) = results
+    parts = {"outputs": compare_values(o2, o1, kind, again=o3)}
     pairs, missing = grad_pairs(g2, g1)
     if pairs or missing:
-        parts["gradients"] = compare_named(pairs, kind, missing)
+        parts["gradients"] = compare_named(pairs, kind, missing,
+                                           again=[g3.get(n) for n, _, _ in pairs])
     if external:
         state = [(names.get(storage_key(t)) or
                   f"state[{i}] {dtype_name(t)}{list(t.shape)}", a, b)
                  for i, (t, a, b) in enumerate(zip(external, s2, s1))]
-        parts["state"] = compare_named(state, kind)
+        parts["state"] = compare_named(state, kind, again=s3)
     return parts

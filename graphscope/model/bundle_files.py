@@ -176,7 +176,7 @@ _GRAPH_VERSION: dict[str, Any] = {"kernels": _INT, "nodes": _INT, "span_ns": [_I
 _COMPARED: dict[str, Any] = {"tensors": _INT, "bitwise_equal": _BOOL, "max_abs_diff": _OPT,
                              "nonfinite": _INT, "within_tolerance": _BOOL,
                              "max_tolerance_ratio": _OPT, "mismatched": [_STR],
-                             "?structure": _STR}
+                             "?structure": _STR, "?own_max_abs_diff": _OPT}
 _COMPILE_GRAPH: dict[str, Any] = {
     "graph": _STR, "replays": _INT, "eager": _GRAPH_VERSION, "compiled": _GRAPH_VERSION,
     "gain_pct": _OPT,

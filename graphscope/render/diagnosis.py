@@ -39,9 +39,11 @@ def _share(v: Optional[float]) -> str:
 
 
 def differ_words(m: MeasuredStreams) -> str:
-    """How a --try-streams graph's outputs differ from the graph's."""
+    """How a --try-streams graph's outputs differ from the graph's (and the captured graph
+    from itself, where it does)."""
+    own = f", the graph against itself {m.own_max_abs_diff:.3g}" if m.own_max_abs_diff else ""
     return ("output structure differs" if m.max_abs_diff is None
-            else f"max |diff| {m.max_abs_diff:.3g}")
+            else f"max |diff| {m.max_abs_diff:.3g}{own}")
 
 
 # ---------------------------------------------------------------- findings
@@ -217,7 +219,8 @@ def _tried(m: Optional[MeasuredStreams]) -> str:
     if not m.span_ns:
         return "-"
     return (f"{fmt_ns(m.span_ns)} {gain_words(m.gain_pct or 0.0)}"
-            + ("" if m.outputs_equal else " (outputs differ)"))
+            + ("" if m.outputs_equal else " (within tolerance)" if m.within_tolerance
+               else " (outputs differ)"))
 
 
 def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
@@ -302,7 +305,9 @@ def _measured_line(m: MeasuredStreams) -> Optional[str]:
                 + (f"{abs(off):.0f}% {'above' if off > 0 else 'below'} it"
                    if abs(off) >= 0.5 else "on it")
                 + (", inside its interval" if m.within_interval else ", outside its interval"))
-    out += ("; outputs equal" if m.outputs_equal else f"; outputs DIFFER ({differ_words(m)})")
+    out += ("; outputs equal" if m.outputs_equal else
+            f"; outputs within tolerance, not bitwise ({differ_words(m)})" if m.within_tolerance
+            else f"; outputs DIFFER ({differ_words(m)})")
     return out
 
 

@@ -135,8 +135,12 @@ def verdict_text(v: Any) -> str:
         if not v.outputs_equal:
             diff = ("output structure differs" if v.max_abs_diff is None
                     else f"max |diff| {v.max_abs_diff:.3g}")
-            out += (f"; its outputs differ from the graph's ({diff}): an ordering the stream "
-                    "plan missed, or a nondeterministic model")
+            own = (f", the graph against itself {v.own_max_abs_diff:.3g}"
+                   if v.own_max_abs_diff else "")
+            out += (f"; outputs within tolerance, not bitwise ({diff}{own})"
+                    if v.within_tolerance else
+                    f"; its outputs differ from the graph's ({diff}{own}): an ordering the "
+                    "stream plan missed, or a nondeterministic model")
         return out
     if v.code == "streams_failed":
         return (f"--try-streams {v.max_streams}: the capture over more streams failed: "

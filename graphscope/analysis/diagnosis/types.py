@@ -124,7 +124,8 @@ class Verdict:
     OMIT_NONE: typing.ClassVar[frozenset[str]] = frozenset({
         "work_nodes", "median_node_ns", "idle_pct", "launch_pct", "parallelism",
         "dag_parallelism", "streams", "edges", "from_ns", "to_ns", "low_ns", "high_ns",
-        "gain_pct", "max_streams", "outputs_equal", "max_abs_diff", "error"})
+        "gain_pct", "max_streams", "outputs_equal", "max_abs_diff", "within_tolerance",
+        "own_max_abs_diff", "error"})
 
     code: str  # "latency_bound" | "under_parallelized" | "serialized" | "streams_measured"
     # | "streams_failed" | "host_bound"
@@ -145,6 +146,8 @@ class Verdict:
     max_streams: Optional[int] = None
     outputs_equal: Optional[bool] = None
     max_abs_diff: Optional[float] = None
+    within_tolerance: Optional[bool] = None  # outputs not bitwise equal, but within it
+    own_max_abs_diff: Optional[float] = None  # the captured graph's own replay-to-replay
     error: Optional[str] = None
 
 
@@ -168,6 +171,8 @@ class MeasuredStreams:
     one_stream_iqr_ns: Optional[tuple[float, float]]
     span_iqr_ns: Optional[tuple[float, float]]
     error: Optional[str]
+    within_tolerance: Optional[bool] = None  # every compared tensor within the tolerance
+    own_max_abs_diff: Optional[float] = None  # the captured graph against itself
 
 
 @dataclass(frozen=True)

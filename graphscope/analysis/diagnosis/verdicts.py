@@ -53,7 +53,9 @@ def verdicts(o: GraphDiagnosis, work_d: np.ndarray) -> tuple[Verdict, ...]:
         v.append(Verdict("streams_measured", o.graph, streams=m.streams,
                          max_streams=m.max_streams, from_ns=m.one_stream_ns, to_ns=m.span_ns,
                          gain_pct=m.gain_pct, outputs_equal=m.outputs_equal,
-                         max_abs_diff=m.max_abs_diff))
+                         max_abs_diff=m.max_abs_diff,
+                         within_tolerance=None if m.outputs_equal else m.within_tolerance,
+                         own_max_abs_diff=None if m.outputs_equal else m.own_max_abs_diff))
     return tuple(v)
 
 
@@ -84,7 +86,18 @@ def measured_streams(info: Mapping[str, Any], wi: Optional[WhatIf],
         else None,
         outputs_equal=m.get("outputs_equal"), max_abs_diff=_num(m.get("max_abs_diff")),
         one_stream_iqr_ns=_quartiles(m.get("one_stream_span_ns")),
-        span_iqr_ns=_quartiles(m.get("span_ns")), error=None)
+        span_iqr_ns=_quartiles(m.get("span_ns")), error=None,
+        within_tolerance=m.get("within_tolerance"), own_max_abs_diff=_own(m))
+
+
+def _own(m: Mapping[str, Any]) -> Optional[float]:
+    """The largest difference of the captured graph against itself over the compared parts
+    (None: not measured, a bundle from before that comparison)."""
+    parts = m.get("compared")
+    owns = [_num(p.get("own_max_abs_diff")) for p in parts.values()
+            if isinstance(p, Mapping)] if isinstance(parts, Mapping) else []
+    known = [x for x in owns if x is not None]
+    return max(known) if known else None
 
 
 def _num(x: Any) -> Optional[float]:
