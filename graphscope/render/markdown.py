@@ -1,7 +1,8 @@
 """The report as GitHub-flavoured Markdown: for a CI step summary (``$GITHUB_STEP_SUMMARY``)
 or a pull-request comment. Same numbers as the terminal and JSON views (the same
 :class:`~graphscope.analysis.report.Report`), fewer rows: the header, the graphs, the top
-modules, the top kernels, the diagnosis's per-graph figures, and what does not apply."""
+modules, the top kernels, the diagnosis's per-graph figures, torch.compile's cudagraph trees
+(a program's), and what does not apply."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any, Optional
 
 from ..analysis.report import Report
 from ..analysis.section import Absent, plain, present
+from .eager import tree_lines
 from .fmt import fmt_ns
 
 TOP_ROWS = 10
@@ -121,6 +123,15 @@ def _findings(diag: Mapping[str, Any]) -> list[str]:
     return out + [""] + (notes + [""] if notes else [])
 
 
+def _trees(report: Report) -> list[str]:
+    """torch.compile's cudagraph trees: the terminal's lines, the first as the heading's."""
+    if not present(report.cudagraph_trees):
+        return []
+    first, *rest = tree_lines(plain(report.cudagraph_trees))
+    return ["### torch.compile cudagraph trees", "", cell(first.split(": ", 1)[1]), ""] + [
+        f"- {cell(' '.join(x.split()))}" for x in rest] + [""]
+
+
 def _absent(report: Report) -> list[str]:
     keys = ("diagnosis", "memory", "eager", "counters")
     gone = [(k, v) for k in keys if isinstance(v := getattr(report, k), Absent)]
@@ -139,5 +150,5 @@ def report_markdown(report: Report, title: str) -> str:
     if present(report.diagnosis):
         diag = plain(report.diagnosis)
         parts += _findings(diag) + _diagnosis(diag)
-    parts += _absent(report)
+    parts += _trees(report) + _absent(report)
     return "\n".join(parts).rstrip() + "\n"
