@@ -57,6 +57,7 @@ std::string load_driver() {
             sym(h, "cuGraphDebugDotPrint", drv.GraphDebugDotPrint);
   if (!ok) return "libcuda.so.1 lacks a required graph symbol (driver older than CUDA 12.3?)";
   sym(h, "cuKernelGetName", drv.KernelGetName);
+  sym(h, "cuFuncGetAttribute", drv.FuncGetAttribute);
   sym(h, "cuGraphNodeGetToolsId", drv.GraphNodeGetToolsId);
   sym(h, "cuGraphCreate", drv.GraphCreate);
   sym(h, "cuGraphAddEmptyNode", drv.GraphAddEmptyNode);

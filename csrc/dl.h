@@ -50,6 +50,8 @@ struct DriverApi {
                             size_t*) = nullptr;
   CUresult (*FuncGetName)(const char**, CUfunction) = nullptr;
   CUresult (*KernelGetName)(const char**, CUkernel) = nullptr;
+  // optional: a kernel node's registers per thread (inspect.cpp)
+  CUresult (*FuncGetAttribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
   CUresult (*GraphDebugDotPrint)(CUgraph, const char*, unsigned int) = nullptr;
   // optional: node counting (nodecount.cpp) needs it
   CUresult (*StreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,

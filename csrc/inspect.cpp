@@ -129,11 +129,13 @@ namespace {
 // inspect_listed's node columns, filled node by node.
 struct NodeColumns {
   explicit NodeColumns(size_t n)
-      : types(n), grid(3 * n, 0), block(3 * n, 0), smem(n, 0), bytes(n, 0), name_idx(n, -1) {}
+      : types(n), grid(3 * n, 0), block(3 * n, 0), smem(n, 0), regs(n, -1), bytes(n, 0),
+        name_idx(n, -1) {}
 
   std::vector<int32_t> types;
   std::vector<int32_t> grid, block;
   std::vector<uint32_t> smem;
+  std::vector<int32_t> regs;  // registers per thread; -1: the driver did not say
   std::vector<uint64_t> bytes;
   std::vector<int32_t> name_idx;
   std::vector<std::string> names;
@@ -187,6 +189,18 @@ struct NodeColumns {
     grid[3 * i] = p.gridDimX; grid[3 * i + 1] = p.gridDimY; grid[3 * i + 2] = p.gridDimZ;
     block[3 * i] = p.blockDimX; block[3 * i + 1] = p.blockDimY; block[3 * i + 2] = p.blockDimZ;
     smem[i] = p.sharedMemBytes;
+    regs[i] = registers(p.func);
+  }
+
+  // A function's registers per thread, asked once per function.
+  int32_t registers(CUfunction f) {
+    if (!f || !drv.FuncGetAttribute) return -1;
+    auto hit = regs_of_fn_.find(f);
+    if (hit != regs_of_fn_.end()) return hit->second;
+    int v = -1;
+    if (drv.FuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f) != CUDA_SUCCESS) v = -1;
+    regs_of_fn_.emplace(f, v);
+    return v;
   }
 
   int32_t intern(const char* s) {
@@ -201,6 +215,7 @@ struct NodeColumns {
 
   std::unordered_map<std::string, int32_t> name_of_;
   std::unordered_map<const void*, int32_t> name_of_fn_;  // CUfunction (or CUkernel) -> name
+  std::unordered_map<CUfunction, int32_t> regs_of_fn_;
 };
 
 // The graph's edges as (from, to) node ids.
@@ -246,6 +261,7 @@ nb::dict inspect_listed(CUgraph graph, const NodeList& listed, bool demangle_nam
   d["grid"] = as_bytes(cols.grid);
   d["block"] = as_bytes(cols.block);
   d["smem"] = as_bytes(cols.smem);
+  d["regs"] = as_bytes(cols.regs);
   d["bytes"] = as_bytes(cols.bytes);
   d["name_idx"] = as_bytes(cols.name_idx);
   d["names"] = cols.names;

@@ -19,9 +19,9 @@ Occupancy (CUDA's occupancy calculator rules, per SM)
     by blocks            the compute capability's resident-block limit
     resident blocks      the least of these (at least 1: a kernel that launched fits once)
 
-Registers per thread: a kernel node's ``registers`` where the bundle records it (CUPTI's kernel
-records carry ``registersPerThread``; the tracer does not keep it yet, so today no bundle
-does). Without them the *worst case* is assumed: 255 registers
+Registers per thread: a kernel node's ``registers`` where the bundle records it (the
+capture asks the driver for each kernel function's ``CU_FUNC_ATTRIBUTE_NUM_REGS``; bundles
+recorded before that have none). Without them the *worst case* is assumed: 255 registers
 per thread, or as many as still let one block of that size fit on an SM (the compiler caps
 registers so that the block can launch). The best case (32 per thread: no register limit
 below the warp limit at full occupancy) bounds the other side.
@@ -182,16 +182,20 @@ class Resources:
         self.sm_worst, self.sm_best, self.ce = sm_worst, sm_best, ce
         self._dag, self._device = dag, device
         self._known = np.full(len(sm_worst), dag is None)
-        self._recorded = False
+        self._recorded = self._all_recorded = False
         if dag is not None:
             kern = [i for i, t in enumerate(dag.types) if t == "kernel"]
-            self._recorded = bool(kern) and "registers" in vars(dag.nodes[kern[0]])
+            nodes = dag.nodes
+            have = sum(1 for i in kern if nodes[i].registers is not None)
+            self._recorded = have > 0  # some kernels: read each node's
+            self._all_recorded = have == len(kern)
 
     @property
     def registers_assumed(self) -> bool:
-        """Whether the shares assume registers per thread (the bundle records none)."""
+        """Whether the shares assume registers per thread (for a kernel the bundle has
+        none for)."""
         if self._dag is not None:
-            return not self._recorded and "kernel" in self._dag.types
+            return not self._all_recorded and "kernel" in self._dag.types
         return not np.array_equal(self.sm_worst, self.sm_best)
 
     def ensure(self, mask: np.ndarray) -> None:

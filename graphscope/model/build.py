@@ -81,6 +81,7 @@ def _node(graph: str, inspection: Any, i: int, nid: int, exec_id: int, ntype: st
         grid=tuple(int(v) for v in inspection.grid[i]),  # type: ignore[arg-type]
         block=tuple(int(v) for v in inspection.block[i]),  # type: ignore[arg-type]
         smem=int(inspection.smem[i]),
+        registers=_registers(inspection, i),
         bytes=int(inspection.bytes[i]),
         annotation=annotation,
         # AccumulateGrad adding into an existing .grad: the op is the accumulation itself
@@ -90,3 +91,12 @@ def _node(graph: str, inspection: Any, i: int, nid: int, exec_id: int, ntype: st
         reads=getattr(op, "reads", None) if work else None,
         writes=getattr(op, "writes", None) if work else None,
     )
+
+
+def _registers(inspection: Any, i: int) -> Optional[int]:
+    """Node ``i``'s registers per thread, where the inspection has them (a kernel whose
+    function the driver described)."""
+    regs = getattr(inspection, "registers", None)
+    if regs is None or i >= len(regs) or int(regs[i]) < 0:
+        return None
+    return int(regs[i])

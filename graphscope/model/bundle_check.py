@@ -85,6 +85,8 @@ def _check_node(n: Any, where: str, graph: str) -> None:
     for k in ("smem", "bytes"):
         if k in n:
             _int(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
+    if "registers" in n:  # per thread: at most 255 on every GPU graphscope supports
+        _int(n["registers"], where, f"{graph}: node {n.get('local_id')} registers", 255)
     for k in ("reads", "writes"):  # [[start, end), ...] byte ranges; absent: no op info
         if n.get(k) is not None:
             _ranges(n[k], where, f"{graph}: node {n.get('local_id')} {k}")

@@ -80,6 +80,7 @@ class Node:
     grid: tuple[int, int, int] = (0, 0, 0)
     block: tuple[int, int, int] = (0, 0, 0)
     smem: int = 0
+    registers: Optional[int] = None  # a kernel's registers per thread (None: not recorded)
     bytes: int = 0
     annotation: Mapping[str, Any] = field(default_factory=dict)
     op: Optional[str] = None
@@ -125,6 +126,8 @@ class Node:
         if self.type == NodeKind.KERNEL:
             d.update(kernel=self.kernel, demangled=self.demangled, short=self.short_name,
                      grid=list(self.grid), block=list(self.block), smem=self.smem)
+            if self.registers is not None:
+                d["registers"] = self.registers
         if self.bytes:
             d["bytes"] = self.bytes
         if self.annotation:

@@ -4,7 +4,7 @@ nodes and edges, graph and exec ids, kernel names demangled."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -30,6 +30,7 @@ class GraphInspection:
     demangled: list[str]
     edge_from: np.ndarray
     edge_to: np.ndarray
+    registers: Optional[np.ndarray] = None  # per thread, -1 where the driver did not say
 
 
 def inspect_graph(graph_ptr: int, demangle: bool = True) -> GraphInspection:
@@ -61,6 +62,7 @@ def as_inspection(d: Any) -> GraphInspection:
         demangled=list(d["demangled"]),
         edge_from=column(d["edge_from"], "<u8"),
         edge_to=column(d["edge_to"], "<u8"),
+        registers=column(d["regs"], "<i4") if "regs" in d else None,
     )
 
 

@@ -68,6 +68,11 @@ def test_one_stream_branches_are_serialized_and_what_if_matches_two_streams(tmp_
     o1, o2 = diagnose(b1)["graphs"][0], diagnose(b2)["graphs"][0]
     so = o1["stream_order"]
     assert so["op_info"], "the capture recorded no reads/writes"
+    # AND every kernel carries its registers per thread (asked of the driver at capture):
+    # the what-if's occupancy uses them instead of the worst case
+    kernels = [n for n in b1.graphs[0].nodes if n.type == "kernel"]
+    assert kernels and all(0 < n.registers <= 255 for n in kernels), kernels[0]
+    assert o1["what_if"]["registers"] == "recorded"
     # THEN stream order serializes them (the allocator's reuse of one branch's blocks by the
     # other renamed)
     assert so["stream_order_only_edges"] >= 1
@@ -139,6 +144,8 @@ def test_run_bundles_every_node_accounted_for(tmp_path, program):
     b = read_bundle(str(out))
     d = diagnose(b)
     _accounted(b, d)
+    kernels = [n for g in b.graphs for n in g.nodes if n.type == "kernel"]
+    assert all(n.registers is not None and n.registers > 0 for n in kernels)
     if program == "decode.py":  # a Python loop with eager work between replays
         assert d["between_replays"]["pairs"] >= 2
         if b.manifest.get("traced_back_to_back"):

@@ -274,3 +274,25 @@ def test_recorded_registers_replace_the_worst_case():
     r = resources(Dag(dataclasses.replace(g, nodes=nodes)), H200)
     # THEN that kernel's share is the same in both cases
     assert r.sm_worst[gemm] == r.sm_best[gemm] == pytest.approx(160 / (132 * 25))
+
+
+def test_a_kernels_registers_travel_with_its_node_and_are_checked():
+    from graphscope._errors import BundleError
+    from graphscope.model.bundle_check import _check_node
+    from graphscope.model.graph import Node
+
+    # GIVEN a kernel node whose capture asked the driver for its registers per thread
+    g = _b("branches_forward").graphs[0]
+    k = next(n for n in g.nodes if n.type == "kernel")
+    node = dataclasses.replace(k, registers=40)
+    d = node.to_json()
+    # THEN graph.json keeps them, and reading it back gives them to the occupancy model
+    assert d["registers"] == 40
+    assert Node.from_json(g.name, d, ()).registers == 40
+    # AND a node without them (an older bundle) has none, and writes none
+    assert "registers" not in k.to_json()
+    assert Node.from_json(g.name, k.to_json(), ()).registers is None
+    # AND a value no GPU has is refused, naming the node
+    _check_node({**d, "registers": 40}, "graph.json", g.name)
+    with pytest.raises(BundleError, match=r"node \d+ registers must be an integer in \[0, 255\]"):
+        _check_node({**d, "registers": 300}, "graph.json", g.name)
