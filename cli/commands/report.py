@@ -48,7 +48,6 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
            ladder: bool, as_markdown: bool, force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
-    from graphscope.model.ranks import is_multirank
 
     if html_path:  # refused before any work if it would destroy data
         from graphscope.model.outputs import check_output, one_stdout_document
@@ -56,7 +55,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
         one_stdout_document({"--html": html_path}, json_on_stdout=as_json)
         check_output(html_path, force=force, inputs=[bundle], what="HTML report")
     tables = html_path != "-"  # the page is stdout's one document
-    if is_multirank(bundle):
+    if _is_multirank(bundle):
         return _multirank(bundle, depth, html_path, diagnosis, graph_name, ladder, force,
                           as_json, tables, as_markdown)
     from graphscope.analysis.report import ReportOptions, build_report
@@ -181,3 +180,15 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool,
 
     console().print(view.terminal(section, depth))
     return 0
+
+
+def _is_multirank(path: str) -> bool:
+    """A multi-rank bundle (rank<r>/ bundles, no manifest of its own); a single bundle is
+    told by its manifest without loading the ranks code."""
+    import os
+
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        return False
+    from graphscope.model.ranks import is_multirank
+
+    return is_multirank(path)

@@ -13,8 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.bundle import Bundle
-from ..model.graph import UNATTRIBUTED, Node
-from .ddp import ddp_rows
+from ..model.graph import DDP_SCOPE, UNATTRIBUTED, Node
 from .stats import median, tree_key
 
 ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
@@ -222,6 +221,15 @@ def untraced_graphs(bundle: Bundle) -> int:
     return sum(1 for g in bundle.graphs if g.info.get("traced_replays") == 0)
 
 
+def _ddp(bundle: Bundle, work: list[Node]) -> list[dict[str, Any]]:
+    """DDP's buckets (analysis/ddp.py, loaded only for a bundle with DDP's reducer work)."""
+    if not any(n.module == DDP_SCOPE for n in work):
+        return []
+    from .ddp import ddp_rows
+
+    return ddp_rows(bundle)
+
+
 def summarize(bundle: Bundle, top: int = 10,
               rows: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json).
@@ -243,7 +251,7 @@ def summarize(bundle: Bundle, top: int = 10,
         "top_ops": kernel_rows(bundle, top, key="op"),
         "unjoined_records": bundle.unjoined_records,
         **({"by_graph": by} if (by := modules_by_graph(bundle, rows=rows)) else {}),
-        **({"ddp": ddp} if (ddp := ddp_rows(bundle)) else {}),
+        **({"ddp": ddp} if (ddp := _ddp(bundle, work)) else {}),
         **_memory(bundle, rows),
     }
 

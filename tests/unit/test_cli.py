@@ -140,15 +140,19 @@ def _imported(*args):
 @pytest.mark.parametrize(("args", "bound"), [
     (["--help"], 10),
     # the report model, its diagnosis by default (its package of four, dag, replays,
-    # stream_order, whatif, occupancy, findings), the terminal view and its renderers
-    (["report", "@mlp_step"], 38),
-    (["report", "@mlp_step", "--json"], 34),
+    # stream_order, whatif, occupancy, findings), the terminal view and its renderers; not
+    # the ranks, DDP or collectives code a single-rank bundle without DDP has no use for
+    (["report", "@mlp_step"], 35),
+    (["report", "@mlp_step", "--json"], 31),
 ])
 def test_commands_import_only_what_they_use(args, bound):
     args = [_fixture(a[1:]) if a.startswith("@") else a for a in args]
     mods = _imported(*args)
     bad = [m for m in mods if m.startswith(_NEVER)]
     assert not bad, f"graphscope {' '.join(args)} imported {bad}"
+    if args[0] == "report":
+        unused = [m for m in mods if m.endswith((".ranks", ".ddp", ".collectives"))]
+        assert not unused, unused
     assert len(mods) <= bound, f"{len(mods)} graphscope modules (bound {bound}): {mods}"
 
 
