@@ -31,7 +31,6 @@ OVER_LIMIT = {
     "cli/commands/capture.py::capture",
     "cli/commands/diff.py::diff",
     "cli/commands/doctor.py::doctor",
-    "cli/commands/dump.py::dump",
     "graphscope/analysis/ladder.py::ladder",
     "graphscope/analysis/stream_order.py::_data_edges",
     "graphscope/analysis/summary.py::module_rows",
