@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from .._errors import BundleError
+from .bundle import Bundle
 from .bundle_check import (
     _AMOUNT,
     _COUNT,
@@ -21,7 +22,8 @@ from .bundle_check import (
     _scalar_fits,
     check_spec,
 )
-from .bundle_io import COUNTERS_FILE, COUNTERS_VERSION, _load_json
+from .bundle_io import COUNTERS_FILE, COUNTERS_VERSION, _load_json, member
+from .graph import safe_file_stem
 
 
 def read_counters(path: str) -> Optional[dict[str, Any]]:
@@ -251,3 +253,33 @@ def read_compile(path: str) -> Optional[dict[str, Any]]:
     data = _load_json(path, COMPILE_FILE)
     data.pop("schema_version", None)
     return check_compile(data, os.path.join(path, COMPILE_FILE))
+
+
+# ---------------------------------------------------------------- the driver's DOT (raw/)
+
+RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's first graph "
+                 "and of every graph the program keeps (keep_graph=True)")
+
+
+def _raw_dot_path(bundle: Bundle, graph: str) -> Optional[str]:
+    """The file of the driver's DOT of ``graph`` in the bundle, None when it has none."""
+    try:
+        return member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
+    except FileNotFoundError:
+        return None
+
+
+def has_raw_dot(bundle: Bundle, graph: str) -> bool:
+    """Whether the bundle holds the driver's DOT of ``graph``."""
+    return _raw_dot_path(bundle, graph) is not None
+
+
+def raw_dot(bundle: Bundle, graph: str) -> str:
+    p = _raw_dot_path(bundle, graph)
+    if p is None:
+        info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
+        why = f": {RAW_DOT_WHICH}" if "site" in info else ""
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} "
+                          f"(raw/{safe_file_stem(graph)}.dot){why}")
+    with open(p, encoding="utf-8", errors="replace") as f:
+        return f.read()

@@ -311,81 +311,16 @@ def _read_bundle(path: str) -> Bundle:
     manifest = _load_json(path, "manifest.json")
     _check_manifest(manifest, f"{path}/manifest.json")
     graph = _load_json(path, "graph.json")
-    timeline: dict[str, Any] = {}
-    if os.path.lexists(os.path.join(path, "timeline.json")):
-        timeline = _load_json(path, "timeline.json")
-    elif "timeline.json" in manifest["files"] or manifest.get("replays"):
-        # the manifest says the replays were timed: a bundle that lost its timings is not
-        # one that has none (`graphscope annotate` writes no timeline and says 0 replays)
-        raise BundleError(f"{path}: timeline.json is missing (the manifest lists it: "
-                          "the bundle was copied incompletely; copy or record it again)")
+    timeline = _read_timeline(path, manifest)
     where = f"{path}/timeline.json"
-    if timeline.get("durations_file") is not None:
-        name = timeline["durations_file"]
-        if name != DURATIONS_FILE:
-            raise BundleError(f"{where}: durations_file must be {DURATIONS_FILE!r}, not {name!r}")
-        try:
-            durations = _read_durations(member(path, name, "durations_file"))
-        except FileNotFoundError:
-            raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
-    else:  # bundles from before durations.npy
-        raw = timeline.get("durations_ns", {})
-        _expect(isinstance(raw, dict), where, "durations_ns", "an object")
-        durations = {_id(k, where, "durations_ns key"):
-                     _ints(v, where, "durations_ns", MAX_DURATION_NS) for k, v in raw.items()}
-        if durations:
-            import numpy as np
-
-            w = max(len(v) for v in durations.values())
-            _check_duration_range(np.array([list(v) + [0] * (w - len(v))
-                                            for v in durations.values()], dtype=np.int64), where)
+    durations = _durations(path, timeline, where)
     width = max((len(v) for v in durations.values()), default=0)
     replays = _int(timeline.get("replays", 0), where, "replays")
     if replays > width:
         raise BundleError(f"{where}: replays is {replays} but the durations hold {width}")
-    graphs = []
-    seen: set[int] = set()
     gwhere = f"{path}/graph.json"
     try:
-        glist = graph["graphs"]
-        _expect(isinstance(glist, list), gwhere, "graphs", "a list")
-        if not glist:
-            raise BundleError(f"{gwhere}: the graph list is empty (no graph was recorded)")
-        names: set[str] = set()
-        for g in glist:
-            _expect(isinstance(g, dict), gwhere, "graphs[]", "an object")
-            name = g["name"]
-            _expect(isinstance(name, str) and 0 < len(name) <= 4096, gwhere, "graph name",
-                    "a non-empty string")
-            if name in names:
-                raise BundleError(f"{gwhere}: graph name {name!r:.100} appears twice (graph "
-                                  "names must be unique)")
-            names.add(name)
-            _expect(isinstance(g["nodes"], list), gwhere, f"{name}: nodes", "a list")
-            nodes = []
-            for n in g["nodes"]:
-                _check_node(n, gwhere, name)
-                eid = n["exec_node_id"]
-                if eid in seen:
-                    raise BundleError(f"{gwhere}: exec node id {eid} appears twice")
-                seen.add(eid)
-                nodes.append(Node.from_json(name, n, durations.get(eid, ())))
-            edges = g["edges"]
-            _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
-            info = g.get("info") or {}
-            _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
-            _check_info(info, gwhere, name)
-            graphs.append(
-                CapturedGraph(
-                    name=name,
-                    template_graph_id=_int(g["template_graph_id"], gwhere, "template_graph_id"),
-                    exec_id=_int(g["exec_id"], gwhere, "exec_id"),
-                    nodes=tuple(nodes),
-                    edges=tuple((_int(a, gwhere, "edge"), _int(b, gwhere, "edge"))
-                                for a, b in edges),
-                    info=dict(info),
-                )
-            )
+        graphs = _read_graphs(graph, durations, gwhere)
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{gwhere}: malformed ({type(exc).__name__}: {exc})") from None
     events = _check_events(timeline.get("events", ()), where)
@@ -406,6 +341,89 @@ def _read_bundle(path: str) -> Bundle:
         unjoined_records=_int(timeline.get("unjoined_records", 0), where, "unjoined_records"),
         launches=launches,
     )
+
+
+def _read_timeline(path: str, manifest: dict[str, Any]) -> dict[str, Any]:
+    """timeline.json, or {} for a bundle that has none (``graphscope annotate``'s); a bundle
+    whose manifest says it was timed but lost the file is refused."""
+    if os.path.lexists(os.path.join(path, "timeline.json")):
+        timeline: dict[str, Any] = _load_json(path, "timeline.json")
+        return timeline
+    if "timeline.json" in manifest["files"] or manifest.get("replays"):
+        # the manifest says the replays were timed: a bundle that lost its timings is not
+        # one that has none (`graphscope annotate` writes no timeline and says 0 replays)
+        raise BundleError(f"{path}: timeline.json is missing (the manifest lists it: "
+                          "the bundle was copied incompletely; copy or record it again)")
+    return {}
+
+
+def _durations(path: str, timeline: dict[str, Any], where: str) -> dict[int, tuple[int, ...]]:
+    """{exec node id: its duration per replay}: from durations.npy, or from the timeline's
+    ``durations_ns`` in bundles from before that file."""
+    if timeline.get("durations_file") is not None:
+        name = timeline["durations_file"]
+        if name != DURATIONS_FILE:
+            raise BundleError(f"{where}: durations_file must be {DURATIONS_FILE!r}, not {name!r}")
+        try:
+            return _read_durations(member(path, name, "durations_file"))
+        except FileNotFoundError:
+            raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
+    raw = timeline.get("durations_ns", {})
+    _expect(isinstance(raw, dict), where, "durations_ns", "an object")
+    durations = {_id(k, where, "durations_ns key"):
+                 _ints(v, where, "durations_ns", MAX_DURATION_NS) for k, v in raw.items()}
+    if durations:
+        import numpy as np
+
+        w = max(len(v) for v in durations.values())
+        _check_duration_range(np.array([list(v) + [0] * (w - len(v))
+                                        for v in durations.values()], dtype=np.int64), where)
+    return durations
+
+
+def _read_graphs(graph: Any, durations: dict[int, tuple[int, ...]], gwhere: str
+                 ) -> list[CapturedGraph]:
+    """graph.json's graphs, each node checked and given its durations; unique graph names
+    and exec node ids."""
+    glist = graph["graphs"]
+    _expect(isinstance(glist, list), gwhere, "graphs", "a list")
+    if not glist:
+        raise BundleError(f"{gwhere}: the graph list is empty (no graph was recorded)")
+    graphs: list[CapturedGraph] = []
+    names: set[str] = set()
+    seen: set[int] = set()
+    for g in glist:
+        _expect(isinstance(g, dict), gwhere, "graphs[]", "an object")
+        name = g["name"]
+        _expect(isinstance(name, str) and 0 < len(name) <= 4096, gwhere, "graph name",
+                "a non-empty string")
+        if name in names:
+            raise BundleError(f"{gwhere}: graph name {name!r:.100} appears twice (graph "
+                              "names must be unique)")
+        names.add(name)
+        _expect(isinstance(g["nodes"], list), gwhere, f"{name}: nodes", "a list")
+        nodes = []
+        for n in g["nodes"]:
+            _check_node(n, gwhere, name)
+            eid = n["exec_node_id"]
+            if eid in seen:
+                raise BundleError(f"{gwhere}: exec node id {eid} appears twice")
+            seen.add(eid)
+            nodes.append(Node.from_json(name, n, durations.get(eid, ())))
+        edges = g["edges"]
+        _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
+        info = g.get("info") or {}
+        _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
+        _check_info(info, gwhere, name)
+        graphs.append(CapturedGraph(
+            name=name,
+            template_graph_id=_int(g["template_graph_id"], gwhere, "template_graph_id"),
+            exec_id=_int(g["exec_id"], gwhere, "exec_id"),
+            nodes=tuple(nodes),
+            edges=tuple((_int(a, gwhere, "edge"), _int(b, gwhere, "edge")) for a, b in edges),
+            info=dict(info),
+        ))
+    return graphs
 
 
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
@@ -453,34 +471,6 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
         return None
     # a digest anyone can compute: the fields are checked too, else it is recomputed
     return data if _fits(data, _SUMMARY_SPEC) else None
-
-
-RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's first graph "
-                 "and of every graph the program keeps (keep_graph=True)")
-
-
-def _raw_dot_path(bundle: Bundle, graph: str) -> Optional[str]:
-    """The file of the driver's DOT of ``graph`` in the bundle, None when it has none."""
-    try:
-        return member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
-    except FileNotFoundError:
-        return None
-
-
-def has_raw_dot(bundle: Bundle, graph: str) -> bool:
-    """Whether the bundle holds the driver's DOT of ``graph``."""
-    return _raw_dot_path(bundle, graph) is not None
-
-
-def raw_dot(bundle: Bundle, graph: str) -> str:
-    p = _raw_dot_path(bundle, graph)
-    if p is None:
-        info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
-        why = f": {RAW_DOT_WHICH}" if "site" in info else ""
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} "
-                          f"(raw/{safe_file_stem(graph)}.dot){why}")
-    with open(p, encoding="utf-8", errors="replace") as f:
-        return f.read()
 
 
 def read_manifest_mode(path: str) -> Optional[str]:

@@ -34,7 +34,6 @@ OVER_LIMIT = {
     "graphscope/analysis/ladder.py::ladder",
     "graphscope/analysis/stream_order.py::_data_edges",
     "graphscope/analysis/summary.py::module_rows",
-    "graphscope/model/bundle_io.py::_read_bundle",
     "graphscope/model/bundle_io.py::write_bundle",
     "graphscope/model/join.py::join_numpy",
     "graphscope/render/html.py::payload",
