@@ -10,6 +10,7 @@ import click
 from ..options import capture_options, command, json_option
 
 
+# Long on purpose: a click command, one parameter per option
 @command()
 @capture_options
 @click.option("--replays", type=int, default=None, help="Traced replays.  [default: 20]")

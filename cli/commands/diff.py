@@ -20,6 +20,7 @@ from ..options import (
 )
 
 
+# Long on purpose: a click command, one parameter per option
 @command()
 @click.argument("a", type=click.Path())
 @click.argument("b", type=click.Path())

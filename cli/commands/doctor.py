@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from typing import Optional
+from typing import Any, Optional
 
 import click
 
@@ -29,7 +29,6 @@ def _tool(*names: str) -> Optional[str]:
 def doctor(as_json: bool, no_subscribe: bool) -> int:
     """Probe the GPU, driver, CUPTI and the one-subscriber slot; say what works."""
     from rich.markup import escape
-    from rich.table import Table
 
     from graphscope.capture.capabilities import probe, torch_import_error
     from graphscope.native.pmsampling import pm_sampling_trial
@@ -54,6 +53,30 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
                                **caps.details},
                               sort_keys=True, indent=1, default=str))
         return 0 if caps.extension else 2
+    t = _table(caps, no_subscribe, counters_why, dot, chromium)
+    con = console()
+    con.print(t)
+    if caps.details.get("tools_id_note"):
+        con.print(f"note: {escape(str(caps.details['tools_id_note']))}")
+    for p in problems:
+        con.print(f"[yellow]why not:[/yellow] {escape(p)}")
+    if need_torch:  # before the list of what works: it is what a user of lint meets first
+        con.print(", ".join(f"graphscope {c}" for c in need_torch) + " needs PyTorch, which "
+                  f"cannot be imported here ({escape(str(no_torch))}): pip install torch",
+                  soft_wrap=True, highlight=False)
+    if not caps.can_capture:
+        # one line, not folded at the console's width inside a command's name
+        con.print("Commands that work here (no GPU needed): "
+                  + ", ".join(f"graphscope {c}" for c in works), soft_wrap=True)
+    return 0 if caps.extension else 2
+
+
+def _table(caps: Any, no_subscribe: bool, counters_why: Optional[str], dot: Optional[str],
+           chromium: Optional[str]) -> Any:
+    """doctor's table: each check and what it found."""
+    from rich.markup import escape
+    from rich.table import Table
+
     t = Table(title="graphscope doctor", title_justify="left", show_header=False)
     t.add_column("check")
     t.add_column("result")
@@ -87,18 +110,4 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
               escape(dot) if dot else "[yellow]not found[/yellow] (apt install graphviz)")
     t.add_row("Chromium (headless HTML checks; any browser opens report --html)",
               escape(chromium) if chromium else "not found (optional)")
-    con = console()
-    con.print(t)
-    if d.get("tools_id_note"):
-        con.print(f"note: {escape(str(d['tools_id_note']))}")
-    for p in problems:
-        con.print(f"[yellow]why not:[/yellow] {escape(p)}")
-    if need_torch:  # before the list of what works: it is what a user of lint meets first
-        con.print(", ".join(f"graphscope {c}" for c in need_torch) + " needs PyTorch, which "
-                  f"cannot be imported here ({escape(str(no_torch))}): pip install torch",
-                  soft_wrap=True, highlight=False)
-    if not caps.can_capture:
-        # one line, not folded at the console's width inside a command's name
-        con.print("Commands that work here (no GPU needed): "
-                  + ", ".join(f"graphscope {c}" for c in works), soft_wrap=True)
-    return 0 if caps.extension else 2
+    return t

@@ -31,6 +31,7 @@ REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
 # Long on purpose (~85 lines): one vectorised sweep; split, it would pass ten arrays.
+# Long on purpose: one vectorised pass; split, it hands a dozen arrays around
 def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                    np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat), which nodes have no op

@@ -69,6 +69,7 @@ def _versioned(payload: Mapping[str, Any]) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, **payload}
 
 
+# Long on purpose: one keyword per file, written in one atomic sequence
 def write_bundle(
     path: str,
     *,

@@ -134,6 +134,7 @@ def _durations(d: Mapping[str, Any], known: np.ndarray, dur: np.ndarray, n_repla
 
 
 # Long on purpose (~85 lines): the numpy reference of csrc/join.cpp, kept step for step.
+# Long on purpose: one vectorised join; split, it hands a dozen arrays around
 def join_numpy(
     graph_node_id: np.ndarray,
     correlation: np.ndarray,

@@ -28,14 +28,8 @@ FILE_MARK_LINES = 40  # a file's reason sits in its first lines
 
 # Over a limit today, with no reason given: "path" for a file, "path::function" for a function.
 OVER_LIMIT = {
-    "cli/commands/capture.py::capture",
-    "cli/commands/diff.py::diff",
-    "cli/commands/doctor.py::doctor",
     "graphscope/analysis/ladder.py::ladder",
-    "graphscope/analysis/stream_order.py::_data_edges",
     "graphscope/analysis/summary.py::module_rows",
-    "graphscope/model/bundle_io.py::write_bundle",
-    "graphscope/model/join.py::join_numpy",
     "graphscope/render/html.py::payload",
     "graphscope/render/table.py",
     "graphscope/trace_annotate/scan.py",
