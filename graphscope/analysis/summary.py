@@ -8,6 +8,7 @@ rows, per-replay times add up exactly to the replay's graph work time.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -48,40 +49,18 @@ def _median_rows(m: np.ndarray) -> np.ndarray:
 def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, Any]]:
     """Rows of the module tree, depth-first; ``depth`` limits rows to that many levels."""
     work = bundle.work
-    dur = bundle.durations
     codes, modules = _factorize([n.module for n in work])
-    bwd = np.fromiter((n.phase == "backward" for n in work), dtype=bool, count=len(work))
-    # optimizer work is neither forward nor backward (fwd = all - bwd - opt)
-    opt = np.fromiter((n.phase == "optimizer" for n in work), dtype=bool, count=len(work))
-    acc = np.fromiter((bool(n.annotation.get(ACCUMULATION_KEY)) for n in work), dtype=bool,
-                      count=len(work))
-    n_mod = len(modules)
-    t_mod = _group_sum(codes, n_mod, dur)
-    tb_mod = _group_sum(codes[bwd], n_mod, dur[bwd])
-    to_mod = _group_sum(codes[opt], n_mod, dur[opt])
-    ta_mod = _group_sum(codes[acc], n_mod, dur[acc])
-    k_mod = np.bincount(codes, minlength=n_mod)
-    kb_mod = np.bincount(codes[bwd], minlength=n_mod)
-    ko_mod = np.bincount(codes[opt], minlength=n_mod)
-    ka_mod = np.bincount(codes[acc], minlength=n_mod)
     prefixes: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
     for m, name in enumerate(modules):
         pairs.extend((m, prefixes.setdefault(p, len(prefixes))) for p in _prefixes(name))
     src = np.array([m for m, _ in pairs], dtype=np.int64)
     dst = np.array([p for _, p in pairs], dtype=np.int64)
-    n_pre = len(prefixes)
-    t = _group_sum(dst, n_pre, t_mod[src])
-    tb = _group_sum(dst, n_pre, tb_mod[src])
-    to = _group_sum(dst, n_pre, to_mod[src])
-    k = np.bincount(dst, weights=k_mod[src], minlength=n_pre).astype(np.int64)
-    kb = np.bincount(dst, weights=kb_mod[src], minlength=n_pre).astype(np.int64)
-    ko = np.bincount(dst, weights=ko_mod[src], minlength=n_pre).astype(np.int64)
-    ta = _group_sum(dst, n_pre, ta_mod[src])
-    ka = np.bincount(dst, weights=ka_mod[src], minlength=n_pre).astype(np.int64)
-    med, med_b, med_f = _median_rows(t), _median_rows(tb), _median_rows(t - tb - to)
-    med_o = _median_rows(to)
-    med_a = _median_rows(ta)
+    t, k = _rolled_up(codes, len(modules), bundle.durations, _phase_masks(work), src, dst,
+                      len(prefixes))
+    # optimizer work is neither forward nor backward (fwd = all - bwd - opt)
+    med = {key: _median_rows(v) for key, v in t.items()}
+    med_f = _median_rows(t["all"] - t["bwd"] - t["opt"])
     total = median([float(x) for x in bundle.replay_kernel_ns])
     rows = []
     for name in sorted(prefixes, key=tree_key):
@@ -89,25 +68,50 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
         if depth is not None and lvl > depth:
             continue
         i = prefixes[name]
-        rows.append(
-            {
-                "module": name,
-                "level": lvl,
-                "kernels": int(k[i]),
-                "fwd_kernels": int(k[i] - kb[i] - ko[i]),
-                "bwd_kernels": int(kb[i]),
-                "opt_kernels": int(ko[i]),
-                "median_ns": float(med[i]),
-                "fwd_ns": float(med_f[i]),
-                "bwd_ns": float(med_b[i]),
-                "opt_ns": float(med_o[i]),
-                "acc_kernels": int(ka[i]),
-                "acc_ns": float(med_a[i]),
-                "pct": (100.0 * float(med[i]) / total) if total else 0.0,
-                "per_replay_ns": t[i].tolist(),
-            }
-        )
+        rows.append({
+            "module": name,
+            "level": lvl,
+            "kernels": int(k["all"][i]),
+            "fwd_kernels": int(k["all"][i] - k["bwd"][i] - k["opt"][i]),
+            "bwd_kernels": int(k["bwd"][i]),
+            "opt_kernels": int(k["opt"][i]),
+            "median_ns": float(med["all"][i]),
+            "fwd_ns": float(med_f[i]),
+            "bwd_ns": float(med["bwd"][i]),
+            "opt_ns": float(med["opt"][i]),
+            "acc_kernels": int(k["acc"][i]),
+            "acc_ns": float(med["acc"][i]),
+            "pct": (100.0 * float(med["all"][i]) / total) if total else 0.0,
+            "per_replay_ns": t["all"][i].tolist(),
+        })
     return rows
+
+
+def _phase_masks(work: Sequence[Node]) -> dict[str, Optional[np.ndarray]]:
+    """Which work nodes each column counts: all, backward, optimizer, gradient accumulation."""
+    n = len(work)
+    return {
+        "all": None,
+        "bwd": np.fromiter((x.phase == "backward" for x in work), dtype=bool, count=n),
+        "opt": np.fromiter((x.phase == "optimizer" for x in work), dtype=bool, count=n),
+        "acc": np.fromiter((bool(x.annotation.get(ACCUMULATION_KEY)) for x in work),
+                           dtype=bool, count=n),
+    }
+
+
+def _rolled_up(codes: np.ndarray, n_mod: int, dur: np.ndarray,
+               masks: dict[str, Optional[np.ndarray]], src: np.ndarray, dst: np.ndarray,
+               n_pre: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per mask: each module prefix's time per replay and kernel count, its own nodes and
+    those of every module below it (``src`` module -> ``dst`` prefix pairs)."""
+    times, kernels = {}, {}
+    for key, m in masks.items():
+        c, d = (codes, dur) if m is None else (codes[m], dur[m])
+        t_mod = _group_sum(c, n_mod, d)
+        k_mod = np.bincount(c, minlength=n_mod)
+        times[key] = _group_sum(dst, n_pre, t_mod[src])
+        kernels[key] = np.bincount(dst, weights=k_mod[src], minlength=n_pre).astype(np.int64)
+    return times, kernels
 
 
 def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict[str, Any]]:
