@@ -49,67 +49,70 @@ def ladder(bundle: Bundle, graph_rows: list[dict[str, Any]], min_graphs: int = 2
     """One entry per site that captured at least ``min_graphs`` graphs, buckets by size;
     ``graph_rows``: the bundle's (``analysis.summary.graph_rows``: time per replay)."""
     rows = {r["name"]: r for r in graph_rows}
-    every = bundle.replays
     sites: dict[str, list[CapturedGraph]] = {}
     for g in bundle.graphs:
         site = site_of(g)
         if site is not None:
             sites.setdefault(site, []).append(g)
-    out = []
-    for site, graphs in sites.items():
-        if len(graphs) < min_graphs:
-            continue
-        groups: dict[str, list[str]] = {}
-        buckets = []
-        for g in graphs:
-            info, row = g.info, rows[g.name]
-            key = structure_key(g)
-            groups.setdefault(key, []).append(g.name)
-            size = batch_rows(str(info.get("shapes", "")))
-            med = row.get("median_ns") or None
-            replays = int(info.get("replays", every) or 0)
-            cap = info.get("capture_s")
-            inst = info.get("instantiate_s")
-            buckets.append({
-                "name": g.name,
-                "shapes": info.get("shapes", ""),
-                "batch": size,
-                "replays": replays,
-                "traced_replays": int(info.get("traced_replays", every) or 0),
-                "median_ns": med,
-                "ns_per_row": (med / size) if med and size else None,
-                "kernels": row["work_nodes"],
-                "peak_bytes": info.get("capture_peak_bytes"),
-                "held_bytes": info.get("capture_live_bytes"),
-                "segment_bytes": info.get("capture_segment_bytes"),
-                "pool_bytes": info.get("pool_bytes"),
-                "pool_id": info.get("pool_id"),
-                "capture_s": cap,
-                "instantiate_s": inst,
-                "structure": key,
-                # False: captured past graphscope run's --op-captures (module scopes only)
-                "ops_recorded": bool(info.get("ops_recorded", True)),
-                # "node_counts": its scopes from node counts, no CUPTI in its capture
-                "scopes_from": info.get("scopes_from", "cupti"),
-            })
-        order = {k: i + 1 for i, k in enumerate(groups)}
-        for b in buckets:
-            b["structure"] = order[b["structure"]]
-        buckets.sort(key=lambda b: (b["batch"] is None, b["batch"] or 0, b["name"]))
-        caps = [b["capture_s"] for b in buckets if b["capture_s"] is not None]
-        insts = [b["instantiate_s"] for b in buckets if b["instantiate_s"] is not None]
-        pool_ids = {str(b["pool_id"]) for b in buckets if b["pool_id"] is not None}
-        out.append({
-            "site": site,
-            "buckets": buckets,
-            "never_replayed": [b["name"] for b in buckets if b["replays"] == 0],
-            "structures": [{"structure": order[k], "graphs": names}
-                           for k, names in groups.items()],
-            # None: a bundle from before pool ids (its pools cannot be told apart), not 0
-            "pools": len(pool_ids) if pool_ids else None,
-            "capture_s": round(sum(caps), 6) if caps else None,
-            "instantiate_s": round(sum(insts), 6) if insts else None,
-            "ops_recorded": sum(1 for b in buckets if b["ops_recorded"]),
-            "scopes_counted": sum(1 for b in buckets if b["scopes_from"] == "node_counts"),
-        })
-    return out
+    return [_site(site, graphs, rows, bundle.replays) for site, graphs in sites.items()
+            if len(graphs) >= min_graphs]
+
+
+def _site(site: str, graphs: list[CapturedGraph], rows: dict[str, dict[str, Any]],
+          every: int) -> dict[str, Any]:
+    """One capture site's ladder: its buckets by batch size, the graph structures among
+    them, their pools and capture times."""
+    groups: dict[str, list[str]] = {}
+    buckets = []
+    for g in graphs:
+        key = structure_key(g)
+        groups.setdefault(key, []).append(g.name)
+        buckets.append(_bucket(g, rows[g.name], key, every))
+    order = {k: i + 1 for i, k in enumerate(groups)}
+    for b in buckets:
+        b["structure"] = order[b["structure"]]
+    buckets.sort(key=lambda b: (b["batch"] is None, b["batch"] or 0, b["name"]))
+    caps = [b["capture_s"] for b in buckets if b["capture_s"] is not None]
+    insts = [b["instantiate_s"] for b in buckets if b["instantiate_s"] is not None]
+    pool_ids = {str(b["pool_id"]) for b in buckets if b["pool_id"] is not None}
+    return {
+        "site": site,
+        "buckets": buckets,
+        "never_replayed": [b["name"] for b in buckets if b["replays"] == 0],
+        "structures": [{"structure": order[k], "graphs": names} for k, names in groups.items()],
+        # None: a bundle from before pool ids (its pools cannot be told apart), not 0
+        "pools": len(pool_ids) if pool_ids else None,
+        "capture_s": round(sum(caps), 6) if caps else None,
+        "instantiate_s": round(sum(insts), 6) if insts else None,
+        "ops_recorded": sum(1 for b in buckets if b["ops_recorded"]),
+        "scopes_counted": sum(1 for b in buckets if b["scopes_from"] == "node_counts"),
+    }
+
+
+def _bucket(g: CapturedGraph, row: dict[str, Any], key: str, every: int) -> dict[str, Any]:
+    """One bucket of a ladder: its batch, time per replay and per row, memory and capture."""
+    info = g.info
+    size = batch_rows(str(info.get("shapes", "")))
+    med = row.get("median_ns") or None
+    return {
+        "name": g.name,
+        "shapes": info.get("shapes", ""),
+        "batch": size,
+        "replays": int(info.get("replays", every) or 0),
+        "traced_replays": int(info.get("traced_replays", every) or 0),
+        "median_ns": med,
+        "ns_per_row": (med / size) if med and size else None,
+        "kernels": row["work_nodes"],
+        "peak_bytes": info.get("capture_peak_bytes"),
+        "held_bytes": info.get("capture_live_bytes"),
+        "segment_bytes": info.get("capture_segment_bytes"),
+        "pool_bytes": info.get("pool_bytes"),
+        "pool_id": info.get("pool_id"),
+        "capture_s": info.get("capture_s"),
+        "instantiate_s": info.get("instantiate_s"),
+        "structure": key,
+        # False: captured past graphscope run's --op-captures (module scopes only)
+        "ops_recorded": bool(info.get("ops_recorded", True)),
+        # "node_counts": its scopes from node counts, no CUPTI in its capture
+        "scopes_from": info.get("scopes_from", "cupti"),
+    }
