@@ -35,10 +35,11 @@ from typing import Any
 
 from ..model.outputs import check_output
 from . import rules
+from .chunks import source
 from .load import AnnotationTable, load_annotations
 from .model import MAX_STREAM, MODULES_PID, AnnotateResult, LowMatchError, TraceError
 from .rules import TrackInputs
-from .scan import TraceScan, scan_trace, source
+from .scan import TraceScan, scan_trace
 from .seqmatch import add_sequence_matches, check_match, count_known_graphs
 from .write import Edits, write_trace
 

@@ -25,9 +25,10 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from .chunks import native_ext
 from .load import AnnotationTable
 from .model import CAT_AC2G, MODULES_PID, NO_TID, UNCHANGED, AnnotateResult
-from .scan import TraceScan, native_ext
+from .scan import TraceScan
 
 
 @dataclass

@@ -18,9 +18,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.outputs import OutputError, temp_path_for
+from .chunks import native_ext
 from .model import UNCHANGED, AnnotateResult
 from .rules import TrackInputs, module_track
-from .scan import TraceScan, native_ext
+from .scan import TraceScan
 from .streamio import Writer, open_write, publish
 
 

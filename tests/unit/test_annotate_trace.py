@@ -517,7 +517,7 @@ def test_split_scanning_equals_the_sequential_scan(tmp_path, capsys, monkeypatch
     one the same error."""
     import random
 
-    from graphscope.trace_annotate import scan as A
+    from graphscope.trace_annotate import chunks as A
 
     rng = random.Random(99)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
@@ -550,7 +550,7 @@ def test_mapped_and_read_inputs_agree(tmp_path, capsys, monkeypatch):
     bytes changed, text after the array)."""
     import random
 
-    from graphscope.trace_annotate import scan as A
+    from graphscope.trace_annotate import chunks as A
 
     rng = random.Random(7)
     tp, ap = _write(tmp_path, *_trace(n_nodes=40, replays=3))
@@ -670,7 +670,7 @@ def test_split_scan_guess_that_is_no_boundary_falls_back(monkeypatch, fake_at):
     from concurrent.futures import ThreadPoolExecutor
 
     from graphscope import native
-    from graphscope.trace_annotate import scan as A
+    from graphscope.trace_annotate import chunks as A
 
     monkeypatch.setattr(A, "_SPLIT_MIN", 64)
     small = [json.dumps({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7,

@@ -30,8 +30,6 @@ FILE_MARK_LINES = 40  # a file's reason sits in its first lines
 OVER_LIMIT = {
     "graphscope/render/html.py::payload",
     "graphscope/render/table.py",
-    "graphscope/trace_annotate/scan.py",
-    "graphscope/trace_annotate/scan.py::_chunks",
 }
 
 
