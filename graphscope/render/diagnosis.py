@@ -1,7 +1,8 @@
 """The diagnosis in words: the ranked findings, the per-graph table (critical path, work, span,
 parallelism, idle, launch, the what-if), the lines it does not hold, and ``diff``'s deltas.
 Formatting only: the numbers and codes come from graphscope/analysis/diagnosis/,
-findings.py and whatif.py; every sentence a code stands for is written here."""
+findings.py and whatif.py; every sentence a code stands for is written here (``diff``'s
+diagnosis deltas: render/diff.py)."""
 
 from __future__ import annotations
 
@@ -438,34 +439,3 @@ def words(diag: Diagnosis) -> dict[str, Any]:
                              "lines": _graph_lines(o)}
                    for o in diag.graphs},
     }
-
-
-def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
-    """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
-    t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
-    t.add_column("graph", overflow="fold", ratio=1)
-    tried = any(r.get("tried_ns", {}).get(k) is not None for r in diag["graphs"]
-                for k in ("a", "b"))
-    for col in ("critical path", "span", "idle", "launch", *(["tried"] if tried else [])):
-        t.add_column(col, justify="right")
-
-    def cell(p: dict[str, Any], pct: bool = False) -> str:
-        f = (lambda v: f"{v:.0f}%") if pct else fmt_ns
-        if p["a"] is None and p["b"] is None:
-            return "-"
-        s = f"{f(p['a'])} → {f(p['b'])}"
-        if p["delta"] is not None:
-            dv = p["delta"]
-            mag = f(abs(dv))
-            zero = mag in ("0%", "0 ns")  # no sign on what rounds to nothing
-            s += f" ({'±' if zero else '+' if dv > 0 else '-'}{mag})"
-        return s
-
-    for r in diag["graphs"]:
-        t.add_row(Text(r["graph"]), cell(r["critical_path_ns"]), cell(r["span_ns"]),
-                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]),
-                  *([cell(r["tried_ns"])] if tried else []))
-    g = diag.get("between_replays_gap_ns") or {}
-    if g.get("a") is not None or g.get("b") is not None:
-        t.add_row(Text("between replays (gap)"), "", cell(g), "", "", *([""] if tried else []))
-    return keep_figures(t)

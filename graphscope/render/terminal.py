@@ -33,7 +33,7 @@ def summary_of(report: Report) -> dict[str, Any]:
 
 def print_report(report: Report, con: Console) -> None:
     """Every section of ``report`` that applies, in the order a reader needs them."""
-    from .table import print_counters, print_summary
+    from .table import print_summary
 
     s = summary_of(report)
     depth = report.options.depth
@@ -55,6 +55,8 @@ def print_report(report: Report, con: Console) -> None:
     elif isinstance(report.diagnosis, Absent) and report.diagnosis.reason == "too_large":
         con.print(f"Diagnosis left out: {report.diagnosis.detail}")
     if present(report.counters):
+        from .counters import print_counters
+
         print_counters(plain(report.counters), con, depth if depth is not None else 2)
 
 

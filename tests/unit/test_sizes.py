@@ -31,7 +31,6 @@ OVER_LIMIT = {
     "graphscope/analysis/ladder.py::ladder",
     "graphscope/analysis/summary.py::module_rows",
     "graphscope/render/html.py::payload",
-    "graphscope/render/table.py",
     "graphscope/trace_annotate/scan.py",
     "graphscope/trace_annotate/scan.py::_chunks",
 }
