@@ -148,6 +148,16 @@ def coverage_text(cov: dict[str, Any]) -> str:
     return " ".join(parts) or "-"
 
 
+def untraced_words(graphs: list[dict[str, Any]], untraced: int) -> str:
+    """``untraced`` graphs of a program, none of the traced replays ran, in words: those the
+    program never replayed at all, and those it replayed only while not traced."""
+    never = sum(g.get("replays") == 0 for g in graphs)
+    replayed = sum(bool(g.get("replays")) and g.get("traced_replays") == 0 for g in graphs)
+    counts = {"captured but never replayed": never, "replayed but never traced": replayed,
+              "never traced": untraced - never - replayed}
+    return ", ".join(f"{n} {why}" for why, n in counts.items() if n > 0)
+
+
 def header(summary: dict[str, Any]) -> _RichText:
     if len(summary["graphs"]) > 3:
         graphs = f"{len(summary['graphs'])} graphs"
@@ -168,8 +178,9 @@ def header(summary: dict[str, Any]) -> _RichText:
                  else f"replays: {summary['replays']}")
         if apart and len(summary["graphs"]) > 1:
             never = summary.get("untraced_graphs") or 0
-            of = (f"the {len(summary['graphs']) - never} traced graphs ({never} never "
-                  f"traced)" if never else f"the {len(summary['graphs'])} graphs")
+            of = (f"the {len(summary['graphs']) - never} traced graphs "
+                  f"({untraced_words(summary['graphs'], never)})" if never
+                  else f"the {len(summary['graphs'])} graphs")
             line = (f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} for one "
                     f"replay of each of {of}")
         else:

@@ -51,7 +51,9 @@ def print_report(report: Report, con: Console) -> None:
     if present(report.diagnosis):
         from .diagnosis import print_diagnosis
 
-        print_diagnosis(plain(report.diagnosis), con)
+        # a program's graphs say how often the program replayed each (a capture's: all alike)
+        replays = {str(g["name"]): g.get("replays") for g in s["graphs"]}
+        print_diagnosis(plain(report.diagnosis), con, replays)
     elif isinstance(report.diagnosis, Absent) and report.diagnosis.reason == "too_large":
         con.print(f"Diagnosis left out: {report.diagnosis.detail}")
     if present(report.counters):
