@@ -101,7 +101,7 @@ def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
     from graphscope.render.diff import diagnosis_diff_table, diff_table
 
     if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
-        from graphscope.render.terminal import depth_that_fits
+        from graphscope.render.fmt import depth_that_fits
 
         shown = depth_that_fits(d["modules"])
         if shown is not None:

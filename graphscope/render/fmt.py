@@ -69,6 +69,17 @@ def svg_key(rank: Optional[int], graph: str) -> str:
     return json.dumps([rank, graph])
 
 
+MAX_ROWS = 80  # module rows report and diff show without --depth
+
+
+def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
+    """Without --depth, the deepest module level whose rows (``level`` each) fit in
+    ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""
+    levels = sorted({r["level"] for r in rows})
+    fits = [lv for lv in levels if sum(1 for r in rows if r["level"] <= lv) <= max_rows]
+    return fits[-1] if fits and fits[-1] < levels[-1] else None
+
+
 _MARKUP = re.compile(r"\[/?[a-z #0-9]*\]")  # rich's colour tags around a figure
 _FIGURE = re.compile(r"^(?:[-+±]?\d[\d.,]*(?: ?[a-zA-Zµ%]+)?|[\d.]+/[\d.]+|-|new|gone|n/r)$")
 
