@@ -98,7 +98,7 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         con.print(f"joined {jr.joined_records} replayed records to nodes "
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
     if section is not None:
-        from graphscope.render.table import print_counters
+        from graphscope.render.counters import print_counters
 
         print_counters(section, con, 1)
     for line in _compile_lines(compiled):

@@ -98,11 +98,10 @@ def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
              diag: dict[str, Any], counters: list[Any], eager: Optional[dict[str, Any]]
              ) -> None:
     """GPU work per module, the diagnosis, counters and eager baselines A → B."""
-    from graphscope.render.diagnosis import diagnosis_diff_table
-    from graphscope.render.table import diff_table
+    from graphscope.render.diff import diagnosis_diff_table, diff_table
 
     if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
-        from graphscope.render.terminal import depth_that_fits
+        from graphscope.render.fmt import depth_that_fits
 
         shown = depth_that_fits(d["modules"])
         if shown is not None:
@@ -112,7 +111,7 @@ def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
     con.print(diff_table(d, a, b))
     con.print(diagnosis_diff_table(diag))
     if counters:
-        from graphscope.render.table import counters_diff_table
+        from graphscope.render.counters import counters_diff_table
 
         con.print(counters_diff_table(counters))
     if eager and "only" in eager:

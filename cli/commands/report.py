@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # imported in the command's body: `graphscope --help` loads n
     from graphscope.model.bundle_files import BundleExtras
 
 DEFAULT_TOP = 10  # analysis.report's default: summary.json holds the tables at this --top
+DEFAULT_EAGER_ROWS = 15  # render.eager.EAGER_ROWS
 
 
 @command()
@@ -22,6 +23,9 @@ DEFAULT_TOP = 10  # analysis.report's default: summary.json holds the tables at 
 @depth_option("Module levels to show.")
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True,
               help="Top kernels/ops rows (0: every row).")
+@click.option("--eager-rows", type=click.IntRange(min=0), default=DEFAULT_EAGER_ROWS,
+              show_default=True, metavar="N",
+              help="Eager vs graph rows, largest |Δ| first (0: every row; --json has all).")
 @click.option("--recompute", is_flag=True,
               help="Recompute the tables from the nodes instead of the bundle's summary.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
@@ -44,7 +48,7 @@ DEFAULT_TOP = 10  # analysis.report's default: summary.json holds the tables at 
               "comment) instead of the tables.")
 @force_option()
 @json_option()
-def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
+def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
            ladder: bool, as_markdown: bool, force: bool, as_json: bool) -> int:
     """Print the tables of BUNDLE (works on any machine, no GPU)."""
@@ -86,7 +90,7 @@ def report(bundle: str, depth: Optional[int], top: int, recompute: bool,
 
     from ..options import console
 
-    print_report(rep, console())
+    print_report(rep, console(), eager_rows)
     return 0
 
 

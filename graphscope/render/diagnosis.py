@@ -1,7 +1,8 @@
 """The diagnosis in words: the ranked findings, the per-graph table (critical path, work, span,
 parallelism, idle, launch, the what-if), the lines it does not hold, and ``diff``'s deltas.
 Formatting only: the numbers and codes come from graphscope/analysis/diagnosis/,
-findings.py and whatif.py; every sentence a code stands for is written here."""
+findings.py and whatif.py; every sentence a code stands for is written here (``diff``'s
+diagnosis deltas: render/diff.py)."""
 
 from __future__ import annotations
 
@@ -197,8 +198,10 @@ def _path_cell(o: GraphDiagnosis, any_timed: bool) -> str:
         return "-"
     if o.timed:
         return fmt_ns(cp.length_ns)
-    # a bundle whose other graphs were replayed: a never-replayed graph has no path to show
-    return "-" if any_timed else f"{cp.length_nodes} nodes"
+    # a bundle whose other graphs were replayed: a never-replayed graph has no path to show;
+    # with no timed replay at all, the longest chain in work nodes, of the graph's (the
+    # title says "node counts"), never a bare count that reads as the graph's size
+    return "-" if any_timed else f"{cp.length_nodes} of {o.work_nodes} nodes"
 
 
 def _what_if_cell(o: GraphDiagnosis) -> str:
@@ -371,18 +374,56 @@ def _graph_lines(o: GraphDiagnosis) -> list[str]:
     return out
 
 
-def diagnosis_lines(diag: Diagnosis, graphs: int = 3) -> Group:
+def _graphs(n: int, what: str = "graph") -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
+def untimed_words(diag: Diagnosis, replays: Optional[Mapping[str, Optional[int]]] = None
+                  ) -> list[str]:
+    """Why the graphs without a timed replay have none, counted: captured but never replayed
+    (``replays``: each graph's replays over the run, where the bundle records them), replayed
+    but never traced, traced without events kept."""
+    untimed = [o for o in diag.graphs if not o.timed]
+    if len(untimed) == len(diag.graphs):
+        return []  # the title says it: no timed replays
+    counts = dict.fromkeys(("captured but never replayed", "replayed but never traced",
+                            "never replayed while traced", "traced without events kept"), 0)
+    for o in untimed:
+        r = (replays or {}).get(o.graph)  # None: the bundle does not say
+        key = ("captured but never replayed" if r == 0
+               else "traced without events kept" if o.selection.traced
+               else "never replayed while traced" if r is None else "replayed but never traced")
+        counts[key] += 1
+    return [f"{_graphs(n)} {why}" for why, n in counts.items() if n]
+
+
+def more_line(diag: Diagnosis, shown: int,
+              replays: Optional[Mapping[str, Optional[int]]] = None) -> Optional[str]:
+    """The line under the first ``shown`` graphs' details: how many more graphs have details
+    in --json (traced ones, where any graph was), and why the others have no figures."""
+    timed = sum(o.timed for o in diag.graphs)
+    more = (timed or len(diag.graphs)) - shown
+    parts = ([f"details of {more} more {'traced ' if timed else ''}"
+              f"{'graph' if more == 1 else 'graphs'}: --json"] if more > 0 else [])
+    parts += untimed_words(diag, replays)
+    return f"({'; '.join(parts)})" if parts else None
+
+
+def diagnosis_lines(diag: Diagnosis, graphs: int = 3,
+                    replays: Optional[Mapping[str, Optional[int]]] = None) -> Group:
     """What the table does not say: the replays used, the critical path's modules,
     near-critical nodes, the serialized chains and the what-if, assumptions and verdicts (for
-    the first ``graphs`` timed graphs)."""
+    the first ``graphs`` timed graphs; ``replays``: each graph's replays over the run, where
+    the bundle records them, to say which graphs were never replayed)."""
     out: list[str] = []
     # the details of timed graphs first (a ladder's never-replayed buckets have none)
     timed = [o for o in diag.graphs if o.timed]
     shown = (timed or list(diag.graphs))[:graphs]
     for o in shown:
         out.extend(_graph_lines(o))
-    if len(timed) > len(shown):
-        out.append(f"(details of {len(timed) - len(shown)} more replayed graph(s): --json)")
+    more = more_line(diag, len(shown), replays)
+    if more:
+        out.append(more)
     if diag.between_replays:
         out.append(between_text(diag.between_replays))
     # launches not recorded: the table's caption says so (launch n/r), once
@@ -404,9 +445,11 @@ def between_text(btw: BetweenReplays) -> str:
 
 
 def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
-                    console: Optional[Console] = None) -> None:
+                    console: Optional[Console] = None,
+                    replays: Optional[Mapping[str, Optional[int]]] = None) -> None:
     """The findings first, then the table, its notes and the lines below it. ``diag``: the
-    diagnosis, or its JSON form (a report's section)."""
+    diagnosis, or its JSON form (a report's section); ``replays``: each graph's replays over
+    the run, where the bundle records them."""
     if not isinstance(diag, Diagnosis):
         diag = from_json(Diagnosis, diag)
     con = console or Console()
@@ -415,7 +458,7 @@ def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
     con.print(diagnosis_table(diag, width=con.width, notes_out=notes))
     for note in notes:  # each on its own line, at the console's width, not the table's
         con.print(Text(note))
-    con.print(diagnosis_lines(diag))
+    con.print(diagnosis_lines(diag, replays=replays))
 
 
 def words(diag: Diagnosis) -> dict[str, Any]:
@@ -438,34 +481,3 @@ def words(diag: Diagnosis) -> dict[str, Any]:
                              "lines": _graph_lines(o)}
                    for o in diag.graphs},
     }
-
-
-def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
-    """``diff``'s diagnosis rows: critical path, span, idle and launch latency A → B."""
-    t = Table(title="Diagnosis A → B (median per replay)", title_justify="left")
-    t.add_column("graph", overflow="fold", ratio=1)
-    tried = any(r.get("tried_ns", {}).get(k) is not None for r in diag["graphs"]
-                for k in ("a", "b"))
-    for col in ("critical path", "span", "idle", "launch", *(["tried"] if tried else [])):
-        t.add_column(col, justify="right")
-
-    def cell(p: dict[str, Any], pct: bool = False) -> str:
-        f = (lambda v: f"{v:.0f}%") if pct else fmt_ns
-        if p["a"] is None and p["b"] is None:
-            return "-"
-        s = f"{f(p['a'])} → {f(p['b'])}"
-        if p["delta"] is not None:
-            dv = p["delta"]
-            mag = f(abs(dv))
-            zero = mag in ("0%", "0 ns")  # no sign on what rounds to nothing
-            s += f" ({'±' if zero else '+' if dv > 0 else '-'}{mag})"
-        return s
-
-    for r in diag["graphs"]:
-        t.add_row(Text(r["graph"]), cell(r["critical_path_ns"]), cell(r["span_ns"]),
-                  cell(r["idle_pct"], pct=True), cell(r["launch_latency_ns"]),
-                  *([cell(r["tried_ns"])] if tried else []))
-    g = diag.get("between_replays_gap_ns") or {}
-    if g.get("a") is not None or g.get("b") is not None:
-        t.add_row(Text("between replays (gap)"), "", cell(g), "", "", *([""] if tried else []))
-    return keep_figures(t)

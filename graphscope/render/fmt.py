@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from rich.text import Text as _RichText
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -17,6 +20,14 @@ def safe(s: object) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(s))
 
 
+def Text(s: object = "", **kw: Any) -> _RichText:  # noqa: N802 - rich's name, made safe
+    """rich's Text (never markup) of ``s`` with control characters escaped. rich is imported
+    here, when a table is drawn: capture's messages import this module without it."""
+    from rich.text import Text as RichText
+
+    return RichText(safe(s), **kw)
+
+
 def fmt_ns(ns: Optional[float]) -> str:
     if ns is None:
         return "-"
@@ -25,6 +36,20 @@ def fmt_ns(ns: Optional[float]) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:.1f} µs"
     return f"{ns:.0f} ns"
+
+
+def signed_ns(v: float) -> str:
+    """A time delta with its sign (``+1.2 µs``, ``-80 ns``); ``0 ns`` where it rounds to
+    nothing, without a sign."""
+    mag = fmt_ns(abs(v))
+    return mag if mag == "0 ns" else ("+" if v > 0 else "-") + mag
+
+
+def fmt_s(s: Optional[float]) -> str:
+    """A duration in seconds (capture, instantiate): ``12.3 ms`` below a second."""
+    if s is None:
+        return "-"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
 def fmt_bytes(n: Optional[float]) -> str:
@@ -44,10 +69,22 @@ def svg_key(rank: Optional[int], graph: str) -> str:
     return json.dumps([rank, graph])
 
 
+MAX_ROWS = 80  # module rows report and diff show without --depth
+
+
+def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
+    """Without --depth, the deepest module level whose rows (``level`` each) fit in
+    ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""
+    levels = sorted({r["level"] for r in rows})
+    fits = [lv for lv in levels if sum(1 for r in rows if r["level"] <= lv) <= max_rows]
+    return fits[-1] if fits and fits[-1] < levels[-1] else None
+
+
 _MARKUP = re.compile(r"\[/?[a-z #0-9]*\]")  # rich's colour tags around a figure
 _FIGURE = re.compile(r"^(?:[-+±]?\d[\d.,]*(?: ?[a-zA-Zµ%]+)?|[\d.]+/[\d.]+|-|new|gone|n/r)$")
 
 
+MAX_GRAPH_ROWS = 50  # rows of graphs a terminal table shows: --json and the HTML have them all
 PIPE_WIDTH = 160  # columns for tables written to a pipe or file (rich's default there is 80)
 
 

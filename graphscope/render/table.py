@@ -1,4 +1,7 @@
-"""Rich tables of a bundle's summary. Formatting only: numbers come from analysis/."""
+"""Rich tables of a bundle's summary (what summary.json holds): the header, graphs, GPU time by
+module and per graph, DDP's buckets, what graphs cost (memory pools, capture cost, memory by
+module, the bucket ladder), top kernels and ops. Formatting only: numbers come from analysis/.
+Counters are drawn by render/counters.py, `diff`'s module table by render/diff.py."""
 
 from __future__ import annotations
 
@@ -10,12 +13,7 @@ from rich.table import Table
 from rich.text import Text as _RichText
 
 from ..model.graph import OUTSIDE_MODULES, NodeKind
-from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
-
-
-def Text(s: object = "", **kw: object) -> _RichText:  # noqa: N802 - rich's name, made safe
-    """rich's Text (never markup) of ``s`` with control characters escaped."""
-    return _RichText(safe(s), **kw)  # type: ignore[arg-type]
+from .fmt import MAX_GRAPH_ROWS, Text, fmt_bytes, fmt_ns, fmt_s, keep_figures, safe
 
 
 def _module_title(summary: dict[str, Any], timed: bool) -> tuple[str, str]:
@@ -114,9 +112,6 @@ def pool_cell(g: dict[str, Any]) -> str:
     return f"shared pool {shared['pool']}"
 
 
-MAX_GRAPH_ROWS = 50  # the terminal's Graphs table; --json and the HTML overview have them all
-
-
 def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
     """The graphs of a bundle: capture site, size, replays over the run, pool memory."""
     graphs = summary["graphs"]
@@ -153,6 +148,16 @@ def coverage_text(cov: dict[str, Any]) -> str:
     return " ".join(parts) or "-"
 
 
+def untraced_words(graphs: list[dict[str, Any]], untraced: int) -> str:
+    """``untraced`` graphs of a program, none of the traced replays ran, in words: those the
+    program never replayed at all, and those it replayed only while not traced."""
+    never = sum(g.get("replays") == 0 for g in graphs)
+    replayed = sum(bool(g.get("replays")) and g.get("traced_replays") == 0 for g in graphs)
+    counts = {"captured but never replayed": never, "replayed but never traced": replayed,
+              "never traced": untraced - never - replayed}
+    return ", ".join(f"{n} {why}" for why, n in counts.items() if n > 0)
+
+
 def header(summary: dict[str, Any]) -> _RichText:
     if len(summary["graphs"]) > 3:
         graphs = f"{len(summary['graphs'])} graphs"
@@ -173,8 +178,9 @@ def header(summary: dict[str, Any]) -> _RichText:
                  else f"replays: {summary['replays']}")
         if apart and len(summary["graphs"]) > 1:
             never = summary.get("untraced_graphs") or 0
-            of = (f"the {len(summary['graphs']) - never} traced graphs ({never} never "
-                  f"traced)" if never else f"the {len(summary['graphs'])} graphs")
+            of = (f"the {len(summary['graphs']) - never} traced graphs "
+                  f"({untraced_words(summary['graphs'], never)})" if never
+                  else f"the {len(summary['graphs'])} graphs")
             line = (f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} for one "
                     f"replay of each of {of}")
         else:
@@ -282,152 +288,8 @@ def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> 
         con.print(ladder_group(summary["ladder"]))
 
 
-def _pct(v: float) -> str:
-    colour = "red" if v > 0.5 else "green" if v < -0.5 else "white"
-    return f"[{colour}]{v:+.1f}%[/{colour}]"
-
-
-def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
-    """`graphscope diff`: ``d`` is :func:`graphscope.analysis.diff.diff_summary` of bundles
-    ``a`` and ``b``; times are GPU work (kernel time summed, median per replay), not spans."""
-    t = Table(title=Text(f"{a} → {b}"), title_justify="left")
-    for col, just in (("module", "left"), ("A", "right"), ("B", "right"), ("Δ", "right"),
-                      ("Δ%", "right"), ("kernels A→B", "right")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    tot = d["total"]
-    t.add_row(Text("total GPU work", style="bold"), fmt_ns(tot["a_ns"]), fmt_ns(tot["b_ns"]),
-              _signed_ns(tot["delta_ns"]),
-              _pct(tot["delta_pct"]), f"{tot['a_kernels']}→{tot['b_kernels']}")
-    for r in d["modules"]:
-        name = ("  " * r["level"]) + r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
-        if r["only_in"]:
-            name += f" (only in {r['only_in'].upper()})"
-        dn = r["delta_ns"]
-        t.add_row(Text(name), fmt_ns(r["a_ns"]), fmt_ns(r["b_ns"]),
-                  _signed_ns(dn),
-                  _pct(r["delta_pct"]) if r["delta_pct"] is not None
-                  else ("new" if r["only_in"] == "b" else "gone"),
-                  f"{r['a_kernels']}→{r['b_kernels']}")
-    return keep_figures(t)
-
-
-def check_table(results: list[Any]) -> Table:
-    """`graphscope check`: one row per budget result (``CheckResult``s)."""
-    failed = sum(not r.passed for r in results)
-    skipped = sum(r.skipped for r in results)
-    run = len(results) - skipped
-    t = Table(title=f"graphscope check ({run - failed}/{run} passed"
-              + (f", {skipped} skipped" if skipped else "") + ")", title_justify="left")
-    t.add_column("check", no_wrap=True)
-    t.add_column("result")
-    t.add_column("detail")
-    for r in results:
-        status = (Text("skip", style="dim") if r.skipped
-                  else Text("pass", style="green") if r.passed else Text("FAIL", style="red"))
-        t.add_row(Text(r.name), status, Text(r.message))
-    return keep_figures(t)
-
-
-
-def _signed_ns(v: float) -> str:
-    """A time delta with its sign (``+1.2 µs``, ``-80 ns``, ``0 ns``)."""
-    mag = fmt_ns(abs(v))
-    return mag if mag == "0 ns" else ("+" if v > 0 else "-") + mag
-
-
-def _cpct(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.0f}%"
-
-
-def counters_table(c: dict[str, Any], depth: Optional[int] = 2) -> Table:
-    """The Counters section: ``c`` is :func:`graphscope.analysis.counters.analyze`'s result.
-    Roofline position of a row: DRAM % of peak against SM active %."""
-    n = c.get("replays")
-    t = Table(title=Text("Counters (PM sampling over {} dedicated replay{}, {} µs samples)".format(
-        n, "" if n == 1 else "s", (c.get("interval_ns") or 0) // 1000)), title_justify="left")
-    for col, just in (("module / phase", "left"), ("time", "right"), ("DRAM", "right"),
-                      ("GB/s", "right"), ("SM", "right"), ("tensor", "right"),
-                      ("warps", "right"), ("verdict", "left")):
-        t.add_column(col, justify=just, no_wrap=col != "module / phase")  # type: ignore[arg-type]
-
-    def row(name: str, r: dict[str, Any]) -> None:
-        mark = " ~" if r.get("approximate") else ""
-        gbps = r.get("dram_GBps")
-        t.add_row(Text(name), fmt_ns(r["time_ns"]), _cpct(r.get("dram_pct")),
-                  "-" if gbps is None else f"{gbps:,.0f}", _cpct(r.get("sm_active_pct")),
-                  _cpct(r.get("tensor_pct")), _cpct(r.get("warps_active_pct")),
-                  Text(r["verdict"] + mark))
-
-    for r in c.get("phases", []):
-        row(f"[{r['name']}]", r)
-    for r in c.get("modules", []):
-        if depth is not None and r["level"] > depth:
-            continue
-        lv = r["level"]
-        row(("  " * lv) + r["name"].rsplit(".", 1)[-1] if lv else r["name"], r)
-    return keep_figures(t)
-
-
-def counters_notes(c: dict[str, Any]) -> list[str]:
-    """One-line facts under the Counters table."""
-    th = c.get("thresholds", {})
-    out = ["DRAM and SM (active cycles) in % of peak, tensor pipe and warps (occupancy) in % "
-           "of active cycles, over each row's sampled node time",
-           f"verdict: memory bound at DRAM >= {th.get('memory_bound_dram_pct', 60):.0f}% of "
-           f"peak, else compute bound at SM active or tensor pipe >= "
-           f"{th.get('compute_bound_pct', 60):.0f}%, else latency bound; ~ = approximate "
-           "(nodes ran concurrently)"]
-    if c.get("peak_dram_GBps"):
-        out.append(f"DRAM peak {c['peak_dram_GBps']:,.0f} GB/s (from the device's memory clock "
-                   "and bus width)")
-    if c.get("missing_metrics"):
-        out.append("not collected on this GPU: " + ", ".join(c["missing_metrics"]))
-    if c.get("unmatched_nodes"):
-        out.append(f"{c['unmatched_nodes']} sampled node(s) not in this bundle's graphs")
-    return out
-
-
-def print_counters(c: dict[str, Any], console: Optional[Console] = None,
-                   depth: Optional[int] = 2) -> None:
-    con = console or Console()
-    con.print(counters_table(c, depth))
-    for line in counters_notes(c):
-        con.print(Text(line))
-
-
-def counters_diff_table(rows: list[dict[str, Any]]) -> Table:
-    """`graphscope diff`: per-module counter deltas (B - A, percentage points)."""
-    t = Table(title=Text("Counters A → B (percentage points)"), title_justify="left")
-    for col, just in (("module", "left"), ("DRAM", "right"), ("SM active", "right"),
-                      ("tensor", "right"), ("warps", "right"), ("verdict A → B", "left")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-
-    def d(r: dict[str, Any], k: str) -> str:
-        v = r.get("d_" + k)
-        return "-" if v is None else f"{r[k + '_a']:.0f}→{r[k + '_b']:.0f} ({v:+.0f})"
-
-    for r in rows:
-        lv = r.get("level", 0)
-        name = ("  " * lv) + r["module"].rsplit(".", 1)[-1] if lv else r["module"]
-        v = r["verdict_a"] if r["verdict_a"] == r["verdict_b"] else (
-            f"{r['verdict_a']} → {r['verdict_b']}")
-        t.add_row(Text(name), d(r, "dram_pct"), d(r, "sm_active_pct"), d(r, "tensor_pct"),
-                  d(r, "warps_active_pct"), Text(v))
-    return keep_figures(t)
-
-
 # -- what graphs cost: pools once, capture cost, memory by module, the bucket ladder
 # (analysis/memory.py, analysis/ladder.py)
-
-def _s(v: Optional[float]) -> str:
-    if v is None:
-        return "-"
-    return f"{v * 1e3:.1f} ms" if v < 1 else f"{v:.2f} s"
-
-
-def _b(v: Optional[float]) -> str:
-    return "-" if v is None else fmt_bytes(v)
-
 
 def pools_table(mem: dict[str, Any]) -> Table:
     """One row per pool, whatever number of graphs share it; the total is their union."""
@@ -439,15 +301,15 @@ def pools_table(mem: dict[str, Any]) -> Table:
     for p in mem["pools"][:MAX_GRAPH_ROWS]:
         names = p["graphs"]
         who = names[0] if len(names) == 1 else f"{len(names)} graphs: {names[0]} .. {names[-1]}"
-        t.add_row(str(p["pool"]), Text(who), _b(p["reserved_bytes"]), _b(p["allocated_bytes"]),
-                  _b(p["capture_live_bytes"]))
+        t.add_row(str(p["pool"]), Text(who), fmt_bytes(p["reserved_bytes"]),
+                  fmt_bytes(p["allocated_bytes"]), fmt_bytes(p["capture_live_bytes"]))
     outside = mem.get("outside_pools_bytes")
-    t.caption = (f"{len(mem['pools'])} pool(s), {_b(mem.get('total_reserved_bytes'))} reserved "
-                 "in all (each pool once)"
-                 + (f"; {_b(outside)} more reserved outside the pools during the captures"
+    t.caption = (f"{len(mem['pools'])} pool(s), "
+                 f"{fmt_bytes(mem.get('total_reserved_bytes'))} reserved in all (each pool once)"
+                 + (f"; {fmt_bytes(outside)} more reserved outside the pools during the captures"
                     if outside else "")
-                 + f"; capture {_s(mem.get('capture_s'))}, instantiate "
-                 f"{_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
+                 + f"; capture {fmt_s(mem.get('capture_s'))}, instantiate "
+                 f"{fmt_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
     t.caption_justify = "left"
     return keep_figures(t)
 
@@ -460,10 +322,10 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
                 "outputs"):
         t.add_column(col, justify="right")  # may wrap ("34.7 MiB"): the names keep a width
     for g in mem["graphs"][:max_rows]:
-        t.add_row(Text(g["name"]), str(g["pool"]), _s(g.get("capture_s")),
-                  _s(g.get("instantiate_s")), _b(g.get("capture_peak_bytes")),
-                  _b(g.get("capture_live_bytes")), _b(g.get("capture_segment_bytes")),
-                  _b(g.get("static_input_bytes")), _b(g.get("static_output_bytes")))
+        t.add_row(Text(g["name"]), str(g["pool"]), fmt_s(g.get("capture_s")),
+                  fmt_s(g.get("instantiate_s")), fmt_bytes(g.get("capture_peak_bytes")),
+                  fmt_bytes(g.get("capture_live_bytes")), fmt_bytes(g.get("capture_segment_bytes")),
+                  fmt_bytes(g.get("static_input_bytes")), fmt_bytes(g.get("static_output_bytes")))
     if len(mem["graphs"]) > max_rows:
         t.caption = f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all"
         t.caption_justify = "left"
@@ -482,8 +344,8 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
             continue
         # a row's own name under its parent's, as the GPU time tables show the tree
         name = r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
-        t.add_row(Text("  " * r["level"] + name), _b(r["alloc_bytes"]),
-                  _b(r["held_bytes"]), _s(r["capture_s"]))
+        t.add_row(Text("  " * r["level"] + name), fmt_bytes(r["alloc_bytes"]),
+                  fmt_bytes(r["held_bytes"]), fmt_s(r["capture_s"]))
     return keep_figures(t)
 
 
@@ -518,12 +380,12 @@ def ladder_table(site: dict[str, Any]) -> Table:
     for b in site["buckets"]:
         t.add_row(Text(str(b["shapes"] or b["name"])), str(b["batch"] or "-"),
                   str(b["replays"]), fmt_ns(b["median_ns"]) if b["median_ns"] else "-",
-                  fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", _b(b["peak_bytes"]),
-                  _b(b["segment_bytes"]), _s(b["capture_s"]), _s(b["instantiate_s"]),
+                  fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", fmt_bytes(b["peak_bytes"]),
+                  fmt_bytes(b["segment_bytes"]), fmt_s(b["capture_s"]), fmt_s(b["instantiate_s"]),
                   str(b["structure"]))
     lines = [f"{len(site['buckets'])} buckets, {len(site['structures'])} structure(s)"
              + (f", {site['pools']} pool(s)" if site["pools"] else "")
-             + (f"; capture {_s(site['capture_s'])}, instantiate {_s(site['instantiate_s'])}"
+             + (f"; capture {fmt_s(site['capture_s'])}, instantiate {fmt_s(site['instantiate_s'])}"
                 if site["capture_s"] is not None else "")]
     if site["never_replayed"]:
         lines.append(f"never replayed: {len(site['never_replayed'])} bucket(s): "

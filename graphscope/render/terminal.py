@@ -1,4 +1,6 @@
-"""The report in the terminal: rich tables and lines, the view `graphscope report` prints."""
+"""The report in the terminal: rich tables and lines, the view `graphscope report` prints. It
+puts the renderers' parts together: render/table.py (the summary's tables), eager.py,
+diagnosis.py, counters.py."""
 
 from __future__ import annotations
 
@@ -8,16 +10,7 @@ from rich.console import Console
 
 from ..analysis.report import Report
 from ..analysis.section import Absent, plain, present
-
-MAX_ROWS = 80  # module rows report and diff show without --depth
-
-
-def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
-    """Without --depth, the deepest module level whose rows (``level`` each) fit in
-    ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""
-    levels = sorted({r["level"] for r in rows})
-    fits = [lv for lv in levels if sum(1 for r in rows if r["level"] <= lv) <= max_rows]
-    return fits[-1] if fits and fits[-1] < levels[-1] else None
+from .fmt import depth_that_fits
 
 
 def summary_of(report: Report) -> dict[str, Any]:
@@ -31,9 +24,10 @@ def summary_of(report: Report) -> dict[str, Any]:
     return out
 
 
-def print_report(report: Report, con: Console) -> None:
-    """Every section of ``report`` that applies, in the order a reader needs them."""
-    from .table import print_counters, print_summary
+def print_report(report: Report, con: Console, eager_rows: Optional[int] = None) -> None:
+    """Every section of ``report`` that applies, in the order a reader needs them
+    (``eager_rows``: the Eager vs graph rows shown, 0 for all; None: the default)."""
+    from .table import print_summary
 
     s = summary_of(report)
     depth = report.options.depth
@@ -47,21 +41,25 @@ def print_report(report: Report, con: Console) -> None:
         con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
                   if report.ladder.reason == "one_graph_view" else
                   "Bucket ladder: no capture site captured several graphs in this bundle")
-    _print_eager(report, con)
+    _print_eager(report, con, eager_rows)
     if present(report.diagnosis):
         from .diagnosis import print_diagnosis
 
-        print_diagnosis(plain(report.diagnosis), con)
+        # a program's graphs say how often the program replayed each (a capture's: all alike)
+        replays = {str(g["name"]): g.get("replays") for g in s["graphs"]}
+        print_diagnosis(plain(report.diagnosis), con, replays)
     elif isinstance(report.diagnosis, Absent) and report.diagnosis.reason == "too_large":
         con.print(f"Diagnosis left out: {report.diagnosis.detail}")
     if present(report.counters):
+        from .counters import print_counters
+
         print_counters(plain(report.counters), con, depth if depth is not None else 2)
 
 
-def _print_eager(report: Report, con: Console) -> None:
+def _print_eager(report: Report, con: Console, rows: Optional[int]) -> None:
     if not any(map(present, (report.graph_coverage, report.cudagraph_trees, report.eager))):
         return
-    from .eager import coverage_line, render_eager, tree_lines
+    from .eager import EAGER_ROWS, coverage_line, render_eager, tree_lines
 
     if present(report.graph_coverage):
         con.print(coverage_line(plain(report.graph_coverage)), highlight=False)
@@ -69,4 +67,5 @@ def _print_eager(report: Report, con: Console) -> None:
         for line in tree_lines(plain(report.cudagraph_trees)):
             con.print(line, highlight=False, markup=False)
     if present(report.eager):
-        con.print(render_eager(plain(report.eager)))
+        con.print(render_eager(plain(report.eager), EAGER_ROWS if rows is None else rows,
+                               rolled=report.options.depth is not None, width=con.width))

@@ -82,3 +82,75 @@ def test_words_for_the_views():
     assert w["graphs"]["forward"]["what_if"][0].startswith("what-if on up to 4 streams")
     assert "registers per thread not recorded" in w["graphs"]["forward"]["what_if"][1]
     assert any(v.startswith("serialized on one stream") for v in w["verdicts"])
+
+
+def test_a_path_without_timed_replays_counts_the_chain_against_the_graph():
+    # GIVEN a bundle with no timed replay at all (annotate: never replayed)
+    d = diagnose(read_bundle(os.path.join(DATA, "mlp_annotate")))
+    # THEN the path cell gives the longest chain against the graph's work nodes, never a bare
+    # count that reads as the graph's size
+    assert words(d)["graphs"]["step"]["path"] == "24 of 24 nodes"
+    (row,) = _rows(_text(diagnosis_table(d)))
+    assert "│ 24 of 24 nodes │" in row
+
+
+def test_no_fixture_shows_a_node_count_for_a_graph_never_timed_beside_timed_ones():
+    import glob
+
+    # GIVEN every recorded bundle (each rank, each gate bundle)
+    seen = 0
+    for manifest in sorted(glob.glob(os.path.join(DATA, "**", "manifest.json"),
+                                     recursive=True)):
+        d = diagnose(read_bundle(os.path.dirname(manifest)))
+        w = words(d)
+        # THEN where any graph was timed, one that was not has no path ("-"), in every view
+        if any(o.timed for o in d.graphs):
+            for o in (o for o in d.graphs if not o.timed):
+                seen += 1
+                assert w["graphs"][o.graph]["path"] == "-", (manifest, o.graph)
+        else:
+            assert all(w["graphs"][o.graph]["path"].endswith(f" of {o.work_nodes} nodes")
+                       for o in d.graphs), manifest
+    assert seen == 4  # run_ladder's two buckets, run_partial_network's two graphs
+
+
+def _lines(d, **kw):
+    from graphscope.render.diagnosis import diagnosis_lines
+
+    return _text(diagnosis_lines(d, **kw), width=400).splitlines()
+
+
+def test_the_details_line_counts_traced_graphs_and_says_why_the_others_have_none():
+    # GIVEN a ladder of 10 buckets, 8 traced, the first two never replayed by the program
+    d = diagnose(read_bundle(os.path.join(DATA, "run_ladder")))
+    never = {"ladder.py:45 #0 [96]", "ladder.py:45 #1 [64]"}
+    replays = {o.graph: 0 if o.graph in never else 3 for o in d.graphs}
+    # WHEN the first three traced graphs' details are shown
+    lines = _lines(d, replays=replays)
+    # THEN the line under them counts the five more traced graphs only, and says the other
+    # two were never replayed at all (their details are not in --json either)
+    assert "(details of 5 more traced graphs: --json; 2 graphs captured but never replayed)" \
+        in lines
+    # AND a graph the program replayed while not traced is told apart from one never replayed
+    lines = _lines(d, replays={**replays, "ladder.py:45 #1 [64]": 12})
+    assert ("(details of 5 more traced graphs: --json; 1 graph captured but never replayed; "
+            "1 graph replayed but never traced)") in lines
+    # AND without replay counts (a capture's graphs) it says what the bundle knows
+    assert ("(details of 5 more traced graphs: --json; 2 graphs never replayed while traced)"
+            in _lines(d))
+    # AND one more traced graph is one graph
+    assert ("(details of 1 more traced graph: --json; 2 graphs never replayed while traced)"
+            in _lines(d, graphs=7))
+
+
+def test_the_details_line_of_a_bundle_without_timed_replays_counts_every_graph():
+    # GIVEN five graphs, none replayed
+    graphs = tuple(CapturedGraph(f"g{i}", i + 1, i + 1,
+                                 (Node(f"g{i}", 0, ((i + 1) << 32), "kernel"),), ())
+                   for i in range(5))
+    d = diagnose(Bundle("/x", {}, graphs, 0))
+    # WHEN the first three graphs' lines are shown THEN the two more are counted, not
+    # dropped, and none is called traced
+    lines = _lines(d)
+    assert "(details of 2 more graphs: --json)" in lines
+    assert not any("traced" in x for x in lines)

@@ -146,23 +146,23 @@ def test_check_table_lines(tmp_path):
 
     from graphscope.analysis.budgets import CheckResult, evaluate, load_budgets
     from graphscope.model.bundle_io import read_bundle
-    from graphscope.render.table import check_table
+    from graphscope.render.gate import check_results_table
 
     p = tmp_path / "budgets.yaml"
     p.write_text("total: {max_kernels: 10}\nmodules:\n  \"L.nope*\": {max_kernels: 1}\n")
     results = [CheckResult("capture", True, None, None, "captured b")]
     results += evaluate(read_bundle(os.path.join(ROOT, DATA, "gpt_step")), load_budgets(str(p)))
     con = Console(width=WIDTH, record=True, color_system=None)
-    con.print(check_table(results))
+    con.print(check_results_table(results))
     lines = [line.rstrip() for line in con.export_text().splitlines()]
-    assert lines[0] == "graphscope check (1/3 passed)"
+    assert lines[0] == "graphscope check (failures first)"
     assert lines[1:] == [
         "┏━━━━━━━━━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓",
         "┃ check            ┃ result ┃ detail                      ┃",
         "┡━━━━━━━━━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩",
-        "│ capture          │ pass   │ captured b                  │",
         "│ total.kernels    │ FAIL   │ total: 114 kernels (max 10) │",
         "│ modules[L.nope*] │ FAIL   │ no module matches 'L.nope*' │",
+        "│ capture          │ pass   │ captured b                  │",
         "└──────────────────┴────────┴─────────────────────────────┘",
     ]
 

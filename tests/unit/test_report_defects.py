@@ -257,7 +257,8 @@ def test_run_header_counts_traced_replays_and_traced_graphs(capsys, monkeypatch)
     out = _report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--no-diagnosis")
     line = next(ln for ln in out.splitlines() if ln.startswith("traced replays: "))
     assert line.startswith("traced replays: 3, graph work ")
-    assert line.endswith("for one replay of each of the 8 traced graphs (2 never traced)")
+    assert line.endswith("for one replay of each of the 8 traced graphs (2 captured but never "
+                         "replayed)")
 
 
 def test_module_rows_in_number_order(capsys, monkeypatch):

@@ -29,7 +29,6 @@ FILE_MARK_LINES = 40  # a file's reason sits in its first lines
 # Over a limit today, with no reason given: "path" for a file, "path::function" for a function.
 OVER_LIMIT = {
     "graphscope/render/html.py::payload",
-    "graphscope/render/table.py",
 }
 
 
