@@ -229,7 +229,8 @@ def test_layer_packages_import_nothing_on_import():
 def test_the_reader_sees_function_level_and_relative_imports():
     # GIVEN imports known to sit inside functions and to be relative THEN the reader finds them
     got = {(e.src, e.dst) for e in EDGES}
-    assert ("graphscope.trace_annotate.chunks", "graphscope.native") in got  # `from .. import native`
+    # `from .. import native`
+    assert ("graphscope.trace_annotate.chunks", "graphscope.native") in got
     # inside gzip_engine()
     assert ("graphscope.capture.capabilities", "graphscope.trace_annotate.streamio") in got
     assert ("graphscope.render.dot", "graphscope.render.fmt") in got
