@@ -291,7 +291,8 @@ def _source_views(rank: Optional[int], b: Bundle, rows: list[dict[str, Any]],
 def _words(doc: Optional[dict[str, Any]]) -> dict[str, Any]:
     """The sentences of the Eager vs graph and Program tabs, as the terminal words them
     (render/eager.py): ``eager_words`` where the report has an eager baseline,
-    ``program_words`` (graph coverage, cudagraph trees) where it has either."""
+    ``program_words`` (graph coverage, cudagraph trees; a line indented belongs to the one
+    above it) where it has either."""
     if doc is None:
         return {}
     from .eager import coverage_line, step_lines, tree_lines
@@ -300,7 +301,7 @@ def _words(doc: Optional[dict[str, Any]]) -> dict[str, Any]:
     if "eager" in doc:
         out["eager_words"] = step_lines(doc["eager"])
     program = ([coverage_line(doc["graph_coverage"])] if "graph_coverage" in doc else []) + (
-        [x.strip() for x in tree_lines(doc["cudagraph_trees"])]
+        tree_lines(doc["cudagraph_trees"])
         if "cudagraph_trees" in doc else [])
     if program:
         out["program_words"] = program

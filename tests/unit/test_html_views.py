@@ -61,13 +61,17 @@ def test_eager_tab_only_where_the_report_has_an_eager_baseline(tmp_path):
 
 
 def test_page_words_of_the_eager_and_program_tabs_are_the_terminals():
-    from graphscope.render.eager import coverage_line, step_lines
+    from graphscope.render.eager import coverage_line, step_lines, tree_lines
 
     p = payload(_bundle("gpt_step_eager"), extras=_extras("gpt_step_eager"))
     assert p["eager_words"] == step_lines(p["report"]["eager"]) and "program_words" not in p
     p = payload(_bundle("run_ladder"), extras=_extras("run_ladder"))
     assert p["program_words"] == [coverage_line(p["report"]["graph_coverage"])]
     assert "eager_words" not in p
+    p = payload(_bundle("run_compiled_trees"), extras=_extras("run_compiled_trees"))
+    assert p["program_words"] == [coverage_line(p["report"]["graph_coverage"]),
+                                  *tree_lines(p["report"]["cudagraph_trees"])]
+    assert any(line.startswith("  skipped: ") for line in p["program_words"])
 
 
 # ---------------------------------------------------------------- timeline
