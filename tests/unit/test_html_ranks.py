@@ -74,26 +74,38 @@ def test_lanes_draw_a_replay_every_rank_kept(tmp_path):
     assert "Drawn: replay 1 of each rank" in p["ranks"]["drawn"]
 
 
+# the two-rank DDP bundle, and the GPT-2 straggler bundles where recorded
+# (bench/record_ranks_fixtures.py on a machine with 2 GPUs)
+RECORDED = ["ddp_mlp_step"] + [n for n in ("ddp_gpt2_straggler", "fsdp2_gpt2_straggler")
+                               if os.path.isdir(os.path.join(DATA, n))]
+
+
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
-def test_ranks_timeline_in_chromium(tmp_path):
-    ranks = read_ranks(DDP)
+@pytest.mark.parametrize("name", RECORDED)
+def test_ranks_timeline_in_chromium(tmp_path, name):
+    ranks = read_ranks(os.path.join(DATA, name))
     a = ranks_report(ranks).collectives
-    res, data, dom = _open(tmp_path, "ddp_mlp_step")
+    res, data, dom = _open(tmp_path, name)
     assert "Ranks" in res["tabs"]
-    got = res["ranks"]
+    got, R = res["ranks"], data["ranks"]
     # one lane per rank, every event of the replay drawn, each collective on each rank
-    assert got["lanes"] == 2
+    assert got["lanes"] == len(ranks)
     assert got["boxes"] == sum(len(data["views"][lane["view"]]["events"]["t"])
-                               for lane in data["ranks"]["lanes"])
-    assert got["collectives"] == 4 and got["stragglers"] == 1
-    # the lanes are moved by the section's clock offsets (rank 1's events lie 419 us early)
-    raw = [lane["t0_ns"] + off for lane, off in zip(data["ranks"]["lanes"], a.offsets_ns)]
+                               for lane in R["lanes"])
+    assert got["collectives"] == sum(k >= 0 for c in R["collectives"] for k in c["events"]) > 0
+    assert got["stragglers"] == len(R["stragglers"])
+    if name == "ddp_mlp_step":  # rank 0 late to bucket 0's all-reduce: 2 buckets on 2 ranks
+        assert (got["collectives"], got["stragglers"]) == (4, 1)
+    # the lanes are moved by the section's clock offsets (ddp_mlp_step: rank 1's events lie
+    # 419 us early)
+    raw = [lane["t0_ns"] + off for lane, off in zip(R["lanes"], a.offsets_ns)]
     assert got["shifts"] == [x - min(raw) for x in raw]
-    # so each collective ends on both ranks together, within the offsets' spread
+    # so each collective ends on every rank together, within the offsets' spread
     for ends in got["ends"]:
-        assert max(ends) - min(ends) <= a.offset_spread_ns
+        drawn = [e for e in ends if e is not None]
+        assert max(drawn) - min(drawn) <= a.offset_spread_ns + 1
     # hovering a collective shows the section's numbers, worded in Python
-    assert data["ranks"]["collectives"][0]["tip"][1] in got["hover"]
-    assert got["zoomed"] and got["sentences"] == len(data["ranks"]["sentences"]) + 1
-    assert data["ranks"]["stragglers"][0]["tip"][0].replace("'", "&#39;") in dom.replace(
-        "'", "&#39;")
+    assert R["collectives"][0]["tip"][1] in got["hover"]
+    assert got["zoomed"] and got["sentences"] == len(R["sentences"]) + 1
+    for s in R["stragglers"]:
+        assert s["tip"][0].replace("'", "&#39;") in dom.replace("'", "&#39;")
