@@ -10,7 +10,8 @@ import subprocess
 import pytest
 
 from graphscope.cli.main import main
-from graphscope.model.bundle_io import read_bundle
+from graphscope.model.bundle_files import read_extras
+from graphscope.model.bundle_io import read_bundle, read_manifest_mode
 from graphscope.model.ranks import read_ranks
 from graphscope.render.dot import graph_svgs
 from graphscope.render.html import payload, render
@@ -27,10 +28,12 @@ def _bundle(name="gpt_step"):
 
 
 def _page(name):
+    """The page `report --html` writes of tests/data/NAME (the bundle's optional files too)."""
     path = os.path.join(DATA, name)
     if os.path.exists(os.path.join(path, "manifest.json")):
         b = read_bundle(path)
-        return render(b, graph_svg=graph_svgs(b))
+        extras = read_extras(path, read_manifest_mode(path))
+        return render(b, graph_svg=graph_svgs(b), extras=extras)
     ranks = read_ranks(path)
     return render(ranks[0][1], ranks=ranks, graph_svg=graph_svgs(ranks[0][1], ranks))
 
@@ -130,12 +133,18 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
     data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
                                 page.read_text(), re.S).group(1))
     assert len(res["views"]) == len(data["views"])
-    # the header's graph work is one replay of each graph, summed, where there are several
+    # the header's graph work is one replay of each graph, summed, where there are several;
+    # over every rank, and each rank's, where there are ranks (never rank 0's alone)
     meta = re.search(r'id="meta"[^>]*>([^<]*)<', dom).group(1)
     several, untraced = len(data["overview"]) > 1, data["untraced_graphs"]
-    assert ("for one replay of each" in meta) == several, meta
-    assert ("per replay" in meta) != several, meta
-    if several:  # a ladder's buckets never traced are not in the sum, and the header says so
+    if data["ranks"]:
+        totals = data["ranks"]["section"]["totals"]
+        assert "per replay over all ranks" in meta, meta
+        assert all(f"rank {t['rank']} " in meta for t in totals), meta
+    else:
+        assert ("for one replay of each" in meta) == several, meta
+        assert ("per replay" in meta) != several, meta
+    if several and not data["ranks"]:  # a ladder's buckets never traced: not in the sum, said
         assert (f"of each of the {len(data['overview']) - untraced} traced graphs ({untraced} "
                 "never traced)" in meta if untraced else "of each graph" in meta), meta
     for got, view in zip(res["views"], data["views"]):
