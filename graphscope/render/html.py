@@ -42,6 +42,7 @@ from ..model.bundle_files import BundleExtras
 from ..model.graph import UNATTRIBUTED
 from .fmt import fmt_ns, gain_words, svg_key
 from .ladder_svg import ladder_svg
+from .table import untraced_words
 
 if TYPE_CHECKING:
     from ..analysis.collectives import AlignedCollective, Alignment
@@ -239,8 +240,11 @@ def payload(bundle: Bundle, replay: int = 0,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),
         "overview": overview,
-        # a program's graphs never replayed while traced (the header counts the traced ones)
-        "untraced_graphs": sum(untraced_graphs(b) for _, b in sources),
+        # a program's graphs never replayed while traced (the header counts the traced ones),
+        # and why, worded as the terminal's header words it
+        "untraced_graphs": (untraced := sum(untraced_graphs(b) for _, b in sources)),
+        "untraced_words": untraced_words(whole_rows, untraced) if untraced and whole_rows
+        else "",
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
