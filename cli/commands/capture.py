@@ -162,6 +162,8 @@ def _compile_lines(doc: Optional[dict[str, Any]]) -> list[str]:
         same = ("outputs bitwise equal" if g["outputs_equal"] else
                 "outputs within tolerance" if g["within_tolerance"] else
                 "outputs OUTSIDE tolerance")
-        out.append(head + f"{span}{gain}; kernels {e['kernels']} -> {c['kernels']}; {same} "
-                   f"(compile.json)")
+        noop = ("; the compiled version launched the very kernels of the eager one: "
+                "torch.compile took no effect here" if g.get("same_kernels") else "")
+        out.append(head + f"{span}{gain}; kernels {e['kernels']} -> {c['kernels']}; {same}"
+                   f"{noop} (compile.json)")
     return out

@@ -198,11 +198,23 @@ def try_graph(name: str, run: Callable[[], Any], t: Targets, model: Any, warmup:
                  for v in (eager, compiled)]
         return {**graph_entry(name, stats[0], stats[1], t.paths, replays,
                               summary(parts, KIND)),
-                "warmup_s": {"eager": eager.warmup_s, "compiled": compiled.warmup_s}}
+                "warmup_s": {"eager": eager.warmup_s, "compiled": compiled.warmup_s},
+                "same_kernels": same_kernels(eager.nodes, compiled.nodes)}
     except Exception as exc:  # the tracer refused (a profiler active) or a replay failed
         return {"graph": name, "error": "measuring: " + one_line(exc)}
     finally:
         del eager, compiled
+
+
+def same_kernels(eager: Sequence[Any], compiled: Sequence[Any]) -> bool:
+    """Whether the compiled version launched the very kernels of the eager one (each name as
+    many times): torch.compile took no effect (dynamo ran the modules eagerly)."""
+    from collections import Counter
+
+    def names(nodes: Sequence[Any]) -> Counter[str]:
+        return Counter(n.kernel or "" for n in nodes if n.type == "kernel")
+
+    return names(eager) == names(compiled)
 
 
 def try_compile(model: Any, glob: str, runs: Sequence[tuple[str, Callable[[], Any]]],

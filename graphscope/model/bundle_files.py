@@ -187,6 +187,7 @@ _COMPILE_GRAPH: dict[str, Any] = {
     "max_tolerance_ratio": _OPT,
     "tolerance": {"kind": _STR, "rule": _STR, "atol_rtol": {"*": [_NUM]}},
     "compared": {"*": _COMPARED}, "warmup_s": {"eager": _NUM, "compiled": _NUM},
+    "?same_kernels": _BOOL,
 }
 _COMPILE_SPEC: dict[str, Any] = {
     "compile_version": _INT, "glob": _STR, "backend": _STR, "options": {"*": _BOOL},

@@ -179,3 +179,19 @@ def test_compiled_code_warms_up_on_the_branch_the_capture_takes():
         raise KeyError("x")
     assert torch.cuda.is_current_stream_capturing is real
     assert torch.cuda.graphs.is_current_stream_capturing is real
+
+
+def test_a_compile_that_took_no_effect_is_told_by_its_kernels():
+    from graphscope.capture.compile import same_kernels
+    from graphscope.model.graph import Node
+
+    def nodes(*names):
+        return [Node("g", i, i, "kernel", kernel=k) for i, k in enumerate(names)] + [
+            Node("g", 99, 99, "memset")]
+
+    eager = nodes("add", "mul", "add")
+    # the same kernels in another order: dynamo ran the module eagerly
+    assert same_kernels(eager, nodes("mul", "add", "add"))
+    # fused, or one kernel more or less: compiled code
+    assert not same_kernels(eager, nodes("triton_poi_fused_add_mul_0"))
+    assert not same_kernels(eager, nodes("add", "mul"))
