@@ -6,6 +6,7 @@ docstring). Pure functions of a Bundle and numpy arrays."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, Optional
 
@@ -194,7 +195,12 @@ def event_columns(evs: Sequence[Mapping[str, Any]], ids: np.ndarray
     m = len(evs)
     ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
                       for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
-    sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64, m)
+    try:  # dict.get in C per event; a stream recorded as null falls back to the Python walk
+        sm = np.fromiter(map(dict.get, evs, repeat("stream"), repeat(-1)),  # type: ignore[arg-type]
+                         np.int64, m)
+    except TypeError:
+        sm = np.fromiter((-1 if (s := e.get("stream")) is None else s for e in evs), np.int64,
+                         m)
     srt = np.argsort(ids, kind="stable")
     i = np.clip(np.searchsorted(ids[srt], ex), 0, max(len(ids) - 1, 0))
     ok = ids[srt][i] == ex if len(ids) else np.zeros(m, bool)

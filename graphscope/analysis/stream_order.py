@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
-from typing import Optional
+from itertools import chain, compress, repeat
+from operator import is_not
+from typing import Any, Optional
 
 import numpy as np
 
@@ -136,10 +137,14 @@ def inplace_by_name(ops: Sequence[Optional[str]]) -> np.ndarray:
         ops) else np.zeros(0, bool)
 
 
-def _counts(ranges: Sequence[object]) -> np.ndarray:
-    """Per node: how many ranges it has (-1: None, not recorded)."""
-    return np.array([-1 if x is None else len(x) for x in ranges],  # type: ignore[arg-type]
-                    np.int64)
+def _counts(ranges: Sequence[Any]) -> np.ndarray:
+    """Per node: how many ranges it has (-1: None, not recorded). Iterated in C (map,
+    compress): 100,000 nodes twice per graph."""
+    n = len(ranges)
+    has = np.fromiter(map(is_not, ranges, repeat(None)), bool, n)
+    out = np.full(n, -1, np.int64)
+    out[has] = np.fromiter(map(len, compress(ranges, has.tolist())), np.int64, int(has.sum()))
+    return out
 
 
 @dataclass(frozen=True)

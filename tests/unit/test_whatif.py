@@ -296,3 +296,16 @@ def test_a_kernels_registers_travel_with_its_node_and_are_checked():
     _check_node({**d, "registers": 40}, "graph.json", g.name)
     with pytest.raises(BundleError, match=r"node \d+ registers must be an integer in \[0, 255\]"):
         _check_node({**d, "registers": 300}, "graph.json", g.name)
+
+
+def test_event_columns_read_streams_recorded_missing_or_null():
+    from graphscope.analysis.replays import event_columns
+
+    ids = np.array([10, 11], np.int64)
+    base = {"replay": 0, "start_ns": 100, "dur_ns": 5}
+    evs = [{**base, "exec_node_id": 10, "stream": 7}, {**base, "exec_node_id": 11}]
+    assert event_columns(evs, ids)[4].tolist() == [7, -1]
+    # a stream recorded as null is no stream either (the slower walk)
+    evs[0]["stream"] = None
+    rp, pos, st, en, sm = event_columns(evs, ids)
+    assert sm.tolist() == [-1, -1] and pos.tolist() == [0, 1] and en.tolist() == [105, 105]
