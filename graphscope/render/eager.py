@@ -249,7 +249,8 @@ def tree_lines(t: dict[str, Any]) -> list[str]:
              f"run(s), {t['eager_runs']} eager run(s) of warmed-up functions"]
     lines += [f"  re-recorded {r['function']} ({r['shapes']}): {r['reason']}"
               for r in rr[:MAX_TREE_LINES]]
-    lines += [f"  skipped: {s}" for s in skips[:MAX_TREE_LINES]]
+    # torch's message runs over several lines (the source it was found at): one line each
+    lines += [f"  skipped: {' '.join(str(s).split())}" for s in skips[:MAX_TREE_LINES]]
     more = max(len(rr) - MAX_TREE_LINES, 0) + max(len(skips) - MAX_TREE_LINES, 0)
     if more:
         lines.append(f"  ... {more} more (report --json lists them all)")
