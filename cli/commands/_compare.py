@@ -14,7 +14,9 @@ def unrelated_warnings(a: Any, b: Any, d: dict[str, Any]) -> list[str]:
         ma, mb = {}, {}
     if ma.get("sha256") and mb.get("sha256") and ma["sha256"] != mb["sha256"]:
         out.append(f"the bundles come from different model files ({ma.get('path')} vs "
-                   f"{mb.get('path')})")
+                   f"{mb.get('path')})" if ma.get("path") != mb.get("path") else
+                   f"the bundles come from different versions of {ma.get('path')} (its "
+                   "contents changed between the captures)")
     if not any(r["only_in"] is None for r in d["modules"]):
         out.append("the bundles share no module: they look like different models")
     na, nb = ([g.name for g in x.graphs] for x in (a, b))

@@ -34,7 +34,7 @@ DEFAULT_EAGER_ROWS = 15  # render.eager.EAGER_ROWS
 @click.option("--diagnosis/--no-diagnosis", default=None,
               help="The Diagnosis section: critical path, gaps, false serialization, "
               "concurrency, launch. It reads every node: by default it is left out (and said "
-              "so) only for bundles of over 1,000,000 nodes.")
+              "so) only for bundles of over 1,000,000 nodes or 1,000 graphs.")
 @click.option("--graph", "graph_name", default=None, callback=not_empty,
               metavar="NAME",
               help="Only this graph (names as listed in the Graphs table; an ordinal such "
@@ -69,7 +69,7 @@ def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompu
     b, extras, summary = _read(bundle, options, recompute or bool(html_path))
     rep = build_report(b, extras, options, summary=summary)
     if html_path:
-        _write_html(b, bundle, html_path, extras, force, as_json)
+        _write_html(b, bundle, html_path, extras, force, as_json or as_markdown)
     if not tables:
         return 0
     if as_json and as_markdown:
@@ -120,7 +120,7 @@ def _read(path: str, options: ReportOptions, full: bool
 
 
 def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleExtras,
-                force: bool, as_json: bool) -> None:
+                force: bool, to_stderr: bool) -> None:
     """The page of bundle ``b`` (its optional files ``extras``), written to ``html_path``."""
     from graphscope.model.outputs import write_output
     from graphscope.render.dot import graph_svgs
@@ -129,7 +129,7 @@ def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleEx
     assert b is not None  # --html reads the nodes
     write_output(html_path, render(b, graph_svg=graph_svgs(b), extras=extras), force=force,
                  inputs=(path,), what="HTML report")
-    _wrote(html_path, as_json)
+    _wrote(html_path, to_stderr)
 
 
 def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
@@ -152,13 +152,14 @@ def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
         write_output(html_path, render(ranks[0][1], ranks=ranks,
                                        graph_svg=graph_svgs(ranks[0][1], ranks)),
                      force=force, inputs=(bundle,), what="HTML report")
-        _wrote(html_path, as_json)
+        _wrote(html_path, as_json or as_markdown)
     return _report_ranks(bundle, depth, as_json, as_markdown) if tables else 0
 
 
-def _wrote(path: str, as_json: bool) -> None:
+def _wrote(path: str, to_stderr: bool) -> None:
+    """"Wrote PATH": on stderr where stdout holds a document (JSON, Markdown)."""
     if path != "-":
-        click.echo(f"Wrote {path}", err=as_json)
+        click.echo(f"Wrote {path}", err=to_stderr)
 
 
 def _report_ranks(path: str, depth: Optional[int], as_json: bool,

@@ -87,6 +87,13 @@ def finding_text(f: Finding) -> str:
     return f.kind
 
 
+def saving_text(f: Finding) -> str:
+    """A finding's predicted saving per replay, its share of the span and its interval."""
+    shared = f" (after {fmt_ns(f.shared_ns)} claimed above)" if f.shared_ns > 1 else ""
+    return (f"{fmt_ns(f.saving_ns)} {f.saving_pct:.0f}% [{fmt_ns(f.low_ns)}–"
+            f"{fmt_ns(f.high_ns)}]{shared}")
+
+
 def findings_table(fs: Findings) -> Table:
     """The ranked findings: saving per replay (with its interval), where, what, and how to
     try it."""
@@ -468,7 +475,8 @@ def words(diag: Diagnosis) -> dict[str, Any]:
     any_timed = any(o.timed for o in diag.graphs)
     return {
         "verdicts": verdict_lines(diag),
-        "findings": [{"text": finding_text(f), "try": action_text(f.action)}
+        "findings": [{"saving": saving_text(f), "graph": f.graph or "between replays",
+                      "text": finding_text(f), "try": action_text(f.action)}
                      for f in diag.findings.findings],
         "findings_note": findings_lines(diag.findings),
         "between_replays": between_text(diag.between_replays) if diag.between_replays else None,

@@ -162,7 +162,7 @@ def verdict_text(v: Any) -> str:
                 f"achieved {v.parallelism:.2f}x")
     if v.code == "serialized":
         return (f"serialized on one stream: {v.edges} stream-order-only edge(s); on up to "
-                f"{v.max_streams} streams (the model uses {v.streams}) the span would be "
+                f"{v.max_streams} streams (the plan uses {v.streams}) the span would be "
                 f"{fmt_ns(v.to_ns)} [{fmt_ns(v.low_ns)}–{fmt_ns(v.high_ns)}] against "
                 f"{fmt_ns(v.from_ns)} (-{v.gain_pct or 0:.0f}%)")
     if v.code == "streams_measured":

@@ -18,12 +18,14 @@ TOP_ROWS = 10
 
 
 def cell(value: object) -> str:
-    """One table cell: pipes and newlines escaped, so that no name can break the table."""
+    """One table cell: pipes and newlines escaped, so that no name can break the table, and
+    angle brackets as entities (``Kernel2<cutlass_...>``: GitHub drops what reads as HTML)."""
     text = "-" if value is None else str(value)
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
     # a command in backquotes stays code; a backquote inside a name cannot open one
     if len(text) > 2 and text[0] == text[-1] == "`" and "`" not in text[1:-1]:
         return text
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("`", "'")
 
 

@@ -386,3 +386,50 @@ def test_a_missing_input_is_named_before_an_existing_output(tmp_path, capsys, ar
     err = capsys.readouterr().err
     assert rc == 2 and f"{missing}: no such file or directory" in err, err
     assert "--force" not in err and out.read_text() == "keep"
+
+
+def test_one_model_file_changed_between_captures_is_not_called_two_files():
+    from types import SimpleNamespace
+
+    from graphscope.cli.commands._compare import unrelated_warnings
+
+    def bundle(sha):
+        return SimpleNamespace(manifest={"model": {"path": "/m/branches.py", "sha256": sha}},
+                               graphs=[SimpleNamespace(name="forward")])
+
+    d = {"modules": [{"only_in": None}]}
+    warns = unrelated_warnings(bundle("a"), bundle("b"), d)
+    assert warns == ["the bundles come from different versions of /m/branches.py (its "
+                     "contents changed between the captures)"]
+    assert unrelated_warnings(bundle("a"), bundle("a"), d) == []
+
+
+def test_markdown_on_stdout_with_a_page_written_keeps_stdout_one_document(tmp_path):
+    # GIVEN report --markdown >> $GITHUB_STEP_SUMMARY with the page written beside it
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    page = tmp_path / "r.html"
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report",
+                        os.path.join(DATA, "mlp_step"), "--markdown", "--html", str(page)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    # THEN stdout is the Markdown alone, and "Wrote" goes to stderr
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("## graphscope report") and "Wrote" not in r.stdout
+    assert f"Wrote {page}" in r.stderr and page.exists()
+
+
+def test_markdown_keeps_templated_kernel_names_as_text():
+    # GIVEN kernel names with template brackets (GitHub drops what reads as an HTML tag)
+    from markdown_it import MarkdownIt
+
+    from graphscope.render.markdown import cell
+
+    name = cell("Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>")
+    md = "| kernel |\n|---|\n| " + name + " |\n"
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    # THEN the rendered cell shows the whole name as text, no tag
+    assert "<td>Kernel2&lt;cutlass_80_simt_sgemm_64x64_8x5_tn_align1&gt;</td>" in html
+    assert cell("`graphscope capture m.py --try-compile 'L.*'`").startswith("`")

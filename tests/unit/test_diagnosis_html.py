@@ -119,6 +119,13 @@ def test_diagnosis_tab_leads_with_the_findings_worded_as_the_terminal_does(tmp_p
     # THEN the findings come first, with the command that tries each
     assert text.index("What to do next") < text.index("critical path")
     assert "--try-streams 4" in text
+    # AND each with its predicted saving and interval, as the terminal's table has them
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.model.bundle_io import read_bundle
+    from graphscope.render.diagnosis import saving_text
+
+    f = diagnose(read_bundle(f"{DATA}/branches_forward")).findings.findings[0]
+    assert saving_text(f) in text and re.search(r"\d% \[", saving_text(f))
     # AND the what-if cell and the verdicts read as the terminal's (one wording, in Python)
     out = CliRunner().invoke(cli, ["report", f"{DATA}/branches_forward"], terminal_width=200)
     cell = re.search(r"│ (\S+ \S+ -\d+%) │\n", out.output).group(1)
