@@ -18,8 +18,10 @@ def main(root: str) -> None:
     for name in sorted(os.listdir(root)):
         path = os.path.join(root, name)
         if not os.path.isfile(os.path.join(path, "summary.json")):
-            if os.path.isdir(path) and any(d.startswith("rank") for d in os.listdir(path)):
-                main(path)  # a multi-rank bundle: each rank
+            if os.path.isdir(path) and any(
+                    d.startswith("rank") or os.path.isfile(os.path.join(path, d, "summary.json"))
+                    for d in os.listdir(path)):
+                main(path)  # a multi-rank bundle (each rank) or a folder of bundles
             continue
         s = {**summarize(read_bundle(path)), SUMMARY_KEY: content_digest(path)}
         with open(os.path.join(path, "summary.json"), "w", encoding="utf-8") as f:

@@ -56,8 +56,10 @@ def module_rows(bundle: Bundle, depth: Optional[int] = None) -> list[dict[str, A
         pairs.extend((m, prefixes.setdefault(p, len(prefixes))) for p in _prefixes(name))
     src = np.array([m for m, _ in pairs], dtype=np.int64)
     dst = np.array([p for _, p in pairs], dtype=np.int64)
-    t, k = _rolled_up(codes, len(modules), bundle.durations, _phase_masks(work), src, dst,
-                      len(prefixes))
+    dur = bundle.durations
+    if dur.ndim == 2 and dur.shape[1]:  # replays none of these nodes ran in (a graph of a
+        dur = dur[:, dur.sum(axis=0) > 0]  # program traced fewer times than others): not 0 ns
+    t, k = _rolled_up(codes, len(modules), dur, _phase_masks(work), src, dst, len(prefixes))
     # optimizer work is neither forward nor backward (fwd = all - bwd - opt)
     med = {key: _median_rows(v) for key, v in t.items()}
     med_f = _median_rows(t["all"] - t["bwd"] - t["opt"])

@@ -428,8 +428,9 @@ def _read_graphs(graph: Any, durations: dict[int, tuple[int, ...]], gwhere: str
 
 
 SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
-SUMMARY_FORMAT = b"summary-4\0"  # 2: unique kernel names, shared pools; 3: number order;
-# 4: optimizer time apart from forward (opt_ns, opt_kernels)
+SUMMARY_FORMAT = b"summary-5\0"  # 2: unique kernel names, shared pools; 3: number order;
+# 4: optimizer time apart from forward (opt_ns, opt_kernels); 5: module medians over the
+# replays the nodes ran in
 _DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
 
 

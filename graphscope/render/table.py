@@ -181,8 +181,10 @@ def header(summary: dict[str, Any]) -> _RichText:
             of = (f"the {len(summary['graphs']) - never} traced graphs "
                   f"({untraced_words(summary['graphs'], never)})" if never
                   else f"the {len(summary['graphs'])} graphs")
-            line = (f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} for one "
-                    f"replay of each of {of}")
+            # each graph's median replay, added: graphs traced a different number of times
+            # have no replay in common
+            each = sum(g["median_ns"] or 0.0 for g in summary["graphs"])
+            line = f"{count}, graph work {fmt_ns(each)} for one replay of each of {of}"
         else:
             line = f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} per replay"
         if not apart and summary.get("replay_span_median_ns"):  # none recorded: not "0 ns"
