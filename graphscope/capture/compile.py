@@ -211,8 +211,10 @@ def same_kernels(eager: Sequence[Any], compiled: Sequence[Any]) -> bool:
     many times): torch.compile took no effect (dynamo ran the modules eagerly)."""
     from collections import Counter
 
+    from ..model.graph import NodeKind
+
     def names(nodes: Sequence[Any]) -> Counter[str]:
-        return Counter(n.kernel or "" for n in nodes if n.type == "kernel")
+        return Counter(n.kernel or "" for n in nodes if n.type == NodeKind.KERNEL)
 
     return names(eager) == names(compiled)
 

@@ -46,8 +46,10 @@ def _cuda_or_raise(what: str) -> None:
     import torch
 
     if not torch.cuda.is_available():
+        built = (f"built for CUDA {torch.version.cuda}" if torch.version.cuda
+                 else "a CPU-only build")
         raise NoGPUError(f"graphscope.{what} needs a CUDA GPU: none is visible to PyTorch "
-                         f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+                         f"(torch {torch.__version__}, {built})")
 
 
 class graph:

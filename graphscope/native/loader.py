@@ -149,8 +149,10 @@ def ensure_loaded() -> Any:
 def _loaded(ext: Any) -> Any:
     torch = _import_torch_cuda()
     if not torch.cuda.is_available():
+        built = (f"built for CUDA {torch.version.cuda}" if torch.version.cuda
+                 else "a CPU-only build")
         raise NoGPUError(f"no CUDA GPU is visible to PyTorch (torch {torch.__version__}, "
-                         f"built for CUDA {torch.version.cuda})")
+                         f"{built})")
     torch.cuda.init()  # loads torch's libcupti through kineto
     if os.environ.get(NODE_IDS_ENV, "").strip().lower() == "cupti":
         ext.set_positional_ids(0)

@@ -433,3 +433,15 @@ def test_markdown_keeps_templated_kernel_names_as_text():
     # THEN the rendered cell shows the whole name as text, no tag
     assert "<td>Kernel2&lt;cutlass_80_simt_sgemm_64x64_8x5_tn_align1&gt;</td>" in html
     assert cell("`graphscope capture m.py --try-compile 'L.*'`").startswith("`")
+
+
+def test_a_cpu_only_torch_is_named_so_not_cuda_none():
+    torch = pytest.importorskip("torch")
+    if torch.version.cuda is not None or torch.cuda.is_available():
+        pytest.skip("a CUDA build of torch: its CUDA version is named")
+    from click.testing import CliRunner
+
+    from graphscope.cli.main import cli
+
+    out = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "200"}).output
+    assert "a CPU-only build" in out and "CUDA None" not in out
