@@ -21,13 +21,15 @@ from ..analysis.gate import (
     KernelRef,
     gated,
 )
-from .fmt import fmt_bytes, fmt_ns, keep_figures, safe
+from .fmt import fmt_bytes, fmt_ns, keep_figures, output_width, safe
 
 JSON_SCHEMA = "graphscope.gate/1"
 METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU work",
                 "module": "GPU work"}
 VERDICT_WORDS = {"regression": "regression", "speed_up": "speed-up",
                  "within_noise": "no change beyond noise"}
+# the headline table's verdict cell (the verdict line under the details says it in full)
+SHORT_VERDICT = {"within_noise": "within noise"}
 REASON_WORDS = {"no_samples_a": "no traced replay of it in A",
                 "no_samples_b": "no traced replay of it in B"}
 TOP = 5  # items of each kind in "what changed"
@@ -177,16 +179,32 @@ def explained(cmp: Comparison) -> list[GraphComparison]:
 # ---------------------------------------------------------------- terminal
 
 
-def headline_table(cmp: Comparison) -> Table:
+NARROW = 96  # a terminal narrower than this leaves out the interval and noise columns
+
+
+def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
+    rows = [c for g in cmp.graphs for c in (g.span, g.critical_path, g.work) if c is not None]
+    narrow = (width or output_width()) < NARROW
+    counts = {(c.a.n, c.b.n) for c in rows}
+    # one count of traced replays for every row (the usual): said once, not a column
+    same_n = len(counts) == 1
+    said_n = (f"; replays traced: A {next(iter(counts))[0]}, B {next(iter(counts))[1]}"
+              if same_n else "")
+    left_out = (f"; interval ({cmp.confidence:.0%} bootstrap) and noise columns: a terminal "
+                f"of {NARROW} columns or more, or --json" if narrow else
+                f"; interval: {cmp.confidence:.0%} bootstrap interval of the difference; noise:"
+                " the least change that counts (the replays' spread, at least "
+                f"{cmp.noise_pct:g}% of A)")
     t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}"), title_justify="left",
-              caption=Text(f"A, B: medians over the traced replays; interval: "
-                           f"{cmp.confidence:.0%} bootstrap interval of the difference; noise: "
-                           "the least change that counts (the replays' spread, at least "
-                           f"{cmp.noise_pct:g}% of A)"), caption_justify="left")
-    for col, just in (("graph", "left"), ("", "left"), ("A", "right"), ("B", "right"),
-                      ("change", "right"), ("interval", "right"), ("noise", "right"),
-                      ("replays", "right"), ("verdict", "left")):
-        t.add_column(col, justify=just, no_wrap=col not in ("graph", "verdict"))  # type: ignore[arg-type]
+              caption=Text(f"A, B: medians over the traced replays{said_n}{left_out}"),
+              caption_justify="left")
+    cols = [("graph", "left"), ("", "left"), ("A", "right"), ("B", "right"),
+            ("change", "right")] + ([] if narrow else [("interval", "right"), ("noise", "right")])
+    cols += [] if same_n else [("replays", "right")]
+    for col, just in cols + [("verdict", "left")]:
+        # the verdict wraps by words, never inside one
+        t.add_column(col, justify=just, no_wrap=col not in ("graph", "verdict"),  # type: ignore[arg-type]
+                     min_width=12 if col == "verdict" else None)
     for g in cmp.graphs:
         first = True
         for c in (g.span, g.critical_path, g.work):
@@ -194,15 +212,18 @@ def headline_table(cmp: Comparison) -> Table:
                 continue
             style = ("red" if c.verdict == REGRESSION else
                      "green" if c.verdict == SPEED_UP else "")
+            n = [] if same_n else [f"{c.a.n}/{c.b.n}"]
+            spread = [] if narrow else [interval(c), fmt_ns(c.noise_ns)]
             t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[c.metric],
                       fmt_ns(c.a.median_ns), fmt_ns(c.b.median_ns), signed_pct(c.delta_pct),
-                      interval(c), fmt_ns(c.noise_ns), f"{c.a.n}/{c.b.n}",
-                      Text(VERDICT_WORDS[c.verdict], style=style))
+                      *spread, *n,
+                      Text(SHORT_VERDICT.get(c.verdict, VERDICT_WORDS[c.verdict]), style=style))
             first = False
         for m in g.missing:
             why = f"not compared: {REASON_WORDS.get(m.reason, m.reason)}"
             t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[m.metric], "", "",
-                      "-", "", "", "", Text(why, style="dim"))
+                      "-", *([] if narrow else ["", ""]), *([] if same_n else [""]),
+                      Text(why, style="dim"))
             first = False
     return keep_figures(t)
 

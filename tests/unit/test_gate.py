@@ -388,3 +388,23 @@ def test_a_gate_that_compares_nothing_fails_in_diff_and_check(tmp_path, capsys):
     assert main(["check", b, "--budget", p, "--baseline", a]) == 1
     assert "nothing to compare" in capsys.readouterr().out
     assert main(["diff", a, b]) == 0
+
+
+def test_diff_at_80_columns_keeps_the_verdict_whole():
+    # GIVEN diff of two recorded bundles on an 80-column terminal
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    r = subprocess.run([sys.executable, "-m", "graphscope", "diff",
+                        os.path.join(DATA, "branches_2s_forward"),
+                        os.path.join(DATA, "demo", "branches_forward")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "COLUMNS": "80"})
+    head = r.stdout.split("What changed")[0]
+    # THEN every line fits, the verdicts and graph name read whole, and the left-out columns
+    # are said
+    assert all(len(x) <= 80 for x in head.splitlines()), head
+    assert "│ forward │" in head and "regression" in head and "speed-up" in head
+    assert "noise columns: a terminal of 96 columns or more, or --json" in " ".join(head.split())
