@@ -13,7 +13,16 @@ from rich.table import Table
 from rich.text import Text as _RichText
 
 from ..model.graph import OUTSIDE_MODULES, NodeKind
-from .fmt import MAX_GRAPH_ROWS, Text, fmt_bytes, fmt_ns, fmt_s, keep_figures, safe
+from .fmt import (
+    MAX_GRAPH_ROWS,
+    Text,
+    fmt_bytes,
+    fmt_ns,
+    fmt_s,
+    keep_figures,
+    output_width,
+    safe,
+)
 
 
 def _module_title(summary: dict[str, Any], timed: bool) -> tuple[str, str]:
@@ -371,20 +380,43 @@ def memory_group(mem: dict[str, Any], depth: Optional[int] = None) -> Group:
     return Group(*parts)
 
 
-def ladder_table(site: dict[str, Any]) -> Table:
+_LADDER_EXTRA = ("time/row", "new pool", "inst.")  # left out where the table cannot fit
+
+
+def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
     """One capture site's buckets by size: replays, GPU time per replay and per batch row,
-    memory, capture cost, structure group."""
+    memory, capture cost, structure group (where the whole table cannot fit ``width``, the
+    terminal's, time per row, the new pool memory and instantiation are left out, and the
+    caption says so)."""
+    # short headers: a header wraps at spaces only, and a long word would widen the table past
+    # the terminal (the caption says what "inst." and "struct." are)
+    cols = ("batch", "replays", "time/replay", "time/row", "peak mem", "new pool",
+            "capture", "inst.", "struct.")
+    rows = [(str(b["shapes"] or b["name"]), (
+        str(b["batch"] or "-"), str(b["replays"]),
+        fmt_ns(b["median_ns"]) if b["median_ns"] else "-",
+        fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", fmt_bytes(b["peak_bytes"]),
+        fmt_bytes(b["segment_bytes"]), fmt_s(b["capture_s"]), fmt_s(b["instantiate_s"]),
+        str(b["structure"]))) for b in site["buckets"]]
+    # every column at its widest cell or header, two characters of padding each, no rules:
+    # what the whole table needs at the least
+    need = max((len(name) for name, _ in rows), default=6) + 2 + sum(
+        max([len(c)] + [len(r[i]) for _, r in rows]) + 2 for i, c in enumerate(cols))
+    width = width or output_width()
+    narrow = need > width
+    keep = [c not in _LADDER_EXTRA or not narrow for c in cols]
     t = Table(title=f"Bucket ladder: {site['site']}", title_justify="left")
+    if not narrow and need + len(cols) + 2 > width:  # it fits without its vertical rules only
+        from rich import box
+
+        t.box, t.show_edge, t.pad_edge = box.SIMPLE_HEAD, False, False
+        t.collapse_padding = True
     t.add_column("bucket", overflow="fold", ratio=1)
-    for col in ("batch", "replays", "time per replay", "time per row", "peak mem", "new pool",
-                "capture", "instantiate", "structure"):
-        t.add_column(col, justify="right")  # may wrap: the bucket keeps a width
-    for b in site["buckets"]:
-        t.add_row(Text(str(b["shapes"] or b["name"])), str(b["batch"] or "-"),
-                  str(b["replays"]), fmt_ns(b["median_ns"]) if b["median_ns"] else "-",
-                  fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", fmt_bytes(b["peak_bytes"]),
-                  fmt_bytes(b["segment_bytes"]), fmt_s(b["capture_s"]), fmt_s(b["instantiate_s"]),
-                  str(b["structure"]))
+    for col, k in zip(cols, keep):
+        if k:
+            t.add_column(col, justify="right")
+    for name, cells in rows:
+        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
     lines = [f"{len(site['buckets'])} buckets, {len(site['structures'])} structure(s)"
              + (f", {site['pools']} pool(s)" if site["pools"] else "")
              + (f"; capture {fmt_s(site['capture_s'])}, instantiate {fmt_s(site['instantiate_s'])}"
@@ -404,6 +436,10 @@ def ladder_table(site: dict[str, Any]) -> Table:
     shared = [s for s in site["structures"] if len(s["graphs"]) > 1]
     lines.extend(f"structure {s['structure']}: {len(s['graphs'])} buckets with the same "
                  "kernels and edges (other launch dimensions)" for s in shared[:5])
+    lines.append("struct.: buckets of one structure have the same kernels and edges"
+                 + ("; time/row, new pool and inst. (instantiation): a wider terminal, or "
+                    "--json" if narrow
+                    else "; inst.: instantiation"))
     t.caption = "\n".join(lines)
     t.caption_justify = "left"
     return keep_figures(t)

@@ -176,7 +176,7 @@ def test_report_ladder_cli(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "160")
     assert main(["report", os.path.join(DATA, "run_decode"), "--ladder", "--no-diagnosis"]) == 0
     out = capsys.readouterr().out
-    assert "Bucket ladder: decode.py:71" in out and "per row" in out
+    assert "Bucket ladder: decode.py:71" in out and "time/row" in out
     assert main(["report", os.path.join(DATA, "decode_kv_forward"), "--ladder", "--json",
                  "--no-diagnosis"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -625,3 +625,29 @@ def test_ladder_pools_unknown_in_a_bundle_without_pool_ids():
     (new,) = ladder(_bundle("run_ladder"), graph_rows(_bundle("run_ladder")))
     # THEN the old one's pool count is unknown (None), not "0 pools"
     assert old["pools"] is None and new["pools"] == 1
+
+
+def test_the_ladder_table_fits_80_and_100_columns_and_says_what_it_left_out():
+    # GIVEN a program's bucket ladder on narrow terminals
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    for width in (80, 100):
+        r = subprocess.run([sys.executable, "-m", "graphscope", "report",
+                            os.path.join(DATA, "run_compiled_trees")], capture_output=True,
+                           text=True, cwd=ROOT, timeout=120,
+                           env={**os.environ, "COLUMNS": str(width)})
+        part = r.stdout[r.stdout.index("Bucket ladder"):].split("\n\n")[0]
+        lines = part.splitlines()
+        # THEN every line fits, no header or bucket is cut
+        assert all(len(x.rstrip()) <= width for x in lines), part
+        assert "[32,256]" in part and "…" not in part
+        said = " ".join(part.split())
+        if width == 80:  # the three columns it could not fit are said, not cropped
+            assert "time/row" not in lines[2] and "time/replay" in lines[2]
+            assert ("time/row, new pool and inst. (instantiation): a wider terminal, or "
+                    "--json") in said
+        else:
+            assert "time/row" in part and "new pool" in part and "a wider terminal" not in said
