@@ -311,7 +311,8 @@ def _measured_line(m: MeasuredStreams) -> Optional[str]:
            f"each alternated ({gain_words(m.gain_pct or 0.0)})")
     if m.off_prediction_pct is not None:
         off = m.off_prediction_pct
-        out += (f"; the what-if predicted {fmt_ns(m.predicted_ns)}, the measurement lies "
+        out += (f"; the what-if predicted {fmt_ns(m.predicted_ns)} (its figure scaled to "
+                "these replays' one-stream span), the measurement lies "
                 + (f"{abs(off):.0f}% {'above' if off > 0 else 'below'} it"
                    if abs(off) >= 0.5 else "on it")
                 + (", inside its interval" if m.within_interval else ", outside its interval"))

@@ -77,7 +77,7 @@ def eager_table(cmp: dict[str, Any], rows: int = EAGER_ROWS, width: Optional[int
     column where ``changes`` and a row shown has a change (never an empty column)."""
     shown = by_delta(cmp["modules"])[: rows or None]
     cells = [_changes(r) for r in shown] if changes else []
-    title = "Eager vs graph by module (GPU time per step, largest |Δ| first)"
+    title = "Eager vs graph by module's own kernels (GPU time per step, largest |Δ| first)"
     t = Table(title=title, title_justify="left", min_width=len(title))  # a title on one line
     t.add_column("module", no_wrap=True, overflow="ellipsis")
     t.add_column("phase", no_wrap=True)

@@ -45,6 +45,9 @@ def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
     # the autograd engine's gradient-accumulation adds, inside bwd: shown when there are any
     acc = any(r.get("acc_kernels") for r in summary["modules"])
     title, caption = _module_title(summary, timed)
+    if acc:  # a column beside bwd reads as more time: it is part of it
+        caption = "; ".join(x for x in (caption, "acc: the gradient-accumulation adds, part "
+                                        "of bwd") if x)
     t = Table(title=title, title_justify="left", caption=caption or None,
               caption_justify="left", min_width=len(title))  # a title on one line
     widest = max((len(r["module"].rsplit(".", 1)[-1]) + 2 * r["level"]

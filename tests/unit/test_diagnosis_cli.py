@@ -69,7 +69,8 @@ def test_report_says_what_the_measured_what_if_found():
     text = " ".join(r.output.split())
     assert ("re-captured over 2 of up to 4 streams (129 aten ops, 1 cross-stream wait(s)): span "
             "777.4 µs (IQR 772.9 µs-779.6 µs) against 1.40 ms on one stream, 20 replays of each "
-            "alternated (-45%); the what-if predicted 815.7 µs, the measurement lies 5% below "
+            "alternated (-45%); the what-if predicted 815.7 µs (its figure scaled to these "
+            "replays' one-stream span), the measurement lies 5% below "
             "it, inside its interval") in text
     assert "measured on 2 stream(s) (--try-streams 4): span 777.4 µs against 1.40 ms on one " \
         "stream in the same replays (-45%)" in text
@@ -131,7 +132,8 @@ def test_a_slower_or_wrong_measurement_says_so():
     d = _tried(median_ns=600000.0)
     con = Console(width=200, record=True)
     con.print(diagnosis_lines(d))
-    assert ("the what-if predicted 815.7 µs, the measurement lies 26% below it, outside its "
+    assert ("the what-if predicted 815.7 µs (its figure scaled to these replays' one-stream "
+            "span), the measurement lies 26% below it, outside its "
             "interval") in " ".join(con.export_text().split())
 
 
