@@ -47,3 +47,13 @@ def test_pinned_torch_is_inside_the_supported_range():
     except ImportError:
         return
     assert Version(torch.__version__.split("+")[0]) in supported, torch.__version__
+
+
+def test_the_readme_stays_a_first_screen_and_links_the_rest():
+    # README: what graphscope is, set-up, the commands a newcomer needs; the rest in docs/
+    lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail into docs/"
+    text = "\n".join(lines)
+    for doc in ("docs/cli.md", "docs/model-files.md", "docs/architecture.md",
+                "docs/benchmarks.md"):
+        assert f"]({doc})" in text, doc
