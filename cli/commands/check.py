@@ -74,6 +74,8 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
     base = read_bundle(baseline) if baseline else None
     if model and not os.path.exists(model):  # not a GPU question: a typo
         raise ConfigError(f"{model}: no such bundle directory or model file")
+    if model and os.path.isfile(model) and not model.endswith(".py"):  # not a GPU question
+        raise ConfigError(f"{model}: neither a bundle directory nor a model file (.py)")
     if model and os.path.isdir(model):  # a recorded bundle: its budgets, no capture
         if output:
             raise click.UsageError("--output keeps a captured bundle: MODEL is a bundle "

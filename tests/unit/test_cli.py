@@ -290,6 +290,10 @@ def test_check_and_diff_say_what_they_compare(tmp_path, capsys):
     # AND a mistyped bundle path is not a GPU question
     assert main(["check", str(tmp_path / "nope"), "--budget", str(budget)]) == 2
     assert "nope: no such bundle directory or model file" in capsys.readouterr().err
+    # AND neither is a file that is no bundle and no model file
+    assert main(["check", os.path.join(ROOT, "README.md"), "--budget", str(budget)]) == 2
+    assert "README.md: neither a bundle directory nor a model file (.py)" in (
+        capsys.readouterr().err)
     # AND a multi-rank directory names the rank bundles to pass
     assert main(["diff", _fixture("ddp_mlp_step"), _fixture("ddp_mlp_step")]) == 2
     err = capsys.readouterr().err
