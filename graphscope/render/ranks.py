@@ -15,7 +15,7 @@ from ..analysis.collectives import AlignedCollective, Alignment, Serves
 from ..analysis.ranks import RanksSection, StepRank
 from ..analysis.section import Absent, Maybe
 from ..analysis.stragglers import Straggler
-from .fmt import fmt_bytes, fmt_ns, keep_figures, safe, verdict_text
+from .fmt import fmt_bytes, fmt_ns, keep_figures, output_width, safe, verdict_text
 
 KIND_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather",
               "reduce_scatter": "reduce-scatter", "broadcast": "broadcast",
@@ -122,7 +122,8 @@ def unmatched_sentences(a: Alignment) -> list[str]:
 # ---------------------------------------------------------------- rows shared by both views
 
 def _totals_rows(s: RanksSection) -> tuple[list[str], list[list[str]]]:
-    head = ["rank", "graph work / replay", "span", "collectives", "waiting", "work nodes"]
+    # short headers: a figure column's header does not wrap, so it sets the column's width
+    head = ["rank", "work/replay", "span", "collectives", "waiting", "nodes"]
     rows = [[str(t.rank), fmt_ns(t.kernel_ns), fmt_ns(t.span_ns), fmt_ns(t.collective_ns),
              fmt_ns(t.wait_ns), str(t.work_nodes)] for t in s.totals]
     m = s.merged
@@ -255,17 +256,39 @@ def terminal(s: RanksSection, depth: Optional[int] = None, top: int = 5) -> Grou
     the other tables."""
     parts: list[Any] = []
     tables = _sections(s, depth, top, tree=True)
+    width = output_width()
     for k, (title, (head, rows), words) in enumerate(tables):
+        head, rows, under = _fit(head, rows, words, width)
         t = Table(title=title, title_justify="left")
         for i, h in enumerate(head):
+            # a word column wraps between words, never inside one (up to 16 characters)
+            longest = max((len(w) for x in [h, *(r[i] for r in rows)] for w in x.split()),
+                          default=1)
             t.add_column(h, justify="left" if i in words else "right", no_wrap=i not in words,
-                         overflow="fold" if i in words else "ellipsis")
+                         overflow="fold" if i in words else "ellipsis",
+                         min_width=min(longest, 16) if i in words else None)
         for row in rows:
             t.add_row(*[Text(x) for x in row])
         parts.append(keep_figures(t))
+        parts += [Text(x) for x in under]
         if k == (1 if isinstance(s.collectives, Alignment) else 0):  # verdicts under numbers
             parts += [Text(x) for x in sentences(s)]
     return Group(*parts)
+
+
+def _fit(head: list[str], rows: list[list[str]], words: frozenset[int], width: int
+         ) -> tuple[list[str], list[list[str]], list[str]]:
+    """A table whose last column is free text (a list of modules) and that cannot fit
+    ``width`` with it: that column as lines under the table, each naming its row."""
+    last = len(head) - 1
+    if last < 2 or last not in words or not rows:
+        return head, rows, []
+    need = sum(max(len(h), *(len(r[i]) for r in rows)) + 3 for i, h in enumerate(head[:last]))
+    if need + 24 <= width:  # room for the text column at a readable width
+        return head, rows, []
+    under = [f"  {head[0]} {r[0]}, {f'{head[1]} {r[1]}' if r[1].isdigit() else r[1]}: "
+             f"{head[last]}: {r[last]}" for r in rows if r[last]]
+    return head[:last], [r[:last] for r in rows], under
 
 
 def _md_cell(x: str) -> str:

@@ -107,7 +107,7 @@ def test_terminal_straggler_table_and_verdict():
     assert "it began the replay 39.5 µs later" in text
     assert "Work just before it: L.fc2 (backward)." in text
     assert "Step set by rank 1" in text and "aligned on its end" in text
-    assert "│ all 2 │            245.7 µs │ 130.3 µs (max) │" in text
+    assert "│ all 2 │    245.7 µs │ 130.3 µs (max) │" in text
 
 
 def test_markdown_has_the_verdict_first_and_pipe_tables():
@@ -147,3 +147,22 @@ def test_one_rank_is_no_alignment():
     s = ranks_report(ranks)
     assert s.collectives == Absent("one_rank", s.collectives.detail)
     assert "Collectives not aligned" not in " ".join(_text(s))
+
+
+def test_the_ranks_tables_fit_80_columns_and_keep_their_text_whole():
+    # GIVEN the ranks section of a DDP bundle on an 80-column terminal
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report",
+                        os.path.join(DATA, "ddp_mlp_step")], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    # THEN every line fits, and the per-rank diagnosis keeps its modules whole, under the table
+    assert max(len(x) for x in r.stdout.splitlines()) <= 80
+    assert "rank 0, step: path's largest modules: (ddp) " in r.stdout
+    assert "rank 0, bucket 0: modules: L.fc2, L.head" in r.stdout
+    assert "…" not in r.stdout and "│ ste │" not in r.stdout  # nothing cut
