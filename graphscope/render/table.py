@@ -328,21 +328,42 @@ def pools_table(mem: dict[str, Any]) -> Table:
     return keep_figures(t)
 
 
-def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Table:
-    """Per graph: its pool, capture and instantiate time, the capture's allocations."""
+_CAPTURE_EXTRA = ("inst.", "inputs", "outputs")  # left out where the table cannot fit
+
+
+def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
+                  width: Optional[int] = None) -> Table:
+    """Per graph: its pool, capture and instantiate time, the capture's allocations (where
+    the whole table cannot fit ``width``, the terminal's, instantiation and the static inputs
+    and outputs are left out, and the caption says so)."""
+    cols = ("pool", "capture", "inst.", "peak", "held", "new seg.", "inputs", "outputs")
+    rows = [(g["name"], (str(g["pool"]), fmt_s(g.get("capture_s")), fmt_s(g.get("instantiate_s")),
+                         fmt_bytes(g.get("capture_peak_bytes")),
+                         fmt_bytes(g.get("capture_live_bytes")),
+                         fmt_bytes(g.get("capture_segment_bytes")),
+                         fmt_bytes(g.get("static_input_bytes")),
+                         fmt_bytes(g.get("static_output_bytes"))))
+            for g in mem["graphs"][:max_rows]]
+    # every figure column at its widest cell or header, the names at 16, no rules
+    need = 18 + sum(max([len(c)] + [len(r[i]) for _, r in rows]) + 2
+                    for i, c in enumerate(cols))
+    narrow = need > (width or output_width())
+    keep = [c not in _CAPTURE_EXTRA or not narrow for c in cols]
     t = Table(title="Capture cost", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
-    for col in ("pool", "capture", "instantiate", "peak", "held", "new segments", "inputs",
-                "outputs"):
-        t.add_column(col, justify="right")  # may wrap ("34.7 MiB"): the names keep a width
-    for g in mem["graphs"][:max_rows]:
-        t.add_row(Text(g["name"]), str(g["pool"]), fmt_s(g.get("capture_s")),
-                  fmt_s(g.get("instantiate_s")), fmt_bytes(g.get("capture_peak_bytes")),
-                  fmt_bytes(g.get("capture_live_bytes")), fmt_bytes(g.get("capture_segment_bytes")),
-                  fmt_bytes(g.get("static_input_bytes")), fmt_bytes(g.get("static_output_bytes")))
+    for col, k in zip(cols, keep):
+        if k:
+            t.add_column(col, justify="right")
+    for name, cells in rows:
+        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
+    lines = ["inst.: instantiation; new seg.: the segments the capture added to its pool"]
+    if narrow:
+        lines[0] = ("new seg.: the segments the capture added to its pool; instantiation, "
+                    "inputs and outputs: a wider terminal, or --json")
     if len(mem["graphs"]) > max_rows:
-        t.caption = f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all"
-        t.caption_justify = "left"
+        lines.append(f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all")
+    t.caption = "\n".join(lines)
+    t.caption_justify = "left"
     return keep_figures(t)
 
 

@@ -651,3 +651,20 @@ def test_the_ladder_table_fits_80_and_100_columns_and_says_what_it_left_out():
                     "--json") in said
         else:
             assert "time/row" in part and "new pool" in part and "a wider terminal" not in said
+
+
+def test_the_capture_cost_table_fits_80_columns_and_says_what_it_left_out():
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    r = subprocess.run([sys.executable, "-m", "graphscope", "report",
+                        os.path.join(DATA, "demo", "run_decode")], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120, env={**os.environ, "COLUMNS": "80"})
+    part = r.stdout[r.stdout.index("Capture cost"):r.stdout.index("Memory by module")]
+    # THEN it fits with names and figures whole, and says where the other columns are
+    assert max(len(x) for x in part.splitlines()) <= 80, part
+    assert "│ decode.py:71 #0 [1,1] [1] │" in part and "33.0 MiB" in part
+    assert "instantiation, inputs and outputs: a wider terminal, or --json" in " ".join(
+        part.split())
