@@ -35,9 +35,26 @@ def _module_title(summary: dict[str, Any], timed: bool) -> tuple[str, str]:
     if len(graphs) <= 1:
         return "GPU time by module (median per replay)", ""
     traced = len(graphs) - int(summary.get("untraced_graphs") or 0)
-    return (f"GPU time by module ({traced} graphs' median replays, added)",
-            f"kernels: all {len(graphs)} graphs, {len(graphs) - traced} of them not traced"
-            if traced < len(graphs) else "")
+    kernels = (f"kernels: all {len(graphs)} graphs, {len(graphs) - traced} of them not traced"
+               if traced < len(graphs) else "")
+    if uneven_replays(graphs):  # no replay holds one of each graph: say what the figures are
+        return ("GPU time by module (median of the traced replays' totals)",
+                "; ".join(x for x in (uneven_words(graphs), kernels) if x))
+    return f"GPU time by module ({traced} graphs' median replays, added)", kernels
+
+
+def uneven_replays(graphs: list[dict[str, Any]]) -> list[int]:
+    """The traced replays of each traced graph of a program, where they differ (a graph the
+    program replayed less often is missing from some replays' totals); else []."""
+    counts = [int(g["traced_replays"]) for g in graphs if g.get("traced_replays")]
+    return counts if len(set(counts)) > 1 else []
+
+
+def uneven_words(graphs: list[dict[str, Any]]) -> str:
+    counts = uneven_replays(graphs)
+    shown = ", ".join(map(str, counts[:8])) + (" ..." if len(counts) > 8 else "")
+    return (f"not every graph ran in every traced replay (traced {shown} times): each "
+            "graph's own median is in the per-graph table")
 
 
 def module_table(summary: dict[str, Any], depth: Optional[int] = None) -> Table:
@@ -193,10 +210,11 @@ def header(summary: dict[str, Any]) -> _RichText:
             of = (f"the {len(summary['graphs']) - never} traced graphs "
                   f"({untraced_words(summary['graphs'], never)})" if never
                   else f"the {len(summary['graphs'])} graphs")
-            # each graph's median replay, added: graphs traced a different number of times
-            # have no replay in common
-            each = sum(g["median_ns"] or 0.0 for g in summary["graphs"])
-            line = f"{count}, graph work {fmt_ns(each)} for one replay of each of {of}"
+            work = fmt_ns(summary["replay_kernel_median_ns"])
+            line = (f"{count}, graph work {work} per traced replay (the median of the "
+                    f"replays' totals; {uneven_words(summary['graphs'])})"
+                    if uneven_replays(summary["graphs"]) else
+                    f"{count}, graph work {work} for one replay of each of {of}")
         else:
             line = f"{count}, graph work {fmt_ns(summary['replay_kernel_median_ns'])} per replay"
         if not apart and summary.get("replay_span_median_ns"):  # none recorded: not "0 ns"
