@@ -58,3 +58,16 @@ def test_every_graph_is_diagnosed_and_the_cold_first_replay_set_aside():
     sel = graphs[0]["selection"]
     assert sel["set_aside"] == [0] and sel["used"] == [1, 2]
     assert sel["set_aside_span_ns"] > 1.5 * sel["others_span_ns"]
+
+
+def test_graphs_traced_a_different_number_of_times_are_said_so():
+    # GIVEN the three graphs, traced 3, 3 and 1 times: no traced replay holds one of each
+    out = " ".join(_run().split())
+    # THEN the header and the module table say their figure is the median of the totals
+    assert ("graph work 45.2 µs per traced replay (the median of the replays' totals; not "
+            "every graph ran in every traced replay (traced 3, 3, 1 times)") in out
+    assert "GPU time by module (median of the traced replays' totals)" in out
+    # AND the per-graph table has the third graph's own median, not "-"
+    doc = json.loads(_run("--json"))
+    by = {r["module"]: r["per_graph_ns"] for r in doc["by_graph"]["rows"]}
+    assert by["L"][2] == 28832.0 and by["L"][0] == 28576.0
