@@ -42,7 +42,7 @@ from ..model.bundle_files import BundleExtras
 from ..model.graph import UNATTRIBUTED
 from .fmt import fmt_ns, gain_words, svg_key
 from .ladder_svg import ladder_svg
-from .table import untraced_words
+from .table import uneven_replays, uneven_words, untraced_words
 
 if TYPE_CHECKING:
     from ..analysis.collectives import AlignedCollective, Alignment
@@ -244,6 +244,10 @@ def payload(bundle: Bundle, replay: int = 0,
         # and why, worded as the terminal's header words it
         "untraced_graphs": (untraced := sum(untraced_graphs(b) for _, b in sources)),
         "untraced_words": untraced_words(whole_rows, untraced) if untraced and whole_rows
+        else "",
+        # graphs traced a different number of times: the header's figure is the median of
+        # the replays' totals, said as the terminal says it
+        "uneven_words": uneven_words(whole_rows) if whole_rows and uneven_replays(whole_rows)
         else "",
         "views": views,
         "strings": strings.table,

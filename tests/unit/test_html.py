@@ -142,11 +142,14 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
         assert "per replay over all ranks" in meta, meta
         assert all(f"rank {t['rank']} " in meta for t in totals), meta
     else:
-        assert ("for one replay of each" in meta) == several, meta
+        # several graphs: one replay of each, or (traced unevenly) the replays' totals
+        assert ("for one replay of each" in meta) == (several and not data["uneven_words"]), meta
         assert ("per replay" in meta) != several, meta
     if several and not data["ranks"]:  # a ladder's buckets never traced: not in the sum, said
         # the untraced graphs worded as the terminal's header words them
-        want = (f"of each of the {len(data['overview']) - untraced} traced graphs "
+        want = (f"per traced replay (the median of the replays' totals; "
+                f"{data['uneven_words']})" if data["uneven_words"] else
+                f"of each of the {len(data['overview']) - untraced} traced graphs "
                 f"({data['untraced_words']})" if untraced else "of each graph")
         assert want in meta, meta
         assert not untraced or "never replayed" in data["untraced_words"] or (
