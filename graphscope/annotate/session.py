@@ -45,7 +45,7 @@ class Session:
         self.record_memory = record_ops and record_memory()  # each op call's memory ranges
         self.ddp = ddp
         self.leaf_scope = leaf_scope
-        self.hooked: set[Any] = set()  # autograd nodes given a pre-hook during this session
+        self.hooked: set[Any] = set()  # autograd nodes given a pre-hook in this capture
         self.skip_dirs: tuple[str, ...] = default_skip_dirs()
         self.main_thread = threading.get_ident()
         self.backward_calls = 0  # backward/grad calls in the window (autograd's thread works)

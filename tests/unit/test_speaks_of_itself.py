@@ -25,7 +25,8 @@ LINE_PATTERNS = {
                                    r"wrote|built|additions?)\b", re.I),
     "a release named as a stage of the work": re.compile(r"\bthe\s+\d+\.\d+\s+house\b", re.I),
 }
-# a path component named by a work period or a tracker item: results_session9.json, issue15/
+# a path component named by a work period or a tracker item: a word of the patterns above and a
+# number (results_round2.json)
 PATH_PATTERN = re.compile(r"(?:^|[/_.-])(?:session|issue|round|sprint)[_-]?\d+", re.I)
 # never the project's text: build outputs and tool caches of a checkout without git
 _SKIP_DIRS = {".git", ".venv", "build", "__pycache__", "graphscope-out", ".pytest_cache",
@@ -104,7 +105,7 @@ def test_ordinary_words_of_the_project_pass(tmp_path):
         "round 0: the site's first (op) captures, not counted",
         "SM active cycles, not issue throughput",
         "the first capture of a site records ops; graph ordinals such as #1 and #10",
-        "a failed call ends its own session, the next session and the previous session",
+        "a failed call ends its own profiler window; the next step and the previous step run on",
         "the graph 'decode.py:71 #1 [8,1] [1]' leads the ladder; the lead time of a launch",
     ]
     (tmp_path / "notes.md").write_text("\n".join(ordinary) + "\n")
