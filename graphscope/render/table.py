@@ -6,6 +6,7 @@ Counters are drawn by render/counters.py, `diff`'s module table by render/diff.p
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, Optional
 
 from rich.console import Console, Group
@@ -346,6 +347,17 @@ def pools_table(mem: dict[str, Any]) -> Table:
     return keep_figures(t)
 
 
+def columns_that_fit(cols: Sequence[str], rows: Sequence[Sequence[str]], name_width: int,
+                     extra: Sequence[str], width: int) -> tuple[int, list[bool]]:
+    """What a table of a name column (``name_width``) and the figure columns ``cols`` needs at
+    the least (each column at its widest cell or header, two characters of padding, no
+    rules), and which columns it keeps: all, or, where that is more than ``width``, all but
+    ``extra`` (the caller says where they went)."""
+    need = name_width + 2 + sum(max([len(c)] + [len(r[i]) for r in rows]) + 2
+                                for i, c in enumerate(cols))
+    return need, [c not in extra or need <= width for c in cols]
+
+
 _CAPTURE_EXTRA = ("inst.", "inputs", "outputs")  # left out where the table cannot fit
 
 
@@ -362,11 +374,9 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
                          fmt_bytes(g.get("static_input_bytes")),
                          fmt_bytes(g.get("static_output_bytes"))))
             for g in mem["graphs"][:max_rows]]
-    # every figure column at its widest cell or header, the names at 16, no rules
-    need = 18 + sum(max([len(c)] + [len(r[i]) for _, r in rows]) + 2
-                    for i, c in enumerate(cols))
-    narrow = need > (width or output_width())
-    keep = [c not in _CAPTURE_EXTRA or not narrow for c in cols]
+    need, keep = columns_that_fit(cols, [r for _, r in rows], 16, _CAPTURE_EXTRA,
+                                  width or output_width())
+    narrow = not all(keep)
     t = Table(title="Capture cost", title_justify="left")
     t.add_column("graph", overflow="fold", ratio=1)
     for col, k in zip(cols, keep):
@@ -440,13 +450,11 @@ def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
         fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", fmt_bytes(b["peak_bytes"]),
         fmt_bytes(b["segment_bytes"]), fmt_s(b["capture_s"]), fmt_s(b["instantiate_s"]),
         str(b["structure"]))) for b in site["buckets"]]
-    # every column at its widest cell or header, two characters of padding each, no rules:
-    # what the whole table needs at the least
-    need = max((len(name) for name, _ in rows), default=6) + 2 + sum(
-        max([len(c)] + [len(r[i]) for _, r in rows]) + 2 for i, c in enumerate(cols))
     width = width or output_width()
-    narrow = need > width
-    keep = [c not in _LADDER_EXTRA or not narrow for c in cols]
+    need, keep = columns_that_fit(cols, [r for _, r in rows],
+                                  max((len(name) for name, _ in rows), default=6),
+                                  _LADDER_EXTRA, width)
+    narrow = not all(keep)
     t = Table(title=f"Bucket ladder: {site['site']}", title_justify="left")
     if not narrow and need + len(cols) + 2 > width:  # it fits without its vertical rules only
         from rich import box
