@@ -75,14 +75,25 @@ def targets(model: Any, glob: str, where: str = "the model") -> Targets:
     return Targets(glob, [(p, by_path[p]) for p in chosen], nested)
 
 
-def _scoped(fn: Callable[..., Any], path: str) -> Callable[..., Any]:
+def _scoped(fn: Callable[..., Any], path: str, compiled: bool = False) -> Callable[..., Any]:
+    """``fn`` in a ``mark_kernels`` scope of ``path``; a compiled ``fn`` runs with no
+    TorchDispatchMode active: dynamo runs every frame eagerly under one (graphscope's op mode
+    is on where a stream is marked or DDP scoped), and would compile nothing. The module's
+    scope, pushed outside, still tags its kernels."""
     annotation = {"module_name": path}
+    if not compiled:
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            with ann.mark_kernels(annotation):
+                return fn(*args, **kwargs)
 
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        with ann.mark_kernels(annotation):
+        return forward
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def compiled_forward(*args: Any, **kwargs: Any) -> Any:
+        with ann.mark_kernels(annotation), _disable_current_modes():
             return fn(*args, **kwargs)
 
-    return forward
+    return compiled_forward
 
 
 @contextlib.contextmanager
@@ -104,7 +115,7 @@ def patched(t: Targets, compiled: bool) -> Iterator[None]:
                                                      dynamic=False)
                 fn = t.compiled[path]
             saved.append((m, own))
-            m.forward = _scoped(fn, path)
+            m.forward = _scoped(fn, path, compiled)
         yield
     finally:
         for m, own in saved:

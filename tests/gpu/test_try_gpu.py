@@ -180,6 +180,27 @@ def test_try_compile_fuses_a_latency_bound_chain(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_try_compile_compiles_with_a_stream_marked(tmp_path):
+    # GIVEN a stream marked in this process (mark_stream puts the capture's ops through a
+    # TorchDispatchMode, under which dynamo runs frames eagerly)
+    import torch
+
+    import graphscope
+
+    side = torch.cuda.Stream()
+    graphscope.mark_stream(side, "side")
+    try:
+        # WHEN the short chain is captured with the whole model compiled
+        b = _capture(tmp_path, os.path.join(SAMPLES, "tiny_kernels.py"), "forward",
+                     entry="short_chain", try_compile="L")
+    finally:
+        graphscope.mark_stream(side, None)
+    g = _compile_doc(b)["graphs"][0]
+    # THEN inductor fused its 128 kernels: the compiled version is not the eager one again
+    assert g["eager"]["kernels"] == 128
+    assert g["compiled"]["kernels"] <= 128 // 8 and not g.get("same_kernels")
+
+
 GPT2_FORWARD = '''
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel

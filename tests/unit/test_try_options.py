@@ -159,6 +159,41 @@ def test_compiled_forwards_are_made_once_and_train():
     assert "forward" not in model.left.__dict__
 
 
+def test_compiled_forwards_compile_under_graphscopes_op_mode():
+    # GIVEN a capture that records ops through a TorchDispatchMode (a stream is marked, or DDP
+    # is scoped): dynamo runs every frame eagerly while one is active
+    from torch._dynamo.utils import counters
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+    from graphscope.capture.compile import patched, targets
+
+    class Recording(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    model = _branches()
+    x = torch.randn(3, 8)
+    ref = model(x)
+    t = targets(model, "L.left")
+    t.backend = "eager"
+    seen = []
+    inner = model.left.forward
+
+    def spy(*a):
+        seen.append(_get_current_dispatch_mode())
+        return inner(*a)
+
+    model.left.forward = spy
+    before = counters["stats"]["unique_graphs"]
+    # WHEN the compiled module runs inside that mode
+    with Recording(), patched(t, compiled=True):
+        out = model(x)
+    # THEN dynamo compiled it (no mode active inside), and it computes what eager computes
+    assert counters["stats"]["unique_graphs"] > before
+    assert seen and all(m is None for m in seen)
+    assert torch.allclose(out, ref)
+
+
 def test_compiled_code_warms_up_on_the_branch_the_capture_takes():
     # GIVEN code that branches on whether a capture is under way (transformers builds an
     # attention mask instead of checking the data when it is)
