@@ -80,6 +80,32 @@ def replays_of(cols: Sequence[Any], exec_id: int) -> Replays:
     return out
 
 
+def node_medians(cols: Sequence[Any], exec_id: int) -> dict[str, list[Any]]:
+    """Per node of exec graph ``exec_id`` (by local id): its median start after its replay's
+    first start, its median duration, and its kernel's name ("" for a copy or memset)."""
+    r = replays_of(cols, exec_id)
+    starts: dict[int, list[int]] = {}
+    for ids, s in zip(r.local_id, r.start_ns):
+        if len(s):
+            for lid, x in zip(ids.tolist(), (s - s.min()).tolist()):
+                starts.setdefault(int(lid), []).append(int(x))
+    durs = r.durations()
+    names: dict[int, str] = {}
+    for c in cols:
+        gnid = np.asarray(c.graph_node_id).astype(np.uint64)
+        mine = np.flatnonzero((gnid >> np.uint64(32)) == np.uint64(exec_id))
+        kind, idx = np.asarray(c.kind), np.asarray(c.name_idx)
+        for i in mine.tolist():
+            lid = int(gnid[i] & np.uint64(0xFFFFFFFF))
+            if lid not in names:
+                names[lid] = c.names[int(idx[i])] if int(kind[i]) == 0 else ""
+    lids = sorted(durs)
+    return {"local_id": lids,
+            "start_ns": [int(statistics.median(starts[i])) for i in lids],
+            "duration_ns": [int(statistics.median(durs[i])) for i in lids],
+            "name": [names.get(i, "") for i in lids]}
+
+
 def spans_of(cols: Sequence[Any], exec_id: int) -> list[int]:
     """Per replay of exec graph ``exec_id``: first node start to last node end."""
     return replays_of(cols, exec_id).spans()

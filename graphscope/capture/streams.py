@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..annotate.tensors import storage_key, tensors_in
-from .alternate import exec_id_of, median, one_line, spans_of, trace_alternated
+from .alternate import exec_id_of, median, node_medians, one_line, spans_of, trace_alternated
 from .compare import compare_values, summary
 
 WHAT_IF_KEY = "what_if_streams"  # the graph's info key (graph.json)
@@ -382,7 +382,21 @@ def timing(exec_id: int, alt_exec_id: int, cols: Sequence[Any], alt: StreamsCapt
         "cross_stream_waits": alt.waits, "replays": replays,
         "one_stream_span_ns": one, "span_ns": spans,
         "median_one_stream_ns": median(one), "median_ns": median(spans),
+        "nodes": tried_nodes(cols, exec_id, alt_exec_id),
     }
+
+
+def tried_nodes(cols: Sequence[Any], exec_id: int, alt_exec_id: int) -> dict[str, Any]:
+    """Node by node, the tried graph beside the captured one in the same alternated window
+    (each node's median start in its replay and median duration): what the what-if's
+    per-node durations are checked against. The tried graph's nodes are the captured graph's
+    ops in capture order (a plan moves ops between streams, it adds none): ``aligned`` says
+    whether its kernels are the captured graph's, local id by local id."""
+    one, tried = node_medians(cols, exec_id), node_medians(cols, alt_exec_id)
+    aligned = one["local_id"] == tried["local_id"] and one["name"] == tried["name"]
+    return {"aligned": aligned,
+            "one_stream": {k: one[k] for k in ("local_id", "start_ns", "duration_ns")},
+            "tried": {k: tried[k] for k in ("local_id", "start_ns", "duration_ns")}}
 
 
 def try_streams(run: Callable[[], Any], graph: Any, exec_id: int, output: Any, n: int,

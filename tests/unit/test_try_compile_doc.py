@@ -15,8 +15,7 @@ import pytest
 from graphscope._errors import BundleError
 from graphscope.capture.alternate import replays_of
 from graphscope.capture.compile_doc import OUTSIDE, graph_entry, select, version_stats
-from graphscope.model.bundle_files import COMPILE_FILE, read_compile
-from graphscope.model.bundle_io import SCHEMA_VERSION
+from graphscope.model.bundle_files import COMPILE_FILE, SCHEMA_VERSION, read_compile
 from graphscope.model.graph import Node
 
 EXEC = 7
@@ -196,3 +195,27 @@ def test_a_failed_capture_is_told_by_its_first_error():
         "RuntimeError: CUDA error: operation not permitted when stream is capturing (then "
         "RuntimeError: CUDA error: operation failed due to a previous error during capture)")
     assert one_line(ValueError("bad\nx")) == "ValueError: bad"
+
+
+def test_the_tried_graph_is_kept_node_by_node_beside_the_captured_one():
+    # GIVEN two replays of each graph, alternated, the tried one (exec 99) running node 2
+    # beside node 1 and its kernels those of the captured graph
+    from graphscope.capture.streams import tried_nodes
+
+    cols = _cols([[(1, 0, 10), (2, 10, 30)], [(1, 100, 112), (2, 112, 130)]],
+                 other=[(1, 200, 215), (2, 202, 225)])
+    for c in cols:
+        c.kind = np.zeros(len(c.start_ns), np.int32)
+        c.name_idx = np.array([0 if int(g) & 0xFFFFFFFF == 1 else 1 for g in c.graph_node_id])
+        c.names = ["gemm", "relu"]
+    # WHEN the measurement keeps its nodes
+    t = tried_nodes(cols, EXEC, 99)
+    # THEN each graph's nodes have their median start in the replay and median duration
+    assert t["aligned"] is True
+    assert t["one_stream"] == {"local_id": [1, 2], "start_ns": [0, 11],
+                               "duration_ns": [11, 19]}
+    assert t["tried"] == {"local_id": [1, 2], "start_ns": [0, 2], "duration_ns": [15, 23]}
+    # AND a tried graph whose kernels differ is said not to be aligned
+    cols[0].names = ["gemm", "relu"]
+    cols[0].name_idx = np.array([0, 0, 0, 0, 1, 0])
+    assert tried_nodes(cols, EXEC, 99)["aligned"] is False
