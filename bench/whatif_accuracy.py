@@ -11,9 +11,12 @@ transformer (GPT-NeoX, transformers), Inception-style CNNs (torchvision GoogLeNe
 Inception-v3), and a CNN of parallel convolutions (timm MixNet-S). A model whose library is not
 installed is listed as skipped.
 
-Usage: python bench/whatif_accuracy.py OUT.json [--replays N] [--only NAME,...]
-Writes OUT.json: one row per model (predicted, its interval, measured, the error in %, the
-bound without contention) and the command, date, GPU and versions. About 3-4 minutes on an H200.
+Usage: python bench/whatif_accuracy.py OUT.json [--replays N] [--only NAME,...] [--keep DIR]
+       python bench/whatif_accuracy.py OUT.json --from DIR
+``--keep DIR`` copies each model's bundle to DIR/NAME; ``--from DIR`` predicts again from bundles
+kept so (no GPU: after a change to the model, say). Writes OUT.json: one row per model
+(predicted, its interval, measured, the error in %, the bound without contention) and the
+command, date, GPU and versions. About 3-4 minutes on an H200.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -142,13 +146,36 @@ def _row(name: str, path: str) -> dict[str, Any]:
     }
 
 
+def _from_kept(a: argparse.Namespace) -> None:
+    """The rows again from bundles kept by ``--keep``: the prediction made anew (the model
+    may have changed since), the measurement as recorded."""
+    rows = []
+    for name in sorted(os.listdir(a.source)):
+        path = os.path.join(a.source, name)
+        if name in MODELS and os.path.isdir(path):
+            rows.append(_row(name, path))
+            print(json.dumps(rows[-1]), flush=True)
+    doc = {"command": " ".join(["python", "bench/whatif_accuracy.py", *sys.argv[1:]]),
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "rows": rows}
+    with open(a.out, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    print(f"Wrote {a.out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--only", default="")
     ap.add_argument("--timeout", type=int, default=240, help="seconds per capture")
+    ap.add_argument("--keep", default="", help="copy each bundle to KEEP/NAME")
+    ap.add_argument("--from", dest="source", default="",
+                    help="predict from the bundles kept in this directory (no capture)")
     a = ap.parse_args()
+    if a.source:
+        _from_kept(a)
+        return
     only = {x for x in a.only.split(",") if x}
     samples = os.path.join(ROOT, "sample_models")
     rows: list[dict[str, Any]] = []
@@ -176,6 +203,8 @@ def main() -> None:
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 row = {"name": name, "error": str(e)[-1500:]}
             row["capture_s"] = round(time.monotonic() - t, 1)
+            if a.keep and "error" not in row:
+                shutil.copytree(out, os.path.join(a.keep, name), dirs_exist_ok=True)
             rows.append(row)
             print(json.dumps(row), flush=True)
         if not only or "sidestream" in only:  # the side-stream sample as written, for reference
