@@ -13,7 +13,7 @@ import pickle
 import sys
 from typing import Any
 
-from graphscope.model.bundle_io import dumps
+from graphscope.model.bundle_files import dumps
 
 # fixture -> {old root name: new root name}: the model first called in each capture is ``L``
 RENAMES = {

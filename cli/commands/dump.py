@@ -153,7 +153,7 @@ def _dump_each_graph(b: Any, bundle: str, what: str, output: Optional[str],
 def _with_raw_dot(b: Any, names: list[str]) -> list[str]:
     """The graphs of ``names`` whose driver DOT the bundle has (the others named on stderr);
     a bundle with none is refused."""
-    from graphscope.model.bundle_files import RAW_DOT_WHICH, has_raw_dot
+    from graphscope.model.bundle_io import RAW_DOT_WHICH, has_raw_dot
 
     without = [n for n in names if not has_raw_dot(b, n)]
     names = [n for n in names if n not in without]
@@ -226,7 +226,7 @@ def _one_graph(b: Any, gname: str) -> Any:
 def _graph_text(b: Any, what: str, gname: str, fmt: str, group: str, depth: Optional[int],
                 collapse: Optional[bool], regex: Optional[str]) -> tuple[Any, list[str]]:
     """One graph's raw DOT, or its annotated DOT rendered as ``fmt``; and notes for the user."""
-    from graphscope.model.bundle_files import raw_dot
+    from graphscope.model.bundle_io import raw_dot
     from graphscope.render.dot import DotOptions, build_dot, render
 
     if what == "raw":

@@ -66,8 +66,8 @@ def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompu
 
     options = ReportOptions(top=top, depth=depth, graph=graph_name, ladder=ladder,
                             diagnosis=diagnosis)
-    b, extras, summary = _read(bundle, options, recompute or bool(html_path))
-    rep = build_report(b, extras, options, summary=summary)
+    b, extras, summary, cached = _read(bundle, options, recompute or bool(html_path))
+    rep = build_report(b, extras, options, summary=summary, diagnosis=cached)
     if html_path:
         _write_html(b, bundle, html_path, extras, force, as_json or as_markdown)
     if not tables:
@@ -95,12 +95,18 @@ def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompu
 
 
 def _read(path: str, options: ReportOptions, full: bool
-          ) -> tuple[Optional[Bundle], BundleExtras, Optional[dict[str, Any]]]:
-    """The bundle (None where its summary.json holds all that is asked), its optional files,
-    and its summary.json where current and enough (None: the tables are computed)."""
+          ) -> tuple[Optional[Bundle], BundleExtras, Optional[dict[str, Any]],
+                     Optional[dict[str, Any]]]:
+    """The bundle (None where its summary.json and diagnosis.json hold all that is asked), its
+    optional files, its summary.json where current and enough (None: the tables are
+    computed), and its diagnosis.json where current and that is all the nodes are read for."""
     from graphscope.analysis.report import ReportOptions, wants_diagnosis
-    from graphscope.model.bundle_files import read_extras
-    from graphscope.model.bundle_io import read_bundle, read_manifest_mode, read_summary
+    from graphscope.model.bundle_files import (
+        read_diagnosis,
+        read_extras,
+        read_manifest_mode,
+        read_summary,
+    )
 
     extras = read_extras(path, read_manifest_mode(path))
     full = full or options.top != ReportOptions().top or bool(options.graph) or options.ladder
@@ -109,14 +115,20 @@ def _read(path: str, options: ReportOptions, full: bool
     diagnosed = summary is None or wants_diagnosis(
         options, nodes, len(summary["graphs"])) is True
     extra_files = extras.eager is not None or extras.counters is not None or extras.mode == "run"
-    if summary is not None and not diagnosed and not extra_files:
-        return None, extras, summary
+    if summary is not None and not extra_files:
+        if not diagnosed:
+            return None, extras, summary, None
+        cached = read_diagnosis(path)
+        if cached is not None:
+            return None, extras, summary, cached
+    from graphscope.model.bundle_io import read_bundle
+
     b = read_bundle(path)
     if options.graph:
         from graphscope.model.bundle import only_graph
 
         b = only_graph(b, options.graph)
-    return b, extras, summary if not options.graph else None
+    return b, extras, summary if not options.graph else None, None
 
 
 def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleExtras,
@@ -172,7 +184,7 @@ def _report_ranks(path: str, depth: Optional[int], as_json: bool,
 
     section = ranks_report(read_ranks(path), depth)
     if as_json:
-        from graphscope.analysis.section import plain
+        from graphscope.analysis import plain
 
         click.echo(json.dumps(plain(section), sort_keys=True, indent=1))
         return 0

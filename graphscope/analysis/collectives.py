@@ -45,7 +45,7 @@ import numpy as np
 
 from ..model.bundle import Bundle
 from ..model.graph import DDP_SCOPE, FSDP_SCOPE, Node, NodeKind
-from .section import Absent, Maybe
+from . import Absent, Maybe
 from .stats import median
 
 # kernels of collectives (NCCL's, and the names other backends give them)

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..model.bundle_io import COUNTERS_VERSION
+from ..model.bundle_files import COUNTERS_VERSION
 
 MEMORY_BOUND_PCT = 60.0  # DRAM throughput at or over this: memory bound
 COMPUTE_BOUND_PCT = 60.0  # SM active or tensor pipe at or over this (DRAM under): compute bound

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import Absent, plain
 from .report import Report
-from .section import Absent, plain
 from .summary import untimed_as_null
 
 REPORT_VERSION = 1

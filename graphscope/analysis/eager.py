@@ -4,7 +4,7 @@ GPU time ran inside graphs. Pure functions of a Bundle and the documents read be
 
 Per module and phase the graph's time is the sum of its work nodes' median durations (as the
 module table's own numbers) and the eager time is the attributed eager kernels' time per run.
-Kernels are compared by short name (:func:`~graphscope.model.names.short_kernel_name` of the
+Kernels are compared by short name (:func:`~graphscope.model.graph.short_kernel_name` of the
 demangled name on both sides; memcpy/memset by kind), per run: a name the graph runs more often
 than eager is *added*, one it runs less often *missing*; within one module and phase an added
 and a missing name are paired as *replaced*, largest time first.
@@ -18,8 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..model.bundle import Bundle
-from ..model.graph import NodeKind
-from ..model.names import short_kernel_name
+from ..model.graph import NodeKind, short_kernel_name
 from .stats import module_at
 
 Key = tuple[str, str]  # (module, phase)

@@ -45,8 +45,9 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.graph import UNATTRIBUTED, Node
+from .diagnosis.types import Action, Evidence, Finding, Findings, WhatIf
 from .stats import module_at
-from .whatif import Schedule, WhatIf
+from .whatif import Schedule
 
 FLOOR_PCT = 2.0
 SMALL_KERNEL_NS = 5_000
@@ -55,53 +56,6 @@ REGION_DEPTH = 2  # "L.blocks.3": a module of the root's children's children
 LISTED = 8  # nodes, modules and edges listed as evidence
 LIBRARY = re.compile(r"gemm|gemv|cutlass|xmma|cublas|cudnn|conv|flash|fmha|attention|nccl|"
                      r"splitk|sm\d\d_|dot_kernel|winograd|implicit", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class Action:
-    """How to try a finding: a graphscope command (``argv``), or what to do by hand
-    (``by_hand``: a code the renderer words, and its ``target``)."""
-
-    kind: str  # "try_streams" | "try_compile" | "by_hand"
-    argv: tuple[str, ...] = ()
-    by_hand: str = ""  # "side_streams" | "compile_function" | "capture_more_of_the_loop"
-    target: str = ""  # modules or a module glob
-
-
-@dataclass(frozen=True)
-class Evidence:
-    nodes: tuple[int, ...]  # local ids, the first LISTED
-    node_count: int
-    modules: tuple[str, ...]
-    edges: tuple[tuple[int, int], ...]  # stream-order-only edges, the first LISTED
-    edge_count: int
-
-
-@dataclass(frozen=True)
-class Finding:
-    kind: str  # "streams" | "fusion" | "host"
-    graph: str
-    saving_ns: float  # per replay, after time is claimed once
-    saving_pct: float  # of the graph's span (host: of span + gap)
-    low_ns: float
-    high_ns: float
-    predicted_ns: float  # the model's saving (streams: the what-if's), before sharing
-    shared_ns: float  # what findings ranked before it had claimed of it
-    measured_ns: Optional[float]  # the saving a measurement (--try-streams) found: where there
-    # is one, it is what the finding claims
-    evidence: Evidence
-    action: Action
-    kernels: int = 0  # fusion: kernels fused away; streams: chains moved
-    floor_ns: float = 0.0  # fusion: the kernel floor
-    gap_ns: float = 0.0  # fusion: the median dependency gap of the fused kernels
-
-
-@dataclass(frozen=True)
-class Findings:
-    findings: tuple[Finding, ...]  # ranked by saving, largest first
-    floor_pct: float
-    below_floor: int
-    nothing_above_noise: bool
 
 
 @dataclass

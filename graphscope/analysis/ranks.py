@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from ..model.bundle import Bundle
+from . import Absent, Maybe
 from .collectives import Alignment, align, is_collective
 from .dag import Dag, longest
 from .ddp import FsdpRow, ddp_rows, fsdp_rows
 from .diagnosis import Verdict, diagnose
-from .section import Absent, Maybe
 from .stats import median
 from .stragglers import Straggler, stragglers
 from .summary import kernel_rows, module_rows
@@ -110,6 +110,11 @@ class KernelRow:
     pct: float
 
 
+def _fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A top-kernels row's fields that :class:`KernelRow` holds (not the copy rows' type)."""
+    return {k: row[k] for k in ("kernel", "count", "median_ns", "pct")}
+
+
 @dataclass(frozen=True)
 class RankKernels:
     rank: int
@@ -178,7 +183,8 @@ def ranks_report(ranks: Sequence[tuple[int, Bundle]], depth: Optional[int] = Non
     return RanksSection(
         world_size=len(ranks), totals=totals, merged=_merged(totals), diagnosis=diags,
         step_rank=_step_rank(diags, alignment is not None),
-        top_kernels=tuple(RankKernels(r, tuple(KernelRow(**k) for k in kernel_rows(b, top)))
+        top_kernels=tuple(RankKernels(r, tuple(KernelRow(**_fields(k))
+                                               for k in kernel_rows(b, top)))
                           for r, b in ranks),
         modules=tuple(module_skew(ranks, depth)),
         ddp=tuple(RankBuckets(r, tuple(_bucket(x) for x in bk))

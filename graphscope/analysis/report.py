@@ -4,7 +4,8 @@ The command reads the bundle and its optional files (``model.bundle_io``,
 ``model.bundle_files.read_extras``) and calls :func:`build_report`; the terminal, JSON, HTML
 and Markdown renderers (``render/``) each render the :class:`Report` it returns and compute no
 number of their own. A section that does not apply to the bundle is an
-:class:`~graphscope.analysis.section.Absent` saying why.
+:class:`Absent` saying why: a short code a program can branch on, and what would make it apply, for
+a person (the renderers word it; they never guess it from a missing key).
 
 Sections and where their numbers come from:
 
@@ -29,11 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..model.bundle import Bundle
-from ..model.bundle_files import BundleExtras
-from .section import Absent, Maybe
+from . import Absent, Maybe, plain, present  # noqa: F401 (the report's own vocabulary)
+
+if TYPE_CHECKING:
+    from ..model.bundle import Bundle
+    from ..model.bundle_files import BundleExtras
 
 # A table row or a nested record as JSON holds it: names to numbers, strings, lists, records.
 Row = Mapping[str, object]
@@ -132,24 +135,41 @@ def wants_diagnosis(options: ReportOptions, nodes: int, graphs: int) -> Union[bo
     return True
 
 
+def report_diagnosis(bundle: Bundle) -> Optional[dict[str, Any]]:
+    """The diagnosis `report` shows by default, kept in the bundle (diagnosis.json) so that
+    reading it needs neither the nodes nor the analysis; None where the report would not
+    diagnose a bundle this size by default."""
+    from .diagnosis import diagnose, to_json
+
+    if wants_diagnosis(ReportOptions(), sum(len(g.nodes) for g in bundle.graphs),
+                       len(bundle.graphs)) is not True:
+        return None
+    out: dict[str, Any] = to_json(diagnose(bundle))
+    return out
+
+
 def build_report(bundle: Optional[Bundle], extras: BundleExtras,
                  options: ReportOptions = ReportOptions(),  # noqa: B008 (frozen)
-                 summary: Optional[Mapping[str, Any]] = None) -> Report:
+                 summary: Optional[Mapping[str, Any]] = None,
+                 diagnosis: Optional[Mapping[str, Any]] = None) -> Report:
     """The report of ``bundle`` (a whole bundle, or the view of one graph: ``only_graph``).
 
     ``summary``: the bundle's summary.json where it is current and holds what ``options``
     ask (the default --top): then the tables are not recomputed, and ``bundle`` may be None
-    where no other section needs the nodes.
+    where no other section needs the nodes. ``diagnosis``: the bundle's diagnosis.json where
+    current (``bundle`` None): the diagnosis as it was computed when the bundle was written.
     """
-    from .summary import summarize
-
     if summary is None:
+        from .summary import summarize
+
         if bundle is None:
             raise ValueError("build_report needs the bundle or its summary")
         summary = summarize(bundle, top=options.top)
     fields = summary_sections(summary)
     if bundle is not None:
         fields.update(_bundle_sections(bundle, extras, options))
+    elif diagnosis is not None:
+        fields["diagnosis"] = diagnosis
     else:  # the tables alone: say why the diagnosis is not there
         rows = summary["graphs"]
         asked = wants_diagnosis(options, sum(int(r["nodes"]) for r in rows), len(rows))

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..model.graph import UNATTRIBUTED
 from .dag import Dag, csr, longest, sorted_unique
+from .diagnosis.types import Chain, StreamOrder
 
 TOP = 10  # chains listed
 MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
@@ -145,35 +146,6 @@ def _counts(ranges: Sequence[Any]) -> np.ndarray:
     out = np.full(n, -1, np.int64)
     out[has] = np.fromiter(map(len, compress(ranges, has.tolist())), np.int64, int(has.sum()))
     return out
-
-
-@dataclass(frozen=True)
-class Chain:
-    """A run of one stream's nodes (visit order) between stream-order-only edges."""
-
-    first: int  # local ids
-    last: int
-    nodes: int
-    work_ns: float
-    stream: int  # -1: nodes without events
-    module: str  # its modules in a few words (:func:`run_label`)
-    modules: int
-
-
-@dataclass(frozen=True)
-class StreamOrder:
-    """The graph's orderings that only keep one stream's order (module docstring)."""
-
-    op_info: bool  # memory ranges recorded (without them every edge is kept)
-    nodes_without_op_info: int  # kept as hard dependencies
-    inplace_writers: int  # nodes whose write-after-read/-write orderings are kept
-    what_if_edges: int  # the data DAG plus the kept captured edges
-    stream_order_only_edges: int
-    edges: tuple[tuple[int, int], ...]  # local ids, the first MAX_LISTED_EDGES
-    unchecked_edges: int  # the reachability checks ran out of budget for these
-    chains: tuple[Chain, ...]  # the largest TOP, by work
-    dependency_latency_ns: Optional[float]  # the nodes' measured latencies, summed
-    path_with_latency_ns: Optional[float]  # the captured DAG's path, weighted the same
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.bundle import Bundle
-from ..model.graph import DDP_SCOPE, UNATTRIBUTED, Node
+from ..model.graph import DDP_SCOPE, UNATTRIBUTED, Node, NodeKind
 from .stats import median, tree_key
 
 ACCUMULATION_KEY = "grad_accumulation"  # the autograd engine's gradient-accumulation adds
@@ -125,12 +125,15 @@ def kernel_rows(bundle: Bundle, top: int = 10, key: str = "kernel") -> list[dict
     counts = np.bincount(codes, minlength=len(groups))
     med = _median_rows(t)
     total = median([float(x) for x in bundle.replay_kernel_ns])
+    # the rows of copy and memset nodes (their short name is their type) say so
+    copies = {NodeKind.MEMCPY.value, NodeKind.MEMSET.value} if key == "kernel" else set()
     rows: list[dict[str, Any]] = [
         {
             key: g,
             "count": int(counts[i]),
             "median_ns": float(med[i]),
             "pct": (100.0 * float(med[i]) / total) if total else 0.0,
+            **({"type": g} if g in copies else {}),
         }
         for i, g in enumerate(groups)
     ]

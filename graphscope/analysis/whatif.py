@@ -51,6 +51,7 @@ from typing import Optional
 import numpy as np
 
 from .dag import EPS, Dag, csr, sorted_unique
+from .diagnosis.types import Calibration, WhatIf
 from .occupancy import Device, Resources, resources
 
 ITERATIONS = 3
@@ -58,18 +59,6 @@ CONVERGED = 0.001  # a round that moves the span less than this share ends the s
 LOW_PHI, HIGH_PHI = 0.25, 0.75  # mostly alone / mostly beside others (calibration)
 MIN_SAMPLES = 2  # per group and side, for a group to count
 
-
-@dataclass(frozen=True)
-class Calibration:
-    """The interference term (module docstring) and where it came from."""
-
-    source: str  # "bundle": fitted from its concurrent nodes; "prior": PRIOR
-    slowdown_per_overlap: float  # beta
-    added_ns: float  # delta
-    latency_added_ns: float  # lambda
-    cross_stream_ns: float  # kappa: a dependency on another stream's node, over one's own
-    groups: int  # launch signatures that ran both alone and beside others
-    uncertainty_pct: float  # the share by which the term is moved for the interval
 
 
 # The branches sample (two chains of 32 Linear+ReLU, 32 x 1024) recorded on one stream and on
@@ -366,32 +355,6 @@ def stream_edges(dag: Dag, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 DEFAULT_STREAMS = 4  # as ``capture --try-streams 4``
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    """The predicted span with independent chains on up to ``max_streams`` streams."""
-
-    max_streams: int
-    streams: int  # the streams the plan uses
-    chains: int
-    predicted_span_ns: float
-    low_ns: float
-    high_ns: float
-    measured_span_ns: float  # of the replays the diagnosis uses
-    gain_ns: float  # measured - predicted
-    gain_pct: float
-    model_as_captured_ns: float  # the model run on the graph as captured
-    model_what_if_ns: float
-    # the planned DAG's critical path with the solo durations and latencies, nothing shared:
-    # the bound the simulation starts from
-    no_contention_ns: float
-    calibration: Calibration
-    gpu: str
-    sm_count: int
-    compute_capability: str
-    device_source: str  # "properties" | "name_table" | "assumed" (occupancy.py)
-    registers: str  # "recorded" | "worst_case" (not in the bundle: the worst case assumed)
 
 
 @dataclass(frozen=True)

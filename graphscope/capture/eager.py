@@ -45,9 +45,8 @@ from .. import native
 from .._errors import CaptureError
 from ..annotate.modules import module_fqn
 from ..annotate.training import OPTIMIZER_SCOPE, param_owners
-from ..model.graph import UNATTRIBUTED
+from ..model.graph import UNATTRIBUTED, short_kernel_name
 from ..model.join import KINDS
-from ..model.names import short_kernel_name
 from .source import ModelJob
 from .step import LOSS_SCOPE, STEP_SCOPE, unwrap_ddp, zero_grad
 

@@ -165,11 +165,15 @@ def finish(
     # the summary reads the manifest too (callables' one capture window, say)
     bundle = dataclasses.replace(with_timings(graphs, jr), manifest=full)
     summary = summarize(bundle)
+    phase("diagnosis")
+    from ..analysis.report import report_diagnosis
+
+    diagnosis = report_diagnosis(bundle)
     written = write_bundle(
         output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
         summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
         counters=counters_json,
-        extra=extra,
+        extra=extra, diagnosis=diagnosis,
     )
     phase("done")
     final = dataclasses.replace(bundle, path=written, manifest=full)

@@ -9,8 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .graph import CapturedGraph, Node, NodeKind
-from .names import unique_short_names
+from .graph import CapturedGraph, Node, NodeKind, unique_short_names
 
 
 @dataclass(frozen=True)

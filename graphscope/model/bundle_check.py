@@ -248,7 +248,7 @@ _SUMMARY_SPEC: dict[str, Any] = {
     "work_nodes": _INT, "annotated_nodes": _INT,
     "coverage": {"*": {"nodes": _INT, "attributed": _INT, "pct": _NUM}},
     "modules": [_ROW],
-    "top_kernels": [{"kernel": _STR, **_TOP}], "top_ops": [{"op": _STR, **_TOP}],
+    "top_kernels": [{"kernel": _STR, "?type": _STR, **_TOP}], "top_ops": [{"op": _STR, **_TOP}],
     "?unjoined_records": _INT,
     "?by_graph": {"graphs": [_STR], "rows": [{"module": _STR, "level": _INT,
                                               "per_graph_ns": [_NUM_OR_NONE]}]},

@@ -1,30 +1,228 @@
-"""The optional files of a bundle, read and checked: ``counters.json`` (``capture
---counters``), ``eager.json`` (``capture --eager-baseline``), ``cudagraph_trees.json``
-(``graphscope run`` of torch.compile programs) and the eager time of the traced windows in
-timeline.json. Each is absent in bundles that did not ask for it (None / {})."""
+"""The files of a bundle beside its nodes, read and checked without reading the nodes: the
+JSON conventions every file follows (``schema_version``, deterministic ``dumps``, a path that
+stays inside the bundle), ``summary.json`` and ``diagnosis.json`` (what `report` prints, kept
+current by a digest of the files they came from), the manifest's mode, and the optional files:
+``counters.json`` (``capture --counters``), ``eager.json`` (``capture --eager-baseline``),
+``cudagraph_trees.json`` (``graphscope run`` of torch.compile programs) and the eager time of
+the traced windows in timeline.json. Each optional file is absent in bundles that did not ask
+for it (None / {}). Reading and writing the nodes is :mod:`graphscope.model.bundle_io`'s."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .._errors import BundleError
-from .bundle import Bundle
 from .bundle_check import (
     _AMOUNT,
     _COUNT,
     _INT,
     _NUM,
     _STR,
+    _SUMMARY_SPEC,
     MAX_ID,
+    _check_manifest,
     _fits,
     _scalar_fits,
     check_spec,
 )
-from .bundle_io import COUNTERS_FILE, COUNTERS_VERSION, _load_json, member
-from .graph import safe_file_stem
 
+if TYPE_CHECKING:
+    pass
+
+SCHEMA_VERSION = 1
+REQUIRED = ("manifest.json", "graph.json", "annotations.json")
+# said of a file missing from a directory whose manifest is a bundle's
+INCOMPLETE = " (the bundle was copied incompletely; copy or record it again)"
+DURATIONS_FILE = "durations.npy"
+COUNTERS_FILE = "counters.json"
+COUNTERS_VERSION = 1  # counters.json's own "version" (graphscope/analysis/counters.py)
+SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
+SUMMARY_FORMAT = b"summary-6\0"  # 2: unique kernel names, shared pools; 3: number order;
+# 4: optimizer time apart from forward (opt_ns, opt_kernels); 5: module medians over the
+# replays the nodes ran in; 6: top kernels rows of copy and memset nodes carry their "type"
+_DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
+DIAGNOSIS_FILE = "diagnosis.json"  # the report's diagnosis, made when the bundle was written
+DIAGNOSIS_FORMAT = b"diagnosis-1\0"
+_RANK_DIR = re.compile(r"^rank(\d+)$")
+
+
+def dumps(obj: Any, compact: bool = False) -> str:
+    """Deterministic JSON: sorted keys, fixed separators. ``compact`` for the big files
+    (graph, timeline, annotations): no indentation, which halves their size and parse time."""
+    if compact:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str) + "\n"
+    return json.dumps(obj, sort_keys=True, indent=1, separators=(",", ": "), default=str) + "\n"
+
+
+def _versioned(payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, **payload}
+
+
+try:  # 5-10x faster on big bundles; optional so that a bare environment still reads them
+    import orjson
+
+    _loads: Any = orjson.loads
+    _DecodeError: Any = (orjson.JSONDecodeError, json.JSONDecodeError)
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    _loads = json.loads
+    _DecodeError = json.JSONDecodeError
+
+
+def member(path: str, rel: str, what: str = "file") -> str:
+    """The bundle file ``rel``: it must resolve inside the bundle, to a regular file (a bundle
+    is untrusted data: no symlink out of it, no ``..``, no device or FIFO)."""
+    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or "\x00" in rel:
+        raise BundleError(f"{path}: {what} {rel!r} is not a path inside the bundle")
+    root = os.path.realpath(path)
+    p = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, p]) != root:
+        raise BundleError(f"{path}: {what} {rel!r} points outside the bundle")
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise FileNotFoundError(p) from None
+    except OSError as exc:
+        raise BundleError(f"{path}: cannot read {rel} ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise BundleError(f"{path}: {rel} is not a regular file")
+    return p
+
+
+def rank_dirs(path: str) -> list[tuple[int, str]]:
+    """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file):
+    ``capture --nproc`` writes one bundle per rank there."""
+    if not os.path.isdir(path):
+        return []
+    out = []
+    for name in os.listdir(path):
+        m = _RANK_DIR.match(name)
+        if m:
+            out.append((int(m.group(1)), os.path.join(path, name)))
+    return sorted(out)
+
+
+def _load_json(path: str, name: str) -> dict[str, Any]:
+    p = os.path.join(path, name)
+    try:
+        with open(member(path, name), "rb") as f:
+            data = _loads(f.read())
+    except FileNotFoundError:
+        if name == "manifest.json":
+            ranks = rank_dirs(path)
+            if ranks:  # capture --nproc's directory of rank<r>/ bundles
+                raise BundleError(
+                    f"{path}: a multi-rank bundle ({len(ranks)} ranks): pass one rank's "
+                    f"bundle ({path.rstrip('/')}/rank{ranks[0][0]} ...); graphscope report "
+                    "reads them all") from None
+            raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
+        raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
+    except _DecodeError as exc:
+        raise BundleError(f"{p}: invalid JSON ({exc})") from None
+    except (RecursionError, UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{p}: invalid JSON ({type(exc).__name__}: {exc})") from None
+    except OSError as exc:
+        raise BundleError(f"{p}: cannot read ({exc.strerror})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{p}: expected a JSON object, not {type(data).__name__}")
+    v = data.get("schema_version")
+    if v != SCHEMA_VERSION or isinstance(v, bool):
+        raise BundleError(
+            f"{p}: schema version {v!r}, but this graphscope reads version {SCHEMA_VERSION}; "
+            "re-record the bundle with this graphscope or use the graphscope that wrote it"
+        )
+    return data
+
+
+# 4: optimizer time apart from forward (opt_ns, opt_kernels); 5: module medians over the
+# replays the nodes ran in; 6: top kernels rows of copy and memset nodes carry their "type"
+
+
+def content_digest(path: str) -> str:
+    """sha256 over the files a summary is computed from (hashing is far cheaper than
+    parsing them)."""
+    import hashlib
+
+    h = hashlib.sha256(SUMMARY_FORMAT)  # a summary of an older format is recomputed
+    for name in _DIGESTED:
+        try:
+            p = member(path, name)
+        except FileNotFoundError:
+            h.update(b"-")
+            continue
+        h.update(name.encode() + b"\0")
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def read_summary(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's precomputed summary.json (what `report` prints), or None when it has none
+    or it was not computed from this bundle's files (then the caller recomputes it)."""
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
+                                         if os.path.exists(path) else "no such bundle directory"))
+    # validates that this is a bundle of our schema
+    _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
+    missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
+    if missing:
+        raise BundleError(f"{path}: {missing[0]} is missing{INCOMPLETE}")
+    if not os.path.lexists(os.path.join(path, "summary.json")):
+        return None
+    data = _load_json(path, "summary.json")
+    data.pop("schema_version", None)
+    if data.pop(SUMMARY_KEY, None) != content_digest(path):
+        return None
+    # a digest anyone can compute: the fields are checked too, else it is recomputed
+    return data if _fits(data, _SUMMARY_SPEC) else None
+
+
+def diagnosis_digest(path: str, manifest: Mapping[str, Any]) -> str:
+    """What a cached diagnosis was computed from: the summary's files, the manifest (the GPU,
+    the mode) and the graphscope that computed it (a later one may diagnose differently)."""
+    import hashlib
+
+    from .._version import __version__
+
+    h = hashlib.sha256(DIAGNOSIS_FORMAT + __version__.encode() + b"\0")
+    h.update(content_digest(path).encode())
+    h.update(json.dumps({k: v for k, v in manifest.items() if k not in ("files", "schema_version")},
+                        sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def read_diagnosis(path: str) -> Optional[dict[str, Any]]:
+    """The bundle's diagnosis.json (the report's diagnosis as JSON) where this graphscope made
+    it from these very files, else None (the caller diagnoses the bundle)."""
+    try:
+        data = _load_json(path, DIAGNOSIS_FILE)
+        manifest = _load_json(path, "manifest.json")
+    except (BundleError, FileNotFoundError):
+        return None
+    diag = data.get("diagnosis")
+    if data.get(SUMMARY_KEY) != diagnosis_digest(path, manifest) or not isinstance(
+            diag, dict) or not all(isinstance(diag.get(k), t) for k, t in (
+                ("graphs", list), ("findings", dict), ("verdicts", list))):
+        return None
+    return diag
+
+
+def read_manifest_mode(path: str) -> Optional[str]:
+    """The manifest's ``mode`` (``step``, ``forward``, ``callables``, ``run``...), None where
+    the manifest cannot be read (:func:`read_bundle` then says what is wrong with it)."""
+    try:
+        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+            mode = json.load(f).get("mode")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return mode if isinstance(mode, str) else None
 
 def read_counters(path: str) -> Optional[dict[str, Any]]:
     """The bundle's counters.json (``capture --counters``), validated; None when it has none."""
@@ -254,33 +452,3 @@ def read_compile(path: str) -> Optional[dict[str, Any]]:
     data = _load_json(path, COMPILE_FILE)
     data.pop("schema_version", None)
     return check_compile(data, os.path.join(path, COMPILE_FILE))
-
-
-# ---------------------------------------------------------------- the driver's DOT (raw/)
-
-RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's first graph "
-                 "and of every graph the program keeps (keep_graph=True)")
-
-
-def _raw_dot_path(bundle: Bundle, graph: str) -> Optional[str]:
-    """The file of the driver's DOT of ``graph`` in the bundle, None when it has none."""
-    try:
-        return member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
-    except FileNotFoundError:
-        return None
-
-
-def has_raw_dot(bundle: Bundle, graph: str) -> bool:
-    """Whether the bundle holds the driver's DOT of ``graph``."""
-    return _raw_dot_path(bundle, graph) is not None
-
-
-def raw_dot(bundle: Bundle, graph: str) -> str:
-    p = _raw_dot_path(bundle, graph)
-    if p is None:
-        info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
-        why = f": {RAW_DOT_WHICH}" if "site" in info else ""
-        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} "
-                          f"(raw/{safe_file_stem(graph)}.dot){why}")
-    with open(p, encoding="utf-8", errors="replace") as f:
-        return f.read()

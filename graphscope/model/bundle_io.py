@@ -20,12 +20,9 @@ Layout (every JSON file carries ``schema_version``)::
 from __future__ import annotations
 
 import gc
-import json
 import os
 import pickle
-import re
 import shutil
-import stat
 import tempfile
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -33,40 +30,31 @@ from typing import Any, Optional
 from .._errors import BundleError
 from .bundle import Bundle
 from .bundle_check import (
-    _SUMMARY_SPEC,
     MAX_DURATION_NS,
     _check_events,
     _check_info,
     _check_manifest,
     _check_node,
     _expect,
-    _fits,
     _id,
     _int,
     _ints,
     _launches,
 )
+from .bundle_files import (  # the files beside the nodes; importers of bundle_io find them here
+    COUNTERS_FILE,
+    DIAGNOSIS_FILE,
+    DURATIONS_FILE,
+    INCOMPLETE,
+    SUMMARY_KEY,
+    _load_json,
+    _versioned,
+    content_digest,
+    diagnosis_digest,
+    dumps,
+    member,
+)
 from .graph import CapturedGraph, Node, safe_file_stem
-
-SCHEMA_VERSION = 1
-DURATIONS_FILE = "durations.npy"
-REQUIRED = ("manifest.json", "graph.json", "annotations.json")
-# said of a file missing from a directory whose manifest is a bundle's
-INCOMPLETE = " (the bundle was copied incompletely; copy or record it again)"
-COUNTERS_FILE = "counters.json"
-COUNTERS_VERSION = 1  # counters.json's own "version" (graphscope/analysis/counters.py)
-
-
-def dumps(obj: Any, compact: bool = False) -> str:
-    """Deterministic JSON: sorted keys, fixed separators. ``compact`` for the big files
-    (graph, timeline, annotations): no indentation, which halves their size and parse time."""
-    if compact:
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str) + "\n"
-    return json.dumps(obj, sort_keys=True, indent=1, separators=(",", ": "), default=str) + "\n"
-
-
-def _versioned(payload: Mapping[str, Any]) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, **payload}
 
 
 # Long on purpose: one keyword per file, written in one atomic sequence
@@ -81,6 +69,7 @@ def write_bundle(
     force: bool = False,
     counters: Optional[Mapping[str, Any]] = None,
     extra: Optional[Mapping[str, Mapping[str, Any]]] = None,
+    diagnosis: Optional[Mapping[str, Any]] = None,
 ) -> str:
     """Write a bundle atomically: into a temp dir beside ``path``, then rename into place.
 
@@ -123,6 +112,11 @@ def write_bundle(
             summary = {**summary, SUMMARY_KEY: content_digest(tmp)}
             _write(tmp, "summary.json", dumps(_versioned(summary)))
             files.append("summary.json")
+        if diagnosis is not None:  # keyed by the manifest as written below, less "files"
+            _write(tmp, DIAGNOSIS_FILE, dumps(_versioned(
+                {SUMMARY_KEY: diagnosis_digest(tmp, manifest), "diagnosis": diagnosis}),
+                compact=True))
+            files.append(DIAGNOSIS_FILE)
         if counters is not None:
             _write(tmp, COUNTERS_FILE, dumps(_versioned(counters), compact=True))
             files.append(COUNTERS_FILE)
@@ -207,84 +201,6 @@ def _check_duration_range(durations: Any, where: str) -> None:
 def _write(root: str, rel: str, text: str) -> None:
     with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
         f.write(text)
-
-
-try:  # 5-10x faster on big bundles; optional so that a bare environment still reads them
-    import orjson
-
-    _loads: Any = orjson.loads
-    _DecodeError: Any = (orjson.JSONDecodeError, json.JSONDecodeError)
-except ImportError:  # pragma: no cover - exercised where orjson is absent
-    _loads = json.loads
-    _DecodeError = json.JSONDecodeError
-
-
-def member(path: str, rel: str, what: str = "file") -> str:
-    """The bundle file ``rel``: it must resolve inside the bundle, to a regular file (a bundle
-    is untrusted data: no symlink out of it, no ``..``, no device or FIFO)."""
-    if not isinstance(rel, str) or not rel or os.path.isabs(rel) or "\x00" in rel:
-        raise BundleError(f"{path}: {what} {rel!r} is not a path inside the bundle")
-    root = os.path.realpath(path)
-    p = os.path.realpath(os.path.join(root, rel))
-    if os.path.commonpath([root, p]) != root:
-        raise BundleError(f"{path}: {what} {rel!r} points outside the bundle")
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        raise FileNotFoundError(p) from None
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot read {rel} ({exc.strerror})") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise BundleError(f"{path}: {rel} is not a regular file")
-    return p
-
-
-_RANK_DIR = re.compile(r"^rank(\d+)$")
-
-
-def rank_dirs(path: str) -> list[tuple[int, str]]:
-    """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file):
-    ``capture --nproc`` writes one bundle per rank there."""
-    if not os.path.isdir(path):
-        return []
-    out = []
-    for name in os.listdir(path):
-        m = _RANK_DIR.match(name)
-        if m:
-            out.append((int(m.group(1)), os.path.join(path, name)))
-    return sorted(out)
-
-
-def _load_json(path: str, name: str) -> dict[str, Any]:
-    p = os.path.join(path, name)
-    try:
-        with open(member(path, name), "rb") as f:
-            data = _loads(f.read())
-    except FileNotFoundError:
-        if name == "manifest.json":
-            ranks = rank_dirs(path)
-            if ranks:  # capture --nproc's directory of rank<r>/ bundles
-                raise BundleError(
-                    f"{path}: a multi-rank bundle ({len(ranks)} ranks): pass one rank's "
-                    f"bundle ({path.rstrip('/')}/rank{ranks[0][0]} ...); graphscope report "
-                    "reads them all") from None
-            raise BundleError(f"{path}: not a graphscope bundle ({name} is missing)") from None
-        raise BundleError(f"{path}: {name} is missing{INCOMPLETE}") from None
-    except _DecodeError as exc:
-        raise BundleError(f"{p}: invalid JSON ({exc})") from None
-    except (RecursionError, UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{p}: invalid JSON ({type(exc).__name__}: {exc})") from None
-    except OSError as exc:
-        raise BundleError(f"{p}: cannot read ({exc.strerror})") from None
-    if not isinstance(data, dict):
-        raise BundleError(f"{p}: expected a JSON object, not {type(data).__name__}")
-    v = data.get("schema_version")
-    if v != SCHEMA_VERSION or isinstance(v, bool):
-        raise BundleError(
-            f"{p}: schema version {v!r}, but this graphscope reads version {SCHEMA_VERSION}; "
-            "re-record the bundle with this graphscope or use the graphscope that wrote it"
-        )
-    return data
 
 
 def read_bundle(path: str) -> Bundle:
@@ -427,60 +343,31 @@ def _read_graphs(graph: Any, durations: dict[int, tuple[int, ...]], gwhere: str
     return graphs
 
 
-SUMMARY_KEY = "bundle_sha256"  # summary.json: the digest of the files it was computed from
-SUMMARY_FORMAT = b"summary-5\0"  # 2: unique kernel names, shared pools; 3: number order;
-# 4: optimizer time apart from forward (opt_ns, opt_kernels); 5: module medians over the
-# replays the nodes ran in
-_DIGESTED = ("graph.json", "timeline.json", DURATIONS_FILE)
+# ---------------------------------------------------------------- the driver's DOT (raw/)
+
+RAW_DOT_WHICH = ("`graphscope run` keeps the driver's DOT of each capture site's first graph "
+                 "and of every graph the program keeps (keep_graph=True)")
 
 
-def content_digest(path: str) -> str:
-    """sha256 over the files a summary is computed from (hashing is far cheaper than
-    parsing them)."""
-    import hashlib
-
-    h = hashlib.sha256(SUMMARY_FORMAT)  # a summary of an older format is recomputed
-    for name in _DIGESTED:
-        try:
-            p = member(path, name)
-        except FileNotFoundError:
-            h.update(b"-")
-            continue
-        h.update(name.encode() + b"\0")
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def read_summary(path: str) -> Optional[dict[str, Any]]:
-    """The bundle's precomputed summary.json (what `report` prints), or None when it has none
-    or it was not computed from this bundle's files (then the caller recomputes it)."""
-    path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
-                                         if os.path.exists(path) else "no such bundle directory"))
-    # validates that this is a bundle of our schema
-    _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
-    missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
-    if missing:
-        raise BundleError(f"{path}: {missing[0]} is missing{INCOMPLETE}")
-    if not os.path.lexists(os.path.join(path, "summary.json")):
-        return None
-    data = _load_json(path, "summary.json")
-    data.pop("schema_version", None)
-    if data.pop(SUMMARY_KEY, None) != content_digest(path):
-        return None
-    # a digest anyone can compute: the fields are checked too, else it is recomputed
-    return data if _fits(data, _SUMMARY_SPEC) else None
-
-
-def read_manifest_mode(path: str) -> Optional[str]:
-    """The manifest's ``mode`` (``step``, ``forward``, ``callables``, ``run``...), None where
-    the manifest cannot be read (:func:`read_bundle` then says what is wrong with it)."""
+def _raw_dot_path(bundle: Bundle, graph: str) -> Optional[str]:
+    """The file of the driver's DOT of ``graph`` in the bundle, None when it has none."""
     try:
-        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
-            mode = json.load(f).get("mode")
-    except (OSError, ValueError, AttributeError):
+        return member(bundle.path, f"raw/{safe_file_stem(graph)}.dot", "raw DOT")
+    except FileNotFoundError:
         return None
-    return mode if isinstance(mode, str) else None
+
+
+def has_raw_dot(bundle: Bundle, graph: str) -> bool:
+    """Whether the bundle holds the driver's DOT of ``graph``."""
+    return _raw_dot_path(bundle, graph) is not None
+
+
+def raw_dot(bundle: Bundle, graph: str) -> str:
+    p = _raw_dot_path(bundle, graph)
+    if p is None:
+        info = next((g.info for g in bundle.graphs if g.name == graph), None) or {}
+        why = f": {RAW_DOT_WHICH}" if "site" in info else ""
+        raise BundleError(f"{bundle.path}: no raw DOT for graph {graph!r} "
+                          f"(raw/{safe_file_stem(graph)}.dot){why}")
+    with open(p, encoding="utf-8", errors="replace") as f:
+        return f.read()

@@ -14,7 +14,8 @@ from typing import Optional
 
 from .._errors import BundleError
 from .bundle import Bundle
-from .bundle_io import rank_dirs, read_bundle
+from .bundle_files import rank_dirs
+from .bundle_io import read_bundle
 
 NVLINK_MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                         "NVSHMEM_DISABLE_NVLS": "1"}

@@ -20,10 +20,15 @@ from ..analysis.diagnosis import (
     GraphDiagnosis,
     from_json,
 )
-from ..analysis.diagnosis.types import MeasuredStreams, ReplaySelection
-from ..analysis.findings import Action, Finding, Findings
-from ..analysis.stream_order import Chain
-from ..analysis.whatif import WhatIf
+from ..analysis.diagnosis.types import (
+    Action,
+    Chain,
+    Finding,
+    Findings,
+    MeasuredStreams,
+    ReplaySelection,
+    WhatIf,
+)
 from .fmt import fmt_ns, gain_words, keep_figures, safe, verdict_text
 
 MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all

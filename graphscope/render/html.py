@@ -33,9 +33,9 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Optional
 
+from ..analysis import plain
 from ..analysis.document import report_json
 from ..analysis.report import Report, ReportOptions, build_report
-from ..analysis.section import plain
 from ..analysis.summary import graph_rows, module_top_kernels, summarize, untraced_graphs
 from ..model.bundle import Bundle, display_source, only_graph, source_base
 from ..model.bundle_files import BundleExtras

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
+from ..analysis import Absent, plain, present
 from ..analysis.report import Report
-from ..analysis.section import Absent, plain, present
 from .eager import tree_lines
 from .fmt import fmt_ns
 

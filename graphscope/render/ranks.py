@@ -11,9 +11,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
+from ..analysis import Absent, Maybe
 from ..analysis.collectives import AlignedCollective, Alignment, Serves
 from ..analysis.ranks import RanksSection, StepRank
-from ..analysis.section import Absent, Maybe
 from ..analysis.stragglers import Straggler
 from .fmt import fmt_bytes, fmt_ns, keep_figures, output_width, safe, verdict_text
 

@@ -13,7 +13,6 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
-from ..model.graph import OUTSIDE_MODULES, NodeKind
 from .fmt import (
     MAX_GRAPH_ROWS,
     Text,
@@ -111,12 +110,12 @@ def kernel_table(summary: dict[str, Any], key: str = "kernel") -> Table:
     rows = summary["top_kernels"] if key == "kernel" else summary["top_ops"]
     timed = summary.get("replays", 0) > 0
     title = "Top kernels" if key == "kernel" else "Top aten ops"
-    memory = key == "kernel" and any(r[key] in (NodeKind.MEMCPY, NodeKind.MEMSET) for r in rows)
+    memory = key == "kernel" and any(r.get("type") for r in rows)  # copy and memset nodes
     t = Table(title=title + (" by time" if timed else " by count"), title_justify="left",
               caption=("memcpy and memset rows are the graph's copy and memset nodes, not "
                        "kernels") if memory else None, caption_justify="left")
     # the width there is; a name longer than that wraps rather than being cut, so that two
-    # kernels never read alike (their names are unique: model.names.unique_short_names)
+    # kernels never read alike (their names are unique: model.graph.unique_short_names)
     t.add_column(key, overflow="fold", ratio=1)
     t.add_column("count", justify="right", no_wrap=True)
     if timed:
@@ -415,6 +414,8 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
 def outside_note(rows: list[dict[str, Any]]) -> str:
     """What the memory table's outside row holds, where it holds anything (in a training
     step, most of the capture)."""
+    from ..model.graph import OUTSIDE_MODULES
+
     if any(r["module"] == OUTSIDE_MODULES and (r["alloc_bytes"] or r["capture_s"])
            for r in rows):
         return (f"{OUTSIDE_MODULES}: outside every module's forward call, such as a training "

@@ -8,8 +8,8 @@ from typing import Any, Optional
 
 from rich.console import Console
 
+from ..analysis import Absent, plain, present
 from ..analysis.report import Report
-from ..analysis.section import Absent, plain, present
 from .fmt import depth_that_fits
 
 

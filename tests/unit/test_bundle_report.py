@@ -9,7 +9,8 @@ import pytest
 
 from graphscope._errors import BundleError
 from graphscope.analysis.summary import coverage, kernel_rows, module_rows, summarize
-from graphscope.model.bundle_io import SCHEMA_VERSION, read_bundle, write_bundle
+from graphscope.model.bundle_files import SCHEMA_VERSION
+from graphscope.model.bundle_io import read_bundle, write_bundle
 from tests.conftest import DATA
 
 TIMED = ["mlp_step", "mlp_callables", "cnn_step"]
@@ -149,7 +150,7 @@ def test_missing_and_corrupt_bundles(tmp_path):
 def test_a_file_missing_from_a_bundle_says_it_was_copied_incompletely(tmp_path, name):
     """Not 'not a graphscope bundle' (its manifest says it is one) nor a bare 'is missing': the
     same advice as a lost timeline's, from read_bundle and from the summary's fast path."""
-    from graphscope.model.bundle_io import read_summary
+    from graphscope.model.bundle_files import read_summary
 
     p = _copy_of(tmp_path, "mlp_step")
     os.remove(os.path.join(p, name))

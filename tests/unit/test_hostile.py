@@ -484,7 +484,7 @@ def test_a_rank_directory_holding_another_rank_is_refused(tmp_path, capsys):
     lambda s: s.pop("modules"),
 ])
 def test_a_summary_whose_digest_matches_is_still_field_checked(tmp_path, capsys, edit):
-    from graphscope.model.bundle_io import SUMMARY_KEY, content_digest, read_summary
+    from graphscope.model.bundle_files import SUMMARY_KEY, content_digest, read_summary
 
     b = _copy(tmp_path, "ddp_mlp_step/rank0")
     rc, want, _ = _run(capsys, "report", str(b), "--recompute")

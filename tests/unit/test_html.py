@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from graphscope.cli.main import main
-from graphscope.model.bundle_files import read_extras
-from graphscope.model.bundle_io import read_bundle, read_manifest_mode
+from graphscope.model.bundle_files import read_extras, read_manifest_mode
+from graphscope.model.bundle_io import read_bundle
 from graphscope.model.ranks import read_ranks
 from graphscope.render.dot import graph_svgs
 from graphscope.render.html import payload, render

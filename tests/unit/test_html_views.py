@@ -10,8 +10,7 @@ import re
 
 import pytest
 
-from graphscope.model.bundle_files import read_extras
-from graphscope.model.bundle_io import read_manifest_mode
+from graphscope.model.bundle_files import read_extras, read_manifest_mode
 from graphscope.render.html import payload
 from tests.unit.test_html import CHROMIUM, DATA, _bundle, _chromium, _page, selftest
 

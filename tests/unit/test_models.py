@@ -8,7 +8,7 @@ import pytest
 from graphscope._errors import ConfigError, ModelFileError
 from graphscope.capture.config import CaptureConfig, from_env, load_yaml, merge
 from graphscope.capture.loader import load_model_file
-from graphscope.model.names import short_kernel_name
+from graphscope.model.graph import short_kernel_name
 
 
 @pytest.mark.parametrize(("name", "short"), [

@@ -10,9 +10,9 @@ import statistics
 import pytest
 from rich.console import Console
 
+from graphscope.analysis import Absent
 from graphscope.analysis.diagnosis import diagnose
 from graphscope.analysis.ranks import ranks_report
-from graphscope.analysis.section import Absent
 from graphscope.analysis.summary import kernel_rows
 from graphscope.model.ranks import read_ranks
 from graphscope.render.ranks import markdown, terminal

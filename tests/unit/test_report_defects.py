@@ -8,7 +8,7 @@ import pytest
 
 from graphscope.cli.main import main
 from graphscope.model.bundle_io import read_bundle
-from graphscope.model.names import unique_short_names
+from graphscope.model.graph import unique_short_names
 from tests.conftest import DATA
 
 

@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 from markdown_it import MarkdownIt
 
+from graphscope.analysis import Absent
 from graphscope.analysis.document import report_json
 from graphscope.analysis.report import Report, ReportOptions, build_report
-from graphscope.analysis.section import Absent
 from graphscope.cli.main import cli
-from graphscope.model.bundle_files import read_extras
-from graphscope.model.bundle_io import read_bundle, read_manifest_mode, read_summary
+from graphscope.model.bundle_files import read_extras, read_manifest_mode, read_summary
+from graphscope.model.bundle_io import read_bundle
 from graphscope.render.fmt import fmt_ns
 from graphscope.render.html import payload
 from graphscope.render.markdown import report_markdown

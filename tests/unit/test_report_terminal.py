@@ -82,8 +82,8 @@ def test_eager_rows_come_largest_delta_first_the_rest_counted_and_rolled_up():
 
 def test_the_roll_up_adds_what_the_analysis_rolls_up_at_that_depth():
     from graphscope.analysis.eager import compare
-    from graphscope.model.bundle_files import read_extras
-    from graphscope.model.bundle_io import read_bundle, read_manifest_mode
+    from graphscope.model.bundle_files import read_extras, read_manifest_mode
+    from graphscope.model.bundle_io import read_bundle
     from graphscope.render.eager import rollup, rollup_depth
 
     # GIVEN the GPT step's comparison, row by row and as the analysis rolls it up to depth 2

@@ -10,11 +10,132 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 
-from ..findings import Findings
-from ..stream_order import StreamOrder
-from ..whatif import WhatIf
-
 T = TypeVar("T")
+
+
+# -- the stream order (analysis/stream_order.py)
+
+@dataclass(frozen=True)
+class Chain:
+    """A run of one stream's nodes (visit order) between stream-order-only edges."""
+
+    first: int  # local ids
+    last: int
+    nodes: int
+    work_ns: float
+    stream: int  # -1: nodes without events
+    module: str  # its modules in a few words (:func:`run_label`)
+    modules: int
+
+
+@dataclass(frozen=True)
+class StreamOrder:
+    """The graph's orderings that only keep one stream's order (module docstring)."""
+
+    op_info: bool  # memory ranges recorded (without them every edge is kept)
+    nodes_without_op_info: int  # kept as hard dependencies
+    inplace_writers: int  # nodes whose write-after-read/-write orderings are kept
+    what_if_edges: int  # the data DAG plus the kept captured edges
+    stream_order_only_edges: int
+    edges: tuple[tuple[int, int], ...]  # local ids, the first MAX_LISTED_EDGES
+    unchecked_edges: int  # the reachability checks ran out of budget for these
+    chains: tuple[Chain, ...]  # the largest TOP, by work
+    dependency_latency_ns: Optional[float]  # the nodes' measured latencies, summed
+    path_with_latency_ns: Optional[float]  # the captured DAG's path, weighted the same
+
+
+
+# -- the what-if (analysis/whatif.py)
+
+@dataclass(frozen=True)
+class Calibration:
+    """The interference term (module docstring) and where it came from."""
+
+    source: str  # "bundle": fitted from its concurrent nodes; "prior": PRIOR
+    slowdown_per_overlap: float  # beta
+    added_ns: float  # delta
+    latency_added_ns: float  # lambda
+    cross_stream_ns: float  # kappa: a dependency on another stream's node, over one's own
+    groups: int  # launch signatures that ran both alone and beside others
+    uncertainty_pct: float  # the share by which the term is moved for the interval
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The predicted span with independent chains on up to ``max_streams`` streams."""
+
+    max_streams: int
+    streams: int  # the streams the plan uses
+    chains: int
+    predicted_span_ns: float
+    low_ns: float
+    high_ns: float
+    measured_span_ns: float  # of the replays the diagnosis uses
+    gain_ns: float  # measured - predicted
+    gain_pct: float
+    model_as_captured_ns: float  # the model run on the graph as captured
+    model_what_if_ns: float
+    # the planned DAG's critical path with the solo durations and latencies, nothing shared:
+    # the bound the simulation starts from
+    no_contention_ns: float
+    calibration: Calibration
+    gpu: str
+    sm_count: int
+    compute_capability: str
+    device_source: str  # "properties" | "name_table" | "assumed" (occupancy.py)
+    registers: str  # "recorded" | "worst_case" (not in the bundle: the worst case assumed)
+
+
+
+# -- the findings (analysis/findings.py)
+
+@dataclass(frozen=True)
+class Action:
+    """How to try a finding: a graphscope command (``argv``), or what to do by hand
+    (``by_hand``: a code the renderer words, and its ``target``)."""
+
+    kind: str  # "try_streams" | "try_compile" | "by_hand"
+    argv: tuple[str, ...] = ()
+    by_hand: str = ""  # "side_streams" | "compile_function" | "capture_more_of_the_loop"
+    target: str = ""  # modules or a module glob
+
+
+@dataclass(frozen=True)
+class Evidence:
+    nodes: tuple[int, ...]  # local ids, the first LISTED
+    node_count: int
+    modules: tuple[str, ...]
+    edges: tuple[tuple[int, int], ...]  # stream-order-only edges, the first LISTED
+    edge_count: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "streams" | "fusion" | "host"
+    graph: str
+    saving_ns: float  # per replay, after time is claimed once
+    saving_pct: float  # of the graph's span (host: of span + gap)
+    low_ns: float
+    high_ns: float
+    predicted_ns: float  # the model's saving (streams: the what-if's), before sharing
+    shared_ns: float  # what findings ranked before it had claimed of it
+    measured_ns: Optional[float]  # the saving a measurement (--try-streams) found: where there
+    # is one, it is what the finding claims
+    evidence: Evidence
+    action: Action
+    kernels: int = 0  # fusion: kernels fused away; streams: chains moved
+    floor_ns: float = 0.0  # fusion: the kernel floor
+    gap_ns: float = 0.0  # fusion: the median dependency gap of the fused kernels
+
+
+@dataclass(frozen=True)
+class Findings:
+    findings: tuple[Finding, ...]  # ranked by saving, largest first
+    floor_pct: float
+    below_floor: int
+    nothing_above_noise: bool
+
+
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,82 @@
+"""The diagnosis a bundle keeps (diagnosis.json, written with it): `report` shows it without
+reading the nodes, and it is exactly the diagnosis the nodes give, in every view."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from graphscope.analysis.report import report_diagnosis
+from graphscope.cli.main import cli
+from graphscope.model.bundle_files import DIAGNOSIS_FILE, read_diagnosis
+from graphscope.model.bundle_io import read_bundle
+from tests.conftest import DATA
+
+KEPT = sorted(os.path.dirname(os.path.join(root, DIAGNOSIS_FILE))
+              for root, _, files in os.walk(DATA) if DIAGNOSIS_FILE in files)
+
+
+def test_fixtures_keep_their_diagnosis():
+    # every single-rank fixture bundle with a summary keeps its diagnosis too
+    with_summary = {root for root, _, files in os.walk(DATA) if "summary.json" in files}
+    assert with_summary == set(KEPT)
+
+
+@pytest.mark.parametrize("path", KEPT, ids=lambda p: os.path.relpath(p, DATA))
+def test_a_kept_diagnosis_is_current_and_what_the_nodes_give(path):
+    # GIVEN a fixture's diagnosis.json, written when the fixture was (tests/refresh_summaries.py)
+    kept = read_diagnosis(path)
+    # THEN this graphscope takes it as current, and it is the diagnosis of the bundle's nodes
+    # (numbers through JSON, as the report prints them)
+    assert kept is not None, f"{path}: stale diagnosis.json (run tests/refresh_summaries.py)"
+    fresh = json.loads(json.dumps(report_diagnosis(read_bundle(path))))
+    assert kept == fresh
+
+
+def _report(path, *args):
+    r = CliRunner().invoke(cli, ["report", path, *args], terminal_width=100)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+@pytest.mark.parametrize("name", ["mlp_step", "demo/branches_forward", "try_streams_step",
+                                  "demo/gpt_step"])
+@pytest.mark.parametrize("view", [[], ["--json"], ["--markdown"]])
+def test_the_kept_diagnosis_prints_as_the_computed_one(name, view):
+    path = os.path.join(DATA, name)
+    # WHEN the report is printed from the kept files and from the nodes (--recompute)
+    # THEN every view is the same
+    assert _report(path, *view) == _report(path, "--recompute", *view)
+
+
+def test_a_stale_or_broken_diagnosis_is_not_used(tmp_path):
+    # GIVEN a bundle whose graph.json changed after its diagnosis was kept
+    b = tmp_path / "b"
+    shutil.copytree(os.path.join(DATA, "mlp_step"), b)
+    assert read_diagnosis(str(b)) is not None
+    g = b / "graph.json"
+    g.write_text(g.read_text() + "\n")
+    # THEN the kept diagnosis is not read (the report diagnoses the nodes again)
+    assert read_diagnosis(str(b)) is None
+    # AND one that is not a diagnosis's shape, or not JSON, is not read either
+    shutil.copytree(os.path.join(DATA, "mlp_step"), tmp_path / "c")
+    d = tmp_path / "c" / DIAGNOSIS_FILE
+    doc = json.loads(d.read_text())
+    doc["diagnosis"]["graphs"] = {}
+    d.write_text(json.dumps(doc))
+    assert read_diagnosis(str(tmp_path / "c")) is None
+    d.write_text("{not json")
+    assert read_diagnosis(str(tmp_path / "c")) is None
+    assert "Diagnosis" in _report(str(tmp_path / "c"))
+
+
+def test_a_diagnosis_kept_by_another_graphscope_is_not_used(tmp_path, monkeypatch):
+    shutil.copytree(os.path.join(DATA, "mlp_step"), tmp_path / "b")
+    import graphscope._version as v
+
+    monkeypatch.setattr(v, "__version__", v.__version__ + ".later")
+    assert read_diagnosis(str(tmp_path / "b")) is None
