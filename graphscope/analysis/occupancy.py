@@ -31,6 +31,17 @@ Share of the device
     waves, ``blocks / (waves * SMs * resident blocks)`` of the device's block slots: a
     kernel of 1.1 full waves leaves most of the device free in its second wave, which side
     by side kernels can use.
+
+    A compute-dense kernel (at least COMPUTE_DENSE_REGS registers per thread, as the bundle
+    records them: GEMMs, attention, implicit-GEMM convolutions, whose compilers trade
+    occupancy for registers; the worst case assumed for a kernel without them is no evidence)
+    takes at least the share of the SMs its blocks spread over (the block scheduler puts one
+    block on each SM before a second on any): one of its blocks keeps an SM's math pipes busy,
+    so the blocks of another kernel placed beside it slow it down rather than filling free
+    slots. Measured on the H200 (2026-12-03, ``bench/whatif_accuracy.py``): GPT-NeoX's
+    parallel attention and MLP GEMMs (96-288 blocks of 126-128 registers per thread, a fifth
+    to a half of the block slots) ran 20-50% longer beside each other over four streams; by
+    slots alone the model saw room for both.
 """
 
 from __future__ import annotations
@@ -49,6 +60,9 @@ if TYPE_CHECKING:
 
 WORST_REGS = 255  # the most registers a thread can have (every compute capability since 3.5)
 BEST_REGS = 32
+# registers per thread from which a kernel is taken as compute-dense (module docstring): its
+# share is at least the SMs its blocks spread over
+COMPUTE_DENSE_REGS = 96
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 SMEM_UNIT = 128
 SMEM_RESERVED = 1024  # per block, compute capability 8.0 and later (0 before)
@@ -169,7 +183,11 @@ def device_share(grid: tuple[int, ...], block: tuple[int, ...], smem: int,
         return 0.0
     slots = device.sm_count * resident_blocks(threads, smem, regs, device.arch)
     waves = math.ceil(blocks / slots)
-    return blocks / (waves * slots)
+    share = blocks / (waves * slots)
+    if regs is not None and regs >= COMPUTE_DENSE_REGS:  # recorded (not the worst case)
+        sms = device.sm_count
+        share = max(share, blocks / (math.ceil(blocks / sms) * sms))
+    return share
 
 
 class Resources:
