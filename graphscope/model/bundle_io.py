@@ -10,6 +10,7 @@ Layout (every JSON file carries ``schema_version``)::
     timeline.json      per-replay totals, a few replays as events
     durations.npy      per-node durations per replay (int64; column 0 is the exec node id)
     summary.json       module table and top kernels (what `graphscope report` prints)
+    diagnosis.json     the diagnosis `graphscope report` prints by default (model/bundle_files.py)
     counters.json      optional: hardware counters per node (``capture --counters``)
     raw/<graph>.dot    the driver's verbose DOT (cudaGraphDebugDotPrint); graph names that are
                        not plain file names are sanitised (``CapturedGraph.dot_file``); under
