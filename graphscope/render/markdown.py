@@ -49,7 +49,9 @@ def _header(report: Report, title: str) -> list[str]:
              f"({h.annotated_nodes} annotated)"]
     if timed:
         facts.append(f"GPU work per replay **{fmt_ns(h.replay_kernel_median_ns)}**")
-        if h.replay_span_median_ns and not any("site" in g for g in report.graphs):
+        # one graph's span is the diagnosis's (of the replays it says it uses) where it has one
+        if h.replay_span_median_ns and not any("site" in g for g in report.graphs) and not (
+                present(report.diagnosis) and len(report.graphs) == 1):
             facts.append(f"span **{fmt_ns(h.replay_span_median_ns)}**")
         facts.append(f"{h.replays} traced replays")
     else:

@@ -30,6 +30,9 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
     from .table import print_summary
 
     s = summary_of(report)
+    if present(report.diagnosis) and len(report.graphs) == 1:
+        # one graph: the diagnosis gives its span, of the replays it says it uses
+        s.pop("replay_span_median_ns", None)
     depth = report.options.depth
     if depth is None:  # a huge tree: show the levels that fit, and say so
         depth = depth_that_fits(s["modules"])
