@@ -339,6 +339,16 @@ def _run(c: Chain) -> str:
     return f"{nodes} {c.module} {fmt_ns(c.work_ns)}"
 
 
+def _tail_is_launch(med: Any) -> str:
+    """Where each replay was launched while the one before still ran, its tail (last node end
+    to the next replay's first node) is the next replay's launch column: said once, here."""
+    t, lau = med.tail_ns, med.launch_ns
+    if not (med.launch_queued_ns and t and lau) or abs(t - lau) > 0.01 * max(t, lau):
+        return ""
+    return (" (the launch column's interval: each replay was launched while the one before "
+            "ran, so its launch latency is the gap after that one)")
+
+
 def _graph_lines(o: GraphDiagnosis) -> list[str]:
     head = f"{o.graph}: "
     out: list[str] = []
@@ -350,7 +360,7 @@ def _graph_lines(o: GraphDiagnosis) -> list[str]:
     if o.replays and cp is not None:
         out.append(head + f"{len(cp.nodes)} of {o.nodes} nodes on the critical path; "
                    f"dependency gaps {fmt_ns(med.dep_gap_ns)}, idle {fmt_ns(med.idle_ns)}, "
-                   f"tail {fmt_ns(med.tail_ns)}"
+                   f"tail {fmt_ns(med.tail_ns)}{_tail_is_launch(med)}"
                    + (f", two or more nodes running {_share(o.concurrency_pct)} of the span"
                       if o.streams > 1 else ", one stream"))
     if o.error == "cycle":
