@@ -97,9 +97,10 @@ class _Candidate:
 
 
 def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
-             host: Optional[tuple[float, float, float]] = None) -> Findings:
+             host: Optional[tuple[float, float, float, Optional[float]]] = None) -> Findings:
     """The ranked findings of a bundle's graphs. ``host``: (median gap between replays,
-    median replay span, the gaps' spread) where the host-bound finding applies."""
+    median replay span, the gaps' spread, median host wait) where the host-bound finding
+    applies."""
     out: list[Finding] = []
     below = 0
     for b in bases:
@@ -107,9 +108,12 @@ def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
         out += got
         below += n_below
     if host is not None:
-        gap, span, noise = host
+        gap, span, noise, wait = host
         if gap > span and gap >= noise:
-            out.append(Finding("host", "", gap, 100.0 * gap / (gap + span), 0.0, gap, gap, 0.0,
+            # the low end keeps each replay's launch (the host wait is what capturing more of
+            # the loop removes), else the gaps' spread
+            low = max(0.0, wait if wait is not None else gap - noise)
+            out.append(Finding("host", "", gap, 100.0 * gap / (gap + span), low, gap, gap, 0.0,
                                None, Evidence((), 0, (), (), 0),
                                Action("by_hand", by_hand="capture_more_of_the_loop")))
         else:

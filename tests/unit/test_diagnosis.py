@@ -149,6 +149,8 @@ def test_launch_latency_and_host_bound_between_replays():
     # ... and the finding that pays first: the gap, outside the span
     f = d["findings"]["findings"][0]
     assert f["kind"] == "host" and f["saving_ns"] == 980
+    # its interval: down to the host's own wait (each replay keeps its launch), not down to 0
+    assert (f["low_ns"], f["high_ns"]) == (950, 980)
     # replays traced one at a time (synchronized, flushed), or graphscope's own loop: no verdict
     for manifest, says in (({"mode": "run"}, "traced_one_at_a_time"),
                            ({"mode": "step"}, "own_replay_loop")):

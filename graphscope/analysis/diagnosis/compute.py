@@ -135,13 +135,16 @@ def between(bundle: Bundle, works: Sequence[GraphWork],
                           _median(spans), _median(host), note, spread)
 
 
-def host_finding(btw: Optional[BetweenReplays]) -> Optional[tuple[float, float, float]]:
-    """(median gap, median span, the gaps' spread) where the gaps between replays are the
-    program's own (a ``run`` bundle traced back to back), for the host finding."""
+def host_finding(btw: Optional[BetweenReplays]
+                 ) -> Optional[tuple[float, float, float, Optional[float]]]:
+    """(median gap, median span, the gaps' spread, median host wait: the gap less the launch
+    call and its latency, which a replay keeps however much of the loop is captured) where the
+    gaps between replays are the program's own (a ``run`` bundle traced back to back), for
+    the host finding."""
     if btw is None or btw.note is not None or btw.median_gap_ns is None or not (
             btw.median_span_ns):
         return None
-    return btw.median_gap_ns, btw.median_span_ns, btw.gap_spread_ns
+    return btw.median_gap_ns, btw.median_span_ns, btw.gap_spread_ns, btw.host_wait_median_ns
 
 
 def diagnose_json(bundle: Bundle, per_node: bool = False) -> dict[str, Any]:
