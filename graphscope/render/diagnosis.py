@@ -1,3 +1,5 @@
+# Long on purpose: every sentence of the diagnosis in one renderer, the views' words() beside
+# the text functions it calls (renderers never import each other, so a split would not compose)
 """The diagnosis in words: the ranked findings, the per-graph table (critical path, work, span,
 parallelism, idle, launch, the what-if), the lines it does not hold, and ``diff``'s deltas.
 Formatting only: the numbers and codes come from graphscope/analysis/diagnosis/,
