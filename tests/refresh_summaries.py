@@ -38,7 +38,7 @@ def main(root: str) -> None:
                 manifest = json.load(f)
             with open(os.path.join(path, DIAGNOSIS_FILE), "w", encoding="utf-8") as f:
                 f.write(dumps({"schema_version": SCHEMA_VERSION,
-                               SUMMARY_KEY: diagnosis_digest(path, manifest),
+                               SUMMARY_KEY: diagnosis_digest(path, manifest, diagnosis),
                                "diagnosis": diagnosis}, compact=True))
         print("refreshed", path)
 

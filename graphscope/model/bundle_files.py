@@ -184,9 +184,10 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     return data if _fits(data, _SUMMARY_SPEC) else None
 
 
-def diagnosis_digest(path: str, manifest: Mapping[str, Any]) -> str:
-    """What a cached diagnosis was computed from: the summary's files, the manifest (the GPU,
-    the mode) and the graphscope that computed it (a later one may diagnose differently)."""
+def diagnosis_digest(path: str, manifest: Mapping[str, Any], diagnosis: Any) -> str:
+    """What a kept diagnosis was computed from, and the diagnosis itself: the summary's files,
+    the manifest (the GPU, the mode), the graphscope that computed it (a later one may
+    diagnose differently) and the diagnosis's own text (a file edited since is not it)."""
     import hashlib
 
     from .._version import __version__
@@ -195,23 +196,42 @@ def diagnosis_digest(path: str, manifest: Mapping[str, Any]) -> str:
     h.update(content_digest(path).encode())
     h.update(json.dumps({k: v for k, v in manifest.items() if k not in ("files", "schema_version")},
                         sort_keys=True, default=str).encode())
+    h.update(json.dumps(diagnosis, sort_keys=True, default=str).encode())
     return h.hexdigest()
 
 
 def read_diagnosis(path: str) -> Optional[dict[str, Any]]:
     """The bundle's diagnosis.json (the report's diagnosis as JSON) where this graphscope made
-    it from these very files, else None (the caller diagnoses the bundle)."""
+    it from these very files, else None (the caller diagnoses the bundle). A digest anyone can
+    compute: its figures are checked too (numbers where numbers belong, times not negative)."""
     try:
         data = _load_json(path, DIAGNOSIS_FILE)
         manifest = _load_json(path, "manifest.json")
     except (BundleError, FileNotFoundError):
         return None
     diag = data.get("diagnosis")
-    if data.get(SUMMARY_KEY) != diagnosis_digest(path, manifest) or not isinstance(
-            diag, dict) or not all(isinstance(diag.get(k), t) for k, t in (
-                ("graphs", list), ("findings", dict), ("verdicts", list))):
+    if not isinstance(diag, dict) or not all(isinstance(diag.get(k), t) for k, t in (
+            ("graphs", list), ("findings", dict), ("verdicts", list))):
+        return None
+    if data.get(SUMMARY_KEY) != diagnosis_digest(path, manifest, diag) or not _figures_fit(diag):
         return None
     return diag
+
+
+def _figures_fit(v: Any, key: str = "") -> bool:
+    """Every ``*_ns`` and ``*_pct`` value a finite number (or null), the times not negative
+    but a gain's (which a prediction or measurement can make negative)."""
+    import math
+
+    if isinstance(v, dict):
+        return all(_figures_fit(x, str(k)) for k, x in v.items())
+    if isinstance(v, list):
+        return all(_figures_fit(x, key) for x in v)
+    if not key.endswith(("_ns", "_pct")) or v is None:
+        return True
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return False
+    return v > -1e-3 or "gain" in key or key.endswith("_pct")  # (float rounding: -4e-12)
 
 
 def read_manifest_mode(path: str) -> Optional[str]:

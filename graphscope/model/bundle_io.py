@@ -115,7 +115,7 @@ def write_bundle(
             files.append("summary.json")
         if diagnosis is not None:  # keyed by the manifest as written below, less "files"
             _write(tmp, DIAGNOSIS_FILE, dumps(_versioned(
-                {SUMMARY_KEY: diagnosis_digest(tmp, manifest), "diagnosis": diagnosis}),
+                {SUMMARY_KEY: diagnosis_digest(tmp, manifest, diagnosis), "diagnosis": diagnosis}),
                 compact=True))
             files.append(DIAGNOSIS_FILE)
         if counters is not None:

@@ -74,6 +74,40 @@ def test_a_stale_or_broken_diagnosis_is_not_used(tmp_path):
     assert "Diagnosis" in _report(str(tmp_path / "c"))
 
 
+@pytest.mark.parametrize(("where", "value"), [
+    (("findings", "findings", 0, "saving_ns"), "12"), (("graphs", 0, "span_ns"), -5),
+    (("graphs",), []), (("graphs", 0, "idle_pct"), float("nan"))])
+def test_a_hand_edited_diagnosis_is_not_trusted(tmp_path, where, value):
+    # GIVEN a kept diagnosis edited by hand (its key left as it was)
+    shutil.copytree(os.path.join(DATA, "demo", "branches_forward"), tmp_path / "b")
+    d = tmp_path / "b" / DIAGNOSIS_FILE
+    doc = json.loads(d.read_text())
+    at = doc["diagnosis"]
+    for k in where[:-1]:
+        at = at[k]
+    at[where[-1]] = value
+    d.write_text(json.dumps(doc))
+    # THEN it is not read: the report diagnoses the nodes again and prints their figures
+    assert read_diagnosis(str(tmp_path / "b")) is None
+    assert _report(str(tmp_path / "b")) == _report(os.path.join(DATA, "demo", "branches_forward"))
+
+
+def test_a_forged_diagnosis_with_its_key_made_anew_is_checked(tmp_path):
+    # GIVEN a diagnosis whose figure was made negative and whose key was computed anew
+    from graphscope.model.bundle_files import SUMMARY_KEY, diagnosis_digest
+
+    b = tmp_path / "b"
+    shutil.copytree(os.path.join(DATA, "mlp_step"), b)
+    d = b / DIAGNOSIS_FILE
+    doc = json.loads(d.read_text())
+    doc["diagnosis"]["graphs"][0]["span_ns"] = -5
+    manifest = json.loads((b / "manifest.json").read_text())
+    doc[SUMMARY_KEY] = diagnosis_digest(str(b), manifest, doc["diagnosis"])
+    d.write_text(json.dumps(doc))
+    # THEN its figures are checked all the same
+    assert read_diagnosis(str(b)) is None
+
+
 def test_a_diagnosis_kept_by_another_graphscope_is_not_used(tmp_path, monkeypatch):
     shutil.copytree(os.path.join(DATA, "mlp_step"), tmp_path / "b")
     import graphscope._version as v
