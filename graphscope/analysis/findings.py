@@ -77,6 +77,7 @@ class Basis:
     cut_edges: tuple[tuple[int, int], ...] = ()
     cut_count: int = 0
     measured_gain_ns: Optional[float] = None
+    measured_range_ns: Optional[tuple[float, float]] = None  # its spread (the spans' quartiles)
     chain_modules: tuple[str, ...] = ()
 
 
@@ -119,7 +120,12 @@ def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
         else:
             below += 1
     out.sort(key=lambda f: (-f.saving_ns, f.graph, f.kind))
-    return Findings(tuple(out), FLOOR_PCT, below, not out)
+    refuted = tuple((b.graph, b.whatif.gain_pct, 100.0 * b.measured_gain_ns / b.span_ns)
+                    for b in bases if b.whatif is not None and b.cut_count and b.span_ns
+                    and b.measured_gain_ns is not None and b.measured_gain_ns <= 0
+                    and b.whatif.gain_ns > 0)
+    return Findings(tuple(out), FLOOR_PCT, below, not out, refuted,
+                    timed=bool(bases) or host is not None)
 
 
 def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding], int]:
@@ -179,9 +185,11 @@ def _streams(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
                                    target=", ".join(b.chain_modules[:4])))
     ev = Evidence(tuple(int(x) for x in b.lids[np.sort(off)][:LISTED]), len(off),
                   b.chain_modules[:LISTED], b.cut_edges[:LISTED], b.cut_count)
+    # the interval of what the finding claims: the measurement's spread where it was measured
+    low, high = (b.measured_range_ns or (gain, gain)) if b.measured_gain_ns is not None else (
+        wi.measured_span_ns - wi.high_ns, wi.measured_span_ns - wi.low_ns)
     return _Candidate("streams", dict(zip(off.tolist(), w.tolist())), gain, wi.gain_ns,
-                      wi.measured_span_ns - wi.high_ns, wi.measured_span_ns - wi.low_ns,
-                      b.measured_gain_ns, ev, action, kernels=wi.chains)
+                      low, high, b.measured_gain_ns, ev, action, kernels=wi.chains)
 
 
 def _fusion(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:

@@ -176,7 +176,10 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
         raise BundleError(f"{path}: {missing[0]} is missing{INCOMPLETE}")
     if not os.path.lexists(os.path.join(path, "summary.json")):
         return None
-    data = _load_json(path, "summary.json")
+    try:  # a summary that cannot be read is recomputed, as a stale one is
+        data = _load_json(path, "summary.json")
+    except BundleError:
+        return None
     data.pop("schema_version", None)
     if data.pop(SUMMARY_KEY, None) != content_digest(path):
         return None

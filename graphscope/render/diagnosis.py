@@ -121,14 +121,19 @@ def findings_table(fs: Findings) -> Table:
 
 
 def findings_lines(fs: Findings) -> list[str]:
-    """The findings' summary lines: nothing above noise, or how many were under the floor."""
+    """The findings' summary lines: none without timed replays, nothing above noise, or how
+    many were under the floor; and the streams a measurement refuted."""
+    out = [f"findings: streams on {g}: the what-if predicted {gain_words(p)}, --try-streams "
+           f"measured {gain_words(m)}; not listed" for g, p, m in fs.refuted]
+    if not fs.timed:
+        return out + ["findings: none (no timed replays: nothing was measured)"]
     if fs.nothing_above_noise:
-        return [f"findings: nothing to gain above noise (every candidate saves under "
-                f"{fs.floor_pct:g}% of its span or under the replays' own spread)"]
+        return out + [f"findings: nothing to gain above noise (every candidate saves under "
+                      f"{fs.floor_pct:g}% of its span or under the replays' own spread)"]
     if fs.below_floor:
-        return [f"findings: {fs.below_floor} more under the floor ({fs.floor_pct:g}% of the "
-                "span), not listed"]
-    return []
+        return out + [f"findings: {fs.below_floor} more under the floor ({fs.floor_pct:g}% of "
+                      "the span), not listed"]
+    return out
 
 
 def print_findings(diag: Diagnosis, console: Optional[Console] = None) -> None:

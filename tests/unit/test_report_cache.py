@@ -114,3 +114,13 @@ def test_a_diagnosis_kept_by_another_graphscope_is_not_used(tmp_path, monkeypatc
 
     monkeypatch.setattr(v, "__version__", v.__version__ + ".later")
     assert read_diagnosis(str(tmp_path / "b")) is None
+
+
+@pytest.mark.parametrize("text", ["garbage{", "{}", '{"schema_version": 1, "graphs": 3}'])
+def test_a_summary_that_cannot_be_read_is_recomputed(tmp_path, text):
+    # GIVEN a bundle whose summary.json is not JSON, or not of this schema
+    b = tmp_path / "b"
+    shutil.copytree(os.path.join(DATA, "mlp_step"), b)
+    (b / "summary.json").write_text(text)
+    # THEN the report recomputes the tables, as for a stale summary
+    assert _report(str(b)) == _report(os.path.join(DATA, "mlp_step"))

@@ -233,3 +233,33 @@ def test_a_tail_that_is_the_next_launch_is_said_to_be_one_interval():
             "before ran, so its launch latency is the gap after that one)") in out
     # AND a program whose replays were not queued has no such remark
     assert "the launch column's interval" not in _report(os.path.join(DATA, "run_decode"))
+
+
+def test_a_measured_saving_lies_in_its_own_interval():
+    # GIVEN a step whose four-stream version --try-streams measured
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.model.bundle_io import read_bundle
+
+    d = diagnose(read_bundle(os.path.join(DATA, "try_streams_step")))
+    f = next(f for f in d.findings.findings if f.kind == "streams")
+    # THEN the finding claims the measured saving, its interval the measurement's spread
+    assert f.measured_ns is not None and f.low_ns <= f.saving_ns <= f.high_ns
+    # AND the prediction's verdict gives way to the measurement's
+    codes = [v.code for o in d.graphs for v in o.verdicts]
+    assert "streams_measured" in codes and "serialized" not in codes
+
+
+def test_streams_a_measurement_refuted_are_said_so_not_listed():
+    # GIVEN GPT-NeoX's parallel residual, four streams measured slower than one
+    out = " ".join(_report(os.path.join(DATA, "whatif_gpt_neox")).split())
+    # THEN no streams finding, one line saying why, and no "serialized" verdict beside the
+    # measured one
+    assert ("findings: streams on forward: the what-if predicted -7%, --try-streams measured "
+            "+8%, slower; not listed") in out
+    assert "verdict: serialized" not in out and "verdict: measured on 4 stream(s)" in out
+
+
+def test_a_graph_without_replays_has_no_findings_to_speak_of():
+    out = _report(os.path.join(DATA, "run_ladder"), "--graph", "#0")
+    assert "findings: none (no timed replays: nothing was measured)" in out
+    assert "nothing to gain above noise" not in out

@@ -172,6 +172,12 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
         basis.measured_gain_ns = (None if measured is None or not measured.gain_pct
                                   or measured.span_ns is None or measured.one_stream_ns is None
                                   else measured.one_stream_ns - measured.span_ns)
+        if basis.measured_gain_ns is not None and measured is not None and (
+                measured.one_stream_iqr_ns and measured.span_iqr_ns):
+            # the spread of the measured gain: the spans' quartiles against each other
+            (o1, o3), (a1, a3) = measured.one_stream_iqr_ns, measured.span_iqr_ns
+            gain = basis.measured_gain_ns
+            basis.measured_range_ns = (min(gain, o1 - a3), max(gain, o3 - a1))
     return out, basis
 
 

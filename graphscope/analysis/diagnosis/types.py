@@ -134,6 +134,10 @@ class Findings:
     floor_pct: float
     below_floor: int
     nothing_above_noise: bool
+    # streams the what-if predicted a gain for and ``--try-streams`` measured none (graph, the
+    # what-if's gain %, the measured gain %): not listed, and said so
+    refuted: tuple[tuple[str, float, float], ...] = ()
+    timed: bool = True  # False: no graph had timed replays (nothing could be found)
 
 
 

@@ -41,7 +41,11 @@ def verdicts(o: GraphDiagnosis, work_d: np.ndarray) -> tuple[Verdict, ...]:
                              dag_parallelism=dag_par, streams=o.streams))
         wi = o.what_if
         so = o.stream_order
-        if wi is not None and so is not None and wi.gain_pct >= SERIAL_MIN_GAIN_PCT:
+        measured = o.what_if_measured is not None and not o.what_if_measured.error and (
+            o.what_if_measured.span_ns)
+        # where --try-streams measured it, its verdict speaks instead of the prediction's
+        if wi is not None and so is not None and wi.gain_pct >= SERIAL_MIN_GAIN_PCT and (
+                not measured):
             v.append(Verdict("serialized", o.graph, edges=so.stream_order_only_edges,
                              streams=wi.streams, max_streams=wi.max_streams,
                              from_ns=wi.measured_span_ns, to_ns=wi.predicted_span_ns,
