@@ -45,7 +45,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.graph import UNATTRIBUTED, Node
-from .diagnosis.types import Action, Evidence, Finding, Findings, WhatIf
+from .diagnosis.types import LISTED, Action, Evidence, Finding, Findings, WhatIf
 from .stats import module_at
 from .whatif import Schedule
 
@@ -53,7 +53,6 @@ FLOOR_PCT = 2.0
 SMALL_KERNEL_NS = 5_000
 FLOOR_PERCENTILE = 5
 REGION_DEPTH = 2  # "L.blocks.3": a module of the root's children's children
-LISTED = 8  # nodes, modules and edges listed as evidence
 LIBRARY = re.compile(r"gemm|gemv|cutlass|xmma|cublas|cudnn|conv|flash|fmha|attention|nccl|"
                      r"splitk|sm\d\d_|dot_kernel|winograd|implicit", re.IGNORECASE)
 
@@ -153,14 +152,26 @@ def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding
     return out, below
 
 
-def _model_arg(manifest: Mapping[str, Any]) -> Optional[tuple[str, str]]:
-    """(model file as the user gave it, mode) of a ``graphscope capture`` bundle."""
+# the options of a recorded capture that pick what is captured: a suggested try keeps them
+_WHAT = ("--entry", "--config")
+
+
+def _model_arg(manifest: Mapping[str, Any]) -> Optional[tuple[str, ...]]:
+    """(model file as the user gave it, "--mode", mode, and the options that picked the model
+    and inputs: ``--entry``...) of a ``graphscope capture`` bundle: what a try runs again."""
     cmd = manifest.get("command")
     mode = manifest.get("mode")
     if (not isinstance(cmd, list) or len(cmd) < 3 or cmd[1] != "capture"
             or not isinstance(mode, str) or mode == "run"):
         return None
-    return str(cmd[2]), mode
+    args = [str(x) for x in cmd[3:]]
+    keep: list[str] = []
+    for i, a in enumerate(args):
+        if a in _WHAT and i + 1 < len(args):
+            keep += [a, args[i + 1]]
+        elif a.startswith(tuple(w + "=" for w in _WHAT)):
+            keep.append(a)
+    return (str(cmd[2]), "--mode", mode, *keep)
 
 
 def _streams(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
@@ -179,7 +190,7 @@ def _streams(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
     w = b.duration_ns[off] + b.latency_ns[off]
     w = w / w.sum() * gain if w.sum() > 0 else np.full(len(off), gain / max(1, len(off)))
     model = _model_arg(manifest)
-    action = (Action("try_streams", ("graphscope", "capture", model[0], "--mode", model[1],
+    action = (Action("try_streams", ("graphscope", "capture", *model,
                                      "--try-streams", str(wi.max_streams)))
               if model else Action("by_hand", by_hand="side_streams",
                                    target=", ".join(b.chain_modules[:4])))
@@ -262,5 +273,5 @@ def _compile_action(regions: list[str], manifest: Mapping[str, Any]) -> Action:
         glob = ".".join(common) + ".*" if common else "*"
     if model is None:
         return Action("by_hand", by_hand="compile_function", target=glob)
-    return Action("try_compile", ("graphscope", "capture", model[0], "--mode", model[1],
-                                  "--try-compile", glob), target=glob)
+    return Action("try_compile", ("graphscope", "capture", *model, "--try-compile", glob),
+                  target=glob)

@@ -23,6 +23,7 @@ from ..analysis.diagnosis import (
     from_json,
 )
 from ..analysis.diagnosis.types import (
+    LISTED,
     Action,
     Chain,
     Finding,
@@ -78,20 +79,31 @@ def finding_text(f: Finding) -> str:
         more = f", … {ev.edge_count - 3} more" if ev.edge_count > 3 else ""
         out = (f"{ev.edge_count} stream-order-only edge(s) ({edges}{more}) keep "
                f"{f.kernels} independent chain(s) on one stream"
-               + (f": {', '.join(ev.modules[:3])}" if ev.modules else ""))
+               + (f": {_some(ev.modules, f.kernels)}" if ev.modules else ""))
         if f.measured_ns is not None:
             out += (f"; --try-streams measured a saving of {fmt_ns(f.measured_ns)} (the "
                     f"what-if predicted {fmt_ns(f.predicted_ns)})")
         return out
     if f.kind == "fusion":
-        mods = ", ".join(ev.modules[:3]) if ev.modules else "no modules"
+        mods = _some(ev.modules) if ev.modules else "no modules"
+        where = "in one region" if len(ev.modules) < 2 else "each in its region"
         return (f"latency bound: {f.kernels} small kernel(s) on the critical path follow "
-                f"another in one region ({mods}); fusing them saves a kernel floor of "
+                f"another {where} ({mods}); fusing them saves a kernel floor of "
                 f"{fmt_ns(f.floor_ns)} and a dependency gap of {fmt_ns(f.gap_ns)} (median) "
                 "each")
     if f.kind == "host":
         return "host bound: the GPU runs no graph between replays for longer than a replay"
     return f.kind
+
+
+def _some(names: tuple[str, ...], total: Optional[int] = None, shown: int = 3) -> str:
+    """The first ``shown`` of ``names`` and how many of ``total`` are left out (None: not
+    known; the evidence holds at most LISTED, so where it is full, "more" without a count)."""
+    rest = (total if total is not None else len(names)) - shown
+    if rest <= 0 or len(names) <= shown:
+        return ", ".join(names)
+    known = total is not None or len(names) < LISTED
+    return ", ".join(names[:shown]) + (f", … {rest} more" if known else ", … more")
 
 
 def saving_text(f: Finding) -> str:

@@ -263,3 +263,33 @@ def test_a_graph_without_replays_has_no_findings_to_speak_of():
     out = _report(os.path.join(DATA, "run_ladder"), "--graph", "#0")
     assert "findings: none (no timed replays: nothing was measured)" in out
     assert "nothing to gain above noise" not in out
+
+
+def test_a_suggested_try_captures_the_model_the_bundle_did():
+    # GIVEN a step recorded with --entry small
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.model.bundle_io import read_bundle
+
+    d = diagnose(read_bundle(os.path.join(DATA, "try_streams_step")))
+    f = next(f for f in d.findings.findings if f.kind == "streams")
+    # THEN the command it suggests captures that entry, not the file's default model
+    assert f.action.argv == ("graphscope", "capture", "sample_models/branches.py", "--mode",
+                             "step", "--entry", "small", "--try-streams", "2")
+
+
+def test_lists_cut_short_say_how_many_are_left_out():
+    from graphscope.analysis.diagnosis import diagnose
+    from graphscope.model.bundle_io import read_bundle
+    from graphscope.render.diagnosis import finding_text
+
+    def texts(name):
+        d = diagnose(read_bundle(os.path.join(DATA, *name.split("/"))))
+        return [finding_text(f) for f in d.findings.findings]
+
+    # 8 chains, 3 named
+    step = texts("demo/mlp_step")[0]
+    assert "keep 8 independent chain(s) on one stream: L.fc1 … (loss) (5 modules)" in step
+    assert step.endswith("(2 modules), … 5 more")
+    # fusion runs in several regions: each in its own, the first three named
+    assert ("follow another each in its region (L.layers.0, L.layers.2, L.layers.3, … 3 more)"
+            in texts("whatif_gpt_neox")[0])

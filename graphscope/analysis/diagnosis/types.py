@@ -89,6 +89,8 @@ class WhatIf:
 
 # -- the findings (analysis/findings.py)
 
+LISTED = 8  # nodes, modules and edges listed as evidence
+
 @dataclass(frozen=True)
 class Action:
     """How to try a finding: a graphscope command (``argv``), or what to do by hand
