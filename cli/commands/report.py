@@ -27,7 +27,8 @@ DEFAULT_EAGER_ROWS = 15  # render.eager.EAGER_ROWS
               show_default=True, metavar="N",
               help="Eager vs graph rows, largest |Δ| first (0: every row; --json has all).")
 @click.option("--recompute", is_flag=True,
-              help="Recompute the tables from the nodes instead of the bundle's summary.json.")
+              help="Recompute the tables and the diagnosis from the nodes instead of the "
+                   "bundle's summary.json and diagnosis.json.")
 @click.option("--html", "html_path", type=click.Path(), default=None,
               help="Also write a self-contained HTML report (tables, timeline, graph) here; "
               "'-' writes it to stdout instead of the tables.")
