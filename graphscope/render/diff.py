@@ -56,8 +56,9 @@ def diagnosis_diff_table(diag: dict[str, Any]) -> Table:
         s = f"{f(p['a'])} → {f(p['b'])}"
         if p["delta"] is not None:
             dv = p["delta"]
-            mag = f(abs(dv))
-            zero = mag in ("0%", "0 ns")  # no sign on what rounds to nothing
+            # a change of a share is in percentage points, not a percent of it
+            mag = f"{abs(dv):.0f} pp" if pct else fmt_ns(abs(dv))
+            zero = mag in ("0 pp", "0 ns")  # no sign on what rounds to nothing
             s += f" ({'±' if zero else '+' if dv > 0 else '-'}{mag})"
         return s
 

@@ -297,6 +297,18 @@ def test_diff_diagnosis_deltas():
     r = CliRunner().invoke(cli, ["diff", os.path.join(DATA, "gpt_step"),
                                  os.path.join(DATA, "cnn_step")], terminal_width=120)
     assert "Diagnosis A → B" in r.output
+    # AND a change of idle, a share, is in percentage points
+    from rich.console import Console
+
+    from graphscope.render.diff import diagnosis_diff_table
+
+    con = Console(width=200, record=True)
+    con.print(diagnosis_diff_table({"graphs": [{
+        "graph": "g", "critical_path_ns": {"a": 1.0, "b": 1.0, "delta": 0.0},
+        "span_ns": {"a": 1.0, "b": 1.0, "delta": 0.0},
+        "idle_pct": {"a": 11.0, "b": 16.0, "delta": 5.0},
+        "launch_latency_ns": {"a": None, "b": None, "delta": None}}]}))
+    assert "11% → 16% (+5 pp)" in con.export_text()
 
 
 def test_report_leaves_the_diagnosis_out_of_a_large_bundle_fast_path(monkeypatch):
