@@ -303,6 +303,11 @@ def test_graph_budgets_on_pool_bytes_capture_time_and_kernels_of_a_run_bundle(tm
     """)))}
     pool = res[f"graphs[{g.name}].pool_bytes"]
     assert not pool.passed and pool.measured == g.info["pool_bytes"]
+    # its detail in the units the report shows memory in, the exact figure in `measured`
+    from graphscope.render.fmt import fmt_bytes
+
+    assert pool.message.endswith(f"pool {fmt_bytes(g.info['pool_bytes'])} (max "
+                                 f"{fmt_bytes(g.info['pool_bytes'] - 1)})"), pool.message
     assert res[f"graphs[{g.name}].capture_ms"].measured == pytest.approx(
         g.info["capture_s"] * 1e3)
     assert res[f"graphs[{g.name}].kernels"].passed and res[f"graphs[{g.name}].span"].passed

@@ -126,7 +126,12 @@ def _result(name: str, subject: str, key: str, value: Any, missing: str, lim: fl
     if value is None:
         return CheckResult(name, False, None, lim, f"{subject}: {missing}")
     x = float(value) * scale
-    shown = f"{x:.0f}" if unit in ("", "bytes") else f"{x:.1f}"
+    if unit == "bytes":  # as the report shows memory: "34.0 MiB"
+        from ...render.fmt import fmt_bytes
+
+        return CheckResult(name, x <= lim, x, lim,
+                           f"{subject}: {what} {fmt_bytes(x)} (max {fmt_bytes(lim)})")
+    shown = f"{x:.0f}" if not unit else f"{x:.1f}"
     unit_s = f" {unit}" if unit else ""
     return CheckResult(name, x <= lim, x, lim,
                        f"{subject}: {what} {shown}{unit_s} (max {lim:g}{unit_s})")
