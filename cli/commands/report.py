@@ -116,12 +116,9 @@ def _read(path: str, options: ReportOptions, full: bool
     diagnosed = summary is None or wants_diagnosis(
         options, nodes, len(summary["graphs"])) is True
     extra_files = extras.eager is not None or extras.counters is not None or extras.mode == "run"
-    if summary is not None and not extra_files:
-        if not diagnosed:
-            return None, extras, summary, None
-        cached = read_diagnosis(path)
-        if cached is not None:
-            return None, extras, summary, cached
+    cached = read_diagnosis(path) if summary is not None and diagnosed else None
+    if summary is not None and not extra_files and (cached is not None or not diagnosed):
+        return None, extras, summary, cached
     from graphscope.model.bundle_io import read_bundle
 
     b = read_bundle(path)
@@ -129,7 +126,8 @@ def _read(path: str, options: ReportOptions, full: bool
         from graphscope.model.bundle import only_graph
 
         b = only_graph(b, options.graph)
-    return b, extras, summary if not options.graph else None, None
+    # the optional files need the nodes; the diagnosis, where kept, does not
+    return b, extras, summary if not options.graph else None, cached
 
 
 def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleExtras,

@@ -157,7 +157,8 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
     ``summary``: the bundle's summary.json where it is current and holds what ``options``
     ask (the default --top): then the tables are not recomputed, and ``bundle`` may be None
     where no other section needs the nodes. ``diagnosis``: the bundle's diagnosis.json where
-    current (``bundle`` None): the diagnosis as it was computed when the bundle was written.
+    current: the diagnosis as it was computed when the bundle was written (``bundle`` read or
+    not: the optional files may need the nodes, the diagnosis then does not).
     """
     if summary is None:
         from .summary import summarize
@@ -167,7 +168,7 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
         summary = summarize(bundle, top=options.top)
     fields = summary_sections(summary)
     if bundle is not None:
-        fields.update(_bundle_sections(bundle, extras, options))
+        fields.update(_bundle_sections(bundle, extras, options, diagnosis))
     elif diagnosis is not None:
         fields["diagnosis"] = diagnosis
     else:  # the tables alone: say why the diagnosis is not there
@@ -178,8 +179,8 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
     return Report(**fields, options=options)  # type: ignore[arg-type]
 
 
-def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOptions
-                     ) -> dict[str, object]:
+def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOptions,
+                     kept: Optional[Mapping[str, Any]] = None) -> dict[str, object]:
     """The sections that read the nodes: ladder (on request), diagnosis, eager, counters."""
     out: dict[str, object] = {}
     if options.ladder:
@@ -193,7 +194,9 @@ def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOption
             else "no capture site captured several graphs in this bundle")
     asked = wants_diagnosis(options, sum(len(g.nodes) for g in bundle.graphs),
                             len(bundle.graphs))
-    if asked is True:
+    if asked is True and kept is not None:  # the bundle's diagnosis.json, current
+        out["diagnosis"] = kept
+    elif asked is True:
         from .diagnosis import diagnose, to_json
 
         out["diagnosis"] = to_json(diagnose(bundle))

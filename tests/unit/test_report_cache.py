@@ -124,3 +124,19 @@ def test_a_summary_that_cannot_be_read_is_recomputed(tmp_path, text):
     (b / "summary.json").write_text(text)
     # THEN the report recomputes the tables, as for a stale summary
     assert _report(str(b)) == _report(os.path.join(DATA, "mlp_step"))
+
+
+def test_a_program_bundle_reads_its_nodes_for_coverage_but_keeps_its_diagnosis(monkeypatch):
+    # GIVEN a `graphscope run` bundle (its graph coverage needs the nodes) with a current
+    # diagnosis.json, and an analysis that would fail if it ran
+    import graphscope.analysis.diagnosis.compute as compute
+
+    path = os.path.join(DATA, "run_decode")
+    want = _report(path)
+
+    def no(*a, **k):
+        raise AssertionError("diagnosed again")
+
+    monkeypatch.setattr(compute, "diagnose", no)
+    # THEN the report is printed all the same, from the kept diagnosis
+    assert _report(path) == want
