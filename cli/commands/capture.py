@@ -82,6 +82,8 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         extra = {"counters": section} if section is not None else {}
         if compiled is not None:
             extra["compile"] = compiled
+        if res.diagnosis_error:
+            extra["diagnosis_error"] = res.diagnosis_error
         click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
                                **res.summary, **extra, **eager}, sort_keys=True, indent=1))
         return 0
@@ -103,6 +105,9 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         print_counters(section, con, 1)
     for line in _compile_lines(compiled):
         con.print(line, highlight=False)
+    if res.diagnosis_error:
+        click.echo(f"graphscope: the diagnosis could not be kept in the bundle "
+                   f"({res.diagnosis_error}): `graphscope report` diagnoses it", err=True)
     con.print(f"Wrote {res.bundle_path}")
     return 0
 

@@ -97,5 +97,8 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                        f"in its first {cfg.op_captures} capture(s); {n} later one(s) keep module, "
                        "phase and memory scopes (--op-captures all records every capture)",
                        err=True)
+    if res.diagnosis_error:
+        click.echo(f"graphscope: the diagnosis could not be kept in the bundle "
+                   f"({res.diagnosis_error}): `graphscope report` diagnoses it", err=True)
     click.echo(f"Wrote {res.bundle_path}", err=True)
     return code

@@ -32,6 +32,9 @@ class CaptureResult:
     join: Optional[JoinResult]
     phases_s: dict[str, float] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
+    # why the bundle keeps no diagnosis.json (the analysis failed on it: `report` diagnoses
+    # the bundle and says what fails), or None
+    diagnosis_error: Optional[str] = None
 
 
 def versions() -> dict[str, Any]:
@@ -168,7 +171,10 @@ def finish(
     phase("diagnosis")
     from ..analysis.report import report_diagnosis
 
-    diagnosis = report_diagnosis(bundle)
+    try:  # the bundle is what the capture was for: it is written without a kept diagnosis
+        diagnosis, diagnosis_error = report_diagnosis(bundle), None
+    except Exception as exc:  # noqa: BLE001 - any failure of the analysis, said to the user
+        diagnosis, diagnosis_error = None, f"{type(exc).__name__}: {exc}".splitlines()[0]
     written = write_bundle(
         output, manifest=full, graphs=list(bundle.graphs), timeline=timeline_of(jr),
         summary=summary, raw_dot={r.name: r.dot for r in raw.graphs if r.dot}, force=force,
@@ -177,7 +183,7 @@ def finish(
     )
     phase("done")
     final = dataclasses.replace(bundle, path=written, manifest=full)
-    return CaptureResult(written, final, jr, phase.times, summary)
+    return CaptureResult(written, final, jr, phase.times, summary, diagnosis_error)
 
 
 def bundle_output(output: Optional[str], target: str, command: str, *, module: bool = False,

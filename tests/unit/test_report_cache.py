@@ -140,3 +140,28 @@ def test_a_program_bundle_reads_its_nodes_for_coverage_but_keeps_its_diagnosis(m
     monkeypatch.setattr(compute, "diagnose", no)
     # THEN the report is printed all the same, from the kept diagnosis
     assert _report(path) == want
+
+
+def test_a_capture_whose_analysis_fails_writes_its_bundle_without_a_kept_diagnosis(
+        tmp_path, monkeypatch):
+    # GIVEN a capture's last step, and an analysis that fails on what it captured
+    import importlib
+
+    import graphscope.analysis.report as report
+    from graphscope.capture.source import RawCapture
+
+    fin = importlib.import_module("graphscope.capture.finish")  # (the package's name: a function)
+
+    def fails(bundle):
+        raise ValueError("an analysis bug\nits second line")
+
+    monkeypatch.setattr(report, "report_diagnosis", fails)
+    monkeypatch.setattr(fin, "versions", lambda: {"graphscope": "test"})
+    # WHEN the bundle is written
+    res = fin.finish(RawCapture(graphs=[]), output=str(tmp_path / "b"),
+                     manifest={"tool": "graphscope", "command": ["graphscope"], "mode": "step",
+                               "depth": None}, force=False)
+    # THEN it is there, without diagnosis.json, and the capture says why in one line
+    assert os.path.isfile(tmp_path / "b" / "manifest.json")
+    assert not os.path.exists(tmp_path / "b" / DIAGNOSIS_FILE)
+    assert res.diagnosis_error == "ValueError: an analysis bug"
