@@ -166,7 +166,7 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
         if timed:
             assert got["icicle"] > 1 and got["icicleHover"] and got["icicleZoom"]
         if n_events:
-            assert got["timeline"] > 0 and got["zoomed"] and got["panned"]
+            assert got["timeline"] > 0 and got["zoomed"] and got["panned"] and got["reset"]
             assert got["timelineHover"], (name, view["label"])
         if len(data["overview"]) > 1:
             assert got["overview"] == len(data["overview"])

@@ -106,6 +106,7 @@ def test_ranks_timeline_in_chromium(tmp_path, name):
         assert max(drawn) - min(drawn) <= a.offset_spread_ns + 1
     # hovering a collective shows the section's numbers, worded in Python
     assert R["collectives"][0]["tip"][1] in got["hover"]
-    assert got["zoomed"] and got["sentences"] == len(R["sentences"]) + 1
+    assert got["zoomed"] and got["panned"] and got["reset"]
+    assert got["sentences"] == len(R["sentences"]) + 1
     for s in R["stragglers"]:
         assert s["tip"][0].replace("'", "&#39;") in dom.replace("'", "&#39;")
