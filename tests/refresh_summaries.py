@@ -13,7 +13,7 @@ from graphscope.model.bundle_files import (
     SCHEMA_VERSION,
     SUMMARY_KEY,
     content_digest,
-    diagnosis_digest,
+    diagnosis_text,
     dumps,
 )
 from graphscope.model.bundle_io import read_bundle
@@ -37,9 +37,7 @@ def main(root: str) -> None:
             with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
                 manifest = json.load(f)
             with open(os.path.join(path, DIAGNOSIS_FILE), "w", encoding="utf-8") as f:
-                f.write(dumps({"schema_version": SCHEMA_VERSION,
-                               SUMMARY_KEY: diagnosis_digest(path, manifest, diagnosis),
-                               "diagnosis": diagnosis}, compact=True))
+                f.write(diagnosis_text(path, manifest, diagnosis))
         print("refreshed", path)
 
 

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from . import Absent, Maybe, plain, present  # noqa: F401 (the report's own vocabulary)
+from . import Absent, Maybe
 
 if TYPE_CHECKING:
     from ..model.bundle import Bundle
@@ -199,7 +199,7 @@ def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOption
     elif asked is True:
         from .diagnosis import diagnose, to_json
 
-        out["diagnosis"] = to_json(diagnose(bundle))
+        out["diagnosis"] = to_json(diagnose(bundle))  # asked for, whatever the bundle's size
     else:
         out["diagnosis"] = asked
     out.update(_extra_sections(bundle, extras, options))

@@ -15,7 +15,7 @@ import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from .._errors import BundleError
 from .bundle_check import (
@@ -31,9 +31,6 @@ from .bundle_check import (
     _scalar_fits,
     check_spec,
 )
-
-if TYPE_CHECKING:
-    pass
 
 SCHEMA_VERSION = 1
 REQUIRED = ("manifest.json", "graph.json", "annotations.json")
@@ -201,6 +198,13 @@ def diagnosis_digest(path: str, manifest: Mapping[str, Any], diagnosis: Any) -> 
                         sort_keys=True, default=str).encode())
     h.update(json.dumps(diagnosis, sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+def diagnosis_text(path: str, manifest: Mapping[str, Any], diagnosis: Any) -> str:
+    """diagnosis.json's text for the bundle at ``path`` (its other files written, the manifest
+    as written less its file list): the diagnosis and the key :func:`read_diagnosis` checks."""
+    return dumps(_versioned({SUMMARY_KEY: diagnosis_digest(path, manifest, diagnosis),
+                             "diagnosis": diagnosis}), compact=True)
 
 
 def read_diagnosis(path: str) -> Optional[dict[str, Any]]:

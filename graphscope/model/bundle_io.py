@@ -51,7 +51,7 @@ from .bundle_files import (  # the files beside the nodes; importers of bundle_i
     _load_json,
     _versioned,
     content_digest,
-    diagnosis_digest,
+    diagnosis_text,
     dumps,
     member,
 )
@@ -114,9 +114,7 @@ def write_bundle(
             _write(tmp, "summary.json", dumps(_versioned(summary)))
             files.append("summary.json")
         if diagnosis is not None:  # keyed by the manifest as written below, less "files"
-            _write(tmp, DIAGNOSIS_FILE, dumps(_versioned(
-                {SUMMARY_KEY: diagnosis_digest(tmp, manifest, diagnosis), "diagnosis": diagnosis}),
-                compact=True))
+            _write(tmp, DIAGNOSIS_FILE, diagnosis_text(tmp, manifest, diagnosis))
             files.append(DIAGNOSIS_FILE)
         if counters is not None:
             _write(tmp, COUNTERS_FILE, dumps(_versioned(counters), compact=True))
