@@ -8,13 +8,13 @@ from __future__ import annotations
 import functools
 import heapq
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, repeat
 from operator import attrgetter
 from typing import Any, Optional
 
 import numpy as np
 
-from ..model.graph import WORK_KINDS, CapturedGraph, Node
+from ..model.graph import UNATTRIBUTED, WORK_KINDS, CapturedGraph, Node
 
 EPS = 1e-6
 
@@ -28,7 +28,7 @@ class Dag:
         self.nodes = g.nodes
         self.n = n = len(g.nodes)
         (ids, exec_ids, self.types, self.reads, self.writes, self.durations_ns,
-         self.ops) = _columns(g.nodes)
+         self.ops, self.annotations) = _columns(g.nodes)
         types = self.types
         self.lids = lids = np.array(ids, np.int64)
         self.exec_ids = np.array(exec_ids, np.int64)
@@ -53,8 +53,13 @@ class Dag:
 
     @functools.cached_property
     def modules(self) -> list[str]:
-        """Module name per position."""
-        return list(map(attrgetter("module"), self.nodes))
+        """Module name per position (``Node.module``, read off the annotations in C where
+        they are dicts)."""
+        try:
+            return list(map(str, map(dict.get, self.annotations, repeat("module_name"),
+                                     repeat(UNATTRIBUTED))))
+        except TypeError:  # an annotation that is another Mapping
+            return list(map(attrgetter("module"), self.nodes))
 
     @functools.cached_property
     def module_codes(self) -> tuple[list[str], np.ndarray]:
@@ -73,11 +78,11 @@ class Dag:
 
 
 def _columns(nodes: Sequence[Node]) -> tuple[list[Any], ...]:
-    """(local ids, exec node ids, types, reads, writes, durations_ns, ops) of ``nodes``, in
-    one pass: reading 100,000 nodes' attributes costs about as much per pass as per
-    attribute."""
-    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
-    a, b, c, r, w, t, o = (x.append for x in cols)
+    """(local ids, exec node ids, types, reads, writes, durations_ns, ops, annotations) of
+    ``nodes``, in one pass: reading 100,000 nodes' attributes costs about as much per pass
+    as per attribute."""
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [], [])
+    a, b, c, r, w, t, o, m = (x.append for x in cols)
     for x in nodes:
         a(x.local_id)
         b(x.exec_node_id)
@@ -86,6 +91,7 @@ def _columns(nodes: Sequence[Node]) -> tuple[list[Any], ...]:
         w(x.writes)
         t(x.durations_ns)
         o(x.op)
+        m(x.annotation)
     return cols
 
 

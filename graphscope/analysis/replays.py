@@ -6,7 +6,7 @@ docstring). Pure functions of a Bundle and numpy arrays."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any, Optional
 
@@ -188,13 +188,17 @@ def node_gaps(dag: Dag, rp: np.ndarray, pos: np.ndarray, st: np.ndarray,
     return out
 
 
+_FIELDS = itemgetter("exec_node_id", "replay", "start_ns", "dur_ns")
+
+
 def event_columns(evs: Sequence[Mapping[str, Any]], ids: np.ndarray
                    ) -> tuple[np.ndarray, ...]:
     """(replay, position, start, end, stream or -1) of the events of a graph's nodes (``ids``:
     their exec node ids by position)."""
     m = len(evs)
-    ex, rp, st, du = (np.fromiter(map(itemgetter(k), evs), np.int64, m)
-                      for k in ("exec_node_id", "replay", "start_ns", "dur_ns"))
+    # the four fields of each event in one itemgetter call, into one (m, 4) array
+    ex, rp, st, du = np.fromiter(chain.from_iterable(map(_FIELDS, evs)), np.int64,
+                                 4 * m).reshape(m, 4).T.copy()
     try:  # dict.get in C per event; a stream recorded as null falls back to the Python walk
         sm = np.fromiter(map(dict.get, evs, repeat("stream"), repeat(-1)),  # type: ignore[arg-type]
                          np.int64, m)

@@ -31,74 +31,76 @@ MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
 REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
-# Long on purpose (~85 lines): one vectorised sweep; split, it would pass ten arrays.
-# Long on purpose: one vectorised pass; split, it hands a dozen arrays around
+# Long on purpose (~80 lines): one vectorised pass; split, it hands a dozen arrays around
 def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                    np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat), which nodes have no op
     information, which edges stay once fresh outputs are renamed (read-after-write, the
     barriers' edges, and the orderings of in-place writers: module docstring) and which nodes
-    write in place. Vectorised: every (node, elementary segment, read/write) access, sorted
-    by segment and visit rank; per access its segment's previous write, and per read the
-    segment's next write; barriers likewise over the visit order."""
+    write in place.
+
+    Vectorised over regions: the address space cut at every written range's ends, so that
+    each write covers a region whole or not at all (a region no write covers orders nothing).
+    The writes, one row per (node, region), are sorted by region and visit rank: consecutive
+    ones are write-after-write. Each read, one row per covered region it touches, finds its
+    place among them by binary search: the write before it (read-after-write) and the one
+    after (write-after-read; its own node's, where it writes in place). Barriers likewise
+    over the visit order."""
     assert dag.order is not None
     n, order, rank = dag.n, dag.order, dag.rank
     reads, writes = dag.reads, dag.writes
     rc, wc = _counts(reads), _counts(writes)
     hard = (rc < 0) & (wc < 0)
     rc, wc = np.maximum(rc, 0), np.maximum(wc, 0)
-    flat = chain.from_iterable(chain.from_iterable(x for x in reads + writes if x))
-    total = int(rc.sum() + wc.sum())
     srcs: list[np.ndarray] = []
     dsts: list[np.ndarray] = []
     raws: list[np.ndarray] = []
     inplace = inplace_by_name(dag.ops)
-    if total:
-        ranges = np.fromiter(flat, np.int64, 2 * total).reshape(-1, 2)
-        keep = ranges[:, 1] > ranges[:, 0]
-        ranges = ranges[keep]
-        node = np.r_[np.repeat(np.arange(n), rc), np.repeat(np.arange(n), wc)][keep]
-        isw = np.r_[np.zeros(int(rc.sum()), bool), np.ones(int(wc.sum()), bool)][keep]
-        bounds = sorted_unique(ranges.ravel())
-        lo = np.searchsorted(bounds, ranges[:, 0])
-        cnt = np.searchsorted(bounds, ranges[:, 1]) - lo
-        # one row per (access, elementary segment); most ranges are one segment
-        if bool((cnt == 1).all()):
-            seg = lo
-        else:
-            rep = np.repeat(np.arange(len(lo)), cnt)
-            seg = lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-            node, isw = node[rep], isw[rep]
-        # by segment, then visit rank, reads before writes within a node: one int64 key
-        # (rows with equal keys are interchangeable; stable: sorted_unique says why)
-        k = np.argsort((seg * n + rank[node]) * 2 + isw, kind="stable")
-        seg, node, isw = seg[k], node[k], isw[k]
-        # a node that reads and writes one segment writes in place (its read row comes
-        # right before its write row)
-        rw = isw[1:] & ~isw[:-1] & (node[1:] == node[:-1]) & (seg[1:] == seg[:-1])
-        inplace[node[1:][rw]] = True
-        idx = np.arange(len(seg))
-        first = np.r_[True, seg[1:] != seg[:-1]]
-        # previous write in the segment (strictly before): RAW and WAW
-        wpos = np.where(isw, idx, -1)
-        start_of = np.maximum.accumulate(np.where(first, idx, 0))
-        last_w = np.maximum.accumulate(wpos)
-        prev_w = np.r_[-1, last_w[:-1]]
-        ok = (prev_w >= start_of) & (prev_w >= 0)
-        srcs.append(node[prev_w[ok]])
-        dsts.append(node[ok])
-        raws.append(~isw[ok] | inplace[node[ok]])
-        # next write in the segment (strictly after) for reads: WAR
-        big = len(seg)
-        nxt = np.where(isw, idx, big)[::-1]
-        last_in = np.r_[np.flatnonzero(first)[1:], big] - 1  # last row of each segment
-        end_of = np.repeat(last_in, np.diff(np.r_[np.flatnonzero(first), big]))
-        next_w = np.minimum.accumulate(nxt)[::-1]
-        next_w = np.r_[next_w[1:], big]
-        ok = ~isw & (next_w <= end_of)
-        srcs.append(node[ok])
-        dsts.append(node[next_w[ok]])
-        raws.append(inplace[node[next_w[ok]]])
+    nw = int(wc.sum())
+    if nw:  # without a write no range orders anything
+        wr, wnode = _flat(writes, wc, nw)
+        rr, rnode = _flat(reads, rc, int(rc.sum()))
+        bounds = sorted_unique(wr.ravel())
+        lo = np.searchsorted(bounds, wr[:, 0])
+        wseg, wnode = _expand(lo, np.searchsorted(bounds, wr[:, 1]) - lo, wnode)
+        covered = np.zeros(len(bounds) + 1, bool)
+        covered[wseg] = True
+        upto = np.r_[0, np.cumsum(covered)]  # covered regions before each region
+        at = np.flatnonzero(covered)
+        # a read touches regions [first, end): from the one it starts in (regions begin at
+        # a bound) to the last that begins before its end
+        first = np.maximum(np.searchsorted(bounds, rr[:, 0], "right") - 1, 0)
+        end = np.searchsorted(bounds, rr[:, 1])
+        lo = upto[first]
+        rseg, rnode = _expand(lo, np.maximum(upto[np.maximum(end, first)] - lo, 0), rnode)
+        rseg = at[rseg]
+        # writes by region, then visit rank (stable: sorted_unique says why)
+        wkey = wseg * n + rank[wnode]
+        k = np.argsort(wkey, kind="stable")
+        wkey, wseg, wnode = wkey[k], wseg[k], wnode[k]
+        rkey = rseg * n + rank[rnode]
+        nxt = np.searchsorted(wkey, rkey)  # the first write at or after each read
+        has_next = nxt < len(wkey)
+        nxt_c = np.minimum(nxt, len(wkey) - 1)
+        has_next &= wseg[nxt_c] == rseg
+        # a node that reads and writes one region writes in place
+        inplace[rnode[has_next & (wkey[nxt_c] == rkey)]] = True
+        has_prev = nxt > 0
+        prv = np.maximum(nxt - 1, 0)
+        has_prev &= wseg[prv] == rseg
+        # read-after-write
+        srcs.append(wnode[prv[has_prev]])
+        dsts.append(rnode[has_prev])
+        raws.append(np.ones(int(has_prev.sum()), bool))
+        # write-after-write: consecutive writes of a region
+        same = wseg[1:] == wseg[:-1]
+        srcs.append(wnode[:-1][same])
+        dsts.append(wnode[1:][same])
+        raws.append(inplace[wnode[1:][same]])
+        # write-after-read
+        srcs.append(rnode[has_next])
+        dsts.append(wnode[nxt_c[has_next]])
+        raws.append(inplace[dsts[-1]])
     # barriers: nodes without op info, over the visit order
     ordr = np.asarray(order, np.int64)
     hv = hard[ordr]
@@ -110,8 +112,8 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         srcs.append(ordr[prev_b[ok]])
         dsts.append(ordr[ok])
         raws.append(np.ones(int(ok.sum()), bool))
-        nxt = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
-        next_b = np.r_[nxt[1:], n]
+        nxt_b = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
+        next_b = np.r_[nxt_b[1:], n]
         ok = ~hv & (next_b < n)
         srcs.append(ordr[ok])
         dsts.append(ordr[next_b[ok]])
@@ -122,6 +124,25 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         return (s[keep], d[keep], hard, np.concatenate(raws)[keep],  # may repeat an edge
                 inplace)
     return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool), inplace
+
+
+def _flat(ranges: Sequence[Any], counts: np.ndarray, total: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """(the non-empty ranges as an array of [start, end) rows, each one's node position)."""
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(filter(None, ranges))),
+                       np.int64, 2 * total).reshape(-1, 2)
+    node = np.repeat(np.arange(len(counts)), counts)
+    keep = flat[:, 1] > flat[:, 0]
+    return flat[keep], node[keep]
+
+
+def _expand(lo: np.ndarray, cnt: np.ndarray, node: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One row per (row, region) of rows covering ``cnt`` regions from ``lo``: (region,
+    node). Most ranges are one region."""
+    if bool((cnt == 1).all()):
+        return lo, node
+    rep = np.repeat(np.arange(len(lo)), cnt)
+    return lo[rep] + (np.arange(len(rep)) - np.repeat(np.cumsum(cnt) - cnt, cnt)), node[rep]
 
 
 _INPLACE = re.compile(r"(?:^|::)[A-Za-z0-9_]*[A-Za-z0-9]_(?:\.|$)|\.(?:\w*_)?out\b|::__i\w+__")

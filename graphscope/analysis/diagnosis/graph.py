@@ -323,19 +323,24 @@ def durations(dag: Dag, used: Sequence[int]) -> np.ndarray:
     n = dag.n
     out = np.full(n, np.nan)
     rows = dag.durations_ns
-    work = np.flatnonzero(dag.is_work & np.fromiter(map(bool, rows), bool, n))
+    lens = np.fromiter(map(len, rows), np.int64, n)
+    lens[~dag.is_work] = 0
+    work = np.flatnonzero(lens)
     if not len(work) or not used:
         return out
-    wrows = [rows[i] for i in work.tolist()]
-    lens = np.fromiter(map(len, wrows), np.int64, len(wrows))
+    lens = lens[work]
     r = int(lens.max())
     cols = np.asarray([x for x in used if x < r], np.int64)
     if not len(cols):
         return out
     if bool((lens == r).all()):  # usual: every work node timed in every replay
-        mat = np.fromiter(chain.from_iterable(wrows), np.float64, len(work) * r).reshape(-1, r)
+        mask = np.zeros(n, bool)
+        mask[work] = True
+        mat = np.fromiter(chain.from_iterable(compress(rows, mask.tolist())), np.float64,
+                          len(work) * r).reshape(-1, r)
         out[work] = np.median(mat[:, cols], axis=1)
         return out
+    wrows = [rows[i] for i in work.tolist()]
     for i, row, k in zip(work.tolist(), wrows, lens.tolist()):
         xs = [row[c] for c in cols.tolist() if c < k]
         if xs:
