@@ -178,8 +178,11 @@ def longest(order: list[int], succ: Optional[tuple[list[int], list[int]]],
     if len(src):
         m = np.abs(eft_a[src] - est[dst]) <= EPS
         u, w = src[m], dst[m]
+        one = np.bincount(w, minlength=n)[w] == 1  # most nodes: one such predecessor
+        crit[w[one]] = u[one]
+        u, w = u[~one], w[~one]
         k = np.lexsort((-rank[u], d_a[u] > 0, w))  # the last per node is the one chosen
-        last = np.r_[w[k][1:] != w[k][:-1], True]
+        last = np.r_[w[k][1:] != w[k][:-1], True] if len(k) else np.zeros(0, bool)
         crit[w[k][last]] = u[k][last]
     crit_l = crit.tolist()
     path = [v]

@@ -50,6 +50,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -202,11 +203,11 @@ class Resources:
         self._known = np.full(len(sm_worst), dag is None)
         self._recorded = self._all_recorded = False
         if dag is not None:
-            kern = [i for i, t in enumerate(dag.types) if t == "kernel"]
-            nodes = dag.nodes
-            have = sum(1 for i in kern if nodes[i].registers is not None)
+            regs = list(map(attrgetter("registers"),
+                            compress(dag.nodes, map("kernel".__eq__, dag.types))))
+            have = len(regs) - regs.count(None)
             self._recorded = have > 0  # some kernels: read each node's
-            self._all_recorded = have == len(kern)
+            self._all_recorded = have == len(regs)
 
     @property
     def registers_assumed(self) -> bool:
