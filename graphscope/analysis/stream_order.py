@@ -31,7 +31,7 @@ MAX_LISTED_EDGES = 50  # stream-order-only edges listed (all are counted)
 REACH_BUDGET = 5_000_000  # node visits for the reachability checks of one graph
 
 
-# Long on purpose (~80 lines): one vectorised pass; split, it hands a dozen arrays around
+# Long on purpose: one vectorised pass over the regions; split, it hands a dozen arrays around
 def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                    np.ndarray]:
     """The data DAG's edges (src, dst positions; an edge may repeat), which nodes have no op
@@ -101,29 +101,37 @@ def _data_edges(dag: Dag) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         srcs.append(rnode[has_next])
         dsts.append(wnode[nxt_c[has_next]])
         raws.append(inplace[dsts[-1]])
-    # barriers: nodes without op info, over the visit order
-    ordr = np.asarray(order, np.int64)
-    hv = hard[ordr]
-    if hv.any():
-        idx = np.arange(n)
-        last_b = np.maximum.accumulate(np.where(hv, idx, -1))
-        prev_b = np.r_[-1, last_b[:-1]]
-        ok = prev_b >= 0
-        srcs.append(ordr[prev_b[ok]])
-        dsts.append(ordr[ok])
-        raws.append(np.ones(int(ok.sum()), bool))
-        nxt_b = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
-        next_b = np.r_[nxt_b[1:], n]
-        ok = ~hv & (next_b < n)
-        srcs.append(ordr[ok])
-        dsts.append(ordr[next_b[ok]])
-        raws.append(np.ones(int(ok.sum()), bool))
+    _barrier_edges(np.asarray(order, np.int64), hard, srcs, dsts, raws)
     if srcs:
         s, d = np.concatenate(srcs), np.concatenate(dsts)
         keep = s != d
         return (s[keep], d[keep], hard, np.concatenate(raws)[keep],  # may repeat an edge
                 inplace)
     return np.zeros(0, np.int64), np.zeros(0, np.int64), hard, np.zeros(0, bool), inplace
+
+
+def _barrier_edges(order: np.ndarray, hard: np.ndarray, srcs: list[np.ndarray],
+                   dsts: list[np.ndarray], raws: list[np.ndarray]) -> None:
+    """The edges of the nodes without op information (``hard``), each a barrier over the
+    visit ``order``: from the barrier before every node, to the barrier after it (added to
+    ``srcs``/``dsts``, all kept once renamed)."""
+    hv = hard[order]
+    if not hv.any():
+        return
+    n = len(order)
+    idx = np.arange(n)
+    last_b = np.maximum.accumulate(np.where(hv, idx, -1))
+    prev_b = np.r_[-1, last_b[:-1]]
+    ok = prev_b >= 0
+    srcs.append(order[prev_b[ok]])
+    dsts.append(order[ok])
+    raws.append(np.ones(int(ok.sum()), bool))
+    nxt_b = np.minimum.accumulate(np.where(hv, idx, n)[::-1])[::-1]
+    next_b = np.r_[nxt_b[1:], n]
+    ok = ~hv & (next_b < n)
+    srcs.append(order[ok])
+    dsts.append(order[next_b[ok]])
+    raws.append(np.ones(int(ok.sum()), bool))
 
 
 def _flat(ranges: Sequence[Any], counts: np.ndarray, total: int
