@@ -52,6 +52,16 @@ class Dag:
         self.order = _topo_order(n, self.src, self.dst, self.succ)
 
     @functools.cached_property
+    def is_kernel(self) -> list[bool]:
+        """Per position: whether the node is a kernel."""
+        return list(map("kernel".__eq__, self.types))
+
+    @functools.cached_property
+    def is_memcpy(self) -> np.ndarray:
+        """Per position: whether the node is a memcpy."""
+        return np.fromiter(map("memcpy".__eq__, self.types), bool, self.n)
+
+    @functools.cached_property
     def modules(self) -> list[str]:
         """Module name per position (``Node.module``, read off the annotations in C where
         they are dicts)."""

@@ -213,14 +213,16 @@ def _fusion(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
     # per node of the path: its compile region (-1: compiling does not reach it)
     names, codes = b.module_codes
     regions = [module_at(m, REGION_DEPTH) for m in names]
-    region_of = np.array([regions.index(r) if _compiled(m) else -1
+    first: dict[str, int] = {}  # each region numbered by its first module
+    for i, r in enumerate(regions):
+        first.setdefault(r, i)
+    region_of = np.array([first[r] if _compiled(m) else -1
                           for m, r in zip(names, regions)] or [-1], np.int64)
     region = region_of[codes[path]]
     fusable = kern[path] & (d[path] < SMALL_KERNEL_NS) & (region >= 0)
-    for k in np.flatnonzero(fusable).tolist():  # library kernels (GEMMs, ...) do not fuse
-        nd = b.nodes[int(path[k])]
-        if _library(nd.demangled or nd.kernel or ""):
-            fusable[k] = False
+    at = np.flatnonzero(fusable)  # library kernels (GEMMs, ...) do not fuse
+    lib = list(map(_library, map(_kernel_name, map(b.nodes.__getitem__, path[at].tolist()))))
+    fusable[at[np.asarray(lib, bool)]] = False
     # a fused kernel is one that follows a fusable kernel of its region on the path
     same = np.r_[False, fusable[1:] & fusable[:-1] & (region[1:] == region[:-1])]
     fused = path[same]
@@ -240,6 +242,10 @@ def _fusion(b: Basis, manifest: Mapping[str, Any]) -> Optional[_Candidate]:
                       None,
                       ev, _compile_action(top, manifest), kernels=len(fused),
                       floor_ns=floor, gap_ns=float(np.median(lat[fused])))
+
+
+def _kernel_name(nd: Any) -> str:
+    return nd.demangled or nd.kernel or ""
 
 
 @functools.lru_cache(maxsize=4096)

@@ -203,8 +203,7 @@ class Resources:
         self._known = np.full(len(sm_worst), dag is None)
         self._recorded = self._all_recorded = False
         if dag is not None:
-            regs = list(map(attrgetter("registers"),
-                            compress(dag.nodes, map("kernel".__eq__, dag.types))))
+            regs = list(map(attrgetter("registers"), compress(dag.nodes, dag.is_kernel)))
             have = len(regs) - regs.count(None)
             self._recorded = have > 0  # some kernels: read each node's
             self._all_recorded = have == len(regs)
@@ -226,18 +225,20 @@ class Resources:
         if not len(need):
             return
         self._known[need] = True
-        types, nodes = dag.types, dag.nodes
-        copies = [i for i in need.tolist() if types[i] == "memcpy"]
+        copies = need[dag.is_memcpy[need]]
         self.ce[copies] = 1.0 / max(1, device.copy_engines)
-        kern = [i for i in need.tolist() if types[i] == "kernel"]
-        if kern:
-            # attrgetter in C, and one computation per distinct launch configuration
-            keys = list(map(_launch if self._recorded else _LAUNCH,
-                            map(nodes.__getitem__, kern)))
-            uniq = list(dict.fromkeys(keys))
-            pairs = np.array([_shares(k, device) for k in uniq], float).reshape(-1, 2)
-            code = dict(zip(uniq, range(len(uniq))))
-            idx = np.fromiter(map(code.__getitem__, keys), np.int64, len(keys))
+        kern = need[np.asarray(dag.is_kernel)[need]]
+        if len(kern):
+            # attrgetter in C, and one computation per distinct launch configuration (each
+            # key hashed once: a launch configuration is a tuple of tuples, whose hash is
+            # not kept)
+            keys = map(_LAUNCH_REGS if self._recorded else _LAUNCH,
+                       map(dag.nodes.__getitem__, kern.tolist()))
+            code: dict[tuple[Any, ...], int] = {}
+            first = code.setdefault
+            idx = np.array([first(k, len(code)) for k in keys], np.int64)
+            pairs = np.array([_shares(_checked(k), device) for k in code],
+                             float).reshape(-1, 2)
             self.sm_worst[kern], self.sm_best[kern] = pairs[idx, 0], pairs[idx, 1]
 
 
@@ -262,8 +263,13 @@ def _shares(k: tuple[Any, ...], device: Device) -> tuple[float, float]:
             device_share(k[0], k[1], k[2], BEST_REGS if regs is None else regs, device))
 
 
-def _launch(node: Any) -> tuple[Any, ...]:
-    """(grid, block, shared memory, registers per thread or None) of a kernel node."""
-    regs = getattr(node, "registers", None)
-    return (node.grid, node.block, node.smem,
-            regs if isinstance(regs, int) and not isinstance(regs, bool) and regs > 0 else None)
+_LAUNCH_REGS = attrgetter("grid", "block", "smem", "registers")
+
+
+def _checked(k: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A launch configuration with its registers per thread None unless a positive int."""
+    if len(k) < 4:
+        return k
+    regs = k[3]
+    return k if isinstance(regs, int) and not isinstance(regs, bool) and regs > 0 else (
+        *k[:3], None)

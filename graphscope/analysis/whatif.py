@@ -86,28 +86,41 @@ class Schedule:
     phi: np.ndarray
 
 
+class Sweep:
+    """Intervals [start, end) swept once in time order: per interval the share of it during
+    which another interval runs (``phi``), and for any per-interval weight, its time-averaged
+    sum over the *other* intervals running then (:meth:`others`): one sort for both."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        m = self.m = len(start)
+        if not m:
+            self.phi = np.zeros(0)
+            return
+        t = np.concatenate([start, end])
+        one = np.r_[np.ones(m), -np.ones(m)]
+        self.k = k = np.lexsort((one, t))  # ends first where an end meets a start
+        ts, running = t[k], np.cumsum(one[k])
+        self.seg = np.diff(ts)
+        many = np.r_[0.0, np.cumsum((running[:-1] >= 2) * self.seg)]
+        self.i0 = np.searchsorted(ts, start, side="left")
+        self.i1 = np.searchsorted(ts, end, side="left")
+        self.dur = np.maximum(end - start, EPS)
+        self.phi = np.clip((many[self.i1] - many[self.i0]) / self.dur, 0.0, 1.0)
+
+    def others(self, share: np.ndarray) -> np.ndarray:
+        if not self.m:
+            return np.zeros(0)
+        load = np.cumsum(np.r_[share, -share][self.k])
+        area = np.r_[0.0, np.cumsum(load[:-1] * self.seg)]
+        return np.maximum((area[self.i1] - area[self.i0]) / self.dur - share, 0.0)
+
+
 def overlap(start: np.ndarray, end: np.ndarray, share: Optional[np.ndarray] = None
             ) -> tuple[np.ndarray, np.ndarray]:
     """Per interval [start, end): the share of it during which another interval runs (phi),
     and the time-averaged sum of ``share`` over the *other* intervals running then."""
-    m = len(start)
-    if not m:
-        return np.zeros(0), np.zeros(0)
-    t = np.concatenate([start, end])
-    one = np.r_[np.ones(m), -np.ones(m)]
-    f = np.zeros(m) if share is None else share
-    k = np.lexsort((one, t))  # ends first where an end meets a start
-    ts, running = t[k], np.cumsum(one[k])
-    load = np.cumsum(np.r_[f, -f][k])
-    seg = np.diff(ts)
-    many = np.r_[0.0, np.cumsum((running[:-1] >= 2) * seg)]
-    area = np.r_[0.0, np.cumsum(load[:-1] * seg)]
-    i0 = np.searchsorted(ts, start, side="left")
-    i1 = np.searchsorted(ts, end, side="left")
-    dur = np.maximum(end - start, EPS)
-    phi = np.clip((many[i1] - many[i0]) / dur, 0.0, 1.0)
-    others = np.maximum((area[i1] - area[i0]) / dur - f, 0.0)
-    return phi, others
+    sw = Sweep(start, end)
+    return sw.phi, sw.others(np.zeros(sw.m) if share is None else share)
 
 
 def _finish_times(order: Sequence[int], pred: tuple[list[int], list[int]],
@@ -176,14 +189,15 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
         if it == ITERATIONS:
             break
         start = eft - d
-        phi = overlap(start, eft)[0]
+        sweep = Sweep(start, eft)
+        phi = sweep.phi
         if it == 0 and not phi.any():
             break  # nothing runs beside anything: the solo schedule is the answer
         res.ensure(phi > 0)  # a node that runs beside none is no other node's contention
-        phi, others = overlap(start, eft, share)
+        others = sweep.others(share)
         contention = np.maximum(1.0, share + others)
         if res.ce.any():
-            contention *= np.maximum(1.0, res.ce + overlap(start, eft, res.ce)[1])
+            contention *= np.maximum(1.0, res.ce + sweep.others(res.ce))
         new_d = solo * contention * (1.0 + cal.slowdown_per_overlap * phi) + cal.added_ns * phi
         new_l = lat + cal.latency_added_ns * phi * has_pred
         if it == 0 and path and float((new_d - d).sum() + (new_l - lt).sum()) <= (
