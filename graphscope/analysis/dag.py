@@ -141,6 +141,27 @@ def _topo_order(n: int, src: np.ndarray, dst: np.ndarray, succ: tuple[list[int],
     return order if len(order) == n else None
 
 
+def finish_times(order: Sequence[int], pred: tuple[list[int], list[int]], w: list[float]
+                 ) -> list[float]:
+    """Per position: its earliest finish, ``w[v]`` after the latest of its predecessors'
+    (``w[v]`` where it has none)."""
+    pp, pv = pred
+    eft = [0.0] * len(w)
+    get = eft.__getitem__
+    for v in order:
+        a, b = pp[v], pp[v + 1]
+        if b - a == 1:  # most nodes: one predecessor
+            eft[v] = eft[pv[a]] + w[v]
+        elif b - a == 2:  # as max() picks: the second only where it is larger
+            x, y = eft[pv[a]], eft[pv[a + 1]]
+            eft[v] = (y if y > x else x) + w[v]
+        elif b > a:
+            eft[v] = max(map(get, pv[a:b])) + w[v]
+        else:
+            eft[v] = w[v]
+    return eft
+
+
 def longest(order: list[int], succ: Optional[tuple[list[int], list[int]]],
              pred: tuple[list[int], list[int]], d: list[float], src: np.ndarray,
              dst: np.ndarray, slack: bool = True, rank: Optional[np.ndarray] = None
@@ -151,15 +172,7 @@ def longest(order: list[int], succ: Optional[tuple[list[int], list[int]]],
     n = len(d)
     if not n:
         return 0.0, [], np.zeros(0)
-    pp, pv = pred
-    eft = [0.0] * n
-    get = eft.__getitem__
-    for v in order:
-        a, b = pp[v], pp[v + 1]
-        if b - a == 1:  # most nodes: one predecessor
-            eft[v] = eft[pv[a]] + d[v]
-        else:
-            eft[v] = (max(map(get, pv[a:b])) if b > a else 0.0) + d[v]
+    eft = finish_times(order, pred, d)
     length = max(eft)
     eft_a, d_a = np.asarray(eft), np.asarray(d)
     est = eft_a - d_a
@@ -173,6 +186,9 @@ def longest(order: list[int], succ: Optional[tuple[list[int], list[int]]],
             a, b = sp[u], sp[u + 1]
             if b - a == 1:
                 lst[u] = lst[sv[a]] - d[u]
+            elif b - a == 2:  # as min() picks: the second only where it is smaller
+                x, y = lst[sv[a]], lst[sv[a + 1]]
+                lst[u] = (y if y < x else x) - d[u]
             else:
                 lst[u] = (min(map(get, sv[a:b])) if b > a else length) - d[u]
         slack_a = np.maximum(np.asarray(lst) - est, 0.0)

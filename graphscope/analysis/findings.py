@@ -129,15 +129,16 @@ def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
 
 def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding], int]:
     cands = [c for c in (_streams(b, manifest), _fusion(b, manifest)) if c is not None]
-    pool = dict(zip(b.path.tolist(), (b.duration_ns[b.path] + b.latency_ns[b.path]).tolist()))
+    # per node: the time of it not yet claimed (its duration and latency on the path)
+    pool = np.zeros(len(b.duration_ns))
+    pool[b.path] = b.duration_ns[b.path] + b.latency_ns[b.path]
     left = b.span_ns
     out, below = [], 0
     for c in sorted(cands, key=lambda c: -c.predicted):
-        taken = 0.0
-        for i, ns in c.claims.items():
-            t = min(ns, pool.get(i, 0.0))
-            pool[i] = pool.get(i, 0.0) - t
-            taken += t
+        at = np.fromiter(c.claims, np.int64, len(c.claims))
+        t = np.minimum(np.fromiter(c.claims.values(), float, len(c.claims)), pool[at])
+        pool[at] -= t
+        taken = float(np.cumsum(t)[-1]) if len(t) else 0.0  # added in order, as a loop would
         saving = min(taken, left)
         left -= saving
         floor = max(FLOOR_PCT / 100.0 * b.span_ns, b.noise_ns)

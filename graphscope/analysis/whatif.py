@@ -50,7 +50,7 @@ from typing import Optional
 
 import numpy as np
 
-from .dag import EPS, Dag, csr, sorted_unique
+from .dag import EPS, Dag, csr, finish_times, sorted_unique
 from .diagnosis.types import Calibration, WhatIf
 from .occupancy import Device, Resources, resources
 
@@ -123,22 +123,6 @@ def overlap(start: np.ndarray, end: np.ndarray, share: Optional[np.ndarray] = No
     return sw.phi, sw.others(np.zeros(sw.m) if share is None else share)
 
 
-def _finish_times(order: Sequence[int], pred: tuple[list[int], list[int]],
-                  w: list[float]) -> list[float]:
-    pp, pv = pred
-    eft = [0.0] * len(w)
-    get = eft.__getitem__
-    for v in order:
-        a, b = pp[v], pp[v + 1]
-        if b - a == 1:
-            eft[v] = eft[pv[a]] + w[v]
-        elif b > a:
-            eft[v] = max(map(get, pv[a:b])) + w[v]
-        else:
-            eft[v] = w[v]
-    return eft
-
-
 def _path(eft: np.ndarray, w: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[int]:
     """The critical path of a schedule: back from the last end through tight edges."""
     n = len(eft)
@@ -179,7 +163,7 @@ def simulate(order: Sequence[int], src: np.ndarray, dst: np.ndarray, solo: np.nd
     eft = np.zeros(n)
     solo_span = last = 0.0
     for it in range(ITERATIONS + 1):
-        eft = np.asarray(_finish_times(order, pred, (d + lt).tolist()))
+        eft = np.asarray(finish_times(order, pred, (d + lt).tolist()))
         span = float(eft.max() - (eft - d).min()) if n else 0.0
         if it == 0:
             solo_span = span
