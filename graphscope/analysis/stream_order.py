@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import eq
 from typing import Any, Optional
 
 import numpy as np
@@ -243,9 +244,13 @@ def _member(x: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
 
 def _same_op(dag: Dag, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per edge a -> b: whether both nodes read and write the same ranges (one op call)."""
-    reads, writes = dag.reads, dag.writes
-    return np.fromiter((writes[x] == writes[y] and reads[x] == reads[y]
-                        for x, y in zip(a.tolist(), b.tolist())), bool, len(a))
+    a_l, b_l = a.tolist(), b.tolist()
+
+    def same(col: Sequence[Any]) -> np.ndarray:  # compared in C, edge by edge
+        return np.fromiter(map(eq, map(col.__getitem__, a_l), map(col.__getitem__, b_l)),
+                           bool, len(a_l))
+
+    return same(dag.writes) & same(dag.reads)
 
 
 def _unreached(n: int, src: np.ndarray, dst: np.ndarray, rank: np.ndarray, xs: np.ndarray,
