@@ -188,7 +188,7 @@ def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
     counts = {(c.a.n, c.b.n) for c in rows}
     # one count of traced replays for every row (the usual): said once, not a column
     same_n = len(counts) == 1
-    said_n = (f"; replays traced: A {next(iter(counts))[0]}, B {next(iter(counts))[1]}"
+    said_n = (f"; replays: A {next(iter(counts))[0]}, B {next(iter(counts))[1]}"
               if same_n else "")
     left_out = (f"; interval ({cmp.confidence:.0%} bootstrap) and noise columns: a terminal "
                 f"of {NARROW} columns or more, or --json" if narrow else
@@ -196,7 +196,8 @@ def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
                 " the least change that counts (the replays' spread, at least "
                 f"{cmp.noise_pct:g}% of A)")
     t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}"), title_justify="left",
-              caption=Text(f"A, B: medians over the traced replays{said_n}{left_out}"),
+              caption=Text(f"A, B: medians over the traced replays{set_aside_words(cmp)}"
+                           f"{said_n}{left_out}"),
               caption_justify="left")
     cols = [("graph", "left"), ("", "left"), ("A", "right"), ("B", "right"),
             ("change", "right")] + ([] if narrow else [("interval", "right"), ("noise", "right")])
@@ -301,6 +302,14 @@ def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
     return "\n".join(lines) + "\n"
 
 
+def set_aside_words(cmp: Comparison) -> str:
+    """", a cold first replay set aside (A, B)": the replays the diagnosis left out of the
+    samples, by side (and graph, where more than one is compared); "" where none."""
+    sides = [side if len(cmp.graphs) == 1 else f"{side} {g.graph}" for g in cmp.graphs
+             for side, aside in (("A", g.set_aside_a), ("B", g.set_aside_b)) if aside]
+    return f", a cold first replay set aside ({', '.join(sides)})" if sides else ""
+
+
 def comparison_table_md(cmp: Comparison) -> list[str]:
     rows = [[md_code(g.graph, in_table=True), METRIC_WORDS[c.metric], fmt_ns(c.a.median_ns),
              fmt_ns(c.b.median_ns), signed_pct(c.delta_pct), interval(c), fmt_ns(c.noise_ns),
@@ -308,7 +317,11 @@ def comparison_table_md(cmp: Comparison) -> list[str]:
             for g in cmp.graphs for c in (g.span, g.critical_path, g.work) if c is not None]
     head = ["graph", "metric", "A", "B", "change", f"{cmp.confidence:.0%} interval", "noise",
             "verdict"]
-    return md_table(head, rows) if rows else ["(no graph compared)"]
+    if not rows:
+        return ["(no graph compared)"]
+    aside = set_aside_words(cmp)
+    return md_table(head, rows) + (["", f"A, B: medians over the traced replays{aside}"]
+                                   if aside else [])
 
 
 # ---------------------------------------------------------------- check's results

@@ -50,7 +50,10 @@ def test_two_streams_read_as_a_speed_up_of_span_and_critical_path():
     assert g.span.verdict == SPEED_UP and g.span.delta_pct == pytest.approx(-39.57, abs=0.01)
     assert g.span.ci_high_pct < 0 < g.work.ci_low_pct
     assert g.critical_path.verdict == SPEED_UP and g.work.verdict == REGRESSION
-    assert (g.span.a.n, g.span.b.n) == (4, 4) and g.span.a.median_ns == 1344063.5
+    assert g.span.a.median_ns == 1344063.5
+    # B's first replay was cold: its diagnosis set it aside, and so do the gate's samples
+    assert (g.set_aside_a, g.set_aside_b) == ((), (0,))
+    assert (g.span.a.n, g.span.b.n) == (4, 3) and (g.work.a.n, g.work.b.n) == (4, 3)
     assert not c.failed and c.verdict == SPEED_UP and c.failures == ()
 
 
@@ -145,9 +148,11 @@ def test_diff_reads_the_two_stream_change_as_a_speed_up_and_passes(capsys):
     assert lines[0].rstrip().endswith("branches_2s_forward")  # the headline table first
     assert out.index("│ span ") < out.index("A, B: medians over") < out.index("What changed")
     span = next(ln for ln in lines if "│ span " in ln)
-    assert "1.34 ms" in span and "812.3 µs" in span and "-39.6%" in span and "speed-up" in span
-    assert lines[-1] == ("pass: span of forward 1.34 ms → 812.3 µs (-39.6%, 95% interval -41.3% "
-                         "… -31.8%, noise 84.4 µs): speed-up (limit +5.0% on span)")
+    assert "1.34 ms" in span and "812.2 µs" in span and "-39.6%" in span and "speed-up" in span
+    # B's cold first replay set aside (as its diagnosis does): the noise is the steady replays'
+    assert "a cold first replay set aside (B)" in out
+    assert lines[-1] == ("pass: span of forward 1.34 ms → 812.2 µs (-39.6%, 95% interval -41.4% "
+                         "… -39.4%, noise 26.9 µs): speed-up (limit +5.0% on span)")
 
 
 @pytest.mark.parametrize(("on", "rc"), [("span", 0), ("critical_path", 0), ("work", 1),
@@ -171,7 +176,7 @@ def test_diff_explains_a_regression(capsys):
     # GIVEN the one-stream recording against the two-stream one: the span grew
     rc, out, _ = _run(capsys, "diff", TWO, FWD, "--fail-above", "5")
     assert rc == 1
-    assert out.splitlines()[-1].startswith("FAIL: span of forward 812.3 µs → 1.34 ms (+65.5%")
+    assert out.splitlines()[-1].startswith("FAIL: span of forward 812.2 µs → 1.34 ms (+65.5%")
     assert "What changed in forward:" in out
     assert ("  new stream-order-only edge: L.left.31.1 vectorized_elementwise_kernel → "
             "L.right.0.0 memset") in out.splitlines()
@@ -183,7 +188,8 @@ def test_diff_json_follows_the_documented_schema(capsys):
     assert rc == 1 and doc["schema"] == "graphscope.gate/1" and doc["failed"] is True
     assert doc["on"] == "span" and doc["limit_pct"] == 5 and doc["verdict"] == "fail"
     span = doc["graphs"][0]["span"]
-    assert span["verdict"] == "regression" and span["a"]["n"] == 4
+    assert span["verdict"] == "regression" and span["a"]["n"] == 3 and span["b"]["n"] == 4
+    assert doc["graphs"][0]["set_aside_a"] == [0] and doc["graphs"][0]["set_aside_b"] == []
     assert doc["failures"][0]["graph"] == "forward" and "modules_work" in doc
     # every field of the JSON is in docs/gates.md
     docs = open(os.path.join(ROOT, "docs", "gates.md"), encoding="utf-8").read()
@@ -222,7 +228,7 @@ def test_diff_markdown_renders_with_a_markdown_library(capsys):
     head = [th.text for th in root.iter("th")]
     assert head == ["graph", "metric", "A", "B", "change", "95% interval", "noise", "verdict"]
     rows = [[("".join(td.itertext())) for td in tr.iter("td")] for tr in root.iter("tr")][1:]
-    assert rows[0][:5] == ["forward", "span", "812.3 µs", "1.34 ms", "+65.5%"]
+    assert rows[0][:5] == ["forward", "span", "812.2 µs", "1.34 ms", "+65.5%"]
     assert rows[0][7] == "regression"
     items = ["".join(li.itertext()) for li in root.iter("li")]
     assert ("new stream-order-only edge: L.left.31.1 vectorized_elementwise_kernel → "

@@ -59,6 +59,9 @@ class GraphComparison:
     modules_only_in_b: tuple[str, ...]
     missing: tuple[Missing, ...]
     explanation: Explanation
+    # replays left out of A's and B's samples: a cold first replay (the diagnosis's selection)
+    set_aside_a: tuple[int, ...] = ()
+    set_aside_b: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,8 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
                                        key=tree_key)),
         modules_only_in_b=tuple(sorted((m for m in sb.modules if m not in sa.modules),
                                        key=tree_key)),
-        missing=tuple(missing), explanation=ex)
+        missing=tuple(missing), explanation=ex, set_aside_a=sa.set_aside,
+        set_aside_b=sb.set_aside)
 
 
 def gated(graphs: Sequence[GraphComparison], on: str) -> list[Change]:

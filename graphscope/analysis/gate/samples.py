@@ -1,8 +1,10 @@
 """Per-replay values of each graph of a bundle: span, critical path, GPU work, and GPU work per
-module. The span is the diagnosis's (``analysis/diagnosis.py``: one graph's span over every
-traced replay, else over the replays whose events were kept); the critical path of a replay
-is the longest path through the captured DAG (``analysis/dag.py``) weighted by that replay's
-node durations, where the diagnosis weights it by the medians."""
+module, over every traced replay but a cold first one the diagnosis set aside (its replay
+selection: the same rule for the gate's samples as for every figure of the diagnosis). The
+span is the diagnosis's (``analysis/diagnosis/``: one graph's span in every traced replay,
+else in the replays whose events were kept); the critical path of a replay is the longest path
+through the captured DAG (``analysis/dag.py``) weighted by that replay's node durations, where
+the diagnosis weights it by the medians."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class GraphSamples:
     work_ns: tuple[float, ...] = ()
     # module -> its nodes' (and its sub-modules') summed durations per replay
     modules: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    set_aside: tuple[int, ...] = ()  # a cold first replay the diagnosis left out, and so these
 
 
 def prefixes(module: str) -> list[str]:
@@ -64,7 +67,12 @@ def graph_samples(bundle: Bundle, g: CapturedGraph, diag: Mapping[str, Any],
     mat = _durations(g, dag)
     if mat is None:
         return GraphSamples(g.name)
-    whole = [float(x) for x in bundle.replay_span_ns if x] if len(bundle.graphs) == 1 else []
+    aside = tuple(int(r) for r in (diag.get("selection") or {}).get("set_aside") or ())
+    keep = [r for r in range(mat.shape[1]) if r not in aside]
+    if keep:
+        mat = mat[:, keep]
+    whole = ([float(x) for r, x in enumerate(bundle.replay_span_ns) if x and r not in aside]
+             if len(bundle.graphs) == 1 else [])
     spans = whole or [float(m["span_ns"]) for m in diag.get("replays", ())]
     cps: list[float] = []
     if dag.order is not None:
@@ -87,4 +95,4 @@ def graph_samples(bundle: Bundle, g: CapturedGraph, diag: Mapping[str, Any],
     return GraphSamples(
         g.name, span_ns=tuple(spans), critical_path_ns=tuple(cps),
         work_ns=tuple(mat[work].sum(axis=0).tolist()),
-        modules={m: tuple(v.tolist()) for m, v in modules.items()})
+        modules={m: tuple(v.tolist()) for m, v in modules.items()}, set_aside=aside)
