@@ -57,6 +57,19 @@ def test_two_streams_read_as_a_speed_up_of_span_and_critical_path():
     assert not c.failed and c.verdict == SPEED_UP and c.failures == ()
 
 
+def test_the_replays_set_aside_are_said_by_side_and_by_graph_where_several():
+    from graphscope.render.gate import set_aside_words
+
+    c = compare(_b("branches_forward"), _b("branches_2s_forward"))
+    (g,) = c.graphs
+    assert set_aside_words(c) == ", a cold first replay set aside (B)"
+    other = dataclasses.replace(g, graph="backward", set_aside_a=(0,), set_aside_b=())
+    two = dataclasses.replace(c, graphs=(g, other))
+    assert set_aside_words(two) == ", a cold first replay set aside (B forward, A backward)"
+    none = dataclasses.replace(c, graphs=(dataclasses.replace(g, set_aside_b=()),))
+    assert set_aside_words(none) == ""
+
+
 @pytest.mark.parametrize("name", ["mlp_step", "gpt_step", "mlp_callables", "decode_kv_forward",
                                   "run_ladder", "run_decode"])
 def test_a_bundle_against_itself_is_no_change_beyond_noise(name):
