@@ -57,7 +57,7 @@ def test_diff_gate_calls_a_speed_up_a_speed_up(capsys, monkeypatch):
     assert rc == 0, err
     # THEN the gate's line names the speed-up, not "the worst regression"
     line = out.splitlines()[-1]
-    assert line.startswith("pass: span of forward 1.34 ms → 812.3 µs (-39.6%"), line
+    assert line.startswith("pass: span of forward 1.34 ms → 812.2 µs (-39.6%"), line
     assert line.endswith("speed-up (limit +1.0% on span)") and "worst" not in out
 
 

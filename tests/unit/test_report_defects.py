@@ -288,7 +288,7 @@ def test_diff_places_new_modules_under_their_parent_without_a_percentage(capsys,
     out = capsys.readouterr().out
     assert "total GPU work" in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith("pass: span of forward 1.34 ms → 812.3 µs (-39.6%"), last
+    assert last.startswith("pass: span of forward 1.34 ms → 812.2 µs (-39.6%"), last
     assert main(["diff", os.path.join(DATA, "mlp_step"), os.path.join(DATA, "gpt_step_eager"),
                  "--depth", "1"]) == 0
     out = capsys.readouterr().out
