@@ -22,7 +22,6 @@ where the captured graphs recorded on the H200 have 1-1.7. It stays as the dense
 Usage: bench_diagnosis.py [OUT.json] [NODES]
 """
 
-import json
 import os
 import platform
 import random
@@ -31,6 +30,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _measure import write_json  # noqa: E402
 
 from graphscope.analysis.diagnosis import diagnose  # noqa: E402
 from graphscope.model.bundle import Bundle  # noqa: E402
@@ -146,10 +147,7 @@ def main() -> None:
     res["overlapping"] = timed(build(n, layout="overlapping"))
     res.update(python=platform.python_version(), machine=platform.machine(),
                cpus=os.cpu_count())
-    print(json.dumps(res, indent=1))
-    if out_path:
-        with open(out_path, "w") as f:
-            json.dump(res, f, indent=1, sort_keys=True)
+    write_json(out_path, res)
 
 
 if __name__ == "__main__":

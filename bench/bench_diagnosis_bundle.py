@@ -1,6 +1,6 @@
-"""Diagnosis cost on a recorded bundle: ``diagnose(read_bundle(B))``, best and median CPU time
-of REPEATS runs in one process (the bundle read once; its cached properties dropped before
-each run, as `bench_diagnosis` does).
+"""Diagnosis cost on a recorded bundle: ``diagnose(read_bundle(B))`` timed as `bench_diagnosis`
+times its synthetic graph (``timed``: best and median wall and CPU time of 5 runs in one
+process, the bundle read once and its cached properties dropped before each run).
 
 ``--record DIR`` first records the real graph this is meant for, on a GPU: ``graphscope run``
 of a GPT-2 training step from transformers (random weights, no download) with 48 layers,
@@ -9,22 +9,19 @@ off): one graph of ~43,000 nodes, 10 replays, 3 of them kept as events.
 Usage: bench_diagnosis_bundle.py BUNDLE [OUT.json] | --record DIR [OUT.json]
 """
 
-import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from graphscope.analysis.diagnosis import diagnose  # noqa: E402
-from graphscope.model.bundle_io import read_bundle  # noqa: E402
+from _measure import write_json  # noqa: E402
+from bench_diagnosis import timed  # noqa: E402
 
-REPEATS = 5
+from graphscope.model.bundle_io import read_bundle  # noqa: E402
 
 PROGRAM = """
 import torch
@@ -73,25 +70,10 @@ def main() -> None:
         record(args[1])
         args = args[1:]
     path, out_path = args[0], (args[1] if len(args) > 1 else None)
-    b = read_bundle(path)
-    cpu = []
-    for _ in range(REPEATS):
-        b.__dict__.pop("work", None)
-        b.__dict__.pop("durations", None)
-        c0 = time.process_time()
-        diagnose(b)
-        cpu.append(time.process_time() - c0)
-    res = {"bundle": os.path.basename(os.path.abspath(path)),
-           "nodes": sum(len(g.nodes) for g in b.graphs), "graphs": len(b.graphs),
-           "events": len(b.events), "best_cpu_s": min(cpu),
-           "median_cpu_s": statistics.median(cpu), "runs_cpu_s": cpu,
-           "load_avg_1min": os.getloadavg()[0], "python": platform.python_version(),
+    res = {"bundle": os.path.basename(os.path.abspath(path)), **timed(read_bundle(path)),
+           "python": platform.python_version(), "machine": platform.machine(),
            "cpus": os.cpu_count()}
-    print(json.dumps(res, indent=1))
-    if out_path:
-        with open(out_path, "w") as f:
-            json.dump(res, f, indent=1, sort_keys=True)
-
+    write_json(out_path, res)
 
 if __name__ == "__main__":
     main()
