@@ -50,7 +50,7 @@ def test_pinned_torch_is_inside_the_supported_range():
 
 
 def test_the_readme_stays_a_first_screen_and_links_the_rest():
-    # README: what graphscope is, set-up, the commands a newcomer needs; the rest in docs/
+    # README: what graphscope is, set-up, the commands a first-time user needs; the rest in docs/
     lines = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().splitlines()
     assert len(lines) <= 250, f"README.md has {len(lines)} lines: move detail into docs/"
     text = "\n".join(lines)

@@ -226,7 +226,7 @@ def test_slow_matching_ends_in_an_error_not_a_hang(monkeypatch):
     assert time.monotonic() - t < 5
 
 
-# ------------------------------------------------------------------ a newcomer's first try
+# ------------------------------------------------------------- a first-time user's first try
 def test_report_of_one_graph_keeps_its_span(capsys, monkeypatch):
     # --graph of a one-graph bundle: the bundle's span, not "span 0 ns"
     out = _report(capsys, monkeypatch, os.path.join(DATA, "mlp_step"), "--graph", "step",
@@ -356,7 +356,7 @@ def test_dump_filter_matching_nothing_is_an_error_and_writes_nothing(tmp_path, c
                  "-o", str(out)]) == 0 and "fc1" in out.read_text()
 
 
-# ------------------------------------------------------------ a newcomer's second try
+# ------------------------------------------------------- a first-time user's second try
 def test_a_graph_never_timed_has_no_time_in_the_json_not_zero(capsys, monkeypatch):
     # GIVEN a ladder whose first two buckets were never replayed while traced
     s = json.loads(_report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--json",

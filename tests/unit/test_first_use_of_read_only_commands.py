@@ -1,4 +1,4 @@
-"""What a newcomer's first try of the read-only commands on the recorded bundles stumbled on,
+"""What a first-time user's try of the read-only commands on the recorded bundles stumbled on,
 each fixed and kept fixed here (CPU)."""
 
 import os
