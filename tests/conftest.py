@@ -3,6 +3,11 @@ import sys
 
 import pytest
 
+# No test depends on the terminal it is run from: rich and graphscope read these to choose
+# a width and colours, so they are cleared once; a test that wants a width sets COLUMNS itself.
+for _var in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+    os.environ.pop(_var, None)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "data")
 SAMPLES = os.path.join(ROOT, "sample_models")

@@ -108,7 +108,7 @@ def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
             con.print(f"note: {len(d['modules'])} module rows; showing {shown + 1} "
                       "level(s) (pass --depth N for more; --on module gates every module)")
             d = {**d, "modules": [r for r in d["modules"] if r["level"] <= shown]}
-    con.print(diff_table(d, a, b))
+    con.print(diff_table(d))
     con.print(diagnosis_diff_table(diag))
     if counters:
         from graphscope.render.counters import counters_diff_table

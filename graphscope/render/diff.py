@@ -16,10 +16,10 @@ def _pct(v: float) -> str:
     return f"[{colour}]{v:+.1f}%[/{colour}]"
 
 
-def diff_table(d: dict[str, Any], a: str, b: str) -> Table:
+def diff_table(d: dict[str, Any]) -> Table:
     """`graphscope diff`: ``d`` is :func:`graphscope.analysis.diff.diff_summary` of bundles
-    ``a`` and ``b``; times are GPU work (kernel time summed, median per replay), not spans."""
-    t = Table(title=Text(f"{a} → {b}"), title_justify="left")
+    A and B (named in the headline table's title); times are GPU work (kernel time summed, median per replay), not spans."""
+    t = Table(title="GPU work by module, A → B (median per replay)", title_justify="left")
     for col, just in (("module", "left"), ("A", "right"), ("B", "right"), ("Δ", "right"),
                       ("Δ%", "right"), ("kernels A→B", "right")):
         t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]

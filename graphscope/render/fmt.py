@@ -72,6 +72,19 @@ def svg_key(rank: Optional[int], graph: str) -> str:
 MAX_ROWS = 80  # module rows report and diff show without --depth
 
 
+def bundle_labels(a: str, b: str) -> tuple[str, str]:
+    """Two bundle paths as a title names them: the fewest trailing path parts that tell them
+    apart (``runs/old/b.capture`` and ``runs/new/b.capture`` → ``old/b.capture`` and
+    ``new/b.capture``), so a title does not grow with where the bundles sit."""
+    pa, pb = (os.path.abspath(p).split(os.sep)[1:] or [p] for p in (a, b))
+    k = 1
+    while pa[-k:] == pb[-k:] and k < max(len(pa), len(pb)):
+        k += 1
+    if pa[-k:] == pb[-k:]:  # one bundle twice: its own name
+        k = 1
+    return "/".join(pa[-k:]), "/".join(pb[-k:])
+
+
 def depth_that_fits(rows: list[dict[str, Any]], max_rows: int = MAX_ROWS) -> Optional[int]:
     """Without --depth, the deepest module level whose rows (``level`` each) fit in
     ``max_rows``, where the whole tree does not; None where it does (or nothing fits)."""

@@ -21,7 +21,7 @@ from ..analysis.gate import (
     KernelRef,
     gated,
 )
-from .fmt import fmt_bytes, fmt_ns, keep_figures, output_width, safe
+from .fmt import bundle_labels, fmt_bytes, fmt_ns, keep_figures, output_width, safe
 
 JSON_SCHEMA = "graphscope.gate/1"
 METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU work",
@@ -195,7 +195,8 @@ def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
                 f"; interval: {cmp.confidence:.0%} bootstrap interval of the difference; noise:"
                 " the least change that counts (the replays' spread, at least "
                 f"{cmp.noise_pct:g}% of A)")
-    t = Table(title=Text(f"{safe(cmp.a)} → {safe(cmp.b)}"), title_justify="left",
+    la, lb = bundle_labels(cmp.a, cmp.b)
+    t = Table(title=Text(f"A {safe(la)} → B {safe(lb)}"), title_justify="left",
               caption=Text(f"A, B: medians over the traced replays{set_aside_words(cmp)}"
                            f"{said_n}{left_out}"),
               caption_justify="left")
@@ -286,7 +287,8 @@ def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
     verdict = (VERDICT_WORDS.get(cmp.verdict, "not compared")
                if not cmp.failures else f"{len(cmp.failures)} regression(s) over the limit")
     lines = [f"### {title}: {status} — {verdict}", "",
-             f"{md_code(cmp.a)} → {md_code(cmp.b)}", "", verdict_line(cmp, md_code), ""]
+             "A {} → B {}".format(*map(md_code, bundle_labels(cmp.a, cmp.b))), "",
+             verdict_line(cmp, md_code), ""]
     lines += comparison_table_md(cmp)
     for g in explained(cmp):
         items = what_changed(g, md_code)
