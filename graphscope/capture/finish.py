@@ -102,8 +102,11 @@ def with_timings(graphs: list[CapturedGraph], jr: Optional[JoinResult]) -> Bundl
             for n in g.nodes
         )
         out.append(dataclasses.replace(g, nodes=nodes))
+    # everything timeline.json keeps, launch records included: the kept diagnosis is the one
+    # a read of the written bundle gives
     return Bundle("", {}, tuple(out), jr.replays, tuple(jr.replay_kernel_ns),
-                  tuple(jr.replay_span_ns), tuple(jr.events), jr.unjoined_records)
+                  tuple(jr.replay_span_ns), tuple(jr.events), jr.unjoined_records,
+                  tuple(jr.launches))
 
 
 def timeline_of(jr: Optional[JoinResult]) -> Optional[dict[str, Any]]:
