@@ -19,7 +19,8 @@ from ..options import bundle_argument, command, depth_option, force_option, not_
 @click.option("--trace", "as_trace", is_flag=True, help="Chrome/Perfetto trace JSON.")
 @click.option("--annotations", "as_annotations", is_flag=True,
               help="The {exec node id: [dict]} map as JSON.")
-@output_option("Output file (default: next to the bundle; '-' for stdout).")
+@output_option("Output file (default: BUNDLE.GRAPH.dot and the like in the current "
+               "directory; '-' for stdout).")
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default="dot",
               show_default=True, help="Render the annotated DOT with Graphviz's `dot`.")
 @click.option("--graph", default=None, callback=not_empty,
@@ -103,7 +104,7 @@ def _dump_ranks(bundle: str, what: str, output: Optional[str], force: bool) -> i
         raise GraphscopeError(f"{bundle}: a multi-rank bundle: dump --trace (every rank's "
                               f"timeline), or dump one rank's bundle "
                               f"({bundle.rstrip('/')}/rank0 ...)")
-    out = output or os.path.abspath(bundle.rstrip("/")) + ".trace.json"
+    out = output or os.path.join(".", _bundle_name(bundle) + ".trace.json")
     check_output(out, force=force, inputs=[bundle])
     text = json.dumps(build_multirank_trace(read_ranks(bundle)), sort_keys=True) + "\n"
     write_output(out, text, force=force, inputs=[bundle])
@@ -113,11 +114,17 @@ def _dump_ranks(bundle: str, what: str, output: Optional[str], force: bool) -> i
 
 
 def _default_out(b: Any, gname: Optional[str], ext: str) -> str:
-    """BUNDLE.<graph>.<ext> beside the bundle (BUNDLE.<ext>: every graph's, gname None)."""
+    """./BUNDLE.<graph>.<ext> (./BUNDLE.<ext>: every graph's, gname None): in the current
+    directory, never beside the bundle, which may be a checkout's fixture or read-only."""
     from graphscope.model.graph import safe_file_stem
 
     stem = f".{safe_file_stem(gname)}" if gname is not None else ""
-    return os.path.join(os.path.dirname(b.path) or ".", f"{os.path.basename(b.path)}{stem}.{ext}")
+    return os.path.join(".", f"{_bundle_name(b.path)}{stem}.{ext}")
+
+
+def _bundle_name(path: str) -> str:
+    """The bundle directory's own name (``.`` and a trailing ``/`` resolved)."""
+    return os.path.basename(os.path.abspath(path.rstrip("/") or "/"))
 
 
 def _dump_each_graph(b: Any, bundle: str, what: str, output: Optional[str],

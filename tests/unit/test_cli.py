@@ -93,6 +93,25 @@ def test_dump_dot_raw_trace_annotations(tmp_path):
     assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot"), "--force"]) == 0
 
 
+def test_dump_without_output_writes_into_the_current_directory(tmp_path, monkeypatch, capsys):
+    from graphscope.model.bundle_io import read_bundle
+
+    # GIVEN a recorded bundle in the source tree, and another directory to work in
+    src = _fixture("mlp_step")
+    beside = sorted(os.listdir(os.path.dirname(src)))
+    graph = read_bundle(src).graphs[0].name
+    monkeypatch.chdir(tmp_path)
+    # WHEN it is dumped without -o
+    assert main(["dump", src]) == 0
+    # THEN the DOT lands in the current directory, named by the bundle and graph, and the line
+    # says where
+    name = f"mlp_step.{graph}.dot"
+    assert capsys.readouterr().out.strip() == f"Wrote ./{name}"
+    assert (tmp_path / name).read_text().startswith("digraph")
+    # AND nothing is written beside the bundle
+    assert sorted(os.listdir(os.path.dirname(src))) == beside
+
+
 def test_dump_svg_without_graphviz(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no `dot` anywhere
     rc = main(["dump", _fixture("mlp_step"), "--format", "svg", "-o", str(tmp_path / "x.svg")])

@@ -315,8 +315,8 @@ def test_usage_errors_are_one_line(capsys, argv, msg):
 
 @pytest.mark.parametrize("flag,ext", [("--trace", "trace.json"),
                                       ("--annotations", "annotations.json")])
-def test_dump_of_every_graph_is_named_by_the_bundle_not_its_first_graph(tmp_path, capsys, flag,
-                                                                        ext):
+def test_dump_of_every_graph_is_named_by_the_bundle_not_its_first_graph(tmp_path, monkeypatch,
+                                                                        capsys, flag, ext):
     # GIVEN a bundle of two graphs (make_graphed_callables' forward and backward), copied
     import shutil
 
@@ -324,31 +324,33 @@ def test_dump_of_every_graph_is_named_by_the_bundle_not_its_first_graph(tmp_path
 
     path = tmp_path / "callables"
     shutil.copytree(os.path.join(DATA, "mlp_callables"), path)
+    monkeypatch.chdir(tmp_path)
     # WHEN all of it is dumped without --graph
     assert main(["dump", str(path), flag]) == 0
     out = capsys.readouterr().out
     # THEN the file is named by the bundle (it holds both graphs)
-    assert out.strip() == f"Wrote {tmp_path}/callables.{ext}"
+    assert out.strip() == f"Wrote ./callables.{ext}"
+    assert (tmp_path / f"callables.{ext}").is_file()
     # AND with --graph, by that graph
     from graphscope.model.graph import safe_file_stem
 
     g = read_bundle(str(path)).graphs[1].name
     assert main(["dump", str(path), flag, "--graph", g]) == 0
-    assert capsys.readouterr().out.strip() == (
-        f"Wrote {tmp_path}/callables.{safe_file_stem(g)}.{ext}")
+    assert capsys.readouterr().out.strip() == f"Wrote ./callables.{safe_file_stem(g)}.{ext}"
 
 
-def test_dump_trace_of_a_multi_rank_bundle_says_where_it_wrote(tmp_path, capsys):
+def test_dump_trace_of_a_multi_rank_bundle_says_where_it_wrote(tmp_path, monkeypatch, capsys):
+    # GIVEN a multi-rank bundle in one directory, and another directory to work in
     import shutil
 
-    shutil.copytree(os.path.join(DATA, "ddp_mlp_step"), tmp_path / "ddp")
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        assert main(["dump", "ddp", "--trace"]) == 0
-    finally:
-        os.chdir(cwd)
-    assert capsys.readouterr().out.strip() == f"Wrote {tmp_path}/ddp.trace.json"
+    shutil.copytree(os.path.join(DATA, "ddp_mlp_step"), tmp_path / "in" / "ddp")
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    # WHEN its trace is dumped without -o
+    assert main(["dump", "../in/ddp/", "--trace"]) == 0
+    # THEN it is named by the bundle, written in the current directory, and said so
+    assert capsys.readouterr().out.strip() == "Wrote ./ddp.trace.json"
+    assert (tmp_path / "work" / "ddp.trace.json").is_file()
 
 
 def test_the_no_gpu_error_lists_check_bundle(capsys):

@@ -145,13 +145,14 @@ def test_kernel_and_op_names_are_not_markup_or_escapes(tmp_path, capsys, monkeyp
 
 # ------------------------------------------------------------------ 4: dump of several graphs
 @pytest.mark.parametrize("flag,ext", [("--dot", "dot"), ("--raw", "raw.dot")])
-def test_dump_writes_every_graph_or_refuses(tmp_path, capsys, flag, ext):
+def test_dump_writes_every_graph_or_refuses(tmp_path, monkeypatch, capsys, flag, ext):
     b = _copy(tmp_path, "mlp_callables")
+    monkeypatch.chdir(tmp_path)  # dump writes into the current directory
     assert main(["dump", str(b), flag]) == 0
     said = capsys.readouterr()
     for g in ("forward", "backward"):  # "Wrote" on stdout, as for one graph
         out = tmp_path / f"mlp_callables.{g}.{ext}"
-        assert out.exists() and f"Wrote {out}" in said.out and "Wrote" not in said.err
+        assert out.exists() and f"Wrote ./{out.name}" in said.out and "Wrote" not in said.err
     fwd, bwd = ((tmp_path / f"mlp_callables.{g}.{ext}").read_text() for g in ("forward",
                                                                              "backward"))
     assert fwd != bwd
@@ -162,8 +163,9 @@ def test_dump_writes_every_graph_or_refuses(tmp_path, capsys, flag, ext):
     assert not (tmp_path / "one.dot").exists()
 
 
-def test_dump_of_several_graphs_writes_none_if_one_exists(tmp_path, capsys):
+def test_dump_of_several_graphs_writes_none_if_one_exists(tmp_path, monkeypatch, capsys):
     b = _copy(tmp_path, "mlp_callables")
+    monkeypatch.chdir(tmp_path)  # dump writes into the current directory
     (tmp_path / "mlp_callables.backward.dot").write_text("keep")
     assert main(["dump", str(b)]) == 2
     assert not (tmp_path / "mlp_callables.forward.dot").exists()

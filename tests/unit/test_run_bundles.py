@@ -62,7 +62,8 @@ def test_raw_dot_files_have_safe_names_and_dump_reads_them(tmp_path, capsys):
     assert out.read_text().startswith("digraph")
 
 
-def test_dump_raw_of_a_run_bundle_with_the_drivers_dot_of_some_graphs(tmp_path, capsys):
+def test_dump_raw_of_a_run_bundle_with_the_drivers_dot_of_some_graphs(tmp_path, monkeypatch,
+                                                                       capsys):
     # GIVEN a run bundle in which only a site's first graph has the driver's DOT (run reads it
     # before capture_end for a site's first capture; torch destroys the later templates)
     import shutil
@@ -72,6 +73,7 @@ def test_dump_raw_of_a_run_bundle_with_the_drivers_dot_of_some_graphs(tmp_path, 
     shutil.copytree(b.path, path)
     later = read_bundle(str(path)).graphs[1]
     os.unlink(path / later.dot_file)
+    monkeypatch.chdir(tmp_path)  # dump writes into the current directory
     # WHEN every graph's raw DOT is dumped
     capsys.readouterr()
     assert main(["dump", str(path), "--raw"]) == 0
