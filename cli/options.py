@@ -25,19 +25,51 @@ STATE = _State()
 
 
 def console(stderr: bool = False) -> Any:
-    """A rich console for a command's output. On a terminal, as wide as it is; into a pipe or
-    a file (`| less`, `> report.txt`, CI logs) no terminal sets a width, and rich's 80 columns
-    wrapped the ladder's figures ("bucke t"): there ``PIPE_WIDTH``, unless ``COLUMNS`` says."""
+    """A rich console for a command's output. On a terminal, as wide as it is. Into a pipe or
+    a file (`| less`, `> report.txt`, CI logs) no terminal sets a width: there ``COLUMNS``, else
+    ``PIPE_WIDTH`` (rich's own 80 columns would be a terminal's choice, not a file's), and no
+    line ends in spaces (rich pads titles and cells to the table's width)."""
     import os
+    import sys
 
     from rich.console import Console
 
-    from graphscope.render.fmt import PIPE_WIDTH  # tables into a pipe or file: 160 columns
+    from graphscope.render.fmt import PIPE_WIDTH
 
     con = Console(stderr=stderr)
-    if not con.is_terminal and not os.environ.get("COLUMNS"):
-        con = Console(stderr=stderr, width=PIPE_WIDTH)
+    if not con.is_terminal:
+        cols = os.environ.get("COLUMNS", "")
+        width = int(cols) if cols.isdigit() and int(cols) > 0 else PIPE_WIDTH
+        con = Console(file=_TrimmedLines(sys.stderr if stderr else sys.stdout), width=width)
     return con
+
+
+class _TrimmedLines:
+    """A text stream that writes each line without its trailing spaces (what is left of a
+    line is held until its newline or a flush)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out, self._held = out, ""
+
+    def write(self, text: str) -> int:
+        lines = (self._held + text).split("\n")
+        self._held = lines.pop()
+        if lines:
+            self._out.write("".join(ln.rstrip(" ") + "\n" for ln in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._held:
+            self._out.write(self._held)
+            self._held = ""
+        self._out.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return str(getattr(self._out, "encoding", None) or "utf-8")
 
 
 def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:

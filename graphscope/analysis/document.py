@@ -14,7 +14,7 @@ from .report import Report
 from .summary import untimed_as_null
 
 REPORT_VERSION = 1
-_SECTIONS = ("graphs", "coverage", "modules", "top_kernels", "top_ops", "by_graph", "ddp",
+_SECTIONS = ("answer", "graphs", "coverage", "modules", "top_kernels", "top_ops", "by_graph", "ddp",
              "memory", "ladder", "diagnosis", "eager", "graph_coverage", "cudagraph_trees",
              "counters")
 

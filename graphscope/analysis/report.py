@@ -10,6 +10,8 @@ a person (the renderers word it; they never guess it from a missing key).
 Sections and where their numbers come from:
 
 =================  ===============================================================
+answer             the first screen: what the bundle is, where the time goes, what bounds
+                   each graph, the first findings (analysis/answer.py, from the sections)
 header             replays, graphs, medians per replay (analysis/summary.py)
 graphs             one row per graph (analysis/summary.py ``graph_rows``)
 coverage           share of work nodes attributed, per phase
@@ -32,7 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from . import Absent, Maybe
+from . import Absent, Maybe, present
+from .answer import Answer, build_answer
 
 if TYPE_CHECKING:
     from ..model.bundle import Bundle
@@ -57,6 +60,7 @@ class ReportOptions:
     graph: Optional[str] = None  # the one graph this report is of (--graph), if any
     ladder: bool = False  # the bucket ladder even where the bundle recorded no capture cost
     diagnosis: Optional[bool] = None  # None: by size (DIAGNOSIS_MAX_NODES)
+    full: bool = False  # every graph's row, not a capture site's buckets as one (--full)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class Report:
     cudagraph_trees: Maybe[Row] = Absent("no_trees",
                                          "no torch.compile cudagraph trees were recorded")
     counters: Maybe[Row] = Absent("no_counters", "no counters.json: capture --counters")
+    answer: Maybe[Answer] = Absent("not_built", "built by build_report")
     options: ReportOptions = field(default_factory=ReportOptions)
 
 
@@ -176,7 +181,20 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
         asked = wants_diagnosis(options, sum(int(r["nodes"]) for r in rows), len(rows))
         fields["diagnosis"] = asked if isinstance(asked, Absent) else Absent(
             "not_asked", "the tables came from summary.json alone")
+    fields["answer"] = _answer(fields, extras)
     return Report(**fields, options=options)  # type: ignore[arg-type]
+
+
+def _answer(fields: Mapping[str, Any], extras: BundleExtras) -> Answer:
+    """The answer, from the sections built (the diagnosis parsed from its JSON form once)."""
+    diag = fields.get("diagnosis")
+    parsed = None
+    if diag is not None and present(diag):
+        from .diagnosis import Diagnosis, from_json
+
+        parsed = from_json(Diagnosis, diag)
+    return build_answer(fields["header"], fields["graphs"], fields["modules"], parsed,
+                        extras.mode)
 
 
 def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOptions,

@@ -167,6 +167,34 @@ def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     return keep_figures(t)
 
 
+GROUPED_FROM = 5  # a capture site of this many graphs or more is one row (--full: each)
+
+
+def grouped_graphs_table(groups: Sequence[Any]) -> Table:
+    """The graphs by capture site (``analysis.answer.GraphGroup``): a bucket ladder as one row,
+    with the range over its buckets; a site of few graphs keeps a row per graph."""
+    t = Table(title="Graphs (a capture site's buckets as one row: --full for each graph)",
+              title_justify="left")
+    t.add_column("graphs", overflow="fold", ratio=1)
+    for col in ("nodes", "tagged", "replays", "traced", "time/replay"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("pool", justify="right", overflow="fold")
+    for g in groups:
+        n = len(g.names)
+        name = (f"{g.site}: {n} graphs, {g.buckets[0]} … {g.buckets[-1]}" if n > 1
+                else g.names[0])
+        nodes = str(g.nodes_low) if g.nodes_low == g.nodes_high else (
+            f"{g.nodes_low}–{g.nodes_high}")
+        time = "-" if g.low_ns is None else fmt_ns(g.low_ns) if g.low_ns == g.high_ns else (
+            f"{fmt_ns(g.low_ns)}–{fmt_ns(g.high_ns)}")
+        pool = "-" if g.pool_bytes is None else fmt_bytes(g.pool_bytes) + (
+            f" ({g.pools} pools)" if g.pools > 1 else "")
+        t.add_row(Text(name), nodes, f"{g.attributed}/{g.work_nodes}",
+                  "-" if g.replays is None else str(g.replays), f"{g.traced} of {n}", time,
+                  Text(pool))
+    return keep_figures(t)
+
+
 def coverage_text(cov: dict[str, Any]) -> str:
     """``fwd 100.0% bwd 93.1%``: only the phases that have nodes (a forward-only bundle has no
     backward to cover)."""
@@ -283,19 +311,32 @@ def ddp_table(rows: list[dict[str, Any]]) -> Table:
     return keep_figures(t)
 
 
-def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True) -> Group:
+def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True,
+           groups: Optional[Sequence[Any]] = None, ladder: bool = False) -> Group:
+    """The header and tables of ``summary``; ``groups`` (``analysis.answer.GraphGroup``):
+    where a capture site has GROUPED_FROM graphs or more, its graphs as one row and no
+    column per graph (None: a row and a column per graph), and the bucket ladder only where
+    ``ladder`` asks for it."""
     parts: list[Any] = [header(summary)]
-    if len(summary["graphs"]) > 1 or any("site" in g for g in summary["graphs"]):
+    grouped = groups is not None and any(len(g.names) >= GROUPED_FROM for g in groups)
+    if grouped:
+        parts.append(grouped_graphs_table(groups or ()))
+    elif len(summary["graphs"]) > 1 or any("site" in g for g in summary["graphs"]):
         parts.append(graphs_table(summary))
     parts.append(module_table(summary, depth))
-    if summary.get("by_graph") and summary.get("replays"):
+    if summary.get("by_graph") and summary.get("replays") and not grouped:
         parts.append(by_graph_table(summary["by_graph"], depth))
     if summary.get("ddp"):
         parts.append(ddp_table(summary["ddp"]))
     if summary.get("memory"):
-        parts.append(memory_group(summary["memory"], depth))
-    if summary.get("ladder"):
+        training = bool((summary.get("coverage") or {}).get("backward", {}).get("nodes"))
+        parts.append(memory_group(summary["memory"], depth, training))
+    if summary.get("ladder") and (ladder or not grouped):
         parts.append(ladder_group(summary["ladder"]))
+    elif summary.get("ladder"):
+        parts.append(Text(f"Bucket ladder: {len(summary['ladder'])} capture site(s); "
+                          "report --ladder shows each bucket's replays, time per row, "
+                          "memory and capture cost"))
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
@@ -304,9 +345,10 @@ def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = Tru
 
 
 def print_summary(
-    summary: dict[str, Any], console: Optional[Console] = None, depth: Optional[int] = None
+    summary: dict[str, Any], console: Optional[Console] = None, depth: Optional[int] = None,
+    groups: Optional[Sequence[Any]] = None, ladder: bool = False,
 ) -> None:
-    (console or Console()).print(render(summary, depth))
+    (console or Console()).print(render(summary, depth, groups=groups, ladder=ladder))
 
 
 def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> None:
@@ -411,23 +453,29 @@ def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None)
     return keep_figures(t)
 
 
-def outside_note(rows: list[dict[str, Any]]) -> str:
-    """What the memory table's outside row holds, where it holds anything (in a training
-    step, most of the capture)."""
+def outside_note(rows: list[dict[str, Any]], training: bool = False) -> str:
+    """What the memory table's outside row holds, where it holds anything: the capture
+    window's time while no module's forward ran (in a forward capture, most of it is
+    torch.cuda.graph's own entry and exit). ``training``: the bundle captured a backward."""
     from ..model.graph import OUTSIDE_MODULES
 
-    if any(r["module"] == OUTSIDE_MODULES and (r["alloc_bytes"] or r["capture_s"])
-           for r in rows):
-        return (f"{OUTSIDE_MODULES}: outside every module's forward call, such as a training "
-                "step's loss, backward pass and optimizer step (not split by module)")
-    return ""
+    if not any(r["module"] == OUTSIDE_MODULES and (r["alloc_bytes"] or r["capture_s"])
+               for r in rows):
+        return ""
+    step = ("; in a training step also the loss, backward pass and optimizer step"
+            if training else "")
+    return (f"{OUTSIDE_MODULES}: the capture window while no module's forward ran: "
+            "torch.cuda.graph's entry and exit (synchronize, garbage collection, "
+            "capture_begin/capture_end) and graphscope's own CUPTI subscription and record "
+            f"keeping around each capture{step}")
 
 
-def memory_group(mem: dict[str, Any], depth: Optional[int] = None) -> Group:
+def memory_group(mem: dict[str, Any], depth: Optional[int] = None,
+                 training: bool = False) -> Group:
     parts: list[Any] = [pools_table(mem), capture_table(mem)]
     if mem.get("by_module"):
         parts.append(module_memory_table(mem["by_module"], depth))
-        note = outside_note(mem["by_module"])
+        note = outside_note(mem["by_module"], training)
         if note:
             parts.append(Text(note))
     return Group(*parts)

@@ -10,7 +10,9 @@ from rich.console import Console
 
 from ..analysis import Absent, plain, present
 from ..analysis.report import Report
-from .fmt import depth_that_fits
+from .fmt import Text, depth_that_fits
+
+ANSWER_WIDTH = 80  # the answer fits one 80-column screen, whatever the tables' width
 
 
 def summary_of(report: Report) -> dict[str, Any]:
@@ -29,6 +31,12 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
     (``eager_rows``: the Eager vs graph rows shown, 0 for all; None: the default)."""
     from .table import print_summary
 
+    if present(report.answer):
+        from .answer import answer_text
+
+        for line in answer_text(report.answer, min(con.width, ANSWER_WIDTH)).splitlines():
+            con.print(Text(line))
+        con.print()
     s = summary_of(report)
     if present(report.diagnosis) and len(report.graphs) == 1:
         # one graph: the diagnosis gives its span, of the replays it says it uses
@@ -39,7 +47,9 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
         if depth is not None:
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
-    print_summary(s, con, depth)
+    groups = None if report.options.full or not present(report.answer) else (
+        report.answer.groups)
+    print_summary(s, con, depth, groups, report.options.ladder)
     if report.options.ladder and isinstance(report.ladder, Absent):
         con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
                   if report.ladder.reason == "one_graph_view" else

@@ -76,16 +76,25 @@ def test_module_table_title_says_what_the_times_add_up(capsys, monkeypatch):
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step"))
     assert "GPU time by module (median per replay)" in out
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_annotate"))
-    assert "\nKernels by module " in out and "median per replay" not in out
+    assert "\nKernels by module\n" in out and "median per replay" not in out
     assert "Diagnosis (no timed replays: node counts)" in out
 
 
 def test_memory_by_module_says_what_outside_modules_holds(capsys, monkeypatch):
+    # GIVEN a training step's bundle and a forward capture's (a program's ladder)
     rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "mlp_step_eager"))
     assert rc == 0
-    i = out.index("Memory by module (during capture)")
-    assert "(outside modules): outside every module's forward call, such as a training step's " \
-        "loss, backward pass and optimizer step" in out[i:]
+    step = out[out.index("Memory by module (during capture)"):]
+    rc, out, _ = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"))
+    assert rc == 0
+    forward = out[out.index("Memory by module (during capture)"):]
+    # THEN each says what the row's time is: torch.cuda.graph's and graphscope's own work
+    # around the capture, and the loss, backward and optimizer only where a step has them
+    for said in (step, forward):
+        assert "(outside modules): the capture window while no module's forward ran: " \
+            "torch.cuda.graph's entry and exit" in " ".join(said.split())
+    assert "backward pass and optimizer step" in " ".join(step.split())
+    assert "backward" not in forward.split("Bucket ladder")[0]
 
 
 def test_capture_of_a_missing_model_file_says_so_before_asking_for_a_gpu(capsys, monkeypatch,

@@ -1,0 +1,125 @@
+"""The answer first: `report` opens with what the bundle is, where the time goes, what bounds
+each graph and what to try first, on one 80-column screen, with the figures the tables below
+it print; a bucket ladder's graphs are one row; output into a file has no trailing spaces."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from graphscope.cli.main import main
+from tests.conftest import fixture_bundles
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+
+
+def _report(capsys, *argv):
+    rc = main(["report", *argv])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    return out
+
+
+def _answer(out: str) -> list[str]:
+    """The answer's lines: from the first line to the blank line after it."""
+    return out.split("\n\n", 1)[0].splitlines()
+
+
+SINGLE = [b for b in fixture_bundles() if os.path.isfile(os.path.join(b, "manifest.json"))]
+
+
+@pytest.mark.parametrize("bundle", SINGLE, ids=lambda p: os.path.relpath(p, DATA))
+def test_every_report_opens_with_the_answer_on_one_80_column_screen(capsys, bundle):
+    # GIVEN any recorded bundle, its report into a file (no terminal: 100 columns)
+    out = _report(capsys, bundle)
+    # THEN the first line says what the bundle is, and the answer fits 80 columns and a
+    # screen, whatever the tables' width
+    answer = _answer(out)
+    assert answer[0].startswith("The bundle: ")
+    assert all(len(line) <= 80 for line in answer), [ln for ln in answer if len(ln) > 80]
+    assert len(answer) <= 24
+    # AND no line of the whole report ends in spaces or exceeds the file's 100 columns
+    lines = out.splitlines()
+    assert not [ln for ln in lines if ln != ln.rstrip(" ")]
+    assert max(map(len, lines)) <= 100
+
+
+def test_a_one_graph_report_says_what_to_try_in_its_first_30_lines(capsys):
+    # GIVEN a forward capture whose diagnosis found independent chains on one stream
+    out = _report(capsys, os.path.join(DATA, "demo", "branches_forward"))
+    first = "\n".join(out.splitlines()[:30])
+    # THEN the first finding, its saving and the command that tries it are on the first screen
+    assert "What to try first" in first
+    assert "--try-streams 4" in first
+    findings = out[out.index("What to do next"):]
+    saving = re.search(r"│ 1 │\s+(\S+ µs) (\d+)%", findings)
+    assert saving is not None
+    assert f"1. {saving.group(1)} ({saving.group(2)}%) per replay" in " ".join(first.split())
+
+
+@pytest.mark.parametrize("name", ["gpt_step", "run_decode", "mlp_step", "run_ladder"])
+def test_the_answer_gives_the_figures_the_tables_give(capsys, name):
+    # GIVEN a bundle's report and its JSON
+    out = _report(capsys, os.path.join(DATA, name))
+    doc = json.loads(_report(capsys, os.path.join(DATA, name), "--json"))
+    text = " ".join(" ".join(_answer(out)).split())
+    # THEN the answer's GPU work is the header's, and each module's share is the module
+    # table's row, rounded as it is printed
+    header = re.search(r"graph work (\S+ [µm]?s)", out)
+    assert header is not None and f"GPU work {header.group(1)}" in text
+    for m in doc["answer"]["modules"]:
+        row = next(r for r in doc["modules"] if r["module"] == m["module"])
+        assert m["pct"] == row["pct"] and m["time_ns"] == row["median_ns"]
+        assert f"{m['module']} {row['pct']:.0f}%" in text
+
+
+def test_the_answer_s_bounds_are_the_diagnosis_s_figures(capsys):
+    doc = json.loads(_report(capsys, os.path.join(DATA, "gpt_step"), "--json"))
+    (bound,) = doc["answer"]["bounds"]
+    (graph,) = doc["diagnosis"]["graphs"]
+    assert bound["span_low_ns"] == bound["span_high_ns"] == graph["span_ns"]
+    assert bound["idle_pct"] == graph["idle_pct"]
+    assert bound["path_pct"] == pytest.approx(
+        100 * graph["critical_path"]["length_ns"] / graph["span_ns"])
+
+
+def test_a_bucket_ladder_is_one_row_with_its_range_and_full_shows_each_graph(capsys):
+    # GIVEN a program's 10-bucket ladder (8 traced)
+    bundle = os.path.join(DATA, "run_ladder")
+    doc = json.loads(_report(capsys, bundle, "--json"))
+    times = [g["median_ns"] for g in doc["graphs"] if g["median_ns"]]
+    out = _report(capsys, bundle)
+    full = _report(capsys, bundle, "--full")
+    # THEN by default one row holds the site's graphs and the range of their time per replay
+    grouped = out[out.index("Graphs (a capture site's buckets as one row"):]
+    row = grouped.splitlines()[3]
+    assert "ladder.py:45: 10 graphs" in row and "8 of 10" in row
+    lo, hi = min(times) / 1e3, max(times) / 1e3
+    assert f"{lo:.1f} µs–{hi:.1f} µs" in row
+    assert "ladder.py:45 #3 [32]" not in out.split("Diagnosis")[0]
+    assert "report --ladder shows each bucket" in out
+    # AND --full keeps a row per graph, the columns per graph and the bucket ladder
+    assert all(g["name"] in full for g in doc["graphs"])
+    assert "GPU time by module per graph of ladder.py:45" in full
+    assert "Bucket ladder: ladder.py:45" in full
+    assert len(out.splitlines()) < len(full.splitlines())
+
+
+def test_the_answer_names_a_ladders_buckets_and_the_range_over_them(capsys):
+    out = _report(capsys, os.path.join(DATA, "run_ladder"))
+    text = " ".join(" ".join(_answer(out)).split())
+    assert "10 graphs from 1 capture site" in text
+    assert "ladder.py:45 (8 graphs: #2 [48], #3 [32], #4 [24], #5 [16], … 4 more)" in text
+
+
+def test_into_a_file_the_width_is_columns_or_100(capsys, monkeypatch):
+    bundle = os.path.join(DATA, "gpt_step")
+    wide = _report(capsys, bundle)
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = _report(capsys, bundle)
+    assert max(map(len, wide.splitlines())) == 100
+    assert max(map(len, narrow.splitlines())) <= 80
+    assert _answer(wide) == _answer(narrow)  # the answer is one screen at either width
