@@ -148,6 +148,11 @@ def _absent(report: Report) -> list[str]:
 def report_markdown(report: Report, title: str) -> str:
     """``report`` as one Markdown document (``title``: the bundle's name)."""
     parts = _header(report, title)
+    if present(report.answer):  # the answer first, as the terminal shows it
+        from .answer import answer_markdown
+        from .gate import md_code
+
+        parts += answer_markdown(report.answer, md_code)[1:] + [""]
     if len(report.graphs) > 1:
         parts += _graphs(report)
     parts += _modules(report) + _kernels(report)
