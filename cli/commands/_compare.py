@@ -1,8 +1,26 @@
-"""What `diff` and `check --baseline` both say when two bundles look unrelated."""
+"""What `diff` and `check --baseline` both read beside a bundle, and say when two bundles look
+unrelated."""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def read_side(path: str, bundle: Any = None) -> Any:
+    """The bundle at ``path`` (``bundle``: already read) and the files beside it a comparison
+    uses: its kept diagnosis where current, eager baseline and counters."""
+    from graphscope.analysis.gate import Side
+    from graphscope.model.bundle_files import read_counters, read_diagnosis, read_eager
+    from graphscope.model.bundle_io import read_bundle
+
+    return Side(bundle if bundle is not None else read_bundle(path), path,
+                read_diagnosis(path), read_eager(path), read_counters(path))
+
+
+def unrelated(a: Any, b: Any, cmp: Any) -> list[str]:
+    """:func:`unrelated_warnings` of bundles ``a`` and ``b`` by their comparison ``cmp``."""
+    rows = cmp.modules_work.modules if cmp.modules_work is not None else ()
+    return unrelated_warnings(a, b, {"modules": [{"only_in": r.only_in} for r in rows]})
 
 
 def unrelated_warnings(a: Any, b: Any, d: dict[str, Any]) -> list[str]:

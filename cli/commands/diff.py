@@ -3,7 +3,6 @@ with the noise of the replays, what changed, and an optional gate (docs/gates.md
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any, Optional
 
@@ -32,7 +31,7 @@ from ..options import (
 def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: str,
          noise_pct: Optional[float], as_json: bool, markdown: bool, link: Optional[str]
          ) -> int:
-    """Compare bundle B against bundle A graph by graph: replay span, critical path and GPU
+    """Compare bundle B with bundle A, graph by graph. Shows replay span, critical path and GPU
     work with their noise, and what changed.
 
     Per graph: medians over the traced replays, a 95% bootstrap interval of the difference and
@@ -43,108 +42,58 @@ def diff(a: str, b: str, depth: Optional[int], fail_above: Optional[float], on: 
     by more than PCT percent and more than the noise (or when no graph could be compared); a
     speed-up never fails."""
     from graphscope._errors import GraphscopeError
-    from graphscope.analysis.diagnosis import diagnose_json
-    from graphscope.analysis.diff import diagnosis_deltas, diff_summary
-    from graphscope.analysis.gate import compare
-    from graphscope.model.bundle_io import read_bundle
-    from graphscope.render.gate import (
-        comparison_json,
-        comparison_markdown,
-        render_comparison,
-        verdict_text,
-    )
+    from graphscope.analysis.gate import CompareOptions, build_comparison
+    from graphscope.render.gate import comparison_json, comparison_markdown
 
-    from ..options import console
-    from ._compare import unrelated_warnings
+    from ._compare import read_side, unrelated
 
     one_document(as_json, markdown)
-    ba, bb = read_bundle(a), read_bundle(b)
-    for path, x in ((a, ba), (b, bb)):
-        if not x.replays:
-            raise GraphscopeError(f"{path}: has no timed replays (written by `graphscope "
+    sa, sb = read_side(a), read_side(b)
+    for side in (sa, sb):
+        if not side.bundle.replays:
+            raise GraphscopeError(f"{side.path}: has no timed replays (written by `graphscope "
                                   "annotate`?): diff compares timings; capture it with "
                                   "`graphscope capture`")
-    d = diff_summary(ba, bb, depth)
-    for w in unrelated_warnings(ba, bb, d):
-        click.echo(f"warning: {w}", err=True)
-    diags = (diagnose_json(ba), diagnose_json(bb))
     extra = {} if noise_pct is None else {"noise_pct": noise_pct}
-    cmp = compare(ba, bb, on=on, limit_pct=fail_above, depth=depth, diagnoses=diags, **extra)
-    cmp = dataclasses.replace(cmp, a=a, b=b)  # the paths as given, not resolved
-    code = 1 if cmp.failed else 0
+    cmp = build_comparison(sa, sb, CompareOptions(on=on, limit_pct=fail_above, depth=depth,
+                                                  **extra))
+    for w in unrelated(sa.bundle, sb.bundle, cmp):
+        click.echo(f"warning: {w}", err=True)
     if markdown:
         click.echo(comparison_markdown(cmp, link=link), nl=False)
-        return code
-    diag = diagnosis_deltas(ba, bb, diags)
-    counters = _counter_deltas(a, ba, b, bb)
-    eager = _eager_pair(a, ba, b, bb, depth)
-    if as_json:
-        doc: dict[str, Any] = {**comparison_json(cmp), "modules_work": d,
-                               "diagnosis": diag}
-        if counters:
-            doc["counters"] = counters
-        if eager:
-            doc["eager"] = eager
-        click.echo(json.dumps(doc, sort_keys=True, indent=1))
-        return code
+    elif as_json:
+        click.echo(json.dumps(comparison_json(cmp), sort_keys=True, indent=1))
+    else:
+        _terminal(cmp, depth is not None)
+    return 1 if cmp.failed else 0
+
+
+def _terminal(cmp: Any, depth_given: bool) -> None:
+    """The headline and what changed, GPU work per module, the diagnosis, counters and eager
+    baselines A → B, and the verdict as the last line: every figure from ``cmp``."""
+    from graphscope.render.diff import diagnosis_diff_table, module_section
+    from graphscope.render.gate import render_comparison, verdict_text
+
+    from ..options import console
+
     con = console()
     con.print(render_comparison(cmp))
-    _details(con, a, b, d, depth, diag, counters, eager)
-    con.print(verdict_text(cmp), soft_wrap=True)  # one line, for a CI log to grep
-    return code
-
-
-def _details(con: Any, a: str, b: str, d: dict[str, Any], depth: Optional[int],
-             diag: dict[str, Any], counters: list[Any], eager: Optional[dict[str, Any]]
-             ) -> None:
-    """GPU work per module, the diagnosis, counters and eager baselines A → B."""
-    from graphscope.render.diff import diagnosis_diff_table, diff_table
-
-    if depth is None:  # a huge tree: the levels that fit, as report shows them, and said so
-        from graphscope.render.fmt import depth_that_fits
-
-        shown = depth_that_fits(d["modules"])
-        if shown is not None:
-            con.print(f"note: {len(d['modules'])} module rows; showing {shown + 1} "
-                      "level(s) (pass --depth N for more; --on module gates every module)")
-            d = {**d, "modules": [r for r in d["modules"] if r["level"] <= shown]}
-    con.print(diff_table(d))
-    con.print(diagnosis_diff_table(diag))
-    if counters:
+    if cmp.modules_work is not None:
+        con.print(module_section(cmp.modules_work, depth_given))
+    if cmp.diagnosis is not None:
+        con.print(diagnosis_diff_table(cmp.diagnosis))
+    if cmp.counters:
         from graphscope.render.counters import counters_diff_table
 
-        con.print(counters_diff_table(counters))
-    if eager and "only" in eager:
-        side, other = (a, b) if eager["only"] == "a" else (b, a)
+        con.print(counters_diff_table(list(cmp.counters)))
+    eager = cmp.eager
+    if eager is not None and eager.only:
+        side, other = (cmp.a, cmp.b) if eager.only == "a" else (cmp.b, cmp.a)
         con.print(f"eager baseline: only {side} has one ({other} was captured without "
                   "--eager-baseline)", markup=False, highlight=False)
-    elif eager:
+    elif eager is not None:
         from graphscope.render.eager import eager_diff_table, eager_module_diff_table
 
-        con.print(eager_diff_table(eager["a"], eager["b"]))
-        con.print(eager_module_diff_table(eager["a"], eager["b"]))
-
-
-def _counter_deltas(a: str, ba: object, b: str, bb: object) -> list[Any]:
-    """Per-module counter deltas where both bundles have counters.json (else [])."""
-    from graphscope.analysis.counters import analyze, diff
-    from graphscope.model.bundle_files import read_counters
-
-    ca, cb = read_counters(a), read_counters(b)
-    if ca is None or cb is None:
-        return []
-    return diff(analyze(ba, ca), analyze(bb, cb))
-
-
-def _eager_pair(a: str, ba: object, b: str, bb: object, depth: Optional[int] = None
-                ) -> Optional[dict[str, Any]]:
-    """Both bundles' eager-vs-graph comparisons (capture --eager-baseline), when both have one."""
-    from graphscope.analysis.eager import compare
-    from graphscope.model.bundle_files import read_eager
-
-    da, db = read_eager(a), read_eager(b)
-    if da is None and db is None:
-        return None
-    if da is None or db is None:  # said, not silently left out
-        return {"only": "a" if db is None else "b"}
-    return {"a": compare(ba, da, depth), "b": compare(bb, db, depth)}  # type: ignore[arg-type]
+        con.print(eager_diff_table(eager.a, eager.b))
+        con.print(eager_module_diff_table(eager.a, eager.b))
+    con.print(verdict_text(cmp), soft_wrap=True)  # one line, for a CI log to grep

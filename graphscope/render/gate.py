@@ -17,22 +17,23 @@ from ..analysis.gate import (
     SPEED_UP,
     Change,
     Comparison,
-    GraphComparison,
     KernelRef,
-    gated,
+    Moved,
 )
+from ..analysis.gate.stats import UNDER_LIMIT_WORDS, VERDICT_WORDS
 from .fmt import bundle_labels, fmt_bytes, fmt_ns, keep_figures, output_width, safe
 
-JSON_SCHEMA = "graphscope.gate/1"
+JSON_SCHEMA = "graphscope.gate/2"
 METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU work",
                 "module": "GPU work"}
-VERDICT_WORDS = {"regression": "regression", "speed_up": "speed-up",
-                 "within_noise": "no change beyond noise"}
 # the headline table's verdict cell (the verdict line under the details says it in full)
 SHORT_VERDICT = {"within_noise": "within noise"}
 REASON_WORDS = {"no_samples_a": "no traced replay of it in A",
                 "no_samples_b": "no traced replay of it in B"}
-TOP = 5  # items of each kind in "what changed"
+MORE_WORDS = {"critical_path": "modules whose time on the critical path grew",
+              "kernel_added": "kernels added", "kernel_removed": "kernels removed",
+              "kernel_replaced": "kernels replaced", "module_work": "modules' GPU work moved",
+              "stream_order_edge": "new stream-order-only edges"}
 
 Code = Callable[[str], str]
 
@@ -47,6 +48,15 @@ def signed_ns(v: float) -> str:
 
 def signed_pct(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:+.1f}%"
+
+
+def verdict_words(c: Change, short: bool = False) -> str:
+    """A change's verdict: ``regression``, ``speed-up``, ``no change beyond noise``
+    (``within noise`` in a table's cell); a regression the gate's limit allows reads
+    ``slower, under the limit``, never ``regression``."""
+    if c.under_limit:
+        return UNDER_LIMIT_WORDS
+    return (SHORT_VERDICT.get(c.verdict) if short else None) or VERDICT_WORDS[c.verdict]
 
 
 def interval(c: Change) -> str:
@@ -69,31 +79,15 @@ def change_text(c: Change, code: Code = _plain) -> str:
     84.4 µs): speed-up``."""
     return (f"{subject(c, code)} {fmt_ns(c.a.median_ns)} → {fmt_ns(c.b.median_ns)} "
             f"({signed_pct(c.delta_pct) if c.delta_pct is not None else signed_ns(c.delta_ns)}"
-            f", 95% interval {interval(c)}, noise {fmt_ns(c.noise_ns)}): "
-            f"{VERDICT_WORDS[c.verdict]}")
-
-
-def _named(cmp: Comparison) -> Optional[Change]:
-    """The gated change the verdict line names: the worst failure, else the largest
-    regression, else the largest speed-up, else the largest move."""
-    if cmp.failures:
-        return cmp.failures[0]
-    changes = gated(cmp.graphs, cmp.on)
-    if not changes:
-        return None
-    for v, sign in ((REGRESSION, -1.0), (SPEED_UP, 1.0)):
-        hits = [c for c in changes if c.verdict == v]
-        if hits:
-            return min(hits, key=lambda c: sign * (c.delta_pct or 0.0))
-    return max(changes, key=lambda c: abs(c.delta_pct or 0.0))
+            f", 95% interval {interval(c)}, noise {fmt_ns(c.noise_ns)}): {verdict_words(c)}")
 
 
 def verdict_line(cmp: Comparison, code: Code = _plain) -> str:
     """One line: the gate's result (or, without a limit, the verdict) and the change that
-    decides it."""
+    decides it (the document's ``named``)."""
     on = METRIC_WORDS[cmp.on]
     limit = "" if cmp.limit_pct is None else f" (limit {cmp.limit_pct:+.1f}% on {on})"
-    c = _named(cmp)
+    c = cmp.named
     if c is None:
         return (f"{'FAIL: ' if cmp.failed else ''}not compared: no graph has {on} figures in "
                 f"both bundles{limit}")
@@ -103,8 +97,6 @@ def verdict_line(cmp: Comparison, code: Code = _plain) -> str:
         return (f"FAIL: {head}{limit}" + (f"; {more} more over the limit" if more else ""))
     if cmp.limit_pct is None:
         return head
-    if c.verdict == REGRESSION:
-        return f"pass: {head}, within the limit{limit}"
     return f"pass: {head}{limit}"
 
 
@@ -120,60 +112,55 @@ def _diff(a: Optional[float], b: Optional[float], f: Callable[[Optional[float]],
     return s
 
 
-def what_changed(g: GraphComparison, code: Code = _plain) -> list[str]:
-    """The changes inside graph ``g`` that explain a change of its span, most telling first:
-    critical-path modules that grew, kernels added/removed/replaced, stream-order-only edges
-    that appeared, GPU work by module beyond the noise, pool memory and capture time."""
-    ex = g.explanation
-    out = [f"critical path: {code(m.module)} {fmt_ns(m.a_ns)} → {fmt_ns(m.b_ns)} "
-           f"({m.a_pct:.1f}% → {m.b_pct:.1f}% of the path)"
-           for m in ex.critical_path_modules[:TOP]]
-    for what, refs, total in (("added", ex.kernels_added, ex.kernels_added_total),
-                              ("removed", ex.kernels_removed, ex.kernels_removed_total)):
-        out += [f"kernel {what} in {code(k.module)}: {_kernel(k, code)}" for k in refs[:TOP]]
-        if total > TOP:
-            out.append(f"… {total - TOP} more kernels {what}")
-    out += [f"kernel replaced in {code(s.module)}: {_kernel(s.a, code)} → {_kernel(s.b, code)}"
-            for s in ex.kernels_replaced[:TOP]]
-    if ex.kernels_replaced_total > TOP:
-        out.append(f"… {ex.kernels_replaced_total - TOP} more kernels replaced")
-    e = ex.stream_order_edges
-    if e.a is not None and e.b is not None and e.b != e.a:
-        out.append(f"stream-order-only edges {e.a:.0f} → {e.b:.0f}")
-    out += [f"new stream-order-only edge: {code(x.src_module)} {code(x.src)} → "
-            f"{code(x.dst_module)} {code(x.dst)}" for x in ex.stream_order_edges_added[:TOP]]
-    moved = sorted((c for c in g.modules if c.verdict != "within_noise"),
-                   key=lambda c: -abs(c.delta_ns))
-    out += [f"GPU work of {code(c.module or '')}: {fmt_ns(c.a.median_ns)} → "
-            f"{fmt_ns(c.b.median_ns)} ({signed_ns(c.delta_ns)}, {signed_pct(c.delta_pct)}): "
-            f"{VERDICT_WORDS[c.verdict]}" for c in _leaves(moved)[:TOP]]
-    if ex.pool_bytes.a != ex.pool_bytes.b:
-        out.append(f"pool memory {_diff(ex.pool_bytes.a, ex.pool_bytes.b, fmt_bytes)}")
-    if ex.capture_s.a != ex.capture_s.b:
-        out.append("capture time " + _diff(
-            ex.capture_s.a, ex.capture_s.b, lambda s: "-" if s is None else fmt_ns(s * 1e9)))
-    return out
+def item_text(m: Moved, code: Code = _plain) -> str:
+    """One item of "what changed" (``analysis/gate/changed.py`` lists and orders them)."""
+    if m.share is not None:
+        s = m.share
+        return (f"critical path: {code(s.module)} {fmt_ns(s.a_ns)} → {fmt_ns(s.b_ns)} "
+                f"({s.a_pct:.1f}% → {s.b_pct:.1f}% of the path)")
+    if m.kernel is not None:
+        what = "added" if m.kind == "kernel_added" else "removed"
+        return f"kernel {what} in {code(m.kernel.module)}: {_kernel(m.kernel, code)}"
+    if m.swap is not None:
+        w = m.swap
+        return f"kernel replaced in {code(w.module)}: {_kernel(w.a, code)} → {_kernel(w.b, code)}"
+    if m.change is not None:
+        c = m.change
+        return (f"GPU work of {code(c.module or '')}: {fmt_ns(c.a.median_ns)} → "
+                f"{fmt_ns(c.b.median_ns)} ({signed_ns(c.delta_ns)}, {signed_pct(c.delta_pct)})"
+                f": {verdict_words(c)}")
+    if m.edge is not None:
+        x = m.edge
+        return (f"new stream-order-only edge: {code(x.src_module)} {code(x.src)} → "
+                f"{code(x.dst_module)} {code(x.dst)}")
+    if m.kind == "more":
+        return f"… {m.count} more {MORE_WORDS.get(m.of or '', m.of or '')}"
+    p = m.pair
+    assert p is not None
+    if m.kind == "stream_order_edges":
+        return f"stream-order-only edges {p.a:.0f} → {p.b:.0f}"
+    if m.kind == "pool_bytes":
+        return f"pool memory {_diff(p.a, p.b, fmt_bytes)}"
+    return "capture time " + _diff(p.a, p.b, lambda s: "-" if s is None else fmt_ns(s * 1e9))
 
 
-def _leaves(changes: list[Change]) -> list[Change]:
-    """Changes of modules none of whose sub-modules changed too (``L.left.2``, not also
-    ``L.left`` and ``L``): where the change is."""
-    names = {c.module for c in changes}
-    return [c for c in changes
-            if not any(n and n != c.module and n.startswith(f"{c.module}.") for n in names)]
+class Hanging:
+    """Lines of text wrapped to the console's width with a hanging indent: continuation lines
+    sit deeper than the first, and a figure (``1.3 µs``) never splits across two lines."""
 
+    def __init__(self, text: str, first: int = 2, rest: int = 4, style: str = ""):
+        self.text, self.first, self.rest, self.style = text, first, rest, style
 
-def explained(cmp: Comparison) -> list[GraphComparison]:
-    """The graphs worth explaining: a failure, or span, critical path or the gated metric
-    beyond the noise."""
-    failing = {c.graph for c in cmp.failures}
-    out = []
-    for g in cmp.graphs:
-        moved = any(c is not None and c.verdict != "within_noise"
-                    for c in (g.span, g.critical_path))
-        if g.graph in failing or moved:
-            out.append(g)
-    return out
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        import re
+        import textwrap
+
+        glued = re.sub(r"(\d) (?=[a-zA-Zµ%]{1,3}\b)", "\\1\u00a0", self.text)
+        for line in textwrap.wrap(glued, max(options.max_width, 20),
+                                  initial_indent=" " * self.first,
+                                  subsequent_indent=" " * self.rest,
+                                  break_on_hyphens=False) or [""]:
+            yield Text(line.replace("\u00a0", " "), style=self.style)
 
 
 # ---------------------------------------------------------------- terminal
@@ -212,14 +199,14 @@ def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
         for c in (g.span, g.critical_path, g.work):
             if c is None:
                 continue
-            style = ("red" if c.verdict == REGRESSION else
+            style = ("yellow" if c.under_limit else "red" if c.verdict == REGRESSION else
                      "green" if c.verdict == SPEED_UP else "")
             n = [] if same_n else [f"{c.a.n}/{c.b.n}"]
             spread = [] if narrow else [interval(c), fmt_ns(c.noise_ns)]
             t.add_row(Text(safe(g.graph) if first else ""), METRIC_WORDS[c.metric],
                       fmt_ns(c.a.median_ns), fmt_ns(c.b.median_ns), signed_pct(c.delta_pct),
                       *spread, *n,
-                      Text(SHORT_VERDICT.get(c.verdict, VERDICT_WORDS[c.verdict]), style=style))
+                      Text(verdict_words(c, short=True), style=style))
             first = False
         for m in g.missing:
             why = f"not compared: {REASON_WORDS.get(m.reason, m.reason)}"
@@ -234,11 +221,10 @@ def render_comparison(cmp: Comparison) -> Group:
     """``diff``'s first screen: the headline table and what changed (the verdict comes last,
     :func:`verdict_text`, under the details)."""
     parts: list[Any] = [headline_table(cmp)]
-    for g in explained(cmp):
-        lines = what_changed(g)
-        if lines:
-            parts.append(Text(f"What changed in {safe(g.graph)}:", style="bold"))
-            parts += [Text(f"  {x}") for x in lines]
+    for g in cmp.changed:
+        if g.items:
+            parts.append(Hanging(f"What changed in {safe(g.graph)}:", 0, 2, style="bold"))
+            parts += [Hanging(item_text(m)) for m in g.items]
     for side, names in (("A", cmp.only_in_a), ("B", cmp.only_in_b)):
         if names:
             parts.append(Text(f"graphs only in {side}, not compared: "
@@ -284,17 +270,12 @@ def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
     """A CI step summary or PR comment: the verdict as the heading, the headline table, what
     changed, and a link to the HTML report where ``link`` is given."""
     status = "❌ FAIL" if cmp.failed else "✅ pass" if cmp.limit_pct is not None else "ℹ️"
-    verdict = (VERDICT_WORDS.get(cmp.verdict, "not compared")
-               if not cmp.failures else f"{len(cmp.failures)} regression(s) over the limit")
+    verdict = (f"{len(cmp.failures)} regression(s) over the limit" if cmp.failures else
+               verdict_words(cmp.named) if cmp.named is not None else "not compared")
     lines = [f"### {title}: {status} — {verdict}", "",
              "A {} → B {}".format(*map(md_code, bundle_labels(cmp.a, cmp.b))), "",
              verdict_line(cmp, md_code), ""]
-    lines += comparison_table_md(cmp)
-    for g in explained(cmp):
-        items = what_changed(g, md_code)
-        if items:
-            lines += ["", f"**What changed in {md_code(g.graph)}**", ""]
-            lines += [f"- {x}" for x in items]
+    lines += comparison_table_md(cmp) + changed_md(cmp)
     for side, names in (("A", cmp.only_in_a), ("B", cmp.only_in_b)):
         if names:
             lines += ["", f"Graphs only in {side}, not compared: "
@@ -302,6 +283,16 @@ def comparison_markdown(cmp: Comparison, title: str = "graphscope diff",
     if link:
         lines += ["", f"[Full report]({link.replace(')', '%29').replace(' ', '%20')})"]
     return "\n".join(lines) + "\n"
+
+
+def changed_md(cmp: Comparison) -> list[str]:
+    """What changed, per graph, as Markdown lists: the terminal's items."""
+    lines: list[str] = []
+    for g in cmp.changed:
+        if g.items:
+            lines += ["", f"**What changed in {md_code(g.graph)}**", ""]
+            lines += [f"- {item_text(m, md_code)}" for m in g.items]
+    return lines
 
 
 def set_aside_words(cmp: Comparison) -> str:
@@ -315,7 +306,7 @@ def set_aside_words(cmp: Comparison) -> str:
 def comparison_table_md(cmp: Comparison) -> list[str]:
     rows = [[md_code(g.graph, in_table=True), METRIC_WORDS[c.metric], fmt_ns(c.a.median_ns),
              fmt_ns(c.b.median_ns), signed_pct(c.delta_pct), interval(c), fmt_ns(c.noise_ns),
-             VERDICT_WORDS[c.verdict]]
+             verdict_words(c)]
             for g in cmp.graphs for c in (g.span, g.critical_path, g.work) if c is not None]
     head = ["graph", "metric", "A", "B", "change", f"{cmp.confidence:.0%} interval", "noise",
             "verdict"]
@@ -379,12 +370,7 @@ def check_markdown(results: Sequence[Any], cmp: Optional[Comparison] = None,
     if cmp is not None:
         lines += ["", f"**Against the baseline** {md_code(cmp.a)}: {verdict_line(cmp, md_code)}",
                   ""]
-        lines += comparison_table_md(cmp)
-        for g in explained(cmp):
-            items = what_changed(g, md_code)
-            if items:
-                lines += ["", f"**What changed in {md_code(g.graph)}**", ""]
-                lines += [f"- {x}" for x in items]
+        lines += comparison_table_md(cmp) + changed_md(cmp)
     if link:
         lines += ["", f"[Full report]({link.replace(')', '%29').replace(' ', '%20')})"]
     return "\n".join(lines) + "\n"

@@ -144,9 +144,11 @@ def test_what_changed_names_new_stream_order_edges_and_memory():
     b2 = dataclasses.replace(ladder, graphs=(*ladder.graphs[:2], bigger, *ladder.graphs[3:]))
     ex2 = next(x for x in compare(ladder, b2).graphs if x.graph == g.name).explanation
     assert ex2.pool_bytes.b == 2 * ex2.pool_bytes.a and ex2.capture_s.b == 0.5
-    from graphscope.render.gate import what_changed
+    from graphscope.analysis.gate.changed import what_changed
+    from graphscope.render.gate import item_text
 
-    lines = what_changed(next(x for x in compare(ladder, b2).graphs if x.graph == g.name))
+    gc = next(x for x in compare(ladder, b2).graphs if x.graph == g.name)
+    lines = [item_text(m) for m in what_changed(gc.explanation, gc.modules, 1e3, 2.0)]
     assert "pool memory 36.0 MiB → 72.0 MiB (+36.0 MiB)" in lines
     assert any(x.startswith("capture time ") and x.endswith("ms)") for x in lines), lines
 

@@ -22,7 +22,8 @@ from typing import Any, Optional
 
 from ...model.bundle import Bundle
 from .compare import METRICS, Comparison, compare, fails, gated
-from .stats import PROCESS_NOISE_PCT, Change
+from .comparison import CompareOptions
+from .stats import PROCESS_NOISE_PCT, UNDER_LIMIT_WORDS, VERDICT_WORDS, Change
 
 
 @dataclass(frozen=True)
@@ -251,27 +252,31 @@ def regression_results(baseline: Bundle, bundle: Bundle, budget: Mapping[str, An
 
 
 def comparison_for(baseline: Bundle, bundle: Bundle, budget: Mapping[str, Any]) -> Comparison:
-    """The comparison the ``regression`` budget holds (``max_pct``, ``on``, ``depth``,
-    ``min_us``, ``noise_pct``)."""
+    """The comparison the ``regression`` budget holds (:func:`regression_options`)."""
+    o = regression_options(budget)
+    return compare(baseline, bundle, on=o.on, limit_pct=o.limit_pct, depth=o.depth,
+                   module_floor_ns=o.module_floor_ns, noise_pct=o.noise_pct)
+
+
+def regression_options(budget: Mapping[str, Any]) -> CompareOptions:
+    """The ``regression`` budget (``max_pct``, ``on``, ``depth``, ``min_us``, ``noise_pct``)
+    as the options of ``diff``'s comparison."""
     from .compare import MODULE_FLOOR_NS
 
     on = str(budget.get("on", "span"))
     if on not in METRICS:
         raise ValueError(on)
     depth = budget.get("depth")
-    return compare(baseline, bundle, on=on, limit_pct=budget.get("max_pct"),
-                   depth=None if depth is None else int(depth),
-                   module_floor_ns=1e3 * float(budget.get("min_us", MODULE_FLOOR_NS / 1e3)),
-                   noise_pct=float(budget.get("noise_pct", PROCESS_NOISE_PCT)))
-
-
-_VERDICT = {"regression": "regression", "speed_up": "speed-up",
-            "within_noise": "no change beyond noise"}
+    return CompareOptions(on=on, limit_pct=budget.get("max_pct"),
+                          depth=None if depth is None else int(depth),
+                          module_floor_ns=1e3 * float(budget.get("min_us",
+                                                                 MODULE_FLOOR_NS / 1e3)),
+                          noise_pct=float(budget.get("noise_pct", PROCESS_NOISE_PCT)))
 
 
 def change_message(c: Change, limit: Optional[float]) -> str:
     """``forward: span +5.2% vs baseline (95% interval +4.8% … +5.6%, noise 1.2 µs; max
-    +3%): regression``."""
+    +3%): regression``; a regression within the limit reads ``slower, under the limit``."""
     what = {"span": "span", "critical_path": "critical path", "work": "GPU work",
             "module": f"GPU work of {c.module}"}[c.metric]
     if c.delta_pct is None:
@@ -281,6 +286,6 @@ def change_message(c: Change, limit: Optional[float]) -> str:
         change, lo, hi = (f"{c.delta_pct:+.1f}%", f"{c.ci_low_pct or 0.0:+.1f}%",
                           f"{c.ci_high_pct or 0.0:+.1f}%")
     lim = "" if limit is None else f"; max +{limit:g}%"
+    verdict = UNDER_LIMIT_WORDS if c.under_limit else VERDICT_WORDS[c.verdict]
     return (f"{c.graph}: {what} {change} vs baseline (95% interval {lo} … {hi}, noise "
-            f"{c.noise_ns / 1e3:.1f} µs{lim}): {_VERDICT[c.verdict]}")
-
+            f"{c.noise_ns / 1e3:.1f} µs{lim}): {verdict}")

@@ -13,7 +13,9 @@ from typing import Any, Optional
 import numpy as np
 
 from ...model.bundle import Bundle
+from ..diff import DiagnosisDeltas, EagerPair, ModuleWork
 from ..stats import tree_key
+from .changed import GraphChanges, what_changed
 from .explain import Explanation, explain
 from .samples import GraphSamples, graph_samples
 from .stats import (
@@ -66,7 +68,9 @@ class GraphComparison:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Everything ``diff`` and ``check --baseline`` say about B against A."""
+    """Everything ``diff`` and ``check --baseline`` say about B against A: the gate (built by
+    :func:`compare`) and the sections below it (filled by ``comparison.build_comparison``);
+    every view prints these fields and computes nothing."""
 
     a: str
     b: str
@@ -82,12 +86,19 @@ class Comparison:
     confidence: float = CONFIDENCE
     resamples: int = RESAMPLES
     seed: int = SEED
+    named: Optional[Change] = None  # the gated change the verdict line names
+    changed: tuple[GraphChanges, ...] = ()  # what changed, in the graphs worth explaining
+    modules_work: Optional[ModuleWork] = None  # GPU work per module (diff's detail)
+    diagnosis: Optional[DiagnosisDeltas] = None  # the diagnosis's figures A → B
+    counters: tuple[Mapping[str, Any], ...] = ()  # per-module counter deltas, where both have
+    eager: Optional[EagerPair] = None  # the eager baselines, where either has one
 
 
 def _changes(metric: str, graph: str, names: Sequence[Optional[str]],
              xa: Sequence[Sequence[float]], xb: Sequence[Sequence[float]],
-             floor_ns: float, noise_pct: float) -> list[Change]:
-    """One Change per subject: rows of equal length per side (one graph's replays)."""
+             floor_ns: float, noise_pct: float, limit_pct: Optional[float]) -> list[Change]:
+    """One Change per subject: rows of equal length per side (one graph's replays); a
+    regression no larger than ``limit_pct`` is marked ``under_limit``."""
     if not names:
         return []
     rows = compare_rows(np.asarray(xa, np.float64), np.asarray(xb, np.float64), floor_ns,
@@ -95,13 +106,16 @@ def _changes(metric: str, graph: str, names: Sequence[Optional[str]],
     out = []
     for name, (da, db, delta, lo, hi, noise, v) in zip(names, rows):
         base = da.median_ns
-        out.append(Change(metric, graph, name, da, db, delta, pct(delta, base), lo, hi,
-                          pct(lo, base), pct(hi, base), noise, v))
+        p = pct(delta, base)
+        under = limit_pct is not None and v == REGRESSION and p is not None and p <= limit_pct
+        out.append(Change(metric, graph, name, da, db, delta, p, lo, hi,
+                          pct(lo, base), pct(hi, base), noise, v, under))
     return out
 
 
 def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
-           module_floor_ns: float, noise_pct: float) -> GraphComparison:
+           module_floor_ns: float, noise_pct: float, limit_pct: Optional[float]
+           ) -> GraphComparison:
     one: dict[str, Optional[Change]] = {}
     missing = []
     for metric in GRAPH_METRICS:
@@ -110,10 +124,11 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
             one[metric] = None
             missing.append(Missing(metric, "no_samples_a" if not xa else "no_samples_b"))
             continue
-        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct)[0]
+        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct,
+                               limit_pct)[0]
     both = sorted((m for m in sa.modules if m in sb.modules), key=tree_key)
     mods = _changes("module", name, both, [sa.modules[m] for m in both],
-                    [sb.modules[m] for m in both], module_floor_ns, noise_pct)
+                    [sb.modules[m] for m in both], module_floor_ns, noise_pct, limit_pct)
     return GraphComparison(
         graph=name, span=one["span"], critical_path=one["critical_path"], work=one["work"],
         modules=tuple(mods),
@@ -176,7 +191,7 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
         da, db = dga.get(g.name, {}), dgb.get(h.name, {})
         graphs.append(_graph(g.name, graph_samples(a, g, da, depth),
                              graph_samples(b, h, db, depth), explain(g, h, da, db),
-                             module_floor_ns, noise_pct))
+                             module_floor_ns, noise_pct, limit_pct))
     changes = gated(graphs, on)
     failures = ([] if limit_pct is None else
                 sorted((c for c in changes if fails(c, limit_pct)),
@@ -187,4 +202,30 @@ def compare(a: Bundle, b: Bundle, on: str = "span", limit_pct: Optional[float] =
         only_in_b=tuple(n for n in b.graph_names if n not in set(a.graph_names)),
         failures=tuple(failures), verdict=overall(changes, failures),
         # a gate that compared nothing fails: a renamed graph must not pass it in silence
-        failed=bool(failures) or (limit_pct is not None and not changes), noise_pct=noise_pct)
+        failed=bool(failures) or (limit_pct is not None and not changes), noise_pct=noise_pct,
+        named=named(changes, failures),
+        changed=tuple(GraphChanges(g.graph, what_changed(g.explanation, g.modules,
+                                                         module_floor_ns, noise_pct))
+                      for g in explained(graphs, failures)))
+
+
+def named(changes: Sequence[Change], failures: Sequence[Change]) -> Optional[Change]:
+    """The gated change the verdict line names: the worst failure, else the largest
+    regression, else the largest speed-up, else the largest move."""
+    if failures:
+        return failures[0]
+    if not changes:
+        return None
+    for v, sign in ((REGRESSION, -1.0), (SPEED_UP, 1.0)):
+        hits = [c for c in changes if c.verdict == v]
+        if hits:
+            return min(hits, key=lambda c: sign * (c.delta_pct or 0.0))
+    return max(changes, key=lambda c: abs(c.delta_pct or 0.0))
+
+
+def explained(graphs: Sequence[GraphComparison], failures: Sequence[Change]
+              ) -> list[GraphComparison]:
+    """The graphs worth explaining: a failure, or span or critical path beyond the noise."""
+    failing = {c.graph for c in failures}
+    return [g for g in graphs if g.graph in failing or any(
+        c is not None and c.verdict != WITHIN_NOISE for c in (g.span, g.critical_path))]

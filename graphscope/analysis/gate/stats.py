@@ -42,6 +42,11 @@ REGRESSION = "regression"
 SPEED_UP = "speed_up"
 WITHIN_NOISE = "within_noise"
 
+# the verdicts in words, for every view of a comparison and for check's results (one place)
+VERDICT_WORDS = {REGRESSION: "regression", SPEED_UP: "speed-up",
+                 WITHIN_NOISE: "no change beyond noise"}
+UNDER_LIMIT_WORDS = "slower, under the limit"  # a regression no larger than the gate's limit
+
 
 @dataclass(frozen=True)
 class Distribution:
@@ -74,6 +79,8 @@ class Change:
     ci_high_pct: Optional[float]
     noise_ns: float  # the noise floor the verdict used
     verdict: str  # regression | speed_up | within_noise
+    # a regression by no more than the gate's limit (slower, but under it): never a failure
+    under_limit: bool = False
 
 
 def distribution(values: Sequence[float]) -> Distribution:
