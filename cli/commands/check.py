@@ -49,10 +49,13 @@ def check(model: Optional[str], budget_path: str, baseline: Optional[str],
           junit: Optional[str], fail_above: Optional[float], on: Optional[str],
           noise_pct: Optional[float], output: Optional[str], as_json: bool, markdown: bool,
           link: Optional[str], force: bool) -> int:
-    """Capture MODEL, replay it and check the budgets. This runs the code in MODEL.
+    """Check a model file or a recorded bundle against budgets.
 
-    MODEL may instead be a bundle directory (recorded on a GPU earlier): its budgets are
-    checked without capturing, so that a CI machine without a GPU can hold it to them."""
+    A model file is captured and replayed first (this runs the code in MODEL). A bundle
+    directory (recorded on a GPU earlier) is checked as it is, without capturing, so that a
+    CI machine without a GPU can hold it to the budgets.
+
+    Exit codes: 0 every budget passed, 1 a budget failed, 2 could not run."""
 
     from graphscope._errors import ConfigError, GraphscopeError
     from graphscope.analysis.budgets import CheckResult
@@ -129,35 +132,34 @@ def _evaluate(first: Any, bundle: Any, path: str, budgets: Any, base: Any,
     from graphscope.analysis.budgets import evaluate
     from graphscope.model.bundle_files import read_eager, read_outside
 
-    cmp = _compared(base, bundle, budgets, baseline, shown)
+    cmp = _compared(base, bundle, budgets, baseline, path, shown)
     results = [first, *evaluate(bundle, budgets, base, eager=read_eager(path),
                                 outside=read_outside(path), compared=cmp)]
-    _warn_unrelated(base, bundle, baseline)
+    if cmp is not None:  # diff's warnings about a baseline of another model or graph set
+        from ._compare import unrelated
+
+        for w in unrelated(base, bundle, cmp):
+            click.echo(f"warning: --baseline {baseline}: {w}", err=True)
     return results, cmp
 
 
-def _compared(base: Any, bundle: Any, budgets: Any, a: Optional[str], b: str) -> Any:
-    """The regression budget's comparison with the baseline (None without one): the one
-    ``diff --fail-above`` makes, so that the two agree; ``a``, ``b``: the paths to show."""
-    if base is None:
+def _compared(base: Any, bundle: Any, budgets: Any, baseline: Optional[str], path: str,
+              shown: str) -> Any:
+    """The regression budget's comparison with the baseline (None without one): the
+    document ``diff --fail-above`` builds, so that the two agree; ``path``: where the bundle
+    was read or written; ``shown``: its name in the views."""
+    if base is None or baseline is None:
         return None
     from dataclasses import replace
 
-    from graphscope.analysis.gate.checks import comparison_for
+    from graphscope.analysis.gate import build_comparison
+    from graphscope.analysis.gate.checks import regression_options
 
-    return replace(comparison_for(base, bundle, budgets.regression), a=a or base.path, b=b)
+    from ._compare import read_side
 
-
-def _warn_unrelated(base: Any, bundle: Any, baseline: Optional[str]) -> None:
-    """``diff``'s warnings about a baseline from another model, mode or graph set."""
-    if base is None:
-        return
-    from graphscope.analysis.diff import diff_summary
-
-    from ._compare import unrelated_warnings
-
-    for w in unrelated_warnings(base, bundle, diff_summary(base, bundle)):
-        click.echo(f"warning: --baseline {baseline}: {w}", err=True)
+    checked = replace(read_side(path, bundle), path=shown)
+    return build_comparison(read_side(baseline, base), checked,
+                            regression_options(budgets.regression))
 
 
 def _finish(results: list[Any], junit: Optional[str], as_json: bool, force: bool,
