@@ -45,9 +45,11 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
             counters: bool, counter_replays: Optional[int], nproc: Optional[int],
             eager_baseline: Optional[bool], try_streams: Optional[int],
             try_compile: Optional[str], as_json: bool) -> int:
-    """Capture MODEL into CUDA graphs (its training step, its own "step", or with --mode
-    forward one inference graph per input bucket), replay them under the CUPTI tracer and
-    write a bundle. MODEL defines graphscope_model() (default: the sample MLP).
+    """Capture MODEL's CUDA graphs, time them, write a bundle.
+
+    Captures MODEL into CUDA graphs (its training step, its own "step", or with --mode
+    forward one inference graph per input bucket), replays them under the CUPTI tracer and
+    writes a bundle. MODEL defines graphscope_model() (default: the sample MLP).
 
     This runs the code in MODEL.
     """
@@ -55,7 +57,6 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
     import sys
 
     from graphscope.model.ranks import rank_from_env, torchrun_argv, torchrun_env
-    from graphscope.render.table import print_summary
 
     from ..options import console
     from ._run import build_config, check_capture_output, run
@@ -75,34 +76,34 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
         require_gpu("capture")  # one line here, not a no-GPU error and a traceback per rank
         return subprocess.call(torchrun_argv(nproc, sys.argv[1:]), env=torchrun_env())
     res = run(cfg, "capture", timing=True, quiet=as_json)
-    section = _counters(res) if cfg.counters else None
-    eager = _eager(res)
-    compiled = _compiled(res)
-    if as_json:
-        extra = {"counters": section} if section is not None else {}
-        if compiled is not None:
-            extra["compile"] = compiled
-        if res.diagnosis_error:
-            extra["diagnosis_error"] = res.diagnosis_error
-        click.echo(json.dumps({"bundle": res.bundle_path, "phases_s": res.phases_s,
-                               **res.summary, **extra, **eager}, sort_keys=True, indent=1))
-        return 0
-    con = console()
-    print_summary(res.summary, con)
-    if eager:
-        from graphscope.render.eager import render_eager
+    # the bundle written, read and reported as `graphscope report` reads and reports it
+    from graphscope.analysis.report import ReportOptions
 
-        con.print(render_eager(eager["eager"]))
+    from .report import read_report
+
+    rep, _ = read_report(res.bundle_path, ReportOptions())
+    compiled = _compiled(res)
+    if as_json:  # `report --json` of the bundle, and what only the capture knows
+        from graphscope.analysis.document import report_json
+
+        doc = report_json(rep)
+        doc.update(bundle=res.bundle_path, phases_s=res.phases_s)
+        if compiled is not None:
+            doc["compile"] = compiled
+        if res.diagnosis_error:
+            doc["diagnosis_error"] = res.diagnosis_error
+        click.echo(json.dumps(doc, sort_keys=True, indent=1))
+        return 0
+    from graphscope.render.terminal import print_report
+
+    con = console()
+    print_report(rep, con)
     phases = " · ".join(f"{k} {v:.2f} s" for k, v in res.phases_s.items())
     con.print(f"phases: {phases}", highlight=False)
     jr = res.join
     if jr is not None:
         con.print(f"joined {jr.joined_records} replayed records to nodes "
                   f"({jr.unjoined_records} unjoined, {jr.outside_graph_records} outside graphs)")
-    if section is not None:
-        from graphscope.render.counters import print_counters
-
-        print_counters(section, con, 1)
     for line in _compile_lines(compiled):
         con.print(line, highlight=False)
     if res.diagnosis_error:
@@ -110,15 +111,6 @@ def capture(model: Optional[str], entry: Optional[str], mode: Optional[str],
                    f"({res.diagnosis_error}): `graphscope report` diagnoses it", err=True)
     con.print(f"Wrote {res.bundle_path}")
     return 0
-
-
-def _counters(res: Any) -> Optional[dict]:
-    """The Counters section of the bundle just written (None when it has no counters.json)."""
-    from graphscope.analysis.counters import analyze
-    from graphscope.model.bundle_files import read_counters
-
-    data = read_counters(res.bundle_path) if res.bundle_path else None
-    return analyze(res.bundle, data) if data is not None else None
 
 
 def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
@@ -130,15 +122,6 @@ def _counter_replays(on: bool, n: Optional[int]) -> Optional[int]:
     from graphscope.capture.counters import DEFAULT_REPLAYS
 
     return n or DEFAULT_REPLAYS
-
-
-def _eager(res: Any) -> dict[str, Any]:
-    """{"eager": eager vs graph} of a bundle captured with --eager-baseline, else {}."""
-    from graphscope.analysis.eager import compare
-    from graphscope.model.bundle_files import read_eager
-
-    doc = read_eager(res.bundle_path)
-    return {"eager": compare(res.bundle, doc)} if doc is not None else {}
 
 
 def _compiled(res: Any) -> Optional[dict[str, Any]]:

@@ -10,7 +10,7 @@ import click
 from ..options import bundle_argument, command, depth_option, force_option, json_option, not_empty
 
 if TYPE_CHECKING:  # imported in the command's body: `graphscope --help` loads none of them
-    from graphscope.analysis.report import ReportOptions
+    from graphscope.analysis.report import Report, ReportOptions
     from graphscope.model.bundle import Bundle
     from graphscope.model.bundle_files import BundleExtras
 
@@ -44,6 +44,9 @@ DEFAULT_EAGER_ROWS = 15  # render.eager.EAGER_ROWS
               help="The bucket ladder of every capture site with several graphs (per bucket: "
               "replays, time per replay and per batch row, memory, capture cost); shown "
               "without it for bundles that recorded capture cost.")
+@click.option("--full", is_flag=True,
+              help="Every graph's row and column: without it, a capture site of 5 graphs or "
+              "more (a bucket ladder) is one row with the range over its buckets.")
 @click.option("--markdown", "as_markdown", is_flag=True,
               help="Print the report as GitHub-flavoured Markdown (a CI step summary, a PR "
               "comment) instead of the tables.")
@@ -51,8 +54,15 @@ DEFAULT_EAGER_ROWS = 15  # render.eager.EAGER_ROWS
 @json_option()
 def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompute: bool,
            html_path: Optional[str], diagnosis: Optional[bool], graph_name: Optional[str],
-           ladder: bool, as_markdown: bool, force: bool, as_json: bool) -> int:
-    """Print the tables of BUNDLE (works on any machine, no GPU)."""
+           ladder: bool, full: bool, as_markdown: bool, force: bool, as_json: bool) -> int:
+    """Print BUNDLE's tables, diagnosis and what to do next.
+
+    Works on any machine, no GPU. The tables (GPU time by module, top kernels and aten ops;
+    memory, capture cost and more where the bundle recorded them), "What to do next" (the
+    changes the diagnosis predicts save the most time per replay, each with its evidence and
+    the command that measures it) and the Diagnosis of each graph (critical path, idle,
+    serialized work, launch). --html writes one self-contained page.
+    """
 
     if html_path:  # refused before any work if it would destroy data
         from graphscope.model.outputs import check_output, one_stdout_document
@@ -63,16 +73,15 @@ def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompu
     if _is_multirank(bundle):
         return _multirank(bundle, depth, html_path, diagnosis, graph_name, ladder, force,
                           as_json, tables, as_markdown)
-    from graphscope.analysis.report import ReportOptions, build_report
+    from graphscope.analysis.report import ReportOptions
 
     options = ReportOptions(top=top, depth=depth, graph=graph_name, ladder=ladder,
-                            diagnosis=diagnosis)
-    b, extras, summary, cached = _read(bundle, options, recompute or bool(html_path))
-    rep = build_report(b, extras, options, summary=summary, diagnosis=cached)
+                            diagnosis=diagnosis, full=full)
+    rep, b = read_report(bundle, options, recompute)
     if html_path:
-        _write_html(b, bundle, html_path, extras, force, as_json or as_markdown)
-    if not tables:
-        return 0
+        _write_html(b, bundle, html_path, rep, force, as_json or as_markdown)
+        if not (as_json or as_markdown):  # the page is what was asked for: "Wrote PATH"
+            return 0
     if as_json and as_markdown:
         raise click.UsageError("--json and --markdown each print the whole report: pick one")
     if as_markdown:
@@ -93,6 +102,16 @@ def report(bundle: str, depth: Optional[int], top: int, eager_rows: int, recompu
 
     print_report(rep, console(), eager_rows)
     return 0
+
+
+def read_report(path: str, options: ReportOptions, recompute: bool = False
+                ) -> tuple[Report, Optional[Bundle]]:
+    """Read the bundle at ``path`` once and build its report once (``capture`` and ``run``
+    print the bundle they wrote through this too); the bundle, where its nodes were read."""
+    from graphscope.analysis.report import build_report
+
+    b, extras, summary, cached = _read(path, options, recompute)
+    return build_report(b, extras, options, summary=summary, diagnosis=cached), b
 
 
 def _read(path: str, options: ReportOptions, full: bool
@@ -130,15 +149,19 @@ def _read(path: str, options: ReportOptions, full: bool
     return b, extras, summary if not options.graph else None, cached
 
 
-def _write_html(b: Optional[Bundle], path: str, html_path: str, extras: BundleExtras,
+def _write_html(b: Optional[Bundle], path: str, html_path: str, rep: Report,
                 force: bool, to_stderr: bool) -> None:
-    """The page of bundle ``b`` (its optional files ``extras``), written to ``html_path``."""
+    """The page of report ``rep``, written to ``html_path``. It draws the nodes too (the
+    timeline, each graph's view): bundle ``b``, read here where the report needed none."""
     from graphscope.model.outputs import write_output
     from graphscope.render.dot import graph_svgs
     from graphscope.render.html import render
 
-    assert b is not None  # --html reads the nodes
-    write_output(html_path, render(b, graph_svg=graph_svgs(b), extras=extras), force=force,
+    if b is None:
+        from graphscope.model.bundle_io import read_bundle
+
+        b = read_bundle(path)
+    write_output(html_path, render(rep, b, graph_svg=graph_svgs(b)), force=force,
                  inputs=(path,), what="HTML report")
     _wrote(html_path, to_stderr)
 
@@ -154,16 +177,20 @@ def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
             raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
     if html_path:
+        from graphscope.analysis.ranks import ranks_report
         from graphscope.model.outputs import write_output
         from graphscope.model.ranks import read_ranks
         from graphscope.render.dot import graph_svgs
         from graphscope.render.html import render
 
         ranks = read_ranks(bundle)
-        write_output(html_path, render(ranks[0][1], ranks=ranks,
-                                       graph_svg=graph_svgs(ranks[0][1], ranks)),
+        write_output(html_path, render(None, ranks[0][1], ranks=ranks,
+                                       graph_svg=graph_svgs(ranks[0][1], ranks),
+                                       section=ranks_report(ranks)),
                      force=force, inputs=(bundle,), what="HTML report")
         _wrote(html_path, as_json or as_markdown)
+        if not (as_json or as_markdown):  # the page is what was asked for: "Wrote PATH"
+            return 0
     return _report_ranks(bundle, depth, as_json, as_markdown) if tables else 0
 
 

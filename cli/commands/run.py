@@ -54,8 +54,10 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
         skip_replays: Optional[int], graphs_regex: Optional[str], depth: Optional[int],
         no_ops: Optional[bool], op_captures: Optional[int], config_path: Optional[str],
         force: bool, target: str, args: tuple[str, ...]) -> int:
-    """Run TARGET (a script, or a module with -m) with ARGS in this process, as python would,
-    and write a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
+    """Profile the CUDA graphs an unmodified program captures.
+
+    Runs TARGET (a script, or a module with -m) with ARGS in this process, as python would,
+    and writes a bundle of every CUDA graph it captures: each kernel, memcpy and memset node
     tagged with its module and phase (and, in the first --op-captures captures of each
     capture line, its aten op, shapes and source line), and replays timed.
 
@@ -66,7 +68,6 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
 
     from graphscope.capture import ProgramJob, run_program_capture
     from graphscope.capture.run import check_target
-    from graphscope.render.table import print_graphs
 
     from ..options import console
     from ._run import build_config
@@ -89,7 +90,13 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
                    f"({raw.meta.get('observed_captures', 0)} capture(s) seen, none recorded); "
                    "no bundle written", err=True)
         return code
-    print_graphs(res.summary, console(stderr=True))
+    # the bundle written, read and reported as `graphscope report` does, on stderr
+    from graphscope.analysis.report import ReportOptions
+    from graphscope.render.terminal import print_report
+
+    from .report import read_report
+
+    print_report(read_report(res.bundle_path, ReportOptions())[0], console(stderr=True))
     for site in res.summary.get("ladder") or ():  # --op-captures: the buckets without ops
         n = len(site["buckets"]) - site.get("ops_recorded", len(site["buckets"]))
         if n > 0:

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 TOP_MODULES = 3  # modules named in "where the time goes"
 TOP_FINDINGS = 3  # findings the answer lists (the table below has them all)
+TOP_BOUNDS = 3  # groups whose bounds the answer says (the Diagnosis below has every graph)
 BUCKETS_NAMED = 4  # bucket labels named per group before "… N more"
 
 
@@ -89,10 +90,20 @@ class Answer:
     bounds: tuple[Bound, ...]
     findings: tuple[GroupedFinding, ...]
     more_findings: int  # grouped findings left out of the answer (the table lists them)
+    more_bounds: int  # groups whose bounds are left out (the Diagnosis has every graph)
+
+
+FORWARD_BUCKETS = "forward buckets"  # capture --mode forward's graphs, one per input bucket
 
 
 def _site(row: Mapping[str, Any]) -> str:
-    return str(row.get("site") or row["name"])
+    """The capture site a graph is grouped by: a program's capture line; a forward capture's
+    input buckets are one model's graphs too; any other graph is its own."""
+    if row.get("site"):
+        return str(row["site"])
+    if row.get("kind") == "forward" and str(row["name"]).startswith("bucket"):
+        return FORWARD_BUCKETS
+    return str(row["name"])
 
 
 def graph_groups(rows: Sequence[Mapping[str, Any]]) -> tuple[GraphGroup, ...]:
@@ -145,7 +156,8 @@ def build_answer(header: Any, rows: Sequence[Mapping[str, Any]],
         grouped = group_findings(diagnosis.findings.findings, site_of)
     return Answer(mode=mode, replays=int(header.replays),
                   work_ns=header.replay_kernel_median_ns if header.replays else None,
-                  groups=groups, modules=shares, bounds=bounds,
+                  groups=groups, modules=shares, bounds=bounds[:TOP_BOUNDS],
+                  more_bounds=max(0, len(bounds) - TOP_BOUNDS),
                   findings=tuple(grouped[:TOP_FINDINGS]),
                   more_findings=max(0, len(grouped) - TOP_FINDINGS))
 

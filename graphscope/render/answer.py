@@ -93,6 +93,8 @@ def answer_lines(a: Answer) -> list[tuple[int, str]]:
         several = len(a.bounds) > 1
         out.append((0, "What bounds it:" if not several else "What bounds each graph:"))
         out += [(2, _bound(b, several)) for b in a.bounds]
+        if a.more_bounds:
+            out.append((2, f"… {a.more_bounds} more (the Diagnosis below has every graph)"))
     if a.findings:
         out.append((0, "What to try first (predicted saving; the full list below):"))
         for i, f in enumerate(a.findings, 1):

@@ -351,17 +351,6 @@ def print_summary(
     (console or Console()).print(render(summary, depth, groups=groups, ladder=ladder))
 
 
-def print_graphs(summary: dict[str, Any], console: Optional[Console] = None) -> None:
-    """What ``graphscope run`` prints when the program ends: graphs, then modules."""
-    con = console or Console()
-    con.print(graphs_table(summary))
-    con.print(module_table(summary, depth=2))
-    if summary.get("memory"):
-        con.print(pools_table(summary["memory"]))
-    if summary.get("ladder"):
-        con.print(ladder_group(summary["ladder"]))
-
-
 # -- what graphs cost: pools once, capture cost, memory by module, the bucket ladder
 # (analysis/memory.py, analysis/ladder.py)
 

@@ -95,7 +95,7 @@ def test_a_bucket_ladder_is_one_row_with_its_range_and_full_shows_each_graph(cap
     full = _report(capsys, bundle, "--full")
     # THEN by default one row holds the site's graphs and the range of their time per replay
     grouped = out[out.index("Graphs (a capture site's buckets as one row"):]
-    row = grouped.splitlines()[3]
+    row = grouped.splitlines()[4]
     assert "ladder.py:45: 10 graphs" in row and "8 of 10" in row
     lo, hi = min(times) / 1e3, max(times) / 1e3
     assert f"{lo:.1f} µs–{hi:.1f} µs" in row

@@ -498,7 +498,7 @@ def test_run_says_which_sites_kept_scopes_only(tmp_path, monkeypatch, capsys):
     summary = summarize(read_bundle(bundle))
     (site,) = summary["ladder"]
     site["ops_recorded"] = 3  # as ladder() counts a bundle whose buckets 4.. have no ops
-    res = SimpleNamespace(summary=summary, bundle_path="out", diagnosis_error=None)
+    res = SimpleNamespace(summary=summary, bundle_path=bundle, diagnosis_error=None)
     monkeypatch.setattr(C, "run_program_capture", lambda cfg, job, argv=None:
                         (RawCapture([], meta={}), res))
     # WHEN it runs with --op-captures 3

@@ -250,7 +250,7 @@ def test_bundle_type():
 
 
 def test_html_report_carries_the_ladder_chart():
-    from graphscope.render.html import payload
+    from tests.unit.test_html import payload
 
     p = payload(_bundle("decode_kv_forward"))
     assert len(p["ladder_svg"]) == 1 and "time per row" in p["ladder_svg"][0]
@@ -305,15 +305,20 @@ def test_meter_window_end_to_end(monkeypatch):
 
 
 def test_run_prints_pools_and_ladder_when_recorded():
-    from graphscope.render.table import print_graphs
+    # GIVEN the report `graphscope run` prints of the bundle it wrote (the report's own view)
+    from graphscope.analysis.report import ReportOptions, build_report
+    from graphscope.model.bundle_files import BundleExtras
+    from graphscope.render.terminal import print_report
 
-    con = Console(width=160, record=True)
-    print_graphs(summarize(_shared_pool_bundle()), con)
-    text = con.export_text()
+    def printed(bundle, options=ReportOptions()):  # noqa: B008 (frozen)
+        con = Console(width=160, record=True)
+        print_report(build_report(bundle, BundleExtras(mode="run"), options), con)
+        return con.export_text()
+
+    # THEN pools and the bucket ladder show where recorded, and not where not
+    text = printed(_shared_pool_bundle(), ReportOptions(full=True))
     assert "Memory pools" in text and "Bucket ladder" in text
-    con = Console(width=160, record=True)
-    print_graphs(summarize(_bundle("run_decode")), con)
-    assert "Memory pools" not in con.export_text()
+    assert "Memory pools" not in printed(_bundle("run_decode"))
 
 
 def test_capture_window_hooks_do_not_import_dynamo():
