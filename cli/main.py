@@ -48,9 +48,8 @@ class LazyGroup(click.Group):
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
-        rows = [(name, click.utils.make_default_short_help(COMMANDS[name][2], limit))
-                for name in self.list_commands(ctx)]
+        # each summary whole: on a narrow terminal it wraps rather than ending in "..."
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -21,8 +21,13 @@ def annotate(model: Optional[str], entry: Optional[str], mode: Optional[str],
              warmup: Optional[int], depth: Optional[int], config_path: Optional[str],
              output: Optional[str], force: bool, backward: Optional[bool],
              as_json: bool) -> int:
-    """Capture MODEL with annotations and write the exec-node annotation map (PyTorch's pickle
-    and JSON) and the annotated graph; no replays. This runs the code in MODEL."""
+    """Capture MODEL for its annotation map only: no replays.
+
+    Writes a bundle with the exec-node annotation map (PyTorch's pickle and JSON) and the
+    annotated graph, and times nothing: for annotate-trace (or PyTorch's own annotator) to
+    join onto a trace you profile yourself. capture does the same capture, then replays the
+    graphs under the tracer for GPU times, tables and a timeline. This runs the code in MODEL.
+    """
     from ..options import console
     from ._run import build_config, run
 

@@ -48,7 +48,9 @@ def _not_nan(v: float) -> float:
 def annotate_trace(trace: str, ann: str, output: Optional[str], default_stream: int,
                    min_match: float, no_module_track: bool, gzip_level: int,
                    force: bool) -> int:
-    """Add annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
+    """Add graphscope's tags to a torch.profiler trace.
+
+    Adds annotation fields to the kernel/memcpy/memset events of TRACE, keyed by their graph
     node id (or, for torch <= 2.11 traces, matched to a bundle by kernel sequence)."""
     from graphscope.model.outputs import check_output
     from graphscope.trace_annotate import annotate_trace_file, tune_allocator

@@ -37,7 +37,11 @@ def dump(bundle: str, as_dot: bool, as_raw: bool, as_trace: bool, as_annotations
          output: Optional[str], fmt: str, graph: Optional[str], group: str,
          depth: Optional[int], collapse: Optional[bool], regex: Optional[str],
          force: bool) -> int:
-    """Write BUNDLE as annotated DOT (default), raw DOT, a trace or an annotation map."""
+    """Write BUNDLE as DOT, a trace or an annotation map.
+
+    Annotated DOT (the default; --format renders it), the driver's raw DOT, a Chrome/Perfetto
+    trace or the annotation map. Without -o it writes into the current directory, named by
+    the bundle and graph (./BUNDLE.GRAPH.dot), and says where."""
     from graphscope.model.bundle_io import read_bundle
     from graphscope.model.outputs import check_output
     from graphscope.model.ranks import is_multirank

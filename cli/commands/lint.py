@@ -28,8 +28,10 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
               help="Seconds the model may take (it runs in a child process).")
 def lint(model: Optional[str], entry: str, fail_on: str, as_json: bool,
          timeout: float) -> int:
-    """Run what capturing MODEL would run (forward and backward, its own step, or forward of
-    each input bucket) once on the CPU and report what breaks or silently corrupts CUDA-graph
+    """Find what would break MODEL's capture, on a CPU.
+
+    Runs what capturing MODEL would run (forward and backward, its own step, or forward of
+    each input bucket) once on the CPU and reports what breaks or silently corrupts CUDA-graph
     capture: host syncs, data-dependent shapes, tensor-valued control flow, CPU tensors made
     inside forward, and make_graphed_callables' restrictions. Each finding names the module
     and source line. This runs the code in MODEL.
