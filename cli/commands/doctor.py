@@ -27,10 +27,14 @@ def _tool(*names: str) -> Optional[str]:
 @json_option("Print the probe as JSON.")
 @click.option("--no-subscribe", is_flag=True, help="Do not try a CUPTI subscription.")
 def doctor(as_json: bool, no_subscribe: bool) -> int:
-    """Probe the GPU, driver, CUPTI and the one-subscriber slot; say what works."""
+    """Say what works on this machine, and why not.
+
+    Probes the GPU, driver, CUPTI and the one-subscriber slot, the op recorder, Graphviz and
+    Chromium; lists the commands that work without a GPU; warns when Alibaba's GraphScope
+    (PyPI's graphscope, graphscope-client) is installed here too."""
     from rich.markup import escape
 
-    from graphscope.capture.capabilities import probe, torch_import_error
+    from graphscope.capture.capabilities import other_graphscope, probe, torch_import_error
     from graphscope.native.pmsampling import pm_sampling_trial
 
     from ..options import console
@@ -45,8 +49,12 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
                 if not any(q != p and q.startswith(p) for q in caps.problems)]
     dot = _tool("dot")
     chromium = _tool("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+    others = other_graphscope()
+    warnings = [other_graphscope_warning(others)] if others else []
     if as_json:
         click.echo(json.dumps({"can_capture": caps.can_capture, "problems": problems,
+                               "warnings": warnings, "other_graphscope": [
+                                   {"name": n, "version": v} for n, v in others],
                                "graphviz_dot": dot, "chromium": chromium,
                                "counters": counters_why or "ok",
                                "bundle_commands": works, "needs_torch": need_torch,
@@ -56,6 +64,8 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
     t = _table(caps, no_subscribe, counters_why, dot, chromium)
     con = console()
     con.print(t)
+    for w in warnings:  # one line: what to run is copied from it
+        con.print(f"[yellow]warning:[/yellow] {escape(w)}", soft_wrap=True, highlight=False)
     if caps.details.get("tools_id_note"):
         con.print(f"note: {escape(str(caps.details['tools_id_note']))}")
     for p in problems:
@@ -69,6 +79,15 @@ def doctor(as_json: bool, no_subscribe: bool) -> int:
         con.print("Commands that work here (no GPU needed): "
                   + ", ".join(f"graphscope {c}" for c in works), soft_wrap=True)
     return 0 if caps.extension else 2
+
+
+def other_graphscope_warning(others: list[tuple[str, str]]) -> str:
+    """What doctor says of Alibaba's GraphScope installed beside this project."""
+    listed = ", ".join(f"{n} {v}" for n, v in others)
+    return (f"Alibaba's GraphScope is installed here too ({listed}), a different project that "
+            "also provides the `graphscope` import: each overwrites the other's files. Run "
+            "pip uninstall graphscope graphscope-client, then pip install --force-reinstall "
+            "--no-deps cudagraph-scope")
 
 
 def _table(caps: Any, no_subscribe: bool, counters_why: Optional[str], dot: Optional[str],

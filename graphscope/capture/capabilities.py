@@ -46,6 +46,37 @@ def gzip_engine() -> str:
     return f"ISA-L (python-isal {version('isal')})"
 
 
+# PyPI's `graphscope` is Alibaba's GraphScope (a graph computing system); its Python client,
+# `graphscope-client`, installs a `graphscope` package too. This project is `cudagraph-scope`.
+OTHER_GRAPHSCOPE = ("graphscope", "graphscope-client")
+OUR_SCRIPT = "graphscope.cli.main:main"  # this project's console script, under any name
+
+
+def other_graphscope() -> list[tuple[str, str]]:
+    """(name, version) of each installed distribution of Alibaba's GraphScope that provides a
+    ``graphscope`` import, as this project does: the two overwrite each other's files. Read
+    from the installed metadata (``importlib.metadata``), never by importing it."""
+    import re
+    from importlib.metadata import distributions
+
+    found: dict[str, str] = {}
+    for dist in distributions():
+        name = re.sub(r"[-_.]+", "-", dist.metadata.get("Name") or "").lower()
+        if name in OTHER_GRAPHSCOPE and _provides_graphscope(dist) and not any(
+                ep.value == OUR_SCRIPT for ep in dist.entry_points):
+            found.setdefault(name, dist.version)
+    return sorted(found.items())
+
+
+def _provides_graphscope(dist: Any) -> bool:
+    """Whether ``dist`` installs files of the ``graphscope`` package (its RECORD), or names
+    it as a top-level package."""
+    files = dist.files or []
+    if any(f.parts and f.parts[0] == "graphscope" for f in files):
+        return True
+    return "graphscope" in (dist.read_text("top_level.txt") or "").split()
+
+
 def torch_import_error() -> str | None:
     """Why ``import torch`` fails here (None when it works): lint runs models with it."""
     try:

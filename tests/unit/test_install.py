@@ -57,3 +57,34 @@ def test_the_readme_stays_a_first_screen_and_links_the_rest():
     for doc in ("docs/cli.md", "docs/model-files.md", "docs/architecture.md",
                 "docs/benchmarks.md"):
         assert f"]({doc})" in text, doc
+
+
+def _distribution_name():
+    text = open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
+    m = re.search(r'^\[project\]\n(?:.*\n)*?name\s*=\s*"([^"]+)"', text, re.M)
+    assert m, "pyproject.toml's [project] has no name"
+    return m.group(1)
+
+
+def test_the_distribution_is_not_named_as_pypis_graphscope_family():
+    # GIVEN the distribution name pyproject.toml gives (PyPI's `graphscope`, `graphscope-client`,
+    # `graphscope-flex`, ... are Alibaba's GraphScope, a graph computing system)
+    name = _distribution_name()
+    # WHEN it is compared with that family, as pip normalizes names
+    normalized = re.sub(r"[-_.]+", "-", name).lower()
+    # THEN it is none of them: `pip install NAME` installs this project
+    assert normalized != "graphscope" and not normalized.startswith("graphscope-"), name
+
+
+def test_the_install_lines_name_this_distribution_and_keep_the_command():
+    # GIVEN the distribution's name and the console script pyproject.toml declares
+    name = _distribution_name()
+    text = open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8").read()
+    assert re.search(r'^graphscope = "graphscope\.cli\.main:main"$', text, re.M)
+    # WHEN README's and docs/cli.md's install commands are read
+    for doc in ("README.md", "docs/cli.md"):
+        body = open(os.path.join(ROOT, doc), encoding="utf-8").read()
+        installs = re.findall(r"pip install (?:-\S+ )*\"?([A-Za-z][\w.-]*)(?:\[\w+\])?\"?", body)
+        # THEN every install from the index names this distribution, never PyPI's `graphscope`
+        assert name in installs, (doc, installs)
+        assert "graphscope" not in installs, (doc, installs)
