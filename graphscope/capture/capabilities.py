@@ -61,7 +61,7 @@ def other_graphscope() -> list[tuple[str, str]]:
 
     found: dict[str, str] = {}
     for dist in distributions():
-        name = re.sub(r"[-_.]+", "-", dist.metadata.get("Name") or "").lower()
+        name = re.sub(r"[-_.]+", "-", str((dist.metadata.get_all("Name") or [""])[0])).lower()
         if name in OTHER_GRAPHSCOPE and _provides_graphscope(dist) and not any(
                 ep.value == OUR_SCRIPT for ep in dist.entry_points):
             found.setdefault(name, dist.version)
