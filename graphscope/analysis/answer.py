@@ -79,6 +79,30 @@ class GroupedFinding:
 
 
 @dataclass(frozen=True)
+class VerdictGroup:
+    """One kind of verdict over a group's graphs: how many graphs have it, and the first."""
+
+    code: str
+    graphs: tuple[str, ...]
+    first: Any  # analysis.diagnosis.Verdict of the first graph that has it
+
+
+@dataclass(frozen=True)
+class DiagnosisGroup:
+    """The Diagnosis of a group's graphs as ranges (least, most) over the measured graphs."""
+
+    site: str
+    names: tuple[str, ...]  # the measured graphs
+    buckets: tuple[str, ...]
+    path_ns: tuple[Optional[float], Optional[float]]
+    work_ns: tuple[Optional[float], Optional[float]]
+    span_ns: tuple[Optional[float], Optional[float]]
+    idle_pct: tuple[Optional[float], Optional[float]]
+    launch_ns: tuple[Optional[float], Optional[float]]
+    verdicts: tuple[VerdictGroup, ...]
+
+
+@dataclass(frozen=True)
 class Answer:
     """The report's first screen (module docstring)."""
 
@@ -91,6 +115,8 @@ class Answer:
     findings: tuple[GroupedFinding, ...]
     more_findings: int  # grouped findings left out of the answer (the table lists them)
     more_bounds: int  # groups whose bounds are left out (the Diagnosis has every graph)
+    all_findings: tuple[GroupedFinding, ...] = ()  # every finding, grouped (the table's rows)
+    diagnosis: tuple[DiagnosisGroup, ...] = ()  # the Diagnosis by group
 
 
 FORWARD_BUCKETS = "forward buckets"  # capture --mode forward's graphs, one per input bucket
@@ -151,14 +177,17 @@ def build_answer(header: Any, rows: Sequence[Mapping[str, Any]],
                    for r in top[:TOP_MODULES])
     bounds: tuple[Bound, ...] = ()
     grouped: list[GroupedFinding] = []
+    dgroups: tuple[DiagnosisGroup, ...] = ()
     if diagnosis is not None:
         bounds = _bounds(diagnosis, groups)
         grouped = group_findings(diagnosis.findings.findings, site_of)
+        dgroups = diagnosis_groups(diagnosis, groups)
     return Answer(mode=mode, replays=int(header.replays),
                   work_ns=header.replay_kernel_median_ns if header.replays else None,
                   groups=groups, modules=shares, bounds=bounds[:TOP_BOUNDS],
                   more_bounds=max(0, len(bounds) - TOP_BOUNDS),
-                  findings=tuple(grouped[:TOP_FINDINGS]),
+                  findings=tuple(grouped[:TOP_FINDINGS]), all_findings=tuple(grouped),
+                  diagnosis=dgroups,
                   more_findings=max(0, len(grouped) - TOP_FINDINGS))
 
 
@@ -214,3 +243,35 @@ def group_findings(findings: Sequence[Any], site_of: Mapping[str, str]
            for (site, kind), fs in groups.items()]
     out.sort(key=lambda g: -g.high_ns)
     return out
+
+
+def _span(xs: Sequence[Optional[float]]) -> tuple[Optional[float], Optional[float]]:
+    vals = [float(x) for x in xs if x is not None]
+    return (min(vals), max(vals)) if vals else (None, None)
+
+
+def diagnosis_groups(diagnosis: Any, groups: Sequence[GraphGroup]
+                     ) -> tuple[DiagnosisGroup, ...]:
+    """Each group's measured graphs' diagnosis as ranges, and its verdicts by kind."""
+    by_name = {o.graph: o for o in diagnosis.graphs}
+    out = []
+    for grp in groups:
+        measured = [by_name[n] for n in grp.names if n in by_name and by_name[n].timed]
+        if not measured:
+            continue
+        kinds: dict[str, list[Any]] = {}
+        for o in measured:
+            for v in o.verdicts:
+                kinds.setdefault(v.code, []).append(v)
+        out.append(DiagnosisGroup(
+            site=grp.site, names=tuple(o.graph for o in measured),
+            buckets=tuple(_bucket(o.graph, grp.site) for o in measured),
+            path_ns=_span([o.critical_path.length_ns if o.critical_path else None
+                           for o in measured]),
+            work_ns=_span([o.work_ns for o in measured]),
+            span_ns=_span([o.span_ns for o in measured]),
+            idle_pct=_span([o.idle_pct for o in measured]),
+            launch_ns=_span([o.launch_latency_ns for o in measured]),
+            verdicts=tuple(VerdictGroup(code, tuple(v.graph for v in vs), vs[0])
+                           for code, vs in kinds.items())))
+    return tuple(out)

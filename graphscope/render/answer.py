@@ -25,7 +25,7 @@ def _range(lo: Optional[float], hi: Optional[float]) -> str:
     return fmt_ns(lo) if fmt_ns(lo) == fmt_ns(hi) else f"{fmt_ns(lo)}–{fmt_ns(hi)}"
 
 
-def _buckets(names: tuple[str, ...]) -> str:
+def bucket_list(names: tuple[str, ...]) -> str:
     shown = ", ".join(safe(x) for x in names[:BUCKETS_NAMED])
     return shown + (f", … {len(names) - BUCKETS_NAMED} more" if len(names) > BUCKETS_NAMED
                     else "")
@@ -35,7 +35,7 @@ def group_label(g: GraphGroup) -> str:
     """A group as the answer names it: the graph, or the site and its buckets."""
     if len(g.names) == 1:
         return safe(g.names[0])
-    return f"{safe(g.site)} ({len(g.names)} graphs: {_buckets(g.buckets)})"
+    return f"{safe(g.site)} ({len(g.names)} graphs: {bucket_list(g.buckets)})"
 
 
 def _what(a: Answer) -> str:
@@ -65,7 +65,7 @@ def _bound(b: Bound, several: bool) -> str:
         figures.append(f"critical path {b.path_pct:.0f}% of it")
     if b.idle_pct is not None:
         figures.append(f"{b.idle_pct:.0f}% idle")
-    head = (f"{safe(b.site)} ({b.graphs} graphs: {_buckets(b.buckets)})" if b.graphs > 1
+    head = (f"{safe(b.site)} ({b.graphs} graphs: {bucket_list(b.buckets)})" if b.graphs > 1
             else safe(b.site)) + ": "
     said = "; ".join(verdict_text(v) for v in b.verdicts) or "no verdict: nothing stands out"
     return (head if several or b.graphs > 1 else "") + ", ".join(figures) + "; " + said
@@ -75,7 +75,7 @@ def _finding(i: int, f: GroupedFinding) -> tuple[str, str]:
     from .diagnosis import action_text, finding_text
 
     where = safe(f.finding.graph) if len(f.graphs) == 1 else (
-        f"{safe(f.site)} ({len(f.graphs)} graphs: {_buckets(f.buckets)})")
+        f"{safe(f.site)} ({len(f.graphs)} graphs: {bucket_list(f.buckets)})")
     where = where or "between replays"
     saving = (f"{fmt_ns(f.high_ns)} ({f.pct:.0f}%) per replay" if len(f.graphs) == 1
               else f"{_range(f.low_ns, f.high_ns)} per replay of each graph")

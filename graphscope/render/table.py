@@ -330,7 +330,7 @@ def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = Tru
         parts.append(ddp_table(summary["ddp"]))
     if summary.get("memory"):
         training = bool((summary.get("coverage") or {}).get("backward", {}).get("nodes"))
-        parts.append(memory_group(summary["memory"], depth, training))
+        parts.append(memory_group(summary["memory"], depth, training, grouped))
     if summary.get("ladder") and (ladder or not grouped):
         parts.append(ladder_group(summary["ladder"]))
     elif summary.get("ladder"):
@@ -460,8 +460,15 @@ def outside_note(rows: list[dict[str, Any]], training: bool = False) -> str:
 
 
 def memory_group(mem: dict[str, Any], depth: Optional[int] = None,
-                 training: bool = False) -> Group:
-    parts: list[Any] = [pools_table(mem), capture_table(mem)]
+                 training: bool = False, grouped: bool = False) -> Group:
+    """Pools, capture cost per graph (``grouped``: a bucket ladder's, in one line: its
+    buckets' rows are `--full`'s and `--ladder`'s) and memory by module."""
+    parts: list[Any] = [pools_table(mem)]
+    if grouped:
+        parts.append(Text(f"Capture cost of each of the {len(mem['graphs'])} graphs: "
+                          "report --full (--ladder: by bucket)"))
+    else:
+        parts.append(capture_table(mem))
     if mem.get("by_module"):
         parts.append(module_memory_table(mem["by_module"], depth))
         note = outside_note(mem["by_module"], training)

@@ -55,7 +55,11 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
                   if report.ladder.reason == "one_graph_view" else
                   "Bucket ladder: no capture site captured several graphs in this bundle")
     _print_eager(report, con, eager_rows)
-    if present(report.diagnosis):
+    if present(report.diagnosis) and groups is not None and _grouped(groups):
+        from .groups import print_grouped_diagnosis
+
+        print_grouped_diagnosis(report.answer, con)
+    elif present(report.diagnosis):
         from .diagnosis import print_diagnosis
 
         # a program's graphs say how often the program replayed each (a capture's: all alike)
@@ -67,6 +71,12 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
         from .counters import print_counters
 
         print_counters(plain(report.counters), con, depth if depth is not None else 2)
+
+
+def _grouped(groups: Any) -> bool:
+    from .table import GROUPED_FROM
+
+    return any(len(g.names) >= GROUPED_FROM for g in groups)
 
 
 def _print_eager(report: Report, con: Console, rows: Optional[int]) -> None:

@@ -123,3 +123,28 @@ def test_into_a_file_the_width_is_columns_or_100(capsys, monkeypatch):
     assert max(map(len, wide.splitlines())) == 100
     assert max(map(len, narrow.splitlines())) <= 80
     assert _answer(wide) == _answer(narrow)  # the answer is one screen at either width
+
+
+def test_a_67_bucket_ladder_reads_in_at_most_150_lines_the_answer_first(capsys, tmp_path):
+    # GIVEN the recorded 10-bucket ladder grown to vLLM's 67 decode sizes
+    from tests.ladder_bundle import grow_ladder
+
+    bundle = grow_ladder(os.path.join(DATA, "run_ladder"), str(tmp_path / "ladder67"), 67)
+    out = _report(capsys, bundle)
+    full = _report(capsys, bundle, "--full")
+    # THEN the report fits 150 lines, opens with the answer, and every table holds the site's
+    # graphs as one row; --full has every graph
+    lines = out.splitlines()
+    assert len(lines) <= 150, len(lines)
+    assert lines[0].startswith("The bundle: ") and "67 graphs from 1" in lines[0]
+    assert "Diagnosis (median per replay; a site's graphs as one row" in out
+    assert "ladder.py:45 #30 [272]" not in out
+    assert "ladder.py:45 #30 [272]" in full and len(full.splitlines()) > 150
+    # AND at 80 columns no range is cut
+    os.environ["COLUMNS"] = "80"
+    try:
+        narrow = _report(capsys, bundle)
+    finally:
+        del os.environ["COLUMNS"]
+    assert "…" not in narrow.split("Diagnosis (median per replay")[1].split("verdict:")[0]
+    assert max(map(len, narrow.splitlines())) <= 80

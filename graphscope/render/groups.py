@@ -1,0 +1,106 @@
+"""A bucket ladder's findings and Diagnosis with the site's graphs as one row (the ranges and
+verdict counts of ``analysis.answer``): what `report` shows without --full where a capture
+site has many graphs. Formatting only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.answer import DiagnosisGroup, GroupedFinding
+from .answer import bucket_list
+from .fmt import Text, fmt_ns, keep_figures, safe, verdict_text
+
+
+def _range(lo: Optional[float], hi: Optional[float], f: Any = fmt_ns) -> str:
+    if lo is None or hi is None:
+        return "-"
+    return f(lo) if f(lo) == f(hi) else f"{f(lo)}–{f(hi)}"
+
+
+def _pct(v: float) -> str:
+    return f"{v:.0f}%"
+
+
+def _where(site: str, buckets: Sequence[str], names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return safe(names[0]) or "between replays"
+    return f"{safe(site)} ({len(names)} graphs: {bucket_list(tuple(buckets))})"
+
+
+def grouped_findings_table(findings: Sequence[GroupedFinding]) -> Table:
+    """The ranked findings, one row per kind of finding and capture site."""
+    from .diagnosis import action_text, finding_text
+
+    t = Table(title="What to do next (ranked by predicted saving per replay; a site's "
+                    "graphs as one row: --full for each)", title_justify="left")
+    t.add_column("#", justify="right")
+    t.add_column("saving", justify="right", no_wrap=True)  # a range: never inside a figure
+    t.add_column("graphs", overflow="fold")
+    t.add_column("finding (its first graph's)", ratio=3)
+    t.add_column("try", ratio=2, overflow="fold")
+    for i, f in enumerate(findings, 1):
+        saving = (f"{fmt_ns(f.high_ns)} {f.pct:.0f}%" if len(f.graphs) == 1
+                  else f"{_range(f.low_ns, f.high_ns)}\neach")
+        t.add_row(str(i), saving, Text(_where(f.site, f.buckets, f.graphs)),
+                  Text(finding_text(f.finding)), Text(action_text(f.finding.action)))
+    return t
+
+
+WIDE = 100  # narrower, each group's ranges are a line: a table would cut them
+
+
+def grouped_diagnosis_table(groups: Sequence[DiagnosisGroup], width: int = WIDE) -> Any:
+    """The Diagnosis's figures, one row per group: the range over its graphs (under ``WIDE``
+    columns, a line per group, wrapped between figures, never inside one)."""
+    if width < WIDE:
+        from .answer import wrap
+
+        lines = ["Diagnosis (median per replay; a site's graphs as one line, the range over "
+                 "them: --full for each)"]
+        for g in groups:
+            name = safe(g.names[0]) if len(g.names) == 1 else (
+                f"{safe(g.site)} ({len(g.names)} graphs)")
+            lines += wrap(0, f"{name}: path {_range(*g.path_ns)}, work {_range(*g.work_ns)}, "
+                          f"span {_range(*g.span_ns)}, idle {_range(*g.idle_pct, f=_pct)}, "
+                          f"launch {_range(*g.launch_ns)}", width)
+        from rich.console import Group
+
+        return Group(*(Text(line) for line in lines))
+    t = Table(title="Diagnosis (median per replay; a site's graphs as one row, the range over "
+                    "them: --full for each)", title_justify="left")
+    t.add_column("graphs", overflow="fold", ratio=1)
+    for col in ("path", "work", "span", "idle", "launch"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for g in groups:
+        name = safe(g.names[0]) if len(g.names) == 1 else (
+            f"{safe(g.site)} ({len(g.names)} graphs)")
+        t.add_row(Text(name), _range(*g.path_ns),
+                  _range(*g.work_ns), _range(*g.span_ns), _range(*g.idle_pct, f=_pct),
+                  _range(*g.launch_ns))
+    return keep_figures(t)
+
+
+def grouped_verdict_lines(groups: Sequence[DiagnosisGroup]) -> list[str]:
+    """One line per kind of verdict and group: how many of its graphs, the first's words."""
+    out = []
+    for g in groups:
+        for v in g.verdicts:
+            count = (f"{len(v.graphs)} of {len(g.names)} graphs, the first: "
+                     if len(g.names) > 1 else "")
+            out.append(f"verdict: {_where(g.site, g.buckets, g.names)}: {count}"
+                       f"{verdict_text(v.first)}")
+    return out
+
+
+def print_grouped_diagnosis(answer: Any, con: Console) -> None:
+    """The findings and the Diagnosis of ``answer`` (``analysis.answer.Answer``) by group."""
+    if answer.all_findings:
+        con.print(grouped_findings_table(answer.all_findings))
+    if answer.diagnosis:
+        con.print(grouped_diagnosis_table(answer.diagnosis, con.width))
+        for line in grouped_verdict_lines(answer.diagnosis):
+            con.print(Text(line))
