@@ -16,9 +16,12 @@ What is found (per graph with timed replays)
               costs that does next to nothing); a kernel shorter than the floor saves its own
               duration. Per fused kernel: min(duration, floor) + its measured dependency gap;
               the low end of the interval keeps half the floors.
-    host      (``graphscope run`` bundles traced back to back) the GPU idle between replays
-              longer than a replay (the host-bound verdict): the saving is that median gap.
-              It lies outside the span, so it is claimed from the gaps, not from the span.
+    host      (``graphscope run`` bundles traced back to back) the gap between replays (the GPU
+              runs no graph node) longer than a replay (the host-bound verdict): per replay
+              the median gap, never more than the mean gap (the time between replays per
+              replay), as a share of the median time from one replay's first node to the
+              next's. It lies outside the span, so it is claimed from the gaps, not from the
+              span. Listed only from HOST_MIN_GAPS gaps on, and above the gaps' spread.
 
 Time is claimed once
     Each graph's span is a pool of time by node: every node on the critical path (with its
@@ -30,8 +33,10 @@ Time is claimed once
 
 Floor
     A finding saving less than FLOOR_PCT % of its graph's span, or less than the spread of the
-    measured spans (half their IQR), is not listed (``below_floor`` counts them); with none
-    left, ``nothing_above_noise`` is true.
+    measured spans (half their IQR), is not listed: it is kept in ``under_floor`` with its
+    figures and its floor (``threshold_ns``), and ``below_floor`` counts them; with none
+    listed, ``nothing_above_noise`` is true. The verdicts that claim a gain (serialized, the
+    streams measured, host bound) carry the figure of their finding, listed or not.
 """
 
 from __future__ import annotations
@@ -45,11 +50,20 @@ from typing import Any, Optional
 import numpy as np
 
 from ..model.graph import UNATTRIBUTED, Node
-from .diagnosis.types import LISTED, Action, Evidence, Finding, Findings, WhatIf
+from .diagnosis.types import (
+    LISTED,
+    Action,
+    BetweenReplays,
+    Evidence,
+    Finding,
+    Findings,
+    WhatIf,
+)
 from .stats import module_at
 from .whatif import Schedule
 
 FLOOR_PCT = 2.0
+HOST_MIN_GAPS = 5  # the host finding: gaps between replays observed, at least
 SMALL_KERNEL_NS = 5_000
 FLOOR_PERCENTILE = 5
 REGION_DEPTH = 2  # "L.blocks.3": a module of the root's children's children
@@ -97,60 +111,77 @@ class _Candidate:
 
 
 def findings(bases: Sequence[Basis], manifest: Mapping[str, Any],
-             host: Optional[tuple[float, float, float, Optional[float]]] = None) -> Findings:
-    """The ranked findings of a bundle's graphs. ``host``: (median gap between replays,
-    median replay span, the gaps' spread, median host wait) where the host-bound finding
-    applies."""
+             host: Optional[BetweenReplays] = None) -> Findings:
+    """The ranked findings of a bundle's graphs, and the candidates under the floor (with
+    their figures). ``host``: the gaps between replays where they are the program's own (the
+    host finding applies)."""
     out: list[Finding] = []
-    below = 0
+    under: list[Finding] = []
     for b in bases:
-        got, n_below = _graph_findings(b, manifest)
+        got, low = _graph_findings(b, manifest)
         out += got
-        below += n_below
+        under += low
     if host is not None:
-        gap, span, noise, wait = host
-        if gap > span and gap >= noise:
-            # the low end keeps each replay's launch (the host wait is what capturing more of
-            # the loop removes), else the gaps' spread
-            low = max(0.0, wait if wait is not None else gap - noise)
-            out.append(Finding("host", "", gap, 100.0 * gap / (gap + span), low, gap, gap, 0.0,
-                               None, Evidence((), 0, (), (), 0),
-                               Action("by_hand", by_hand="capture_more_of_the_loop")))
-        else:
-            below += 1
+        f = _host(host)
+        if f is not None:
+            listed = f.gaps >= HOST_MIN_GAPS and f.saving_ns >= f.threshold_ns > 0
+            (out if listed else under).append(f)
     out.sort(key=lambda f: (-f.saving_ns, f.graph, f.kind))
     refuted = tuple((b.graph, b.whatif.gain_pct, 100.0 * b.measured_gain_ns / b.span_ns)
                     for b in bases if b.whatif is not None and b.cut_count and b.span_ns
                     and b.measured_gain_ns is not None and b.measured_gain_ns <= 0
                     and b.whatif.gain_ns > 0)
-    return Findings(tuple(out), FLOOR_PCT, below, not out, refuted,
-                    timed=bool(bases) or host is not None)
+    return Findings(tuple(out), FLOOR_PCT, len(under), not out, refuted,
+                    timed=bool(bases) or host is not None, under_floor=tuple(under),
+                    min_gaps=HOST_MIN_GAPS)
 
 
-def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding], int]:
+def _host(btw: BetweenReplays) -> Optional[Finding]:
+    """The host finding where the GPU idles between replays for longer than a replay: per
+    replay, the median gap, never more than the mean gap (the time between replays per
+    replay); its share is of the time from one replay's start to the next's; its floor the
+    gaps' spread. None where the gaps are not longer than a replay."""
+    gap, span = btw.median_gap_ns, btw.median_span_ns
+    if gap is None or not span or gap <= span or not btw.pairs:
+        return None
+    saving = min(gap, btw.total_gap_ns / btw.pairs)
+    cycle = btw.median_cycle_ns or (gap + span)
+    # the low end keeps each replay's launch (the host wait is what capturing more of the loop
+    # removes), else the gaps' spread
+    wait = btw.host_wait_median_ns
+    low = min(saving, max(0.0, wait if wait is not None else saving - btw.gap_spread_ns))
+    return Finding("host", "", saving, 100.0 * saving / cycle, low, saving, saving, 0.0,
+                   None, Evidence((), 0, (), (), 0),
+                   Action("by_hand", by_hand="capture_more_of_the_loop"),
+                   threshold_ns=max(btw.gap_spread_ns, 1.0), spread_ns=btw.gap_spread_ns,
+                   gaps=btw.pairs)
+
+
+def _graph_findings(b: Basis, manifest: Mapping[str, Any]) -> tuple[list[Finding], list[Finding]]:
+    """One graph's findings over its floor, and its candidates under it."""
     cands = [c for c in (_streams(b, manifest), _fusion(b, manifest)) if c is not None]
     # per node: the time of it not yet claimed (its duration and latency on the path)
     pool = np.zeros(len(b.duration_ns))
     pool[b.path] = b.duration_ns[b.path] + b.latency_ns[b.path]
     left = b.span_ns
-    out, below = [], 0
+    floor = max(FLOOR_PCT / 100.0 * b.span_ns, b.noise_ns)
+    out: list[Finding] = []
+    under: list[Finding] = []
     for c in sorted(cands, key=lambda c: -c.predicted):
         at = np.fromiter(c.claims, np.int64, len(c.claims))
         t = np.minimum(np.fromiter(c.claims.values(), float, len(c.claims)), pool[at])
         pool[at] -= t
         taken = float(np.cumsum(t)[-1]) if len(t) else 0.0  # added in order, as a loop would
-        saving = min(taken, left)
+        saving = max(0.0, min(taken, left))
         left -= saving
-        floor = max(FLOOR_PCT / 100.0 * b.span_ns, b.noise_ns)
-        if saving < floor or saving <= 0:
-            below += 1
-            continue
         share = saving / c.predicted if c.predicted else 1.0
-        out.append(Finding(
+        f = Finding(
             c.kind, b.graph, saving, 100.0 * saving / b.span_ns if b.span_ns else 0.0,
             max(0.0, c.low * share), c.high * share, c.model, c.predicted - saving,
-            c.measured, c.evidence, c.action, c.kernels, c.floor_ns, c.gap_ns))
-    return out, below
+            c.measured, c.evidence, c.action, c.kernels, c.floor_ns, c.gap_ns,
+            threshold_ns=floor, spread_ns=b.noise_ns)
+        (under if saving < floor or saving <= 0 else out).append(f)
+    return out, under
 
 
 # the options of a recorded capture that pick what is captured: a suggested try keeps them

@@ -92,7 +92,8 @@ def finding_text(f: Finding) -> str:
                 f"{fmt_ns(f.floor_ns)} and a dependency gap of {fmt_ns(f.gap_ns)} (median) "
                 "each")
     if f.kind == "host":
-        return "host bound: the GPU runs no graph between replays for longer than a replay"
+        return (f"host bound: the gap between replays (over {f.gaps} gap(s)) is longer than a "
+                "replay; its share is of one replay's start to the next's")
     return f.kind
 
 
@@ -139,13 +140,28 @@ def findings_lines(fs: Findings) -> list[str]:
            f"measured {gain_words(m)}; not listed" for g, p, m in fs.refuted]
     if not fs.timed:
         return out + ["findings: none (no timed replays: nothing was measured)"]
+    if fs.under_floor:
+        return out + [("findings: none above the floor: " if fs.nothing_above_noise else
+                       f"findings: {len(fs.under_floor)} more not listed: ") + "; ".join(
+            _unlisted(f, fs.min_gaps) for f in fs.under_floor[:4])
+            + (f"; … {len(fs.under_floor) - 4} more" if len(fs.under_floor) > 4 else "")]
     if fs.nothing_above_noise:
         return out + [f"findings: nothing to gain above noise (every candidate saves under "
                       f"{fs.floor_pct:g}% of its span or under the replays' own spread)"]
-    if fs.below_floor:
+    if fs.below_floor:  # a diagnosis kept without their figures
         return out + [f"findings: {fs.below_floor} more under the floor ({fs.floor_pct:g}% of "
-                      "the span), not listed"]
+                      "the span or the replays' spread), not listed"]
     return out
+
+
+def _unlisted(f: Finding, min_gaps: int) -> str:
+    """A candidate not listed, with its saving and why."""
+    where = f"{f.kind} on {f.graph}" if f.graph else f"{f.kind} (gap between replays)"
+    if f.kind == "host" and f.gaps < min_gaps:
+        return (f"{where} {fmt_ns(f.saving_ns)} per replay from {f.gaps} gap(s) "
+                f"({min_gaps} needed)")
+    return (f"{where} {fmt_ns(f.saving_ns)} ({f.saving_pct:.1f}%), under its floor of "
+            f"{fmt_ns(f.threshold_ns)}")
 
 
 def print_findings(diag: Diagnosis, console: Optional[Console] = None) -> None:
@@ -286,9 +302,9 @@ def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
     if any(o.timed and o.stream_order is not None and not o.stream_order.op_info for o in rows):
         notes.append("what-if -: no memory ranges recorded (no stream-order analysis)")
     if any(o.timed and not o.launch_recorded for o in rows):
-        notes.append("launch n/r: no launch record matched these replays" if diag.launch_recorded
-                     else "launch n/r: launches not recorded (a bundle from before launch "
-                     "records)")
+        notes.append("launch latency n/r: no launch record matched these replays"
+                     if diag.launch_recorded else "launch latency n/r: launches not recorded "
+                     "(a bundle from before launch records)")
     if any_timed and any(not o.timed for o in rows):
         notes.append("-: a graph never replayed while traced")
     title = ("Diagnosis (median per replay)" if any_timed
@@ -298,7 +314,7 @@ def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
     t = Table(title=title, title_justify="left", caption_justify="left",
               caption=None if notes_out is not None else ("; ".join(notes) or None))
     t.add_column("graph", overflow="fold", ratio=1)
-    for col in ("path", "work", "span", "par/DAG", "idle", "launch"):
+    for col in ("path", "work", "span", "par/DAG", "idle", "launch\nlatency"):
         t.add_column(col, justify="right", no_wrap=True)
     t.add_column("what-if", justify="right")
     if tried:
@@ -358,14 +374,13 @@ def _run(c: Chain) -> str:
     return f"{nodes} {c.module} {fmt_ns(c.work_ns)}"
 
 
-def _tail_is_launch(med: Any) -> str:
-    """Where each replay was launched while the one before still ran, its tail (last node end
-    to the next replay's first node) is the next replay's launch column: said once, here."""
-    t, lau = med.tail_ns, med.launch_ns
-    if not (med.launch_queued_ns and t and lau) or abs(t - lau) > 0.01 * max(t, lau):
+def _gap_is_launch(med: Any) -> str:
+    """Where each replay was launched while the one before still ran, the gap to the next
+    replay is also that replay's launch latency: said once, here."""
+    if not (med.launch_queued_ns and med.gap_after_ns and med.launch_ns):
         return ""
-    return (" (the launch column's interval: each replay was launched while the one before "
-            "ran, so its launch latency is the gap after that one)")
+    return (" (each replay was launched while the one before ran: the next replay's launch "
+            "latency is this gap)")
 
 
 def _graph_lines(o: GraphDiagnosis) -> list[str]:
@@ -379,7 +394,7 @@ def _graph_lines(o: GraphDiagnosis) -> list[str]:
     if o.replays and cp is not None:
         out.append(head + f"{len(cp.nodes)} of {o.nodes} nodes on the critical path; "
                    f"dependency gaps {fmt_ns(med.dep_gap_ns)}, idle {fmt_ns(med.idle_ns)}, "
-                   f"tail {fmt_ns(med.tail_ns)}{_tail_is_launch(med)}"
+                   f"gap to the next replay {fmt_ns(med.gap_after_ns)}{_gap_is_launch(med)}"
                    + (f", two or more nodes running {_share(o.concurrency_pct)} of the span"
                       if o.streams > 1 else ", one stream"))
     if o.error == "cycle":
@@ -474,13 +489,14 @@ def diagnosis_lines(diag: Diagnosis, graphs: int = 3,
 
 
 def between_text(btw: BetweenReplays) -> str:
-    """The gaps between replays in one line."""
+    """The gaps between replays (last node end to the next replay's first node) in one
+    line."""
     note = {"own_replay_loop": "the replays were driven by graphscope's own replay loop, not "
                                "by the program",
             "traced_one_at_a_time": "each traced replay was started, synchronized and flushed "
                                     "by graphscope's tracer: the gaps hold that overhead "
                                     "besides the program's own time"}
-    return (f"between replays: {btw.pairs} gap(s), median {fmt_ns(btw.median_gap_ns)} (max "
+    return (f"gaps between replays: {btw.pairs}, median {fmt_ns(btw.median_gap_ns)} (max "
             f"{fmt_ns(btw.max_gap_ns)}) with no graph node running, against a median replay "
             f"span of {fmt_ns(btw.median_span_ns)}"
             + (f" ({note.get(btw.note, btw.note)})" if btw.note else ""))

@@ -163,11 +163,16 @@ def verdict_text(v: Any) -> str:
     """One verdict of the diagnosis (``analysis.diagnosis.Verdict``: a code and its numbers) in
     words, its graph named by the caller where there are several. Here because every output
     that shows verdicts (the diagnosis, the ranks) words them alike."""
-    if v.code == "latency_bound":
+    launch = (f"; launch latency is {v.launch_pct:.0f}% of launch latency + span"
+              if getattr(v, "launch_pct", None) else "")
+    if v.code == "latency_bound" and getattr(v, "short_pct", None) is None:  # an older diagnosis
         return (f"launch/dependency-latency bound: {v.work_nodes} work nodes of median "
                 f"{fmt_ns(v.median_node_ns)}; {v.idle_pct or 0:.0f}% of the span is idle"
-                + (f", launch takes {v.launch_pct:.0f}% of launch + span" if v.launch_pct
-                   else ""))
+                + launch)
+    if v.code == "latency_bound":
+        return (f"launch/dependency-latency bound: {v.short_pct:.0f}% of the span is in the "
+                f"critical path's {v.short_nodes} work nodes under {fmt_ns(v.short_under_ns)} "
+                f"(of {v.work_nodes}) and in idle gaps ({v.idle_pct or 0:.0f}%)" + launch)
     if v.code == "dag_parallelism_unused":
         where = ("serialized on one stream" if (v.streams or 0) <= 1
                  else f"under-parallelized on its {v.streams} streams")
@@ -177,7 +182,7 @@ def verdict_text(v: Any) -> str:
         return (f"serialized on one stream: {v.edges} stream-order-only edge(s); on up to "
                 f"{v.max_streams} streams (the plan uses {v.streams}) the span would be "
                 f"{fmt_ns(v.to_ns)} [{fmt_ns(v.low_ns)}–{fmt_ns(v.high_ns)}] against "
-                f"{fmt_ns(v.from_ns)} (-{v.gain_pct or 0:.0f}%)")
+                f"{fmt_ns(v.from_ns)} (-{v.gain_pct or 0:.0f}%)" + _as_finding(v))
     if v.code == "streams_measured":
         out = (f"measured on {v.streams} stream(s) (--try-streams {v.max_streams}): span "
                f"{fmt_ns(v.to_ns)} against {fmt_ns(v.from_ns)} on one stream in the same "
@@ -191,11 +196,25 @@ def verdict_text(v: Any) -> str:
                     if v.within_tolerance else
                     f"; its outputs differ from the graph's ({diff}{own}): an ordering the "
                     "stream plan missed, or a nondeterministic model")
-        return out
+        return out + (_as_finding(v) if (v.gain_pct or 0) > 0 else "")
     if v.code == "streams_failed":
         return (f"--try-streams {v.max_streams}: the capture over more streams failed: "
                 f"{v.error}")
     if v.code == "host_bound":
-        return (f"host bound between replays: the GPU runs no graph for {fmt_ns(v.from_ns)} "
-                f"between replays (median) against {fmt_ns(v.to_ns)} of replay span")
+        gaps = getattr(v, "gaps", None)
+        return (f"host bound: the gap between replays (median {fmt_ns(v.from_ns)}"
+                + (f" over {gaps} gap(s)" if gaps else "")
+                + f") is longer than a replay (median span {fmt_ns(v.to_ns)})" + _as_finding(v))
     return v.code
+
+
+def _as_finding(v: Any) -> str:
+    """Where a verdict's finding is not listed: its saving per replay and why (under the
+    findings' floor, or measured on too few gaps between replays)."""
+    if getattr(v, "listed", None) is not False or v.saving_ns is None:
+        return ""
+    if v.unlisted == "few_gaps":
+        return (f"; {fmt_ns(v.saving_ns)} per replay, not listed as a finding: {v.gaps} gap(s) "
+                "are too few to trust")
+    return (f"; its finding, {fmt_ns(v.saving_ns)} per replay, is under the findings' floor "
+            f"of {fmt_ns(v.threshold_ns)}: not listed")

@@ -224,15 +224,15 @@ def test_one_graphs_span_is_given_once_for_the_replays_the_diagnosis_uses():
     assert "span **" not in md.splitlines()[2]
 
 
-def test_a_tail_that_is_the_next_launch_is_said_to_be_one_interval():
+def test_a_gap_that_is_the_next_launch_latency_is_said_to_be_one_interval():
     # GIVEN replays driven back to back by graphscope's loop: each was launched while the one
     # before ran, so its launch latency is measured from that replay's end
     out = " ".join(_report(os.path.join(DATA, "demo", "mlp_step")).split())
-    # THEN the tail (last node to the next replay's first) is said to be the launch column's
-    assert ("tail 5.6 µs (the launch column's interval: each replay was launched while the one "
-            "before ran, so its launch latency is the gap after that one)") in out
+    # THEN the gap to the next replay (last node to its first) is said to be its launch latency
+    assert ("gap to the next replay 5.6 µs (each replay was launched while the one before ran: "
+            "the next replay's launch latency is this gap)") in out
     # AND a program whose replays were not queued has no such remark
-    assert "the launch column's interval" not in _report(os.path.join(DATA, "run_decode"))
+    assert "launch latency is this gap" not in _report(os.path.join(DATA, "run_decode"))
 
 
 def test_a_measured_saving_lies_in_its_own_interval():

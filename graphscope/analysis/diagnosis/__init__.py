@@ -32,25 +32,25 @@ Per replay used with events (then the median over them)
     span        first node start -> last node end
     work        sum of the node durations (the DAG's weights)
     parallelism work / span (1.0: one node at a time)
-    launch      host ``cudaGraphLaunch`` call start -> first node start, from timeline.json's
-                ``launches``; where the GPU was still running an earlier replay (kept events,
-                any graph) when the call started, from that replay's end instead: time queued
-                behind earlier work is ``launch_queued_ns``, not launch latency
+    launch latency  host ``cudaGraphLaunch`` call start -> first node start, from
+                timeline.json's ``launches``; where the GPU was still running an earlier replay
+                (kept events, any graph) when the call started, from that replay's end instead:
+                time queued behind earlier work is ``launch_queued_ns``, not launch latency
     dep_gap     per node with timed predecessors: its start - its last predecessor's end
                 (dependency-resolution latency), summed
     idle        span - time with at least one node running
     concurrent  time with two or more nodes running
-    tail        this replay's last node end -> the next replay's launch (its first node when
-                launches are not recorded, or when the launch came before this end), where
-                that next replay is known (below)
+    gap_after   this replay's last node end -> the next replay's first node start: the gap
+                between replays after it, where that next replay is known (below)
 
-Between replays
+Gaps between replays
     Replays with events are ordered on their one clock. The gap between two consecutive ones
-    counts only where no replay without events can lie in it: not where a launch record of a
-    replay without events falls between them, and not where some graph has more replays than
-    are known (kept events or launch records) and its last known one is not after the gap
-    (its other replays run after it; its skipped ones, manifest ``skip_replays``, before its
-    first). A gap is time in which the GPU runs no graph node.
+    (last node end -> the next one's first node start; its cycle: first node start -> the
+    next one's) counts only where no replay without events can lie in it: not where a launch
+    record of a replay without events falls between them, and not where some graph has more
+    replays than are known (kept events or launch records) and its last known one is not
+    after the gap (its other replays run after it; its skipped ones, manifest
+    ``skip_replays``, before its first). A gap is time in which the GPU runs no graph node.
 
 Stream order (graphscope/analysis/stream_order.py)
     The data DAG of the ops' memory ranges (``reads``/``writes``) with fresh outputs renamed
@@ -67,8 +67,9 @@ What-if (graphscope/analysis/whatif.py)
     assumptions made. ``capture --try-streams`` measures it (``what_if_measured``).
 
 Verdicts (codes and numbers; graphscope/render/diagnosis.py words them)
-    latency_bound  >= 10 work nodes, median work node < 5 us, and idle >= 10 % of the span or
-        the launch >= 10 % of launch + span.
+    latency_bound  >= 10 work nodes, and the critical path's work nodes shorter than 5 us
+        with the idle time hold >= 50 % of the span (judged by time: a graph of long GEMMs
+        with many tiny kernels between them is not latency bound).
     dag_parallelism_unused  achieved parallelism < 1.05 while the captured DAG allows
         work / critical path >= 1.1.
     serialized  the what-if predicts a gain of at least 2 % of the span.
@@ -78,6 +79,8 @@ Verdicts (codes and numbers; graphscope/render/diagnosis.py words them)
         ``traced_back_to_back``; otherwise the gaps hold the tracer's own per-replay start,
         synchronize and flush (``note``: ``traced_one_at_a_time``) or graphscope's own replay
         loop (``own_replay_loop``).
+    A verdict that claims a gain (serialized, streams_measured, host_bound) carries its
+    finding's saving (``saving_ns``), floor and whether it is listed: one figure for both.
 
 Findings (graphscope/analysis/findings.py): one ranked list per bundle, time claimed once.
 """

@@ -8,7 +8,7 @@ import statistics
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -25,6 +25,7 @@ from .types import (
     GraphDiagnosis,
     Verdict,
 )
+from .verdicts import with_findings
 
 
 def diagnose(bundle: Bundle, per_node: bool = False) -> Diagnosis:
@@ -70,8 +71,10 @@ def _diagnose(bundle: Bundle, per_node: bool) -> Diagnosis:
         verdicts.append(Verdict("host_bound", from_ns=btw.median_gap_ns,
                                 to_ns=btw.median_span_ns))
     found = findings(bases, bundle.manifest, host_finding(btw))
+    # the verdicts that claim a gain carry their finding's figure, listed or under the floor
+    graphs = [replace(o, verdicts=with_findings(o.verdicts, found)) for o in graphs]
     return Diagnosis(tuple(graphs), btw, bool(getattr(bundle, "launches", ())),
-                     tuple(verdicts), found)
+                     with_findings(tuple(verdicts), found), found)
 
 
 def _median(xs: Sequence[float]) -> Optional[float]:
@@ -80,7 +83,7 @@ def _median(xs: Sequence[float]) -> Optional[float]:
 
 def between(bundle: Bundle, works: Sequence[GraphWork],
             launches: Mapping[tuple[str, int], tuple[int, int]]) -> Optional[BetweenReplays]:
-    """Gaps between consecutive replays used (with events), and each replay's ``tail_ns``
+    """Gaps between consecutive replays used (with events), and each replay's ``gap_after_ns``
     (filled in ``works``)."""
     iv: list[tuple[int, int, str, int, dict[str, Any]]] = []  # first, last, graph, replay
     iv.extend((m["first_ns"], m["last_ns"], w.g.name, m["replay"], m)
@@ -104,7 +107,7 @@ def between(bundle: Bundle, works: Sequence[GraphWork],
         more[g.name] = (total if total is not None else bundle.replays) > len(known[g.name])
     first = {k: min(v) for k, v in known.items() if v}
     last = {k: max(v) for k, v in known.items() if v}
-    gaps, host = [], []
+    gaps, host, cycles = [], [], []
     for x, y in zip(iv, iv[1:]):
         rx, ry = ref[(x[2], x[3])], ref[(y[2], y[3])]
         if any(more.get(k) and last[k] <= rx for k in last):
@@ -115,9 +118,9 @@ def between(bundle: Bundle, works: Sequence[GraphWork],
         if i < len(hidden) and hidden[i] < y[0]:
             continue  # a replay launched in between (without events)
         lau = launches.get((y[2], y[3]))
-        # launched while this replay still ran (queued): the GPU went on after y[0] - x[1]
-        x[4]["tail_ns"] = (lau[0] if lau and lau[0] >= x[1] else y[0]) - x[1]
+        x[4]["gap_after_ns"] = y[0] - x[1]
         gaps.append(y[0] - x[1])
+        cycles.append(y[0] - x[0])
         if lau:
             host.append(max(0, lau[0] - x[1]))
     if not gaps:
@@ -132,19 +135,16 @@ def between(bundle: Bundle, works: Sequence[GraphWork],
         q = statistics.quantiles(gaps, n=4)
         spread = (q[2] - q[0]) / 2.0
     return BetweenReplays(len(gaps), _median(gaps), float(max(gaps)), float(sum(gaps)),
-                          _median(spans), _median(host), note, spread)
+                          _median(spans), _median(host), note, spread, _median(cycles))
 
 
-def host_finding(btw: Optional[BetweenReplays]
-                 ) -> Optional[tuple[float, float, float, Optional[float]]]:
-    """(median gap, median span, the gaps' spread, median host wait: the gap less the launch
-    call and its latency, which a replay keeps however much of the loop is captured) where the
-    gaps between replays are the program's own (a ``run`` bundle traced back to back), for
-    the host finding."""
+def host_finding(btw: Optional[BetweenReplays]) -> Optional[BetweenReplays]:
+    """The gaps between replays where they are the program's own (a ``run`` bundle traced
+    back to back), for the host finding."""
     if btw is None or btw.note is not None or btw.median_gap_ns is None or not (
             btw.median_span_ns):
         return None
-    return btw.median_gap_ns, btw.median_span_ns, btw.gap_spread_ns, btw.host_wait_median_ns
+    return btw
 
 
 def diagnose_json(bundle: Bundle, per_node: bool = False) -> dict[str, Any]:

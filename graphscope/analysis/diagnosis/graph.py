@@ -38,13 +38,13 @@ from .verdicts import measured_streams, verdicts
 TOP = 10  # near-critical nodes listed
 COLD_RATIO = 1.05  # a first replay this much longer than the others' median is a cold one
 MEDIAN_KEYS = ("span_ns", "idle_ns", "dep_gap_ns", "concurrent_ns", "launch_ns",
-               "launch_call_ns", "launch_queued_ns", "busy_ns", "tail_ns")
+               "launch_call_ns", "launch_queued_ns", "busy_ns", "gap_after_ns")
 
 
 @dataclass
 class GraphWork:
     """One graph's measurements before the analysis (mutable: the gaps between replays fill
-    each replay's tail)."""
+    each replay's gap after it)."""
 
     g: CapturedGraph
     dag: Dag
@@ -167,7 +167,7 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
         work_ns=work if timed else None, dag_parallelism=work / length if length else None,
         parallelism=work / span if span and timed else None, stream_order=so, what_if=wi,
         verdicts=())
-    out = _with_verdicts(out, w)
+    out = _with_verdicts(out, w, path)
     if basis is not None:
         basis.measured_gain_ns = (None if measured is None or not measured.gain_pct
                                   or measured.span_ns is None or measured.one_stream_ns is None
@@ -181,11 +181,12 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
     return out, basis
 
 
-def _with_verdicts(o: GraphDiagnosis, w: GraphWork) -> GraphDiagnosis:
+def _with_verdicts(o: GraphDiagnosis, w: GraphWork, path: list[int]) -> GraphDiagnosis:
     from dataclasses import replace
 
-    work_d = w.d[w.dag.is_work]
-    return replace(o, verdicts=verdicts(o, work_d))
+    at = np.asarray(path, np.int64)
+    path_d = w.d[at[w.dag.is_work[at]]] if len(at) else w.d[:0]
+    return replace(o, verdicts=verdicts(o, w.d[w.dag.is_work], path_d))
 
 
 def _medians(reps: list[dict[str, Any]]) -> Medians:

@@ -128,6 +128,11 @@ class Finding:
     kernels: int = 0  # fusion: kernels fused away; streams: chains moved
     floor_ns: float = 0.0  # fusion: the kernel floor
     gap_ns: float = 0.0  # fusion: the median dependency gap of the fused kernels
+    # the least saving listed (findings.py's floor: FLOOR_PCT % of the span or the replays'
+    # spread; host: the gaps' spread), and that spread
+    threshold_ns: float = 0.0
+    spread_ns: float = 0.0
+    gaps: int = 0  # host: the gaps between replays it was measured on
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,10 @@ class Findings:
     # what-if's gain %, the measured gain %): not listed, and said so
     refuted: tuple[tuple[str, float, float], ...] = ()
     timed: bool = True  # False: no graph had timed replays (nothing could be found)
+    # the candidates not listed (under their floor, or a host finding from fewer than
+    # ``min_gaps`` gaps), with their figures
+    under_floor: tuple[Finding, ...] = ()
+    min_gaps: int = 0
 
 
 
@@ -199,7 +208,8 @@ class ReplayFigures:
     launch_ns: Optional[int]
     launch_call_ns: Optional[int]
     launch_queued_ns: Optional[int]
-    tail_ns: Optional[int]
+    # last node end -> the next replay's first node start (the gap between replays after it)
+    gap_after_ns: Optional[int]
 
 
 @dataclass(frozen=True)
@@ -214,7 +224,7 @@ class Medians:
     launch_call_ns: Optional[float]
     launch_queued_ns: Optional[float]
     busy_ns: Optional[float]
-    tail_ns: Optional[float]
+    gap_after_ns: Optional[float]
 
 
 @dataclass(frozen=True)
@@ -252,7 +262,9 @@ class Verdict:
         "work_nodes", "median_node_ns", "idle_pct", "launch_pct", "parallelism",
         "dag_parallelism", "streams", "edges", "from_ns", "to_ns", "low_ns", "high_ns",
         "gain_pct", "max_streams", "outputs_equal", "max_abs_diff", "within_tolerance",
-        "own_max_abs_diff", "error"})
+        "own_max_abs_diff", "error", "short_pct", "short_nodes",
+        "short_under_ns", "saving_ns", "threshold_ns", "listed", "gaps",
+        "unlisted"})
 
     code: str  # "latency_bound" | "under_parallelized" | "serialized" | "streams_measured"
     # | "streams_failed" | "host_bound"
@@ -276,6 +288,18 @@ class Verdict:
     within_tolerance: Optional[bool] = None  # outputs not bitwise equal, but within it
     own_max_abs_diff: Optional[float] = None  # the captured graph's own replay-to-replay
     error: Optional[str] = None
+    # latency_bound: the span's share in the critical path's work nodes shorter than
+    # ``short_under_ns`` and in idle gaps, and how many such nodes the path holds
+    short_pct: Optional[float] = None
+    short_nodes: Optional[int] = None
+    short_under_ns: Optional[float] = None
+    # serialized, streams_measured, host_bound: their finding's saving per replay (findings.py:
+    # time claimed once), the floor it must reach to be listed, and whether it is listed
+    saving_ns: Optional[float] = None
+    threshold_ns: Optional[float] = None
+    listed: Optional[bool] = None
+    gaps: Optional[int] = None  # host_bound: the gaps between replays it was measured on
+    unlisted: Optional[str] = None  # why not listed: "floor" | "few_gaps"
 
 
 @dataclass(frozen=True)
@@ -348,6 +372,8 @@ class BetweenReplays:
     host_wait_median_ns: Optional[float]
     note: Optional[str]  # "own_replay_loop" | "traced_one_at_a_time": why no verdict
     gap_spread_ns: float  # half the IQR of the gaps (0 below four)
+    # median over the gaps: one replay's first node start to the next one's (span + gap)
+    median_cycle_ns: Optional[float] = None
 
 
 @dataclass(frozen=True)

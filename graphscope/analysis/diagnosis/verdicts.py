@@ -5,36 +5,40 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
 
 from ..whatif import WhatIf
-from .types import GraphDiagnosis, MeasuredStreams, Verdict
+from .types import Findings, GraphDiagnosis, MeasuredStreams, Verdict
 
-LATENCY_NODE_NS = 5_000  # a "tiny" node: median work node shorter than this
-LATENCY_IDLE_PCT = 10.0  # gaps this large a share of the span (with tiny nodes): latency bound
+LATENCY_NODE_NS = 5_000  # a "short" work node: shorter than this, its fixed cost dominates
+LATENCY_SHARE_PCT = 50.0  # short nodes on the critical path and idle gaps: this share of the
+# span or more is latency bound
 LATENCY_MIN_NODES = 10
 SERIAL_PARALLELISM = 1.05  # achieved parallelism below this: one node at a time
 SERIAL_DAG_PARALLELISM = 1.1  # ... while the DAG would allow at least this
 SERIAL_MIN_GAIN_PCT = 2.0  # the what-if gains at least this: "serialized"
 
 
-def verdicts(o: GraphDiagnosis, work_d: np.ndarray) -> tuple[Verdict, ...]:
+def verdicts(o: GraphDiagnosis, work_d: np.ndarray, path_d: np.ndarray) -> tuple[Verdict, ...]:
     """One graph's verdicts: latency bound, the DAG's parallelism unused, serialized (the
-    what-if predicts a gain), and what --try-streams measured."""
+    what-if predicts a gain), and what --try-streams measured. ``work_d``: the work nodes'
+    durations; ``path_d``: the durations of the critical path's work nodes."""
     v: list[Verdict] = []
     span = o.span_ns
     if span and o.timed:
-        med_node = float(np.median(work_d)) if len(work_d) else 0.0
         launch = o.launch_latency_ns
         launch_pct = 100.0 * launch / (launch + span) if launch and launch > 0 else 0.0
         idle = o.idle_pct or 0.0
-        if (len(work_d) >= LATENCY_MIN_NODES and med_node < LATENCY_NODE_NS
-                and (idle >= LATENCY_IDLE_PCT or launch_pct >= LATENCY_IDLE_PCT)):
-            v.append(Verdict("latency_bound", o.graph, work_nodes=len(work_d),
-                             median_node_ns=med_node, idle_pct=idle,
-                             launch_pct=launch_pct or None))
+        # by time: the span's share in short work nodes on the critical path and in idle gaps
+        short = path_d[path_d < LATENCY_NODE_NS]
+        short_pct = min(100.0, 100.0 * float(short.sum()) / span + idle)
+        if len(work_d) >= LATENCY_MIN_NODES and short_pct >= LATENCY_SHARE_PCT:
+            v.append(Verdict("latency_bound", o.graph, work_nodes=len(work_d), idle_pct=idle,
+                             launch_pct=launch_pct or None, short_pct=short_pct,
+                             short_nodes=len(short), short_under_ns=LATENCY_NODE_NS))
         par, dag_par = o.parallelism, o.dag_parallelism or 0.0
         if par is not None and par < SERIAL_PARALLELISM and dag_par >= SERIAL_DAG_PARALLELISM:
             v.append(Verdict("dag_parallelism_unused", o.graph, parallelism=par,
@@ -114,3 +118,27 @@ def _quartiles(xs: Any) -> Optional[tuple[float, float]]:
         return None
     q = statistics.quantiles([float(x) for x in xs], n=4)
     return (q[0], q[2])
+
+
+_FINDING_OF = {"serialized": "streams", "streams_measured": "streams", "host_bound": "host"}
+
+
+def with_findings(vs: tuple[Verdict, ...], found: Findings) -> tuple[Verdict, ...]:
+    """The verdicts that claim a gain (serialized, the streams measured, host bound), each
+    with its finding's saving and floor: listed where the finding is, else under the floor
+    with its figure. One number for both, so that they never disagree."""
+    if not any(v.code in _FINDING_OF for v in vs):
+        return vs
+    listed = {(f.kind, f.graph): f for f in found.findings}
+    under = {(f.kind, f.graph): f for f in found.under_floor}
+    out = []
+    for v in vs:
+        key = (_FINDING_OF.get(v.code, ""), v.graph)
+        f = listed.get(key) or under.get(key)
+        if f is not None:
+            few = f.kind == "host" and f.gaps < found.min_gaps
+            v = replace(v, saving_ns=f.saving_ns, threshold_ns=f.threshold_ns,
+                        listed=key in listed, gaps=f.gaps or None,
+                        unlisted=None if key in listed else "few_gaps" if few else "floor")
+        out.append(v)
+    return tuple(out)
