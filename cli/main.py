@@ -131,8 +131,8 @@ def _main(args: list[str], was_null: bool) -> int:
         click.echo(f"graphscope: error: {where} ({os.strerror(exc.errno)}): free space or "
                    "choose another -o", err=True)
         return 2
-    except (ValueError, TypeError, KeyError, IndexError, EOFError, RecursionError,
-            UnicodeError, MemoryError) as exc:
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, EOFError,
+            RecursionError, UnicodeError, MemoryError) as exc:
         return _unexpected(exc)
 
 

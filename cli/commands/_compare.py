@@ -43,7 +43,9 @@ def unrelated_warnings(a: Any, b: Any, d: dict[str, Any]) -> list[str]:
         out.append("the bundles hold different graphs, so totals compare different sets ("
                    + "; ".join(f"{len(xs)} only in {side}: {_names(xs)}"
                                for side, xs in (("A", only_a), ("B", only_b)) if xs) + ")")
-    return out
+    from graphscope.render.fmt import safe  # names and paths from the bundles: no escapes
+
+    return [safe(w) for w in out]
 
 
 def _names(xs: list[str], n: int = 3) -> str:

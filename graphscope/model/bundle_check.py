@@ -76,6 +76,9 @@ def _check_node(n: Any, where: str, graph: str) -> None:
     ann = n.get("annotation", {})
     _expect(isinstance(ann, dict), where, f"{graph}: node {n.get('local_id')} annotation",
             "an object")
+    module = ann.get("module_name")
+    if module is not None:
+        _check_module(module, where, f"{graph}: node {n.get('local_id')} annotation.module_name")
     for k in ("grid", "block"):
         if k in n:
             v = n[k]
@@ -90,6 +93,24 @@ def _check_node(n: Any, where: str, graph: str) -> None:
     for k in ("reads", "writes"):  # [[start, end), ...] byte ranges; absent: no op info
         if n.get(k) is not None:
             _ranges(n[k], where, f"{graph}: node {n.get('local_id')} {k}")
+
+
+MAX_MODULE_LEVELS = 256  # a module path's levels: nn.Module trees are tens deep
+MAX_MODULE_CHARS = 4096  # as a graph name
+
+
+def _check_module(v: Any, where: str, field: str) -> None:
+    """A module path: a string of at most :data:`MAX_MODULE_LEVELS` levels and
+    :data:`MAX_MODULE_CHARS` characters (every level is a row of the module table: a path of n
+    levels is n prefixes, n * n characters; so bounded, the tables stay linear in the nodes)."""
+    if not isinstance(v, str):
+        raise BundleError(f"{where}: {field} must be a string, not {type(v).__name__}")
+    levels = v.count(".") + 1
+    if levels > MAX_MODULE_LEVELS:
+        raise BundleError(f"{where}: {field} has {levels} levels (at most {MAX_MODULE_LEVELS})")
+    if len(v) > MAX_MODULE_CHARS:
+        raise BundleError(f"{where}: {field} has {len(v)} characters (at most "
+                          f"{MAX_MODULE_CHARS})")
 
 
 def _ranges(v: Any, where: str, field: str) -> None:
@@ -183,6 +204,8 @@ def _check_info(info: Mapping[str, Any], where: str, graph: str) -> None:
         raise BundleError(f"{where}: {graph}: info.capture_reserved_bytes must be an integer, "
                           f"not {grew!r:.60}")
     _check_by_module(info, where, graph)
+    if info.get("what_if_streams") is not None:
+        _check_streams_tried(info["what_if_streams"], where, graph)
     for k in _INFO_STRS:
         if info.get(k) is not None and not isinstance(info[k], str):
             raise BundleError(f"{where}: {graph}: info.{k} must be a string, not "
@@ -202,6 +225,7 @@ def _check_by_module(info: Mapping[str, Any], where: str, graph: str) -> None:
         _expect(isinstance(mem, dict), where, f"{graph}: info.memory_by_module", "an object")
         for mod, v in mem.items():
             field = f"{graph}: info.memory_by_module[{mod!r:.60}]"
+            _check_module(mod, where, field)
             _expect(isinstance(v, list) and len(v) == 2, where, field,
                     "[allocated, held] bytes")
             _int(v[0], where, field + "[0]")
@@ -211,7 +235,49 @@ def _check_by_module(info: Mapping[str, Any], where: str, graph: str) -> None:
         _expect(isinstance(secs, dict), where, f"{graph}: info.capture_by_module_s",
                 "an object")
         for mod, v in secs.items():
+            _check_module(mod, where, f"{graph}: info.capture_by_module_s")
             _seconds(v, where, f"{graph}: info.capture_by_module_s[{mod!r:.60}]")
+
+
+def _check_streams_tried(tried: Any, where: str, graph: str) -> None:
+    """``what_if_streams`` (``capture --try-streams``): counts, spans of a replay in ns (finite,
+    >= 0, within int64), each median within the spans it is the median of."""
+    field = f"{graph}: info.what_if_streams"
+    bad = _misfit(tried, _STREAMS_TRIED_SPEC)
+    if bad is not None:
+        key, must, got = bad
+        raise BundleError(f"{where}: {field}{'.' + key if key else ''} must be {must}, not "
+                          f"{got!r:.60}")
+    for median, spans in (("median_ns", "span_ns"), ("median_one_stream_ns",
+                                                      "one_stream_span_ns")):
+        v, xs = tried.get(median), tried.get(spans)
+        if v is not None and xs and not min(xs) <= v <= max(xs):
+            raise BundleError(f"{where}: {field}.{median} {v!r:.30} is not the median of its "
+                              f"{spans} (from {min(xs)} to {max(xs)})")
+
+
+def check_acyclic(edges: Any, where: str, graph: str) -> None:
+    """A CUDA graph is acyclic: edges (from local id, to local id) that close a cycle are
+    refused, naming a node on it (Kahn's order: the nodes it never reaches)."""
+    succ: dict[int, list[int]] = {}
+    indeg: dict[int, int] = {}
+    for a, b in edges:
+        succ.setdefault(a, []).append(b)
+        indeg[b] = indeg.get(b, 0) + 1
+        indeg.setdefault(a, 0)
+    ready = [v for v, d in indeg.items() if d == 0]
+    seen = 0
+    while ready:
+        v = ready.pop()
+        seen += 1
+        for w in succ.get(v, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    if seen < len(indeg):
+        on = min(v for v, d in indeg.items() if d > 0)
+        raise BundleError(f"{where}: {graph}: the edges form a cycle (through node {on}): a "
+                          "CUDA graph has none; record the bundle again")
 
 
 def _check_events(events: Any, where: str) -> tuple[dict[str, Any], ...]:
@@ -231,6 +297,8 @@ def _check_events(events: Any, where: str) -> tuple[dict[str, Any], ...]:
 
 
 _NUM, _INT, _STR, _ANY = "num", "int", "str", "any"
+_SINT = "signed int"  # an integer within int64 either side of 0
+_BOOL = "bool"
 _COUNT = "count"  # an integer >= 1 (runs, replays)
 _AMOUNT = "amount"  # a finite number of ns, bytes or seconds >= 0, at most MAX_ID
 _NUM_OR_NONE = "num or none"  # a figure that may be absent (a graph never timed)
@@ -257,13 +325,23 @@ _SUMMARY_SPEC: dict[str, Any] = {
 }
 
 
+_STREAMS_TRIED_SPEC: dict[str, Any] = {
+    "?max_streams": _COUNT, "?streams": _INT, "?ops": _INT, "?cross_stream_waits": _INT,
+    "?replays": _INT, "?median_ns": _AMOUNT, "?median_one_stream_ns": _AMOUNT,
+    "?span_ns": [_AMOUNT], "?one_stream_span_ns": [_AMOUNT], "?outputs_equal": _BOOL,
+    "?within_tolerance": _BOOL, "?max_abs_diff": _NUM, "?max_tolerance_ratio": _NUM,
+    "?error": _STR, "?compared": {"*": {"?own_max_abs_diff": _NUM, "?max_abs_diff": _NUM}},
+}
+
+
 def _fits(v: Any, spec: Any) -> bool:
     """``v`` has the shape ``spec`` describes (keys with ``?`` optional, ``*`` any key)."""
     return _misfit(v, spec) is None
 
 
 _MUST = {_INT: f"an integer in [0, {MAX_ID}]", _COUNT: f"an integer in [1, {MAX_ID}]",
-         _NUM: "a finite number", _AMOUNT: f"a number in [0, {MAX_ID}]", _STR: "a string"}
+         _NUM: "a finite number", _AMOUNT: f"a number in [0, {MAX_ID}]", _STR: "a string",
+         _SINT: f"an integer in [-{MAX_ID}, {MAX_ID}]", _BOOL: "true or false"}
 
 
 def _scalar_fits(v: Any, spec: str) -> bool:
@@ -271,8 +349,13 @@ def _scalar_fits(v: Any, spec: str) -> bool:
 
     if spec == _STR:
         return isinstance(v, str)
-    if isinstance(v, bool) or not isinstance(v, int if spec in (_INT, _COUNT) else (int, float)):
+    if spec == _BOOL:
+        return isinstance(v, bool)
+    if isinstance(v, bool) or not isinstance(v, int if spec in (_INT, _COUNT, _SINT)
+                                             else (int, float)):
         return False
+    if spec == _SINT:
+        return -MAX_ID <= v <= MAX_ID
     if spec == _NUM:
         return math.isfinite(v)
     return math.isfinite(v) and (1 if spec == _COUNT else 0) <= v <= MAX_ID
@@ -280,7 +363,13 @@ def _scalar_fits(v: Any, spec: str) -> bool:
 
 def _misfit(v: Any, spec: Any, key: str = "") -> Optional[tuple[str, str, Any]]:
     """Where ``v`` first departs from ``spec``: (the key's dotted path, what it must be, what
-    it is), or None where it fits."""
+    it is), or None where it fits. A tuple of specs: a list of that many items, each of its
+    own."""
+    if isinstance(spec, tuple):
+        if not isinstance(v, list) or len(v) != len(spec):
+            return (key, f"a list of {len(spec)} items", v)
+        return next((bad for i, (x, s) in enumerate(zip(v, spec))
+                     if (bad := _misfit(x, s, f"{key}[{i}]")) is not None), None)
     if spec == _ANY or (spec == _NUM_OR_NONE and v is None):
         return None
     if isinstance(spec, str):

@@ -9,6 +9,7 @@ for it (None / {}). Reading and writing the nodes is :mod:`graphscope.model.bund
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -91,6 +92,19 @@ def member(path: str, rel: str, what: str = "file") -> str:
     return p
 
 
+def check_bundle_dir(path: str) -> None:
+    """Refuse ``path`` unless it is a directory, saying what it is instead."""
+    if os.path.isdir(path):
+        return
+    try:
+        os.stat(path)
+        what = "a file, not a bundle directory"
+    except OSError as exc:
+        what = ("a symlink loop (it leads back to itself), not a bundle directory"
+                if exc.errno == errno.ELOOP else "no such bundle directory")
+    raise BundleError(f"{path}: {what}")
+
+
 def rank_dirs(path: str) -> list[tuple[int, str]]:
     """The ``rank<r>`` entries of ``path`` (directories or not: read_ranks refuses a file):
     ``capture --nproc`` writes one bundle per rank there."""
@@ -163,9 +177,7 @@ def read_summary(path: str) -> Optional[dict[str, Any]]:
     """The bundle's precomputed summary.json (what `report` prints), or None when it has none
     or it was not computed from this bundle's files (then the caller recomputes it)."""
     path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
-                                         if os.path.exists(path) else "no such bundle directory"))
+    check_bundle_dir(path)
     # validates that this is a bundle of our schema
     _check_manifest(_load_json(path, "manifest.json"), f"{path}/manifest.json")
     missing = [n for n in REQUIRED if not os.path.lexists(os.path.join(path, n))]
@@ -210,19 +222,22 @@ def diagnosis_text(path: str, manifest: Mapping[str, Any], diagnosis: Any) -> st
 def read_diagnosis(path: str) -> Optional[dict[str, Any]]:
     """The bundle's diagnosis.json (the report's diagnosis as JSON) where this graphscope made
     it from these very files, else None (the caller diagnoses the bundle). A digest anyone can
-    compute: its figures are checked too (numbers where numbers belong, times not negative)."""
+    compute: every field is checked too (:mod:`graphscope.model.bundle_diagnosis`: types,
+    figures the bundle can hold, the summary's graphs)."""
+    from .bundle_diagnosis import diagnosis_misfit
+
     try:
         data = _load_json(path, DIAGNOSIS_FILE)
         manifest = _load_json(path, "manifest.json")
+        summary = (_load_json(path, "summary.json")
+                   if os.path.lexists(os.path.join(path, "summary.json")) else None)
     except (BundleError, FileNotFoundError):
         return None
     diag = data.get("diagnosis")
-    if not isinstance(diag, dict) or not all(isinstance(diag.get(k), t) for k, t in (
-            ("graphs", list), ("findings", dict), ("verdicts", list))):
+    if not isinstance(diag, dict) or data.get(SUMMARY_KEY) != diagnosis_digest(
+            path, manifest, diag):
         return None
-    if data.get(SUMMARY_KEY) != diagnosis_digest(path, manifest, diag) or not _figures_fit(diag):
-        return None
-    return diag
+    return diag if diagnosis_misfit(diag, summary) is None and _figures_fit(diag) else None
 
 
 def _figures_fit(v: Any, key: str = "") -> bool:
@@ -247,7 +262,7 @@ def read_manifest_mode(path: str) -> Optional[str]:
     try:
         with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
             mode = json.load(f).get("mode")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return mode if isinstance(mode, str) else None
 

@@ -41,6 +41,7 @@ from .bundle_check import (
     _int,
     _ints,
     _launches,
+    check_acyclic,
 )
 from .bundle_files import (  # the files beside the nodes; importers of bundle_io find them here
     COUNTERS_FILE,
@@ -50,6 +51,7 @@ from .bundle_files import (  # the files beside the nodes; importers of bundle_i
     SUMMARY_KEY,
     _load_json,
     _versioned,
+    check_bundle_dir,
     content_digest,
     diagnosis_text,
     dumps,
@@ -221,9 +223,7 @@ def read_bundle(path: str) -> Bundle:
 # Long on purpose (~100 lines): every file of a bundle validated where it is read, in order.
 def _read_bundle(path: str) -> Bundle:
     path = os.path.abspath(path)
-    if not os.path.isdir(path):
-        raise BundleError(f"{path}: " + ("a file, not a bundle directory"
-                                         if os.path.exists(path) else "no such bundle directory"))
+    check_bundle_dir(path)
     manifest = _load_json(path, "manifest.json")
     _check_manifest(manifest, f"{path}/manifest.json")
     graph = _load_json(path, "graph.json")
@@ -328,6 +328,8 @@ def _read_graphs(graph: Any, durations: dict[int, tuple[int, ...]], gwhere: str
             nodes.append(Node.from_json(name, n, durations.get(eid, ())))
         edges = g["edges"]
         _expect(isinstance(edges, list), gwhere, f"{name}: edges", "a list")
+        pairs = tuple((_int(a, gwhere, "edge"), _int(b, gwhere, "edge")) for a, b in edges)
+        check_acyclic(pairs, gwhere, name)
         info = g.get("info") or {}
         _expect(isinstance(info, dict), gwhere, f"{name}: info", "an object")
         _check_info(info, gwhere, name)
@@ -336,7 +338,7 @@ def _read_graphs(graph: Any, durations: dict[int, tuple[int, ...]], gwhere: str
             template_graph_id=_int(g["template_graph_id"], gwhere, "template_graph_id"),
             exec_id=_int(g["exec_id"], gwhere, "exec_id"),
             nodes=tuple(nodes),
-            edges=tuple((_int(a, gwhere, "edge"), _int(b, gwhere, "edge")) for a, b in edges),
+            edges=pairs,
             info=dict(info),
         ))
     return graphs

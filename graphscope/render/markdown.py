@@ -12,16 +12,19 @@ from typing import Any, Optional
 from ..analysis import Absent, plain, present
 from ..analysis.report import Report
 from .eager import tree_lines
-from .fmt import fmt_ns
+from .fmt import fmt_ns, safe
 
 TOP_ROWS = 10
 
 
 def cell(value: object) -> str:
-    """One table cell: pipes and newlines escaped, so that no name can break the table, and
-    angle brackets as entities (``Kernel2<cutlass_...>``: GitHub drops what reads as HTML)."""
+    """One table cell: pipes and line breaks escaped, so that no name can break the table,
+    other control characters (a terminal's escape sequences) shown as ``\\xNN`` as the
+    terminal shows them, and angle brackets as entities (``Kernel2<cutlass_...>``: GitHub drops
+    what reads as HTML)."""
     text = "-" if value is None else str(value)
-    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    text = safe(text.replace("\r\n", " ").replace("\n", " ").replace("\r", " "))
     # a command in backquotes stays code; a backquote inside a name cannot open one
     if len(text) > 2 and text[0] == text[-1] == "`" and "`" not in text[1:-1]:
         return text

@@ -390,28 +390,56 @@ class Diagnosis:
         return tuple(v for o in self.graphs for v in o.verdicts) + self.verdicts
 
 
-def from_json(cls: type[T], data: Mapping[str, Any]) -> T:
+def from_json(cls: type[T], data: Mapping[str, Any], at: str = "") -> T:
     """The section ``cls`` (a dataclass of this package, ``findings.py`` or ``whatif.py``)
-    back from its JSON form (``to_json``), field by field by their types."""
+    back from its JSON form (``to_json``), field by field by their types. A value of another
+    type (a diagnosis.json edited by hand) is a BundleError naming its field (``at``: where
+    ``data`` sits)."""
+    if not isinstance(data, Mapping):
+        _wrong(at, "an object", data)
     hints = typing.get_type_hints(cls)
-    return cls(**{f.name: _from(hints[f.name], data.get(f.name))
+    return cls(**{f.name: _from(hints[f.name], data.get(f.name), f"{at}.{f.name}".lstrip("."))
                   for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
 
 
-def _from(tp: Any, v: Any) -> Any:
+def _wrong(at: str, what: str, v: Any) -> typing.NoReturn:
+    from ..._errors import BundleError
+
+    raise BundleError(f"diagnosis: {at or 'the diagnosis'} must be {what}, not {v!r:.60}")
+
+
+_SCALARS: dict[Any, tuple[tuple[type, ...], str]] = {
+    int: ((int, float), "a number"), float: ((int, float), "a number"), str: ((str,), "a string"),
+    bool: ((bool,), "true or false")}
+
+
+def _from(tp: Any, v: Any, at: str = "") -> Any:
     if v is None:
         return None
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Union:  # Optional[X]
         inner = [a for a in args if a is not type(None)]
-        return _from(inner[0], v) if len(inner) == 1 else v
+        return _from(inner[0], v, at) if len(inner) == 1 else v
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return from_json(tp, v)
+        return from_json(tp, v, at)
     if origin is tuple:
+        if not isinstance(v, (list, tuple)):
+            _wrong(at, "a list", v)
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_from(args[0], x) for x in v)
-        return tuple(_from(a, x) for a, x in zip(args, v))
+            return tuple(_from(args[0], x, f"{at}[{i}]") for i, x in enumerate(v))
+        if len(v) != len(args):
+            _wrong(at, f"a list of {len(args)} items", v)
+        return tuple(_from(a, x, f"{at}[{i}]") for i, (a, x) in enumerate(zip(args, v)))
     if origin in (Mapping, dict, collections.abc.Mapping):
+        if not isinstance(v, Mapping):
+            _wrong(at, "an object", v)
         key = args[0] if args else str
-        return {key(k): _from(args[1], x) if args else x for k, x in v.items()}
+        try:
+            return {key(k): _from(args[1], x, f"{at}.{k}") if args else x
+                    for k, x in v.items()}
+        except ValueError:
+            _wrong(at, f"an object keyed by {key.__name__}", v)
+    kinds, what = _SCALARS.get(tp, ((object,), ""))
+    if not isinstance(v, kinds) or (isinstance(v, bool) and tp is not bool):
+        _wrong(at, what, v)
     return v
