@@ -253,11 +253,31 @@ def _aspect(svg: str) -> float:
     return float(m.group(2)) / float(m.group(1)) if m and float(m.group(1)) else 0.0
 
 
+MAX_COLLAPSED_BOXES = 40  # the page's collapsed view: the deepest module level this fits
+
+
+def collapse_depth(nodes: list[Node]) -> int:
+    """The module depth the page's collapsed view draws: the deepest at which the boxes (one
+    per module cut to that depth, and phase) number at most MAX_COLLAPSED_BOXES, at least 1:
+    a model's blocks, not one box holding them all."""
+    deepest = max((len(n.module.split(".")) for n in nodes if n.module != UNATTRIBUTED),
+                  default=1)
+    depth = 1
+    for d in range(2, deepest):
+        boxes = {(_module_path(n, d)[-1], n.phase == "backward") for n in nodes}
+        if len(boxes) > MAX_COLLAPSED_BOXES:
+            break
+        depth = d
+    return depth
+
+
 def _svgs(bundle: Bundle, name: str) -> dict[str, Optional[str]]:
-    """Graph ``name`` as SVG: modules collapsed, and as clusters when small enough."""
+    """Graph ``name`` as SVG: modules collapsed (:func:`collapse_depth`), and as clusters
+    when small enough."""
     out: dict[str, Optional[str]] = {}
-    size = len(bundle.graph(name).nodes)
-    for key, opts in (("collapsed", DotOptions(graph=name, collapse=True, depth=1)),
+    nodes = list(bundle.graph(name).nodes)
+    size, depth = len(nodes), collapse_depth(nodes)
+    for key, opts in (("collapsed", DotOptions(graph=name, collapse=True, depth=depth)),
                       ("clusters", DotOptions(graph=name, collapse=False, depth=2))):
         if key == "clusters" and size > MAX_GRAPH_SVG_NODES:
             out[key] = None

@@ -33,12 +33,11 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Optional
 
-from ..analysis import plain
+from ..analysis import Absent, plain
 from ..analysis.document import report_json
-from ..analysis.report import Report, ReportOptions, build_report
-from ..analysis.summary import graph_rows, module_top_kernels, summarize, untraced_graphs
+from ..analysis.report import Report, ReportOptions
+from ..analysis.summary import module_top_kernels, untraced_graphs
 from ..model.bundle import Bundle, display_source, only_graph, source_base
-from ..model.bundle_files import BundleExtras
 from ..model.graph import UNATTRIBUTED
 from .fmt import fmt_ns, gain_words, svg_key
 from .ladder_svg import ladder_svg
@@ -110,57 +109,89 @@ def _events(bundle: Bundle, strings: _Strings, replay: int, base: Optional[str] 
     return cols
 
 
-def _view(bundle: Bundle, strings: _Strings, replay: int, label: str,
-          graph: Optional[str] = None, svg: Optional[str] = None,
-          base: Optional[str] = None, report: Optional[Report] = None) -> dict[str, Any]:
+def _view(bundle: Bundle, strings: _Strings, replay: int, label: str, graph: Optional[str],
+          svg: Optional[str], diagnosis: Optional[Mapping[str, Any]], top: int,
+          base: Optional[str] = None, in_report: bool = False) -> dict[str, Any]:
     """One entry of the view selector: ``graph`` is the one graph it shows (None: several),
-    ``svg`` the key of its drawing in ``graph_svg``; ``report``: the view's report, if built
-    already (the page's numbers are the report's, as `report --json` prints them)."""
-    if report is None:
-        report = build_report(bundle, BundleExtras(), ReportOptions(graph=graph))
-    doc = report_json(report)
-    diag, crit = _diagnosis(doc.get("diagnosis"), len(bundle.graphs))
+    ``svg`` the key of its drawing in ``graph_svg``, ``diagnosis`` its diagnosis as JSON;
+    ``in_report``: that is the graph's part of the embedded report's (the script takes it
+    from there: here only its words)."""
+    from ..analysis.summary import summarize
+
+    s = summarize(bundle, top=top)
+    diag, crit = _diagnosis(diagnosis, len(bundle.graphs), keep=in_report)
+    if diag is not None and in_report:
+        diag["report_graph"] = graph
     return {
-        "diagnosis": diag,
-        "label": label,
-        "graph": graph,
-        "graphs": len(bundle.graphs),
-        "svg": svg,
-        "total_ns": report.header.replay_kernel_median_ns,
-        "replays": bundle.replays,
-        "coverage": doc["coverage"],
-        "modules": plain(report.modules),
-        "top_kernels": plain(report.top_kernels),
+        "diagnosis": diag, "label": label, "graph": graph, "graphs": len(bundle.graphs),
+        "svg": svg, "total_ns": s["replay_kernel_median_ns"], "replays": bundle.replays,
+        "coverage": s["coverage"], "modules": s["modules"], "top_kernels": s["top_kernels"],
         "module_kernels": module_top_kernels(bundle),
-        "events": _events(bundle, strings, replay, base, crit),
-        "ddp": doc.get("ddp", []),
+        "events": _events(bundle, strings, replay, base, crit), "ddp": s.get("ddp", []),
     }
+
+
+def _report_view(report: Report, bundle: Bundle, strings: _Strings, replay: int, label: str,
+                 graph: Optional[str], svg: Optional[str]) -> dict[str, Any]:
+    """The whole bundle's view: its numbers are the embedded report's (the page's script
+    reads them from there: ``"from_report"``), here only what the page alone draws."""
+    diag, crit = _diagnosis(_present(report.diagnosis), len(bundle.graphs), keep=True)
+    return {
+        "from_report": True, "label": label, "graph": graph, "graphs": len(bundle.graphs),
+        "svg": svg, "replays": bundle.replays, "words": diag["words"] if diag else None,
+        "module_kernels": module_top_kernels(bundle),
+        "events": _events(bundle, strings, replay, source_base(bundle), crit),
+    }
+
+
+def _present(section: object) -> Optional[Mapping[str, Any]]:
+    """A report section as JSON, None where it is absent."""
+    return None if isinstance(section, Absent) else plain(section)
+
+
+def one_graph(diagnosis: Optional[Mapping[str, Any]], graph: str
+              ) -> Optional[Mapping[str, Any]]:
+    """The part of a bundle's diagnosis (JSON) about ``graph``: its figures, verdicts and
+    findings; the bundle's own (between replays) left out."""
+    if diagnosis is None:
+        return None
+    f = diagnosis["findings"]
+    return {**diagnosis, "graphs": [o for o in diagnosis["graphs"] if o["graph"] == graph],
+            "between_replays": None, "verdicts": [],
+            "findings": {**f, "findings": [x for x in f["findings"] if x["graph"] == graph],
+                         "refuted": [r for r in f.get("refuted") or () if r[0] == graph]}}
 
 
 MAX_PATH_IDS = 20_000  # critical-path node ids embedded for the graph view
 MAX_DIAGNOSED_GRAPHS = 1000  # a view of more graphs has no diagnosis (each graph's view has)
 
 
-def _diagnosis(doc: Any, graphs: int) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
-    """The view's diagnosis for the page (the report's, per-node slack left out) and the exec
-    ids on the critical paths (for the timeline's outlines)."""
+def _diagnosis(doc: Optional[Mapping[str, Any]], graphs: int, keep: bool = False
+               ) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
+    """The view's diagnosis for the page (per-node slack and each replay's figures left out,
+    its words added) and the exec ids on the critical paths (for the timeline's outlines).
+    ``keep``: the diagnosis rides in the embedded report: only its words."""
     if doc is None or graphs > MAX_DIAGNOSED_GRAPHS:
         return None, frozenset()
     from ..analysis.diagnosis.types import Diagnosis, from_json
     from .diagnosis import words
 
-    d = copy.deepcopy(doc)
     typed = from_json(Diagnosis, doc)
-    d["words"] = words(typed)  # the tab's sentences, as the terminal's
+    said = words(typed)  # the tab's sentences, as the terminal's
     for o in typed.graphs:  # the timeline's bands of a graph measured on more streams
         bands = tried_bands(o.what_if_measured) if o.what_if_measured else None
         if bands:
-            d["words"]["graphs"][o.graph]["tried_bands"] = bands
-    crit: set[int] = set()
+            said["graphs"][o.graph]["tried_bands"] = bands
+    crit = frozenset(i for o in doc["graphs"] if o.get("critical_path")
+                     for i in o["critical_path"].get("exec_node_ids") or ())
+    if keep:
+        return {"words": said}, crit
+    d = copy.deepcopy(dict(doc))
+    d["words"] = said
     for o in d["graphs"]:
         cp = o.get("critical_path")
         if cp:
-            crit.update(cp.pop("exec_node_ids"))
+            cp.pop("exec_node_ids", None)
             if len(cp["nodes"]) > MAX_PATH_IDS:
                 cp["nodes"] = cp["nodes"][:MAX_PATH_IDS]
                 cp["truncated"] = True
@@ -168,7 +199,7 @@ def _diagnosis(doc: Any, graphs: int) -> tuple[Optional[dict[str, Any]], frozens
         ser = o.get("serialization") or {}
         ser.pop("what_if_path", None)
         (ser.get("renamed") or {}).pop("what_if_path", None)
-    return d, frozenset(crit)
+    return d, crit
 
 
 def tried_bands(m: MeasuredStreams) -> Optional[list[dict[str, Any]]]:
@@ -201,17 +232,15 @@ def tried_bands(m: MeasuredStreams) -> Optional[list[dict[str, Any]]]:
     ]
 
 
-def payload(bundle: Bundle, replay: int = 0,
+def payload(report: Optional[Report], bundle: Bundle, replay: int = 0,
             ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
-            extras: Optional[BundleExtras] = None) -> dict[str, Any]:
-    """Everything the page draws, as plain data. ``ranks``: a multi-rank bundle's ranks (then
-    ``bundle`` is rank 0's); ``extras``: the bundle's optional files, read by the command.
-    ``report``: the bundle's report as `report --json` prints it; the views' numbers and the
-    eager, coverage and counters tabs are that report's. A multi-rank bundle's ``ranks`` is
-    its ranks section as `report --json` prints it, with the per-rank timeline's data."""
-    whole_rows = graph_rows(bundle) if not ranks else None
-    whole = build_report(bundle, extras or BundleExtras(), ReportOptions(),
-                         summary=summarize(bundle, rows=whole_rows)) if not ranks else None
+            section: Optional[RanksSection] = None) -> dict[str, Any]:
+    """Everything the page draws, as plain data. ``report``: the bundle's report, built once
+    by the command; the page embeds it as `report --json` prints it (``"report"``), and the
+    whole bundle's view, the Summary, Eager vs graph, Program and Counters tabs draw from it.
+    ``bundle``: its nodes, for what only the page draws (timeline, per-graph views). A
+    multi-rank bundle has no report: ``ranks`` (``model.ranks.read_ranks``; then ``bundle`` is
+    rank 0's) and ``section``, their ranks section, built once by the command."""
     strings = _Strings()
     views: list[dict[str, Any]] = []
     overview: list[dict[str, Any]] = []
@@ -220,39 +249,36 @@ def payload(bundle: Bundle, replay: int = 0,
         replay = common_replay(ranks, replay)
     firsts = []
     for rank, b in sources:
-        rows = whole_rows if rank is None and whole_rows is not None else graph_rows(b)
         firsts.append(len(views))
-        overview.extend(_source_views(rank, b, rows, strings, replay, views,
-                                      whole if rank is None else None))
+        overview.extend(_source_views(rank, b, strings, replay, views,
+                                      report if rank is None else None))
     title = bundle.path.rstrip("/").rsplit("/", 1)[-1] or "bundle"
     if ranks:
         title = bundle.path.rstrip("/").rsplit("/", 2)[-2]
-    doc = report_json(whole) if whole is not None else None
-    tabs: dict[str, Any] = {
-        k: doc[k] for k in ("eager", "graph_coverage", "cudagraph_trees", "counters")
-        if doc is not None and k in doc}
+    doc = report_json(report) if report is not None else None
+    rows = [dict(r) for r in report.graphs] if report is not None else None
+    untraced = report.header.untraced_graphs if report is not None else sum(
+        untraced_graphs(b) for _, b in sources)
     return {
-        **tabs,
         **_words(doc),
         "report": doc,
-        "ranks": ranks_payload(ranks, firsts, replay) if ranks else None,
-        "schema_version": 2,
+        "summary": summary_lines(report) if report is not None else None,
+        "ranks": ranks_payload(ranks, firsts, replay, section) if ranks and section else None,
+        "schema_version": 3,
         "title": title,
         "versions": bundle.manifest.get("versions", {}),
         "overview": overview,
         # a program's graphs never replayed while traced (the header counts the traced ones),
         # and why, worded as the terminal's header words it
-        "untraced_graphs": (untraced := sum(untraced_graphs(b) for _, b in sources)),
-        "untraced_words": untraced_words(whole_rows, untraced) if untraced and whole_rows
-        else "",
+        "untraced_graphs": untraced,
+        "untraced_words": untraced_words(rows, untraced) if untraced and rows else "",
         # graphs traced a different number of times: the header's figure is the median of
         # the replays' totals, said as the terminal says it
-        "uneven_words": uneven_words(whole_rows) if whole_rows and uneven_replays(whole_rows)
-        else "",
+        "uneven_words": uneven_words(rows) if rows and uneven_replays(rows) else "",
         "views": views,
         "strings": strings.table,
         "graph_svg": {},  # filled by render (Graphviz is optional)
-        "ladder_svg": _ladder_charts(bundle, whole_rows) if not ranks else [],
+        "ladder_svg": _ladder_charts(report, bundle) if report is not None else [],
     }
 
 
@@ -264,11 +290,15 @@ def common_replay(ranks: Sequence[tuple[int, Bundle]], replay: int) -> int:
     return replay if replay in common or not common else common[0]
 
 
-def _source_views(rank: Optional[int], b: Bundle, rows: list[dict[str, Any]],
-                  strings: _Strings, replay: int, views: list[dict[str, Any]],
-                  report: Optional[Report]) -> list[dict[str, Any]]:
-    """The views of one rank's bundle (or of the bundle), appended to ``views``: the whole
-    bundle's, then one per graph for its MAX_GRAPH_VIEWS slowest; its overview rows."""
+def _source_views(rank: Optional[int], b: Bundle, strings: _Strings, replay: int,
+                  views: list[dict[str, Any]], report: Optional[Report]
+                  ) -> list[dict[str, Any]]:
+    """The views of one rank's bundle (or of the bundle, whose ``report`` is given), appended
+    to ``views``: the whole bundle's, then one per graph for its MAX_GRAPH_VIEWS slowest; its
+    overview rows. Each graph's diagnosis is its part of the bundle's (diagnosed once); a
+    bundle too large for one is diagnosed graph by graph, for the graphs that have a view."""
+    from ..analysis.summary import graph_rows
+
     prefix = f"rank {rank}" if rank is not None else ""
     label = prefix or ("all graphs" if len(b.graphs) > 1 else b.graphs[0].name
                        if b.graphs else "bundle")
@@ -277,23 +307,63 @@ def _source_views(rank: Optional[int], b: Bundle, rows: list[dict[str, Any]],
     first = len(views)
     base = source_base(b)
     one = b.graphs[0].name if len(b.graphs) == 1 else None
-    views.append(_view(b, strings, replay, label, one,
-                       svg_key(rank, one) if one is not None else None, base, report))
+    key = svg_key(rank, one) if one is not None else None
+    top = report.options.top if report is not None else ReportOptions().top
+    if report is not None:
+        rows = [dict(r) for r in report.graphs]
+        views.append(_report_view(report, b, strings, replay, label, one, key))
+        whole, by_graph = _present(report.diagnosis), _too_large(report.diagnosis)
+    else:
+        rows = graph_rows(b)
+        whole = _rank_diagnosis(b)
+        by_graph = whole is None
+        views.append(_view(b, strings, replay, label, one, key, whole, top, base))
     own: dict[str, int] = {}
     if len(b.graphs) > 1:  # each costs a summary
         slowest = sorted(range(len(rows)), key=lambda i: -(rows[i]["median_ns"] or 0.0))
         for i in sorted(slowest[:MAX_GRAPH_VIEWS]):
-            g = b.graphs[i]
-            own[g.name] = len(views)
-            views.append(_view(only_graph(b, g.name), strings, replay,
-                               (prefix + " · " if prefix else "") + g.name, g.name,
-                               svg_key(rank, g.name), base))
+            name = b.graphs[i].name
+            own[name] = len(views)
+            g = only_graph(b, name)
+            views.append(_view(g, strings, replay, (prefix + " · " if prefix else "") + name,
+                               name, svg_key(rank, name),
+                               _diagnosed(g) if by_graph else one_graph(whole, name), top,
+                               base, in_report=report is not None and not by_graph))
     return [{"rank": rank, "graph": row["name"], "nodes": row["nodes"],
              "work_nodes": row["work_nodes"], "attributed": row["attributed"],
              "replays": row.get("replays", b.replays), "median_ns": row["median_ns"],
              "pool_bytes": row.get("pool_bytes"), "pool_shared": row.get("pool_shared"),
              "view": own.get(row["name"], first if len(b.graphs) == 1 else None)}
             for row in rows]
+
+
+def _too_large(section: object) -> bool:
+    """Whether the report left the diagnosis out for the bundle's size (each graph's view
+    then has its own), not because it was not asked for."""
+    return isinstance(section, Absent) and section.reason == "too_large"
+
+
+def _diagnosed(b: Bundle) -> Optional[Mapping[str, Any]]:
+    """The diagnosis of one graph's view, where the bundle's was too large to make."""
+    from ..analysis.report import report_diagnosis
+
+    return report_diagnosis(b)
+
+
+def _rank_diagnosis(b: Bundle) -> Optional[Mapping[str, Any]]:
+    """A rank's diagnosis: its diagnosis.json where current, else made (None where the report
+    would not diagnose a bundle this size by default)."""
+    from ..model.bundle_files import read_diagnosis
+
+    return read_diagnosis(b.path) or _diagnosed(b)
+
+
+def summary_lines(report: Report) -> Optional[list[tuple[int, str]]]:
+    """The Summary tab: the report's answer (what the bundle is, where its time goes, what
+    bounds each graph, what to try first) in the terminal's words, (indent, text) lines."""
+    from .answer import answer_lines
+
+    return None if isinstance(report.answer, Absent) else answer_lines(report.answer)
 
 
 def _words(doc: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -319,26 +389,28 @@ def _words(doc: Optional[dict[str, Any]]) -> dict[str, Any]:
 MAX_LADDER_POINTS = 2000  # more buckets at one site: report --ladder --json lists them
 
 
-def _ladder_charts(bundle: Bundle, rows: Optional[list[dict[str, Any]]] = None) -> list[str]:
+def _ladder_charts(report: Report, bundle: Bundle) -> list[str]:
     """The bucket ladder's charts (time per replay and per row against bucket size), one per
-    capture site with several graphs. ``rows``: the bundle's graph rows, if made already."""
+    capture site with several graphs: the report's ladder, or (it shows one only for bundles
+    that recorded capture cost) the ladder of the report's graph rows."""
     from ..analysis.ladder import ladder
 
     if len(bundle.graphs) < 2:
         return []
-    return [svg for site in ladder(bundle, graph_rows(bundle) if rows is None else rows)
+    sites = _present(report.ladder) or ladder(bundle, [dict(r) for r in report.graphs])
+    return [svg for site in sites
             if len(site["buckets"]) <= MAX_LADDER_POINTS and (svg := ladder_svg(site))]
 
 
-def render(bundle: Bundle, replay: int = 0,
+def render(report: Optional[Report], bundle: Bundle, replay: int = 0,
            ranks: Optional[Sequence[tuple[int, Bundle]]] = None,
            graph_svg: Mapping[str, Mapping[str, Optional[str]]] = {},  # noqa: B006 (read only)
-           extras: Optional[BundleExtras] = None,
-           ) -> str:
-    """The page as one string. ``graph_svg``: the drawings the caller made
-    (``render.dot.graph_svgs``: {svg key: {"collapsed", "clusters"}}, None where Graphviz could
-    not draw one; empty without Graphviz: then the page says how to get them)."""
-    data = payload(bundle, replay, ranks, extras)
+           section: Optional[RanksSection] = None) -> str:
+    """The page as one string (:func:`payload` says what it takes). ``graph_svg``: the
+    drawings the caller made (``render.dot.graph_svgs``: {svg key: {"collapsed",
+    "clusters"}}, None where Graphviz could not draw one; empty without Graphviz: then the
+    page says how to get them)."""
+    data = payload(report, bundle, replay, ranks, section)
     data["graph_svg"] = {k: dict(v) for k, v in graph_svg.items()}
     data["graphviz"] = bool(graph_svg)
     template = resources.files("graphscope.render").joinpath("templates/report.html").read_text(
@@ -352,14 +424,13 @@ def render(bundle: Bundle, replay: int = 0,
 
 # ---------------------------------------------------------------- ranks
 def ranks_payload(ranks: Sequence[tuple[int, Bundle]], views: Sequence[int],
-                  replay: int) -> dict[str, Any]:
+                  replay: int, section: RanksSection) -> dict[str, Any]:
     """The ranks' data of the page (module docstring): ``ranks`` (``model.ranks.read_ranks``),
-    the index of each rank's whole view in the page's views, the replay the views draw."""
+    the index of each rank's whole view in the page's views, the replay the views draw, and
+    their ranks section."""
     from ..analysis.collectives import Alignment
-    from ..analysis.ranks import ranks_report
     from .ranks import collective_words, sentences
 
-    section = ranks_report(ranks)
     a = section.collectives if isinstance(section.collectives, Alignment) else None
     lanes, index = [], []
     for (rank, b), view in zip(ranks, views):

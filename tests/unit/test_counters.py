@@ -332,13 +332,14 @@ def test_capture_counters_option_without_a_gpu_fails_with_one_line(capsys):
 
 def test_html_has_the_counters_tab_only_with_counters(tmp_path):
     from graphscope.model.bundle_io import read_bundle
-    from graphscope.render.html import payload
+    from tests.unit.test_html import payload
 
     path, _ = _bundle_with_counters(tmp_path)
     p = payload(read_bundle(path), extras=_extras(read_bundle(path)))
-    assert p["counters"]["modules"] and p["counters"]["modules"][0]["verdict"] == "memory bound"
+    c = p["report"]["counters"]
+    assert c["modules"] and c["modules"][0]["verdict"] == "memory bound"
     plain = read_bundle(os.path.join(DATA, "mlp_step"))
-    assert "counters" not in payload(plain, extras=_extras(plain))
+    assert "counters" not in payload(plain, extras=_extras(plain))["report"]
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
@@ -348,13 +349,13 @@ def test_roofline_draws_a_point_per_module_in_headless_chromium(tmp_path):
     import subprocess
 
     from graphscope.model.bundle_io import read_bundle
-    from graphscope.render.html import payload, render
+    from tests.unit.test_html import payload, render
 
     path, _ = _bundle_with_counters(tmp_path)
     b = read_bundle(path)
     page = tmp_path / "report.html"
     page.write_text(render(b, extras=_extras(b)))
-    rows = payload(b, extras=_extras(b))["counters"]["modules"]
+    rows = payload(b, extras=_extras(b))["report"]["counters"]["modules"]
     want = sum(1 for r in rows if r["level"] <= 1)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.unit.test_html import CHROMIUM, _bundle, _chromium, _page, selftest
+from tests.unit.test_html import CHROMIUM, _bundle, _chromium, _page, selftest, views_of
 
 
 def _payload(text):
@@ -17,7 +17,7 @@ def _payload(text):
 
 def test_payload_has_the_diagnosis_and_critical_path_column():
     data = _payload(_page("sidestream_step"))
-    (view,) = data["views"]
+    (view,) = views_of(data)
     d = view["diagnosis"]
     o = d["graphs"][0]
     assert o["critical_path"]["length_ns"] < o["work_ns"] and "slack_ns" not in o
@@ -29,10 +29,10 @@ def test_payload_has_the_diagnosis_and_critical_path_column():
 
 def test_payload_of_a_run_bundle_has_one_diagnosis_per_view():
     data = _payload(_page("run_decode"))
-    assert len(data["views"]) == 3
-    assert [len(v["diagnosis"]["graphs"]) for v in data["views"]] == [2, 1, 1]
-    assert data["views"][0]["diagnosis"]["between_replays"]["pairs"] == 2
-    first = data["views"][1]["diagnosis"]["graphs"][0]["graph"]
+    assert len(views_of(data)) == 3
+    assert [len(v["diagnosis"]["graphs"]) for v in views_of(data)] == [2, 1, 1]
+    assert views_of(data)[0]["diagnosis"]["between_replays"]["pairs"] == 2
+    first = views_of(data)[1]["diagnosis"]["graphs"][0]["graph"]
     assert first == _bundle("run_decode").graphs[0].name
 
 
@@ -43,13 +43,13 @@ def test_diagnosis_tab_timeline_and_graph_in_chromium(tmp_path, name):
     page.write_text(_page(name))
     res, _ = selftest(tmp_path, page)
     data = _payload(page.read_text())
-    for got, view in zip(res["views"], data["views"]):
+    for got, view in zip(res["views"], views_of(data)):
         graphs = view["diagnosis"]["graphs"]
         assert got["diagnosis"] == len(graphs) and got["whatIf"] == len(graphs)
         assert got["timelineCrit"] > 0  # critical-path boxes outlined
         assert got["timelineGaps"] > 0  # idle time shaded
     if data["graph_svg"].get("clusters"):
-        path = data["views"][0]["diagnosis"]["graphs"][0]["critical_path"]["nodes"]
+        path = views_of(data)[0]["diagnosis"]["graphs"][0]["critical_path"]["nodes"]
         # the path's nodes and the edges between them
         assert res["views"][0]["graphCrit"] == 2 * len(path) - 1
 
@@ -86,7 +86,7 @@ def test_measured_what_if_is_a_bar_of_the_figure_in_chromium(tmp_path):
     page.write_text(_page("branches_try_streams"))
     res, _ = selftest(tmp_path, page)
     labels = res["views"][0]["whatIfLabels"]
-    m = _payload(page.read_text())["views"][0]["diagnosis"]["graphs"][0]["what_if_measured"]
+    m = views_of(_payload(page.read_text()))[0]["diagnosis"]["graphs"][0]["what_if_measured"]
     i = labels.index("measured on 2 streams (--try-streams)")
     assert labels[i + 1].replace("\u00b5", "u").startswith(f"{m['span_ns'] / 1000:.1f}"[:3])
 

@@ -307,13 +307,13 @@ def test_eager_budget_errors(tmp_path, text, msg):
 
 
 def test_html_report_has_the_eager_tab(tmp_path):
-    from graphscope.render.html import payload, render
+    from tests.unit.test_html import payload, render
 
     p = _write(tmp_path)
     b = read_bundle(p)
-    assert payload(b, extras=_extras(b))["eager"]["step"]["speedup"] == 3.0
+    assert payload(b, extras=_extras(b))["report"]["eager"]["step"]["speedup"] == 3.0
     # a bundle without eager.json: no tab
-    assert "eager" not in payload(graph_bundle(""), extras=_extras(graph_bundle("")))
+    assert "eager" not in payload(graph_bundle(""), extras=_extras(graph_bundle("")))["report"]
     page = tmp_path / "r.html"
     page.write_text(render(b, extras=_extras(b)))
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -482,7 +482,7 @@ def test_scopes_mark_forward_modules_and_backward_autograd_nodes():
 
 
 def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
-    from graphscope.render.html import payload, render
+    from tests.unit.test_html import payload, render
 
     src = os.path.join(os.path.dirname(__file__), "..", "data", "run_compiled")
     p = str(tmp_path / "run")
@@ -499,8 +499,9 @@ def test_html_of_a_run_bundle_shows_coverage_and_tree_events(tmp_path):
                    "warmups": {}, "eager_runs": {}, "counters": {}}, f)
     b = read_bundle(p)
     d = payload(b, extras=_extras(b))
-    assert d["graph_coverage"]["pct"] == 100.0 and d["cudagraph_trees"]["skips"]
-    assert "eager" not in d
+    r = d["report"]
+    assert r["graph_coverage"]["pct"] == 100.0 and r["cudagraph_trees"]["skips"]
+    assert "eager" not in r
     page = tmp_path / "r.html"
     page.write_text(render(b, extras=_extras(b)))
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -9,12 +9,14 @@ import subprocess
 
 import pytest
 
+from graphscope.analysis.ranks import ranks_report
+from graphscope.analysis.report import ReportOptions, build_report
 from graphscope.cli.main import main
-from graphscope.model.bundle_files import read_extras, read_manifest_mode
+from graphscope.model.bundle_files import BundleExtras, read_extras, read_manifest_mode
 from graphscope.model.bundle_io import read_bundle
 from graphscope.model.ranks import read_ranks
+from graphscope.render import html
 from graphscope.render.dot import graph_svgs
-from graphscope.render.html import payload, render
 from tests.conftest import DATA
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -25,6 +27,46 @@ FIXTURES = sorted(n for n in os.listdir(DATA)
 
 def _bundle(name="gpt_step"):
     return read_bundle(os.path.join(DATA, name))
+
+
+def payload(b, extras=None, ranks=None):
+    """The page's data of bundle ``b`` (its optional files ``extras``), from its report built
+    as the command builds it; of ``ranks`` (then ``b`` is rank 0's), from their ranks section."""
+    if ranks:
+        return html.payload(None, b, ranks=ranks, section=ranks_report(ranks))
+    return html.payload(build_report(b, extras or BundleExtras(), ReportOptions()), b)
+
+
+def render(b, extras=None, ranks=None, graph_svg=None):
+    """The page of bundle ``b`` as :func:`payload` makes its data."""
+    svg = graph_svg or {}
+    if ranks:
+        return html.render(None, b, ranks=ranks, graph_svg=svg, section=ranks_report(ranks))
+    return html.render(build_report(b, extras or BundleExtras(), ReportOptions()), b,
+                       graph_svg=svg)
+
+
+def views_of(data):
+    """The page's views as its script reads them: the whole bundle's numbers, and each graph's
+    part of its diagnosis, from the report the page embeds."""
+    rep = data.get("report") or {}
+    out = []
+    for v in data["views"]:
+        if v.get("from_report"):
+            v = {**v, "total_ns": rep.get("replay_kernel_median_ns") or 0,
+                 "coverage": rep["coverage"], "modules": rep["modules"],
+                 "top_kernels": rep["top_kernels"],
+                 "diagnosis": {**rep["diagnosis"], "words": v["words"]}
+                 if rep.get("diagnosis") else None}
+        elif v.get("diagnosis") and "report_graph" in v["diagnosis"]:
+            d, g = rep["diagnosis"], v["diagnosis"]["report_graph"]
+            v = {**v, "diagnosis": {
+                **d, "graphs": [o for o in d["graphs"] if o["graph"] == g],
+                "between_replays": None, "verdicts": [], "words": v["diagnosis"]["words"],
+                "findings": {**d["findings"], "findings": [
+                    f for f in d["findings"]["findings"] if f["graph"] == g]}}}
+        out.append(v)
+    return out
 
 
 def _page(name):
@@ -41,8 +83,8 @@ def _page(name):
 def test_payload_is_columnar_with_interned_strings():
     b = _bundle()
     p = payload(b)
-    (v,) = p["views"]
-    assert v["modules"][0]["module"] == "L"
+    (v,) = views_of(p)
+    assert p["report"]["modules"][0]["module"] == "L"
     ev = v["events"]
     replay0 = [e for e in b.events if e["replay"] == 0]
     assert len(ev["t"]) == len(replay0) > 0 and ev["t"][0] == 0
@@ -59,15 +101,15 @@ def test_payload_is_columnar_with_interned_strings():
 
 def test_several_graphs_get_a_view_each_and_an_overview():
     p = payload(_bundle("run_decode"))
-    assert [v["label"] for v in p["views"]][0] == "all graphs"
-    assert len(p["views"]) == 1 + len(p["overview"]) and len(p["overview"]) >= 2
+    assert [v["label"] for v in views_of(p)][0] == "all graphs"
+    assert len(views_of(p)) == 1 + len(p["overview"]) and len(p["overview"]) >= 2
     assert all(o["pool_bytes"] for o in p["overview"])
 
 
 def test_ranks_get_a_view_each():
     ranks = read_ranks(os.path.join(DATA, "ddp_mlp_step"))
     p = payload(ranks[0][1], ranks=ranks)
-    assert [v["label"] for v in p["views"]] == ["rank 0", "rank 1"]
+    assert [v["label"] for v in views_of(p)] == ["rank 0", "rank 1"]
     assert [o["rank"] for o in p["overview"]] == [0, 1]
     assert p["title"] == "ddp_mlp_step"
 
@@ -78,7 +120,7 @@ def test_page_is_self_contained_and_deterministic():
     assert not re.search(r"(src|href)=[\"']https?://", html)  # no CDN, no network
     blob = re.search(r'<script id="payload" type="application/json">(.*?)</script>', html, re.S)
     data = json.loads(blob.group(1))
-    assert data["title"] == "gpt_step" and data["views"][0]["events"]["t"]
+    assert data["title"] == "gpt_step" and views_of(data)[0]["events"]["t"]
 
 
 def test_page_size_is_proportional_to_the_bundle():
@@ -132,7 +174,7 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
     res, dom = selftest(tmp_path, page)
     data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)</script>',
                                 page.read_text(), re.S).group(1))
-    assert len(res["views"]) == len(data["views"])
+    assert len(res["views"]) == len(views_of(data))
     # the header's graph work is one replay of each graph, summed, where there are several;
     # over every rank, and each rank's, where there are ranks (never rank 0's alone)
     meta = re.search(r'id="meta"[^>]*>([^<]*)<', dom).group(1)
@@ -154,7 +196,7 @@ def test_every_view_works_in_headless_chromium(tmp_path, name):
         assert want in meta, meta
         assert not untraced or "never replayed" in data["untraced_words"] or (
             "never traced" in data["untraced_words"])
-    for got, view in zip(res["views"], data["views"]):
+    for got, view in zip(res["views"], views_of(data)):
         n_events = len(view["events"]["t"])
         timed = view["total_ns"] > 0
         assert got["rows"] == len(view["modules"]) > 0  # the table shows every module
@@ -199,7 +241,7 @@ def test_screenshots_of_each_view(tmp_path):
 # ------------------------------------------------------------------ graph views and scale
 def test_each_graph_view_names_its_graph_and_its_drawing():
     p = payload(_bundle("mlp_callables"))
-    assert [(v["label"], v["graph"]) for v in p["views"]] == [
+    assert [(v["label"], v["graph"]) for v in views_of(p)] == [
         ("all graphs", None), ("forward", "forward"), ("backward", "backward")]
     assert [o["view"] for o in p["overview"]] == [1, 2]
     if shutil.which("dot"):
@@ -207,7 +249,7 @@ def test_each_graph_view_names_its_graph_and_its_drawing():
         html = render(b, graph_svg=graph_svgs(b))
         data = json.loads(re.search(r'<script id="payload" type="application/json">(.*?)'
                                     r"</script>", html, re.S).group(1))
-        for v in data["views"][1:]:
+        for v in views_of(data)[1:]:
             svg = data["graph_svg"][v["svg"]]["collapsed"]
             assert f"<title>graphscope_{v['graph']}</title>" in svg
             assert ("1 nodes" not in svg) and ("nodes" in svg or "node" in svg)
@@ -224,7 +266,7 @@ def test_a_tall_graph_is_drawn_left_to_right():
 
 def test_timeline_events_carry_their_graph_and_relative_sources():
     p = payload(_bundle("run_decode"))
-    all_view = p["views"][0]
+    all_view = views_of(p)[0]
     graphs = [p["strings"][i] for i in all_view["events"]["g"]]
     assert set(graphs) == {"decode.py:71 #0 [1,1] [1]", "decode.py:71 #1 [8,1] [1]"}
     sources = {p["strings"][i] for i in all_view["events"]["source"] if i >= 0}
@@ -281,9 +323,9 @@ def test_a_bundle_of_100000_graphs_reports_in_seconds(tmp_path, capsys):
     assert "Diagnosis left out: 100000 graphs" in out  # --diagnosis asks for it
     t_report = time.monotonic() - t
     t = time.monotonic()
-    p = html.payload(read_bundle(str(path)))
+    p = payload(read_bundle(str(path)))
     t_html = time.monotonic() - t
-    assert len(p["overview"]) == 100_000 and len(p["views"]) == 1 + html.MAX_GRAPH_VIEWS
+    assert len(p["overview"]) == 100_000 and len(views_of(p)) == 1 + html.MAX_GRAPH_VIEWS
     assert sum(o["view"] is not None for o in p["overview"]) == html.MAX_GRAPH_VIEWS
     assert t_report < 20 and t_html < 20, (t_report, t_html)
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from graphscope.analysis.ranks import ranks_report
 from graphscope.cli.main import cli
 from graphscope.model.ranks import read_ranks
-from graphscope.render.html import payload, replay_events
-from tests.unit.test_html import CHROMIUM, DATA
+from graphscope.render.html import replay_events
+from tests.unit.test_html import CHROMIUM, DATA, payload
 from tests.unit.test_html_views import _open
 
 DDP = os.path.join(DATA, "ddp_mlp_step")

@@ -11,8 +11,16 @@ import re
 import pytest
 
 from graphscope.model.bundle_files import read_extras, read_manifest_mode
-from graphscope.render.html import payload
-from tests.unit.test_html import CHROMIUM, DATA, _bundle, _chromium, _page, selftest
+from tests.unit.test_html import (
+    CHROMIUM,
+    DATA,
+    _bundle,
+    _chromium,
+    _page,
+    payload,
+    selftest,
+    views_of,
+)
 
 chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 
@@ -79,7 +87,7 @@ def test_page_words_of_the_eager_and_program_tabs_are_the_terminals():
 def test_critical_path_marking_keeps_the_module_colours(tmp_path, name):
     # GIVEN a one-stream graph, every kernel on its critical path
     res, data, dom = _open(tmp_path, name)
-    ev = data["views"][0]["events"]
+    ev = views_of(data)[0]["events"]
     assert sum(ev["cp"]) == len(ev["t"]) > 0
     # THEN no critical box shows the marking's red at its centre; each is marked under it
     px = res["views"][0]["critPixels"]
@@ -89,7 +97,7 @@ def test_critical_path_marking_keeps_the_module_colours(tmp_path, name):
     assert "crit" in res["views"][0]["legendShown"]
     assert "on the critical path" in dom
     shown = res["views"][0]["legend"]
-    assert shown and set(shown) <= {r["module"] for r in data["views"][0]["modules"]}
+    assert shown and set(shown) <= {r["module"] for r in views_of(data)[0]["modules"]}
 
 
 @chromium
@@ -110,7 +118,7 @@ def test_module_colours_are_distinct_at_the_chosen_depth(tmp_path):
 def test_graph_band_names_are_shown_whole(tmp_path, name):
     # GIVEN a view of several graphs (run_ladder: 8 traced buckets side by side)
     res, data, _ = _open(tmp_path, name)
-    view, got = data["views"][0], res["views"][0]
+    view, got = views_of(data)[0], res["views"][0]
     names = list(dict.fromkeys(data["strings"][g] for g in view["events"]["g"]))
     assert len(names) > 1
     # THEN the legend lists every graph's whole name, numbered in order of its band
@@ -125,7 +133,7 @@ def test_graph_band_names_are_shown_whole(tmp_path, name):
 
 def test_try_streams_bands_hold_the_measured_spans():
     for name in ("branches_try_streams", "try_streams_step"):
-        (view,) = payload(_bundle(name))["views"]
+        (view,) = views_of(payload(_bundle(name)))
         d = view["diagnosis"]
         (o,) = d["graphs"]
         m = o["what_if_measured"]
@@ -133,7 +141,7 @@ def test_try_streams_bands_hold_the_measured_spans():
         assert [b["ns"] for b in bands] == [m["span_ns"], m["one_stream_ns"]], name
         assert [b["iqr"] for b in bands] == [m["span_iqr_ns"], m["one_stream_iqr_ns"]]
         assert bands[0]["label"].startswith(f"{m['streams']} streams")
-    (view,) = payload(_bundle("branches_forward"))["views"]
+    (view,) = views_of(payload(_bundle("branches_forward")))
     assert "tried_bands" not in view["diagnosis"]["words"]["graphs"]["forward"]
 
 
@@ -141,7 +149,7 @@ def test_try_streams_bands_hold_the_measured_spans():
 @pytest.mark.parametrize("name", ["branches_try_streams", "try_streams_step"])
 def test_timeline_draws_the_graph_measured_on_more_streams(tmp_path, name):
     res, data, _ = _open(tmp_path, name)
-    (view,) = data["views"]
+    (view,) = views_of(data)
     bands = view["diagnosis"]["words"]["graphs"][view["graph"]]["tried_bands"]
     # THEN the timeline has a band for the re-captured graph and one for the graph as captured
     assert res["views"][0]["tried"] == [[b["label"], b["ns"]] for b in bands]

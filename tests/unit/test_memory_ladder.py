@@ -19,7 +19,8 @@ from graphscope.cli.main import main
 from graphscope.model.bundle import Bundle
 from graphscope.model.bundle_io import read_bundle
 from graphscope.render.html import ladder_svg
-from graphscope.render.table import ladder_table, render
+from graphscope.render.memory import ladder_table
+from graphscope.render.terminal import summary_group as render
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data")
 MiB = 1 << 20

@@ -17,9 +17,9 @@ from graphscope.cli.main import cli
 from graphscope.model.bundle_files import read_extras, read_manifest_mode, read_summary
 from graphscope.model.bundle_io import read_bundle
 from graphscope.render.fmt import fmt_ns
-from graphscope.render.html import payload
 from graphscope.render.markdown import report_markdown
 from tests.conftest import fixture_bundles
+from tests.unit.test_html import payload
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data")
@@ -77,7 +77,7 @@ def test_a_section_that_does_not_apply_says_why():
     assert doc["absent"]["eager"]["reason"] == "no_eager_baseline"
     assert "eager" not in doc and "counters" not in doc
     # AND the page has no eager tab
-    assert "eager" not in payload(read_bundle(os.path.join(DATA, "branches_forward")))
+    assert "eager" not in payload(read_bundle(os.path.join(DATA, "branches_forward")))["report"]
 
 
 def test_markdown_cells_cannot_break_the_table():
