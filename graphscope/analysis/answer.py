@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+GROUPED_FROM = 5  # a capture site of this many graphs or more is one row (--full: each)
 TOP_MODULES = 3  # modules named in "where the time goes"
 TOP_FINDINGS = 3  # findings the answer lists (the table below has them all)
 TOP_BOUNDS = 3  # groups whose bounds the answer says (the Diagnosis below has every graph)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..analysis.answer import DiagnosisGroup, GroupedFinding
 from .answer import bucket_list
-from .fmt import Text, fmt_ns, keep_figures, safe, verdict_text
+from .fmt import Text, fmt_bytes, fmt_ns, keep_figures, safe, verdict_text
 
 
 def _range(lo: Optional[float], hi: Optional[float], f: Any = fmt_ns) -> str:
@@ -29,6 +29,31 @@ def _where(site: str, buckets: Sequence[str], names: Sequence[str]) -> str:
     if len(names) == 1:
         return safe(names[0]) or "between replays"
     return f"{safe(site)} ({len(names)} graphs: {bucket_list(tuple(buckets))})"
+
+
+def grouped_graphs_table(groups: Sequence[Any]) -> Table:
+    """The graphs by capture site (``analysis.answer.GraphGroup``): a bucket ladder as one row,
+    with the range over its buckets; a site of few graphs keeps a row per graph."""
+    t = Table(title="Graphs (a capture site's buckets as one row: --full for each graph)",
+              title_justify="left")
+    t.add_column("graphs", overflow="fold", ratio=1)
+    for col in ("nodes", "tagged", "replays", "traced", "time/replay"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("pool", justify="right", overflow="fold")
+    for g in groups:
+        n = len(g.names)
+        name = (f"{g.site}: {n} graphs, {g.buckets[0]} … {g.buckets[-1]}" if n > 1
+                else g.names[0])
+        nodes = str(g.nodes_low) if g.nodes_low == g.nodes_high else (
+            f"{g.nodes_low}–{g.nodes_high}")
+        time = "-" if g.low_ns is None else fmt_ns(g.low_ns) if g.low_ns == g.high_ns else (
+            f"{fmt_ns(g.low_ns)}–{fmt_ns(g.high_ns)}")
+        pool = "-" if g.pool_bytes is None else fmt_bytes(g.pool_bytes) + (
+            f" ({g.pools} pools)" if g.pools > 1 else "")
+        t.add_row(Text(name), nodes, f"{g.attributed}/{g.work_nodes}",
+                  "-" if g.replays is None else str(g.replays), f"{g.traced} of {n}", time,
+                  Text(pool))
+    return keep_figures(t)
 
 
 def grouped_findings_table(findings: Sequence[GroupedFinding]) -> Table:

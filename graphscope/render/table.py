@@ -1,7 +1,7 @@
 """Rich tables of a bundle's summary (what summary.json holds): the header, graphs, GPU time by
-module and per graph, DDP's buckets, what graphs cost (memory pools, capture cost, memory by
-module, the bucket ladder), top kernels and ops. Formatting only: numbers come from analysis/.
-Counters are drawn by render/counters.py, `diff`'s module table by render/diff.py."""
+module and per graph, DDP's buckets, top kernels and ops. What graphs cost is drawn by
+render/memory.py, counters by render/counters.py, `diff`'s module table by render/diff.py.
+Formatting only: numbers come from analysis/."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text as _RichText
 
@@ -18,9 +18,7 @@ from .fmt import (
     Text,
     fmt_bytes,
     fmt_ns,
-    fmt_s,
     keep_figures,
-    output_width,
     safe,
 )
 
@@ -167,34 +165,6 @@ def graphs_table(summary: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS) -> Tab
     return keep_figures(t)
 
 
-GROUPED_FROM = 5  # a capture site of this many graphs or more is one row (--full: each)
-
-
-def grouped_graphs_table(groups: Sequence[Any]) -> Table:
-    """The graphs by capture site (``analysis.answer.GraphGroup``): a bucket ladder as one row,
-    with the range over its buckets; a site of few graphs keeps a row per graph."""
-    t = Table(title="Graphs (a capture site's buckets as one row: --full for each graph)",
-              title_justify="left")
-    t.add_column("graphs", overflow="fold", ratio=1)
-    for col in ("nodes", "tagged", "replays", "traced", "time/replay"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("pool", justify="right", overflow="fold")
-    for g in groups:
-        n = len(g.names)
-        name = (f"{g.site}: {n} graphs, {g.buckets[0]} … {g.buckets[-1]}" if n > 1
-                else g.names[0])
-        nodes = str(g.nodes_low) if g.nodes_low == g.nodes_high else (
-            f"{g.nodes_low}–{g.nodes_high}")
-        time = "-" if g.low_ns is None else fmt_ns(g.low_ns) if g.low_ns == g.high_ns else (
-            f"{fmt_ns(g.low_ns)}–{fmt_ns(g.high_ns)}")
-        pool = "-" if g.pool_bytes is None else fmt_bytes(g.pool_bytes) + (
-            f" ({g.pools} pools)" if g.pools > 1 else "")
-        t.add_row(Text(name), nodes, f"{g.attributed}/{g.work_nodes}",
-                  "-" if g.replays is None else str(g.replays), f"{g.traced} of {n}", time,
-                  Text(pool))
-    return keep_figures(t)
-
-
 def coverage_text(cov: dict[str, Any]) -> str:
     """``fwd 100.0% bwd 93.1%``: only the phases that have nodes (a forward-only bundle has no
     backward to cover)."""
@@ -312,233 +282,23 @@ def ddp_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def render(summary: dict[str, Any], depth: Optional[int] = None, top: bool = True,
-           groups: Optional[Sequence[Any]] = None, ladder: bool = False) -> Group:
-    """The header and tables of ``summary``; ``groups`` (``analysis.answer.GraphGroup``):
-    where a capture site has GROUPED_FROM graphs or more, its graphs as one row and no
-    column per graph (None: a row and a column per graph), and the bucket ladder only where
-    ``ladder`` asks for it."""
+           graphs_part: Any = None, middle: Sequence[Any] = ()) -> Group:
+    """The header and tables of ``summary``. ``graphs_part``: the Graphs table drawn by the
+    caller (a bucket ladder as one row: then no column per graph either); ``middle``: what
+    goes between the modules and the top kernels (memory, the ladder: render/memory.py)."""
     parts: list[Any] = [header(summary)]
-    grouped = groups is not None and any(len(g.names) >= GROUPED_FROM for g in groups)
-    if grouped:
-        parts.append(grouped_graphs_table(groups or ()))
+    if graphs_part is not None:
+        parts.append(graphs_part)
     elif len(summary["graphs"]) > 1 or any("site" in g for g in summary["graphs"]):
         parts.append(graphs_table(summary))
     parts.append(module_table(summary, depth))
-    if summary.get("by_graph") and summary.get("replays") and not grouped:
+    if summary.get("by_graph") and summary.get("replays") and graphs_part is None:
         parts.append(by_graph_table(summary["by_graph"], depth))
     if summary.get("ddp"):
         parts.append(ddp_table(summary["ddp"]))
-    if summary.get("memory"):
-        training = bool((summary.get("coverage") or {}).get("backward", {}).get("nodes"))
-        parts.append(memory_group(summary["memory"], depth, training, grouped))
-    if summary.get("ladder") and (ladder or not grouped):
-        parts.append(ladder_group(summary["ladder"]))
-    elif summary.get("ladder"):
-        parts.append(Text(f"Bucket ladder: {len(summary['ladder'])} capture site(s); "
-                          "report --ladder shows each bucket's replays, time per row, "
-                          "memory and capture cost"))
+    parts.extend(middle)
     if top:
         parts.append(kernel_table(summary))
         if any(r.get("op") != "(no op recorded)" for r in summary.get("top_ops", [])):
             parts.append(kernel_table(summary, key="op"))
     return Group(*parts)
-
-
-def print_summary(
-    summary: dict[str, Any], console: Optional[Console] = None, depth: Optional[int] = None,
-    groups: Optional[Sequence[Any]] = None, ladder: bool = False,
-) -> None:
-    (console or Console()).print(render(summary, depth, groups=groups, ladder=ladder))
-
-
-# -- what graphs cost: pools once, capture cost, memory by module, the bucket ladder
-# (analysis/memory.py, analysis/ladder.py)
-
-def pools_table(mem: dict[str, Any]) -> Table:
-    """One row per pool, whatever number of graphs share it; the total is their union."""
-    t = Table(title="Memory pools", title_justify="left")
-    t.add_column("pool", justify="right", no_wrap=True)
-    t.add_column("graphs", overflow="fold", ratio=1)
-    for col in ("reserved", "allocated", "held by captures"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for p in mem["pools"][:MAX_GRAPH_ROWS]:
-        names = p["graphs"]
-        who = names[0] if len(names) == 1 else f"{len(names)} graphs: {names[0]} .. {names[-1]}"
-        t.add_row(str(p["pool"]), Text(who), fmt_bytes(p["reserved_bytes"]),
-                  fmt_bytes(p["allocated_bytes"]), fmt_bytes(p["capture_live_bytes"]))
-    outside = mem.get("outside_pools_bytes")
-    t.caption = (f"{len(mem['pools'])} pool(s), "
-                 f"{fmt_bytes(mem.get('total_reserved_bytes'))} reserved in all (each pool once)"
-                 + (f"; {fmt_bytes(outside)} more reserved outside the pools during the captures"
-                    if outside else "")
-                 + f"; capture {fmt_s(mem.get('capture_s'))}, instantiate "
-                 f"{fmt_s(mem.get('instantiate_s'))} over {len(mem['graphs'])} graph(s)")
-    t.caption_justify = "left"
-    return keep_figures(t)
-
-
-def columns_that_fit(cols: Sequence[str], rows: Sequence[Sequence[str]], name_width: int,
-                     extra: Sequence[str], width: int) -> tuple[int, list[bool]]:
-    """What a table of a name column (``name_width``) and the figure columns ``cols`` needs at
-    the least (each column at its widest cell or header, two characters of padding, no
-    rules), and which columns it keeps: all, or, where that is more than ``width``, all but
-    ``extra`` (the caller says where they went)."""
-    need = name_width + 2 + sum(max([len(c)] + [len(r[i]) for r in rows]) + 2
-                                for i, c in enumerate(cols))
-    return need, [c not in extra or need <= width for c in cols]
-
-
-_CAPTURE_EXTRA = ("inst.", "inputs", "outputs")  # left out where the table cannot fit
-
-
-def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
-                  width: Optional[int] = None) -> Table:
-    """Per graph: its pool, capture and instantiate time, the capture's allocations (where
-    the whole table cannot fit ``width``, the terminal's, instantiation and the static inputs
-    and outputs are left out, and the caption says so)."""
-    cols = ("pool", "capture", "inst.", "peak", "held", "new seg.", "inputs", "outputs")
-    rows = [(g["name"], (str(g["pool"]), fmt_s(g.get("capture_s")), fmt_s(g.get("instantiate_s")),
-                         fmt_bytes(g.get("capture_peak_bytes")),
-                         fmt_bytes(g.get("capture_live_bytes")),
-                         fmt_bytes(g.get("capture_segment_bytes")),
-                         fmt_bytes(g.get("static_input_bytes")),
-                         fmt_bytes(g.get("static_output_bytes"))))
-            for g in mem["graphs"][:max_rows]]
-    need, keep = columns_that_fit(cols, [r for _, r in rows], 16, _CAPTURE_EXTRA,
-                                  width or output_width())
-    narrow = not all(keep)
-    t = Table(title="Capture cost", title_justify="left")
-    t.add_column("graph", overflow="fold", ratio=1)
-    for col, k in zip(cols, keep):
-        if k:
-            t.add_column(col, justify="right")
-    for name, cells in rows:
-        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
-    lines = ["inst.: instantiation; new seg.: the segments the capture added to its pool"]
-    if narrow:
-        lines[0] = ("new seg.: the segments the capture added to its pool; instantiation, "
-                    "inputs and outputs: a wider terminal, or --json")
-    if len(mem["graphs"]) > max_rows:
-        lines.append(f"{max_rows} of {len(mem['graphs'])} graphs shown: --json for all")
-    t.caption = "\n".join(lines)
-    t.caption_justify = "left"
-    return keep_figures(t)
-
-
-def module_memory_table(rows: list[dict[str, Any]], depth: Optional[int] = None) -> Table:
-    """Memory by module: what each module allocated during capture, what it still holds, and
-    the capture time spent in it (inclusive of sub-modules)."""
-    t = Table(title="Memory by module (during capture)", title_justify="left")
-    t.add_column("module", overflow="fold", ratio=1)
-    for col in ("allocated", "held", "capture time"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for r in rows:
-        if depth is not None and r["level"] > depth:
-            continue
-        # a row's own name under its parent's, as the GPU time tables show the tree
-        name = r["module"].rsplit(".", 1)[-1] if r["level"] else r["module"]
-        t.add_row(Text("  " * r["level"] + name), fmt_bytes(r["alloc_bytes"]),
-                  fmt_bytes(r["held_bytes"]), fmt_s(r["capture_s"]))
-    return keep_figures(t)
-
-
-def outside_note(rows: list[dict[str, Any]], training: bool = False) -> str:
-    """What the memory table's outside row holds, where it holds anything: the capture
-    window's time while no module's forward ran (in a forward capture, most of it is
-    torch.cuda.graph's own entry and exit). ``training``: the bundle captured a backward."""
-    from ..model.graph import OUTSIDE_MODULES
-
-    if not any(r["module"] == OUTSIDE_MODULES and (r["alloc_bytes"] or r["capture_s"])
-               for r in rows):
-        return ""
-    step = ("; in a training step also the loss, backward pass and optimizer step"
-            if training else "")
-    return (f"{OUTSIDE_MODULES}: the capture window while no module's forward ran: "
-            "torch.cuda.graph's entry and exit (synchronize, garbage collection, "
-            "capture_begin/capture_end) and graphscope's own CUPTI subscription and record "
-            f"keeping around each capture{step}")
-
-
-def memory_group(mem: dict[str, Any], depth: Optional[int] = None,
-                 training: bool = False, grouped: bool = False) -> Group:
-    """Pools, capture cost per graph (``grouped``: a bucket ladder's, in one line: its
-    buckets' rows are `--full`'s and `--ladder`'s) and memory by module."""
-    parts: list[Any] = [pools_table(mem)]
-    if grouped:
-        parts.append(Text(f"Capture cost of each of the {len(mem['graphs'])} graphs: "
-                          "report --full (--ladder: by bucket)"))
-    else:
-        parts.append(capture_table(mem))
-    if mem.get("by_module"):
-        parts.append(module_memory_table(mem["by_module"], depth))
-        note = outside_note(mem["by_module"], training)
-        if note:
-            parts.append(Text(note))
-    return Group(*parts)
-
-
-_LADDER_EXTRA = ("time/row", "new pool", "inst.")  # left out where the table cannot fit
-
-
-def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
-    """One capture site's buckets by size: replays, GPU time per replay and per batch row,
-    memory, capture cost, structure group (where the whole table cannot fit ``width``, the
-    terminal's, time per row, the new pool memory and instantiation are left out, and the
-    caption says so)."""
-    # short headers: a header wraps at spaces only, and a long word would widen the table past
-    # the terminal (the caption says what "inst." and "struct." are)
-    cols = ("batch", "replays", "time/replay", "time/row", "peak mem", "new pool",
-            "capture", "inst.", "struct.")
-    rows = [(str(b["shapes"] or b["name"]), (
-        str(b["batch"] or "-"), str(b["replays"]),
-        fmt_ns(b["median_ns"]) if b["median_ns"] else "-",
-        fmt_ns(b["ns_per_row"]) if b["ns_per_row"] else "-", fmt_bytes(b["peak_bytes"]),
-        fmt_bytes(b["segment_bytes"]), fmt_s(b["capture_s"]), fmt_s(b["instantiate_s"]),
-        str(b["structure"]))) for b in site["buckets"]]
-    width = width or output_width()
-    need, keep = columns_that_fit(cols, [r for _, r in rows],
-                                  max((len(name) for name, _ in rows), default=6),
-                                  _LADDER_EXTRA, width)
-    narrow = not all(keep)
-    t = Table(title=f"Bucket ladder: {site['site']}", title_justify="left")
-    if not narrow and need + len(cols) + 2 > width:  # it fits without its vertical rules only
-        from rich import box
-
-        t.box, t.show_edge, t.pad_edge = box.SIMPLE_HEAD, False, False
-        t.collapse_padding = True
-    t.add_column("bucket", overflow="fold", ratio=1)
-    for col, k in zip(cols, keep):
-        if k:
-            t.add_column(col, justify="right")
-    for name, cells in rows:
-        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
-    lines = [f"{len(site['buckets'])} buckets, {len(site['structures'])} structure(s)"
-             + (f", {site['pools']} pool(s)" if site["pools"] else "")
-             + (f"; capture {fmt_s(site['capture_s'])}, instantiate {fmt_s(site['instantiate_s'])}"
-                if site["capture_s"] is not None else "")]
-    if site["never_replayed"]:
-        lines.append(f"never replayed: {len(site['never_replayed'])} bucket(s): "
-                     + ", ".join(site["never_replayed"][:8])
-                     + (" ..." if len(site["never_replayed"]) > 8 else ""))
-    with_ops = site.get("ops_recorded", len(site["buckets"]))
-    if with_ops < len(site["buckets"]):
-        lines.append(f"aten ops, shapes and source lines recorded in {with_ops} of "
-                     f"{len(site['buckets'])} buckets (the first captured; the others keep "
-                     "module scopes: graphscope run --op-captures all records every bucket)")
-    if site.get("scopes_counted"):
-        lines.append(f"{site['scopes_counted']} of {len(site['buckets'])} buckets recorded by "
-                     "node counts, without CUPTI in their captures")
-    shared = [s for s in site["structures"] if len(s["graphs"]) > 1]
-    lines.extend(f"structure {s['structure']}: {len(s['graphs'])} buckets with the same "
-                 "kernels and edges (other launch dimensions)" for s in shared[:5])
-    lines.append("struct.: buckets of one structure have the same kernels and edges"
-                 + ("; time/row, new pool and inst. (instantiation): a wider terminal, or "
-                    "--json" if narrow
-                    else "; inst.: instantiation"))
-    t.caption = "\n".join(lines)
-    t.caption_justify = "left"
-    return keep_figures(t)
-
-
-def ladder_group(sites: list[dict[str, Any]]) -> Group:
-    return Group(*[ladder_table(s) for s in sites])

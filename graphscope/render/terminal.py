@@ -29,8 +29,6 @@ def summary_of(report: Report) -> dict[str, Any]:
 def print_report(report: Report, con: Console, eager_rows: Optional[int] = None) -> None:
     """Every section of ``report`` that applies, in the order a reader needs them
     (``eager_rows``: the Eager vs graph rows shown, 0 for all; None: the default)."""
-    from .table import print_summary
-
     if present(report.answer):
         from .answer import answer_text
 
@@ -49,13 +47,13 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
                       "(pass --depth N for more)")
     groups = None if report.options.full or not present(report.answer) else (
         report.answer.groups)
-    print_summary(s, con, depth, groups, report.options.ladder)
+    con.print(summary_group(s, depth, groups, report.options.ladder))
     if report.options.ladder and isinstance(report.ladder, Absent):
         con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
                   if report.ladder.reason == "one_graph_view" else
                   "Bucket ladder: no capture site captured several graphs in this bundle")
     _print_eager(report, con, eager_rows)
-    if present(report.diagnosis) and groups is not None and _grouped(groups):
+    if present(report.diagnosis) and _grouped(groups):
         from .groups import print_grouped_diagnosis
 
         print_grouped_diagnosis(report.answer, con)
@@ -74,9 +72,37 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
 
 
 def _grouped(groups: Any) -> bool:
-    from .table import GROUPED_FROM
+    from ..analysis.answer import GROUPED_FROM
 
-    return any(len(g.names) >= GROUPED_FROM for g in groups)
+    return groups is not None and any(len(g.names) >= GROUPED_FROM for g in groups)
+
+
+def summary_group(summary: dict[str, Any], depth: Optional[int] = None,
+                  groups: Any = None, ladder: bool = False) -> Any:
+    """The header and the tables of ``summary``: graphs, modules, what graphs cost, the bucket
+    ladder, top kernels. ``groups`` (``analysis.answer.GraphGroup``): where a capture site
+    has GROUPED_FROM graphs or more, its graphs as one row, capture cost in one line and the
+    ladder only where ``ladder`` asks for it (None: every graph's row)."""
+    from .memory import ladder_group, memory_group
+    from .table import render
+
+    grouped = _grouped(groups)
+    graphs_part = None
+    if grouped:
+        from .groups import grouped_graphs_table
+
+        graphs_part = grouped_graphs_table(groups)
+    middle: list[Any] = []
+    if summary.get("memory"):
+        training = bool((summary.get("coverage") or {}).get("backward", {}).get("nodes"))
+        middle.append(memory_group(summary["memory"], depth, training, grouped))
+    if summary.get("ladder") and (ladder or not grouped):
+        middle.append(ladder_group(summary["ladder"]))
+    elif summary.get("ladder"):
+        middle.append(Text(f"Bucket ladder: {len(summary['ladder'])} capture site(s); report "
+                           "--ladder shows each bucket's replays, time per row, memory and "
+                           "capture cost"))
+    return render(summary, depth, graphs_part=graphs_part, middle=middle)
 
 
 def _print_eager(report: Report, con: Console, rows: Optional[int]) -> None:

@@ -29,14 +29,14 @@ def test_a_bucket_is_chosen_by_its_shapes_as_written(capsys, monkeypatch):
     rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"),
                         "--graph", "[16]")
     assert rc == 0, err
-    assert out.startswith("graphs: ladder.py:45 #5 [16] ")
+    assert "\n\ngraphs: ladder.py:45 #5 [16] (" in out  # the answer first, then the header
 
 
 def test_a_regex_still_selects_when_nothing_holds_it_as_written(capsys, monkeypatch):
     rc, out, err = _run(capsys, monkeypatch, "report", os.path.join(DATA, "run_ladder"),
                         "--graph", r"#5 \[1\d\]")
     assert rc == 0, err
-    assert out.startswith("graphs: ladder.py:45 #5 [16] ")
+    assert "\n\ngraphs: ladder.py:45 #5 [16] (" in out  # the answer first, then the header
 
 
 def test_diff_of_two_processes_of_one_model_is_no_change_beyond_noise(capsys, monkeypatch):

@@ -7,6 +7,7 @@ documented in docs/architecture.md. Lowest first:
     model     model/                                            (the data and its files)
     analysis  analysis/                                         (every number from a bundle)
     render    render/ (not fmt)                                 (formatting only; never each other)
+    compose   render.answer groups                              (parts made of renderers)
     views     render.terminal html markdown                     (a report's views, of renderers)
     capture   annotate/ capture/ trace_annotate/                (runs the GPU, the user's code)
     entry     graphscope (the public API) __main__ cli/         (may import everything)
@@ -33,6 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "model": ("graphscope.model",),
     "analysis": ("graphscope.analysis",),
     "render": ("graphscope.render",),
+    "compose": ("graphscope.render.answer", "graphscope.render.groups"),
     "views": ("graphscope.render.terminal", "graphscope.render.html",
               "graphscope.render.markdown"),
     "capture": ("graphscope.annotate", "graphscope.capture", "graphscope.trace_annotate"),
@@ -44,7 +46,10 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"base", "model"},  # the data layer never reaches the extension
     "analysis": {"base", "model", "analysis"},
     "render": {"base", "model", "analysis"},  # not "render": renderers never import each other
-    "views": {"base", "model", "analysis", "render"},  # a view composes renderers, never views
+    # the answer and the grouped diagnosis word findings as the Diagnosis does: renderers of
+    # renderers, which the views share (the groups' lines use the answer's wrapping)
+    "compose": {"base", "model", "analysis", "render", "compose"},
+    "views": {"base", "model", "analysis", "render", "compose"},  # never views
     "capture": {"base", "native", "model", "analysis", "capture"},
     "entry": set(LAYERS),
 }
