@@ -20,6 +20,7 @@ $(VENV)/.installed: pyproject.toml CMakeLists.txt $(wildcard csrc/*.cpp csrc/*.h
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install -q "scikit-build-core>=0.10" "nanobind>=1.9" $(CUDA_HEADERS)
+	$(BIN)/python -m pip uninstall -q -y graphscope 2>/dev/null || true  # the name before cudagraph-scope
 	$(BIN)/python -m pip install -q --no-build-isolation -e '.[dev]'
 	$(BIN)/python .ci/editable_pth.py  # only `graphscope` importable, not the checkout root
 	touch $@

@@ -98,7 +98,7 @@ _FIGURE = re.compile(r"^(?:[-+±]?\d[\d.,]*(?: ?[a-zA-Zµ%]+)?|[\d.]+/[\d.]+|-|n
 
 
 MAX_GRAPH_ROWS = 50  # rows of graphs a terminal table shows: --json and the HTML have them all
-PIPE_WIDTH = 160  # columns for tables written to a pipe or file (rich's default there is 80)
+PIPE_WIDTH = 100  # columns for tables written to a pipe or file, unless COLUMNS says
 
 
 def output_width() -> int:

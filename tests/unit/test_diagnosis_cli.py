@@ -301,14 +301,14 @@ def test_diff_diagnosis_deltas():
     # AND a change of idle, a share, is in percentage points
     from rich.console import Console
 
+    from graphscope.analysis.diff import DiagnosisDeltas, DiagnosisRow, delta
     from graphscope.render.diff import diagnosis_diff_table
 
     con = Console(width=200, record=True)
-    con.print(diagnosis_diff_table({"graphs": [{
-        "graph": "g", "critical_path_ns": {"a": 1.0, "b": 1.0, "delta": 0.0},
-        "span_ns": {"a": 1.0, "b": 1.0, "delta": 0.0},
-        "idle_pct": {"a": 11.0, "b": 16.0, "delta": 5.0},
-        "launch_latency_ns": {"a": None, "b": None, "delta": None}}]}))
+    con.print(diagnosis_diff_table(DiagnosisDeltas((DiagnosisRow(
+        "g", critical_path_ns=delta(1.0, 1.0), span_ns=delta(1.0, 1.0),
+        idle_pct=delta(11.0, 16.0), launch_latency_ns=delta(None, None),
+        tried_ns=delta(None, None)),), (), (), delta(None, None))))
     assert "11% → 16% (+5 pp)" in con.export_text()
 
 
