@@ -159,10 +159,10 @@ def _imported(*args):
 @pytest.mark.parametrize(("args", "bound"), [
     (["--help"], 10),
     # the report of a bundle as captured: its summary.json and diagnosis.json, the report
-    # model and the diagnosis's result types, the terminal view and its renderers; not the
-    # nodes, the analysis, nor the ranks, DDP or collectives code
-    (["report", "@mlp_step"], 20),
-    (["report", "@mlp_step", "--json"], 18),
+    # model, the answer and the diagnosis's result types and checks, the terminal view and its
+    # renderers; not the nodes, the analysis, nor the ranks, DDP or collectives code
+    (["report", "@mlp_step"], 24),
+    (["report", "@mlp_step", "--json"], 22),
 ])
 def test_commands_import_only_what_they_use(args, bound):
     args = [_fixture(a[1:]) if a.startswith("@") else a for a in args]
