@@ -144,7 +144,7 @@ def _report_view(report: Report, bundle: Bundle, strings: _Strings, replay: int,
     }
 
 
-def _present(section: object) -> Optional[Mapping[str, Any]]:
+def _present(section: object) -> Any:
     """A report section as JSON, None where it is absent."""
     return None if isinstance(section, Absent) else plain(section)
 
@@ -310,7 +310,7 @@ def _source_views(rank: Optional[int], b: Bundle, strings: _Strings, replay: int
     key = svg_key(rank, one) if one is not None else None
     top = report.options.top if report is not None else ReportOptions().top
     if report is not None:
-        rows = [dict(r) for r in report.graphs]
+        rows: list[dict[str, Any]] = [dict(r) for r in report.graphs]
         views.append(_report_view(report, b, strings, replay, label, one, key))
         whole, by_graph = _present(report.diagnosis), _too_large(report.diagnosis)
     else:
