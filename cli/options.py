@@ -7,6 +7,7 @@ needs them (the ``--mode`` help) is computed when it is shown.
 
 from __future__ import annotations
 
+import io
 from typing import Any, Callable, Optional
 
 import click
@@ -44,11 +45,13 @@ def console(stderr: bool = False) -> Any:
     return con
 
 
-class _TrimmedLines:
+class _TrimmedLines(io.StringIO):
     """A text stream that writes each line without its trailing spaces (what is left of a
-    line is held until its newline or a flush)."""
+    line is held until its newline or a flush). An io.StringIO for its type, which rich asks
+    for; nothing is kept in it."""
 
     def __init__(self, out: Any) -> None:
+        super().__init__()
         self._out, self._held = out, ""
 
     def write(self, text: str) -> int:
@@ -66,10 +69,6 @@ class _TrimmedLines:
 
     def isatty(self) -> bool:
         return False
-
-    @property
-    def encoding(self) -> str:
-        return str(getattr(self._out, "encoding", None) or "utf-8")
 
 
 def _set_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:

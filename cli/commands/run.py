@@ -96,7 +96,8 @@ def run(as_module: bool, output: Optional[str], replays: Optional[int],
 
     from .report import read_report
 
-    print_report(read_report(res.bundle_path, ReportOptions())[0], console(stderr=True))
+    if res.bundle_path:
+        print_report(read_report(res.bundle_path, ReportOptions())[0], console(stderr=True))
     for site in res.summary.get("ladder") or ():  # --op-captures: the buckets without ops
         n = len(site["buckets"]) - site.get("ops_recorded", len(site["buckets"]))
         if n > 0:

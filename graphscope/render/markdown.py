@@ -151,7 +151,7 @@ def _absent(report: Report) -> list[str]:
 def report_markdown(report: Report, title: str) -> str:
     """``report`` as one Markdown document (``title``: the bundle's name)."""
     parts = _header(report, title)
-    if present(report.answer):  # the answer first, as the terminal shows it
+    if not isinstance(report.answer, Absent):  # the answer first, as the terminal shows it
         from .answer import answer_markdown
         from .gate import md_code
 

@@ -29,7 +29,7 @@ def summary_of(report: Report) -> dict[str, Any]:
 def print_report(report: Report, con: Console, eager_rows: Optional[int] = None) -> None:
     """Every section of ``report`` that applies, in the order a reader needs them
     (``eager_rows``: the Eager vs graph rows shown, 0 for all; None: the default)."""
-    if present(report.answer):
+    if not isinstance(report.answer, Absent):
         from .answer import answer_text
 
         for line in answer_text(report.answer, min(con.width, ANSWER_WIDTH)).splitlines():
@@ -45,7 +45,7 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
         if depth is not None:
             con.print(f"note: {len(s['modules'])} module rows; showing {depth + 1} level(s) "
                       "(pass --depth N for more)")
-    groups = None if report.options.full or not present(report.answer) else (
+    groups = None if report.options.full or isinstance(report.answer, Absent) else (
         report.answer.groups)
     con.print(summary_group(s, depth, groups, report.options.ladder))
     if report.options.ladder and isinstance(report.ladder, Absent):

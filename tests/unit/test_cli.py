@@ -388,13 +388,16 @@ def test_a_graph_view_keeps_the_launch_queue_of_the_whole_bundle(capsys):
 def test_tables_into_a_pipe_are_not_wrapped_at_80_columns():
     # GIVEN report's output going to a pipe (a file, `| less`, a CI log): no terminal width
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    out = subprocess.run([sys.executable, "-m", "graphscope", "report", _fixture("run_ladder")],
-                         capture_output=True, text=True, cwd=ROOT, env=env, check=True).stdout
-    # THEN the ladder's headers and figures are whole (rich's default 80 cut "bucke t")
-    assert "┃ bucket ┃" in out and "┃ time/replay ┃ time/row ┃" in out, out
-    assert max(len(line) for line in out.splitlines()) <= 160
+    out = subprocess.run([sys.executable, "-m", "graphscope", "report", _fixture("run_ladder"),
+                          "--ladder"], capture_output=True, text=True, cwd=ROOT, env=env,
+                         check=True).stdout
+    # THEN the ladder's headers and figures are whole (rich's default 80 cut "bucke t"), at
+    # 100 columns, with no line ending in spaces
+    assert "bucket  batch  replays  time/replay  time/row" in out, out
+    assert max(len(line) for line in out.splitlines()) == 100
+    assert not [ln for ln in out.splitlines() if ln.endswith(" ")]
     # AND COLUMNS still sets the width
     narrow = subprocess.run([sys.executable, "-m", "graphscope", "report",
-                             _fixture("run_ladder")], capture_output=True, text=True, cwd=ROOT,
-                            env={**env, "COLUMNS": "80"}, check=True).stdout
+                             _fixture("run_ladder"), "--ladder"], capture_output=True,
+                            text=True, cwd=ROOT, env={**env, "COLUMNS": "80"}, check=True).stdout
     assert "time/row ┃" not in narrow and max(len(x) for x in narrow.splitlines()) <= 80

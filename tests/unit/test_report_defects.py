@@ -304,7 +304,7 @@ def test_figures_do_not_break_and_the_per_graph_table_splits_to_fit(capsys, monk
     import re
 
     out = _report(capsys, monkeypatch, os.path.join(DATA, "run_ladder"), "--depth", "1",
-                  "--no-diagnosis", columns=columns)
+                  "--no-diagnosis", "--full", columns=columns)
     assert all(len(ln) <= columns for ln in out.splitlines())
     start = out.index("GPU time by module per graph")
     block = out[start:out.index("Memory pools")]
@@ -387,7 +387,8 @@ def test_coverage_reads_forward_first_from_summary_json_and_recomputed(capsys, m
     # summary.json's keys are sorted (backward before forward); the header keeps the step's order
     p = os.path.join(DATA, "mlp_step")
     for extra in ((), ("--recompute",)):
-        head = _report(capsys, monkeypatch, p, *extra).splitlines()[0]
+        out = _report(capsys, monkeypatch, p, *extra)
+        head = next(ln for ln in out.splitlines() if ln.startswith("graphs: "))
         assert "module coverage fwd 100.0% bwd 100.0%" in head, (extra, head)
 
 
