@@ -228,7 +228,9 @@ def _merged(totals: Sequence[RankTotals]) -> MergedTotals:
 
 def _diagnosis(rank: int, b: Bundle, alignment: Optional[Alignment], i: int) -> RankDiagnosis:
     d = diagnose(b)
-    own = own_paths(b, alignment, i, {o.graph: o.selection.used for o in d.graphs})
+    from .diagnosis.graph import counted
+
+    own = own_paths(b, alignment, i, {o.graph: counted(o.selection) for o in d.graphs})
     graphs = []
     for o in d.graphs:
         cp = o.critical_path
@@ -245,7 +247,8 @@ def own_paths(b: Bundle, alignment: Optional[Alignment], i: int,
               used: Optional[Mapping[str, Sequence[int]]] = None) -> dict[str, float]:
     """Per graph of the ``i``-th rank: its critical path with each matched collective
     weighted by its own time, not its duration (module docstring). ``used``: per graph, the
-    replays its diagnosis uses (the node durations are their medians; else every replay's)."""
+    replays its diagnosis counts (the node durations are their medians, as its critical
+    path's; else every replay's)."""
     from .diagnosis.graph import durations
 
     own = {c.ranks[i].exec_node_id: c.ranks[i].own_ns

@@ -7,6 +7,7 @@ rows, per-replay times add up exactly to the replay's graph work time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -167,16 +168,23 @@ def _phase_of(n: Node) -> str:
 
 def graph_rows(bundle: Bundle) -> list[dict[str, Any]]:
     """One row per graph: size, its info (site, replays, pool memory) and its median time per
-    replay (sum of its work nodes' durations in each traced replay)."""
+    replay (sum of its work nodes' durations in each counted replay: every traced one but a
+    cold first one, as the diagnosis counts them)."""
+    from .diagnosis.graph import set_aside
+
     dur = bundle.durations
     rows = []
     start = 0
+    several = len(bundle.graphs) > 1
     for g in bundle.graphs:
         n_work = sum(1 for n in g.nodes if n.is_work)
         block = dur[start:start + n_work]
         start += n_work
         per_replay = block.sum(axis=0) if block.size else np.zeros(0)
-        traced = [float(x) for x in per_replay if x > 0]
+        # a program's graph leaves out its own cold first replay (one graph's bundle comes
+        # without it already: counted_view)
+        aside = set(set_aside(bundle, g)) if several and len(per_replay) > 1 else set()
+        traced = [float(x) for r, x in enumerate(per_replay) if x > 0 and r not in aside]
         row: dict[str, Any] = {
             "name": g.name, "exec_id": g.exec_id, "nodes": len(g.nodes), "work_nodes": n_work,
             # None: never replayed while traced (a ladder's unused bucket), not "0 ns"
@@ -239,15 +247,46 @@ def _ddp(bundle: Bundle, work: list[Node]) -> list[dict[str, Any]]:
     return ddp_rows(bundle)
 
 
+def counted_view(bundle: Bundle) -> Bundle:
+    """``bundle`` with the replays its figures leave out taken out: a cold first replay of a
+    bundle of one graph, which its diagnosis sets aside (``diagnosis.graph.set_aside``), so
+    that a module's time, the header's GPU work and the diagnosis's count the same replays.
+    A bundle of several graphs is returned as it is (each graph's row leaves out its own)."""
+    if len(bundle.graphs) != 1 or not bundle.replays:
+        return bundle
+    from ..model.graph import CapturedGraph
+    from .diagnosis.graph import set_aside
+
+    (g,) = bundle.graphs
+    aside = set(set_aside(bundle, g))
+    if not aside:
+        return bundle
+    keep = [r for r in range(bundle.replays) if r not in aside]
+
+    def kept(xs: Sequence[int]) -> tuple[int, ...]:
+        return tuple(xs[r] for r in keep if r < len(xs))
+
+    nodes = tuple(dataclasses.replace(n, durations_ns=kept(n.durations_ns)) if n.durations_ns
+                  else n for n in g.nodes)
+    graph = CapturedGraph(g.name, g.template_graph_id, g.exec_id, nodes, g.edges, g.info)
+    return dataclasses.replace(bundle, graphs=(graph,), replays=len(keep),
+                               replay_kernel_ns=kept(bundle.replay_kernel_ns),
+                               replay_span_ns=kept(bundle.replay_span_ns))
+
+
 def summarize(bundle: Bundle, top: int = 10,
               rows: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     """Everything `graphscope report` shows, as plain data (also written to summary.json).
-    ``rows``: the bundle's :func:`graph_rows`, if made already (a walk of every graph)."""
+    ``rows``: the bundle's :func:`graph_rows`, if made already (a walk of every graph).
+    Times are over the replays the figures count (:func:`counted_view`); ``replays`` is the
+    number traced."""
+    traced = bundle.replays
+    bundle = counted_view(bundle)
     work = list(bundle.work_nodes())
     rows = graph_rows(bundle) if rows is None else rows
     return {
         "graphs": rows,
-        "replays": bundle.replays,
+        "replays": traced,
         "untraced_graphs": untraced_graphs(bundle),
         "replay_kernel_median_ns": median([float(x) for x in bundle.replay_kernel_ns]),
         "replay_span_median_ns": median([float(x) for x in bundle.replay_span_ns]),

@@ -196,16 +196,21 @@ def assumption_text(a: Assumption) -> str:
 def selection_text(sel: ReplaySelection) -> Optional[str]:
     """The replay selection in words, where it left something out or kept a cold replay."""
     if sel.set_aside:
+        rest = sel.traced - len(sel.set_aside)
+        events = (f"; idle, gaps and launch latency from replay(s) "
+                  f"{', '.join(map(str, sel.used))}, whose events were kept"
+                  if sel.with_events < sel.traced else "")
         return (f"the cold first replay (span {fmt_ns(sel.set_aside_span_ns)} against "
-                f"{fmt_ns(sel.others_span_ns)} for the others) is set aside: every figure "
-                f"comes from replay(s) {', '.join(map(str, sel.used))}")
+                f"{fmt_ns(sel.others_span_ns)} for the others) is set aside: the figures come "
+                f"from the other {rest} traced replay(s){events}")
     if sel.only_cold:
         return (f"the only replay with events is a cold first one (span "
                 f"{fmt_ns(sel.set_aside_span_ns)} against {fmt_ns(sel.others_span_ns)} for the "
                 "others): its figures stand, read them as an upper bound")
     if sel.traced > sel.with_events > 0:
-        return (f"figures from the {sel.with_events} of {sel.traced} traced replays whose "
-                "events were kept")
+        return (f"span, GPU work and critical path from the {sel.traced} traced replays; "
+                f"idle, gaps and launch latency from the {sel.with_events} whose events "
+                "were kept")
     return None
 
 
@@ -293,7 +298,8 @@ def diagnosis_table(diag: Diagnosis, max_rows: int = MAX_GRAPH_ROWS,
         notes.append(f"{len(rows)} of {len(diag.graphs)} graphs shown (longest critical "
                      "path first; --json has all)")
     if any(o.timed and o.critical_path is not None for o in rows):
-        notes.append("path and work add each node's median duration (no latencies)")
+        notes.append("path: the nodes' medians along the longest chain; work: their durations "
+                     "summed per replay, the median (no latencies in either)")
     if any(o.what_if is not None for o in rows):
         notes.append("what-if: the span predicted on more streams, contention included")
     if tried:

@@ -66,7 +66,9 @@ def test_every_fixtures_verdicts_and_findings_agree(path):
 
 def _stretched(b, by: float):
     """``b`` with its last replay with events (not a cold first one) made ``by`` times its span
-    longer: its last node starts that much later (the node's duration is unchanged)."""
+    longer: its last node starts that much later (the node's duration is unchanged); and
+    every other replay's recorded span as much longer, so that the spans the figures count
+    (every traced replay's) spread by as much."""
     spans: dict[int, tuple[int, int]] = {}
     for e in b.events:
         lo, hi = spans.get(e["replay"], (e["start_ns"], e["start_ns"] + e["dur_ns"]))
@@ -77,7 +79,9 @@ def _stretched(b, by: float):
     shift = int(by * (spans[r][1] - spans[r][0]))
     events = tuple({**e, "start_ns": e["start_ns"] + shift} if e is last else e
                    for e in b.events)
-    return dataclasses.replace(b, events=events)
+    spans_ns = tuple(x + shift if k % 2 or k == r else x
+                     for k, x in enumerate(b.replay_span_ns))
+    return dataclasses.replace(b, events=events, replay_span_ns=spans_ns)
 
 
 def test_a_serialized_graph_whose_replays_spread_more_than_its_gain_says_so():

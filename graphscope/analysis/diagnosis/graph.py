@@ -69,14 +69,7 @@ def measure(bundle: Bundle, g: CapturedGraph, dag: Dag, events: Sequence[Mapping
     stream = np.full(dag.n, -1, np.int64)
     o = np.argsort(rp, kind="stable")[::-1]  # the first replay's stream wins
     stream[pos[o]] = sm[o]
-    ev_spans = replay_spans(rp, st, en)
-    spans: dict[int, float] = dict(ev_spans)
-    if len(bundle.graphs) == 1:  # one graph: the bundle's spans are its own, every replay
-        for r, x in enumerate(bundle.replay_span_ns):
-            spans.setdefault(r, float(x))
-    traced = max(map(len, dag.durations_ns), default=0) or (
-        bundle.replays if len(bundle.graphs) == 1 else 0)
-    sel = select(traced, sorted(ev_spans), spans, lambda: kernel_sums(dag))
+    sel, spans = selection(bundle, g, rp, st, en)
     used = np.zeros(max([*sel.used, int(rp.max()) if len(rp) else 0]) + 1, bool)
     used[list(sel.used)] = True
     keep = used[rp] if len(rp) else np.zeros(0, bool)
@@ -89,7 +82,7 @@ def measure(bundle: Bundle, g: CapturedGraph, dag: Dag, events: Sequence[Mapping
                            busy.get((g.name, r)))
         m["replay"] = r
         reps.append(m)
-    used_spans = [spans[r] for r in sel.used if spans.get(r)]
+    used_spans = [spans[r] for r in counted(sel) if spans.get(r)]
     w = GraphWork(g, dag, sel, cols, stream, d, timed, untimed, reps, used_spans)
     if dag.dropped:
         w.assumptions.append(Assumption("edges_dropped", dag.dropped))
@@ -102,12 +95,37 @@ def measure(bundle: Bundle, g: CapturedGraph, dag: Dag, events: Sequence[Mapping
     return w
 
 
+def selection(bundle: Bundle, g: CapturedGraph, rp: np.ndarray, st: np.ndarray,
+              en: np.ndarray) -> tuple[ReplaySelection, dict[int, float]]:
+    """A graph's replay selection (``select``) and its known span per replay, from its events'
+    (replay, start, end) columns and, for a bundle of one graph, the bundle's spans."""
+    ev_spans = replay_spans(rp, st, en)
+    spans: dict[int, float] = dict(ev_spans)
+    if len(bundle.graphs) == 1:  # one graph: the bundle's spans are its own, every replay
+        for r, x in enumerate(bundle.replay_span_ns):
+            spans.setdefault(r, float(x))
+    traced = max((len(n.durations_ns) for n in g.nodes), default=0) or (
+        bundle.replays if len(bundle.graphs) == 1 else 0)
+    rows = [n.durations_ns for n in g.nodes if n.is_work and n.durations_ns]
+    return select(traced, sorted(ev_spans), spans, lambda: _sums(rows)), spans
+
+
+def set_aside(bundle: Bundle, g: CapturedGraph) -> tuple[int, ...]:
+    """The replays of ``g`` its figures leave out (a cold first one), as the diagnosis
+    decides: the summary's tables count the same replays."""
+    evs = bundle.events_by_graph.get(g.name, ())
+    rp = np.fromiter((e["replay"] for e in evs), np.int64, len(evs))
+    st = np.fromiter((e["start_ns"] for e in evs), np.int64, len(evs))
+    en = st + np.fromiter((e["dur_ns"] for e in evs), np.int64, len(evs))
+    return selection(bundle, g, rp, st, en)[0].set_aside
+
+
 def _durations(dag: Dag, sel: ReplaySelection, cols: tuple[np.ndarray, ...]
                ) -> tuple[np.ndarray, bool, Counter[str]]:
     """Per node: its median duration over the replays used (its events' where it has no
     durations; 0, or 1 where the graph has no timing at all), whether the graph is timed, and
     the kinds of the nodes without timing."""
-    d = durations(dag, sel.used)
+    d = durations(dag, counted(sel))
     rp, pos, st, en = cols
     missing = np.isnan(d)
     if missing.any() and len(pos):
@@ -149,12 +167,12 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
     if dag.order is None:  # a cycle: no critical path; the replays' figures stand
         return GraphDiagnosis(
             **base, error="cycle", critical_path=None, slack=None, slack_ns=None,
-            work_ns=float(w.d.sum()) if timed else None, dag_parallelism=None,
+            work_ns=work_per_replay(w) if timed else None, dag_parallelism=None,
             parallelism=None, stream_order=None, what_if=None, verdicts=()), None
     d = w.d.tolist()
     length, path, slack = longest(dag.order, dag.succ, dag.pred, d, dag.src, dag.dst,
                                   rank=dag.rank)
-    work = float(w.d.sum())
+    work = work_per_replay(w)
     cp = _critical_path(dag, path, d, length, timed)
     so = wi = basis = None
     if timed:
@@ -164,7 +182,9 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
         **{**base, "what_if_measured": measured}, error=None, critical_path=cp,
         slack=_slack(dag, path, slack),
         slack_ns=dict(zip(dag.lids.tolist(), slack.tolist())) if per_node else None,
-        work_ns=work if timed else None, dag_parallelism=work / length if length else None,
+        # the DAG's parallelism: its nodes' medians summed over the path of the same medians
+        work_ns=work if timed else None,
+        dag_parallelism=float(w.d.sum()) / length if length else None,
         parallelism=work / span if span and timed else None, stream_order=so, what_if=wi,
         verdicts=())
     out = _with_verdicts(out, w, path)
@@ -179,6 +199,15 @@ def analyse(bundle: Bundle, w: GraphWork, device: Device, per_node: bool = False
             gain = basis.measured_gain_ns
             basis.measured_range_ns = (min(gain, o1 - a3), max(gain, o3 - a1))
     return out, basis
+
+
+def work_per_replay(w: GraphWork) -> float:
+    """The graph's GPU work: its work nodes' durations summed in each counted replay, the
+    median (the Graphs table's time per replay); the nodes' medians summed where the
+    durations do not cover the counted replays (a graph timed by its events only)."""
+    sums = kernel_sums(w.dag)
+    xs = [sums[r] for r in counted(w.selection) if r < len(sums) and sums[r] > 0]
+    return float(statistics.median(xs)) if xs else float(w.d.sum())
 
 
 def _with_verdicts(o: GraphDiagnosis, w: GraphWork, path: list[int]) -> GraphDiagnosis:
@@ -318,6 +347,17 @@ def select(traced: int, with_events: Sequence[int], spans: Mapping[int, float],
         traced=traced, with_events=len(with_events), only_cold=only_cold)
 
 
+def counted(sel: ReplaySelection) -> list[int]:
+    """The replays a graph's span, GPU work and critical path come from: every traced replay
+    but a set-aside cold first one (the events' replays where none was traced by durations;
+    the replays with events give the figures that need events: idle, gaps, launch). The gate
+    compares the same replays (analysis/gate/samples.py)."""
+    if sel.only_cold:
+        return list(sel.used)
+    every = [r for r in range(sel.traced) if r not in sel.set_aside]
+    return every or list(sel.used)
+
+
 def durations(dag: Dag, used: Sequence[int]) -> np.ndarray:
     """Per node: its median duration over the ``used`` replays (of its ``durations_ns``);
     NaN where it has none (not a work node, or not timed in those replays)."""
@@ -351,7 +391,11 @@ def durations(dag: Dag, used: Sequence[int]) -> np.ndarray:
 
 def kernel_sums(dag: Dag) -> list[float]:
     """Per replay: the graph's work node durations summed."""
-    rows = [x for x, w in zip(dag.durations_ns, dag.is_work.tolist()) if w and x]
+    return _sums([x for x, w in zip(dag.durations_ns, dag.is_work.tolist()) if w and x])
+
+
+def _sums(rows: Sequence[Sequence[int]]) -> list[float]:
+    """Per replay: ``rows`` (each work node's durations by replay) summed."""
     if not rows:
         return []
     r = max(map(len, rows))

@@ -6,6 +6,7 @@ A speed-up never fails."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -29,6 +30,7 @@ from .stats import (
     Change,
     compare_rows,
     pct,
+    verdict,
 )
 
 METRICS = ("span", "critical_path", "work", "module")
@@ -124,8 +126,9 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
             one[metric] = None
             missing.append(Missing(metric, "no_samples_a" if not xa else "no_samples_b"))
             continue
-        one[metric] = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct,
-                               limit_pct)[0]
+        c = _changes(metric, name, [None], [xa], [xb], 0.0, noise_pct, limit_pct)[0]
+        one[metric] = _as_figures(c, sa.figures.get(metric), sb.figures.get(metric),
+                                  limit_pct)
     both = sorted((m for m in sa.modules if m in sb.modules), key=tree_key)
     mods = _changes("module", name, both, [sa.modules[m] for m in both],
                     [sb.modules[m] for m in both], module_floor_ns, noise_pct, limit_pct)
@@ -138,6 +141,24 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
                                        key=tree_key)),
         missing=tuple(missing), explanation=ex, set_aside_a=sa.set_aside,
         set_aside_b=sb.set_aside)
+
+
+def _as_figures(c: Change, fa: Optional[float], fb: Optional[float],
+                limit_pct: Optional[float]) -> Change:
+    """``c`` with A's and B's values the graphs' figures (their diagnoses': one value for one
+    figure in every command), its interval and noise still the samples' spread; the verdict
+    judged again on the figures' difference."""
+    if fa is None or fb is None:
+        return c
+    delta = fb - fa
+    p = pct(delta, fa)
+    v = verdict(delta, c.ci_low_ns, c.ci_high_ns, c.noise_ns)
+    return dataclasses.replace(
+        c, a=dataclasses.replace(c.a, median_ns=fa), b=dataclasses.replace(c.b, median_ns=fb),
+        delta_ns=delta, delta_pct=p, ci_low_pct=pct(c.ci_low_ns, fa),
+        ci_high_pct=pct(c.ci_high_ns, fa), verdict=v,
+        under_limit=limit_pct is not None and v == REGRESSION and p is not None
+        and p <= limit_pct)
 
 
 def gated(graphs: Sequence[GraphComparison], on: str) -> list[Change]:

@@ -30,6 +30,9 @@ class GraphSamples:
     # module -> its nodes' (and its sub-modules') summed durations per replay
     modules: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     set_aside: tuple[int, ...] = ()  # a cold first replay the diagnosis left out, and so these
+    # the graph's figures as its diagnosis gives them (span, work, critical_path: ns), which
+    # the comparison prints; the samples give their spread (interval, noise)
+    figures: Mapping[str, float] = field(default_factory=dict)
 
 
 def prefixes(module: str) -> list[str]:
@@ -62,7 +65,7 @@ def _durations(g: CapturedGraph, dag: Dag) -> Optional[np.ndarray]:
 def graph_samples(bundle: Bundle, g: CapturedGraph, diag: Mapping[str, Any],
                   depth: Optional[int] = None) -> GraphSamples:
     """``g``'s per-replay values; ``diag``: its diagnosis (``diagnose_graph``), whose replays
-    give the spans; ``depth``: module levels kept (None: all)."""
+    give the spans and the figures; ``depth``: module levels kept (None: all)."""
     dag = Dag(g)
     mat = _durations(g, dag)
     if mat is None:
@@ -92,7 +95,12 @@ def graph_samples(bundle: Bundle, g: CapturedGraph, diag: Mapping[str, Any],
             if depth is not None and not p.startswith("(") and p.count(".") > depth:
                 break
             modules[p] = modules[p] + row if p in modules else row
+    cp = diag.get("critical_path") or {}
+    figures = {k: float(v) for k, v in (("span", diag.get("span_ns")),
+                                         ("work", diag.get("work_ns")),
+                                         ("critical_path", cp.get("length_ns")))
+               if isinstance(v, (int, float))}
     return GraphSamples(
-        g.name, span_ns=tuple(spans), critical_path_ns=tuple(cps),
+        g.name, span_ns=tuple(spans), critical_path_ns=tuple(cps), figures=figures,
         work_ns=tuple(mat[work].sum(axis=0).tolist()),
         modules={m: tuple(v.tolist()) for m, v in modules.items()}, set_aside=aside)
