@@ -28,6 +28,10 @@ def report_json(report: Report) -> dict[str, Any]:
         value = getattr(report, key)
         if isinstance(value, Absent):
             absent[key] = {"reason": value.reason, "detail": value.detail}
+        elif key == "diagnosis":  # its own JSON form (fields left out while None)
+            from .diagnosis import to_json
+
+            out[key] = to_json(value)
         else:
             out[key] = plain(value)
     depth = report.options.depth

@@ -40,6 +40,7 @@ from .answer import Answer, build_answer
 if TYPE_CHECKING:
     from ..model.bundle import Bundle
     from ..model.bundle_files import BundleExtras
+    from .diagnosis import Diagnosis
 
 # A table row or a nested record as JSON holds it: names to numbers, strings, lists, records.
 Row = Mapping[str, object]
@@ -91,7 +92,8 @@ class Report:
     ddp: Maybe[Rows] = Absent("no_ddp", "no DistributedDataParallel reducer work")
     memory: Maybe[Row] = Absent("not_recorded", "the bundle records no capture cost or memory")
     ladder: Maybe[Rows] = Absent("no_ladder", "no capture site captured several graphs")
-    diagnosis: Maybe[Row] = Absent("not_asked", "the tables came from summary.json alone")
+    diagnosis: Maybe[Diagnosis] = Absent("not_asked",
+                                         "the tables came from summary.json alone")
     eager: Maybe[Row] = Absent("no_eager_baseline",
                                "no eager.json: capture --eager-baseline records one")
     graph_coverage: Maybe[Row] = Absent("not_a_program", "a `graphscope run` bundle's figure")
@@ -181,20 +183,15 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
         asked = wants_diagnosis(options, sum(int(r["nodes"]) for r in rows), len(rows))
         fields["diagnosis"] = asked if isinstance(asked, Absent) else Absent(
             "not_asked", "the tables came from summary.json alone")
-    fields["answer"] = _answer(fields, extras)
-    return Report(**fields, options=options)  # type: ignore[arg-type]
-
-
-def _answer(fields: Mapping[str, Any], extras: BundleExtras) -> Answer:
-    """The answer, from the sections built (the diagnosis parsed from its JSON form once)."""
     diag = fields.get("diagnosis")
-    parsed = None
-    if diag is not None and present(diag):
+    if isinstance(diag, Mapping):  # a kept diagnosis.json: read into its types, once
         from .diagnosis import Diagnosis, from_json
 
-        parsed = from_json(Diagnosis, diag)
-    return build_answer(fields["header"], fields["graphs"], fields["modules"], parsed,
-                        extras.mode)
+        fields["diagnosis"] = diag = from_json(Diagnosis, diag)
+    fields["answer"] = build_answer(
+        fields["header"], fields["graphs"], fields["modules"],  # type: ignore[arg-type]
+        diag if diag is not None and present(diag) else None, extras.mode)
+    return Report(**fields, options=options)  # type: ignore[arg-type]
 
 
 def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOptions,
@@ -215,9 +212,9 @@ def _bundle_sections(bundle: Bundle, extras: BundleExtras, options: ReportOption
     if asked is True and kept is not None:  # the bundle's diagnosis.json, current
         out["diagnosis"] = kept
     elif asked is True:
-        from .diagnosis import diagnose, to_json
+        from .diagnosis import diagnose
 
-        out["diagnosis"] = to_json(diagnose(bundle))  # asked for, whatever the bundle's size
+        out["diagnosis"] = diagnose(bundle)  # asked for, whatever the bundle's size
     else:
         out["diagnosis"] = asked
     out.update(_extra_sections(bundle, extras, options))

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from ..analysis import Absent, plain
 from ..analysis.document import report_json
-from ..analysis.report import Report, ReportOptions
+from ..analysis.report import Report, ReportOptions, report_diagnosis
 from ..analysis.summary import module_top_kernels, untraced_graphs
 from ..model.bundle import Bundle, display_source, only_graph, source_base
 from ..model.graph import UNATTRIBUTED
@@ -135,7 +135,9 @@ def _report_view(report: Report, bundle: Bundle, strings: _Strings, replay: int,
                  graph: Optional[str], svg: Optional[str]) -> dict[str, Any]:
     """The whole bundle's view: its numbers are the embedded report's (the page's script
     reads them from there: ``"from_report"``), here only what the page alone draws."""
-    diag, crit = _diagnosis(_present(report.diagnosis), len(bundle.graphs), keep=True)
+    diag, crit = _diagnosis(_present(report.diagnosis), len(bundle.graphs), keep=True,
+                            typed=None if isinstance(report.diagnosis, Absent)
+                            else report.diagnosis)
     return {
         "from_report": True, "label": label, "graph": graph, "graphs": len(bundle.graphs),
         "svg": svg, "replays": bundle.replays, "words": diag["words"] if diag else None,
@@ -145,8 +147,11 @@ def _report_view(report: Report, bundle: Bundle, strings: _Strings, replay: int,
 
 
 def _present(section: object) -> Any:
-    """A report section as JSON, None where it is absent."""
-    return None if isinstance(section, Absent) else plain(section)
+    """A report section as JSON (the diagnosis's own form: fields left out while None), None
+    where it is absent."""
+    from ..analysis.diagnosis.types import to_json
+
+    return None if isinstance(section, Absent) else to_json(section)
 
 
 def one_graph(diagnosis: Optional[Mapping[str, Any]], graph: str
@@ -166,8 +171,8 @@ MAX_PATH_IDS = 20_000  # critical-path node ids embedded for the graph view
 MAX_DIAGNOSED_GRAPHS = 1000  # a view of more graphs has no diagnosis (each graph's view has)
 
 
-def _diagnosis(doc: Optional[Mapping[str, Any]], graphs: int, keep: bool = False
-               ) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
+def _diagnosis(doc: Optional[Mapping[str, Any]], graphs: int, keep: bool = False,
+               typed: Any = None) -> tuple[Optional[dict[str, Any]], frozenset[int]]:
     """The view's diagnosis for the page (per-node slack and each replay's figures left out,
     its words added) and the exec ids on the critical paths (for the timeline's outlines).
     ``keep``: the diagnosis rides in the embedded report: only its words."""
@@ -176,7 +181,7 @@ def _diagnosis(doc: Optional[Mapping[str, Any]], graphs: int, keep: bool = False
     from ..analysis.diagnosis.types import Diagnosis, from_json
     from .diagnosis import words
 
-    typed = from_json(Diagnosis, doc)
+    typed = typed if typed is not None else from_json(Diagnosis, doc)
     said = words(typed)  # the tab's sentences, as the terminal's
     for o in typed.graphs:  # the timeline's bands of a graph measured on more streams
         bands = tried_bands(o.what_if_measured) if o.what_if_measured else None
@@ -312,7 +317,10 @@ def _source_views(rank: Optional[int], b: Bundle, strings: _Strings, replay: int
     if report is not None:
         rows: list[dict[str, Any]] = [dict(r) for r in report.graphs]
         views.append(_report_view(report, b, strings, replay, label, one, key))
-        whole, by_graph = _present(report.diagnosis), _too_large(report.diagnosis)
+        whole = _present(report.diagnosis)
+        # left out for the bundle's size (not as not asked for): each graph's view has its own
+        by_graph = (isinstance(report.diagnosis, Absent)
+                    and report.diagnosis.reason == "too_large")
     else:
         rows = graph_rows(b)
         whole = _rank_diagnosis(b)
@@ -327,7 +335,7 @@ def _source_views(rank: Optional[int], b: Bundle, strings: _Strings, replay: int
             g = only_graph(b, name)
             views.append(_view(g, strings, replay, (prefix + " · " if prefix else "") + name,
                                name, svg_key(rank, name),
-                               _diagnosed(g) if by_graph else one_graph(whole, name), top,
+                               report_diagnosis(g) if by_graph else one_graph(whole, name), top,
                                base, in_report=report is not None and not by_graph))
     return [{"rank": rank, "graph": row["name"], "nodes": row["nodes"],
              "work_nodes": row["work_nodes"], "attributed": row["attributed"],
@@ -337,25 +345,12 @@ def _source_views(rank: Optional[int], b: Bundle, strings: _Strings, replay: int
             for row in rows]
 
 
-def _too_large(section: object) -> bool:
-    """Whether the report left the diagnosis out for the bundle's size (each graph's view
-    then has its own), not because it was not asked for."""
-    return isinstance(section, Absent) and section.reason == "too_large"
-
-
-def _diagnosed(b: Bundle) -> Optional[Mapping[str, Any]]:
-    """The diagnosis of one graph's view, where the bundle's was too large to make."""
-    from ..analysis.report import report_diagnosis
-
-    return report_diagnosis(b)
-
-
 def _rank_diagnosis(b: Bundle) -> Optional[Mapping[str, Any]]:
     """A rank's diagnosis: its diagnosis.json where current, else made (None where the report
     would not diagnose a bundle this size by default)."""
     from ..model.bundle_files import read_diagnosis
 
-    return read_diagnosis(b.path) or _diagnosed(b)
+    return read_diagnosis(b.path) or report_diagnosis(b)
 
 
 def summary_lines(report: Report) -> Optional[list[tuple[int, str]]]:

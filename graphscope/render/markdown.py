@@ -112,13 +112,12 @@ def _diagnosis(diag: Mapping[str, Any]) -> list[str]:
     return out + [""]
 
 
-def _findings(diag: Mapping[str, Any]) -> list[str]:
-    """What to do next: the diagnosis's findings, ranked by predicted saving, with the command
-    that tries each (the terminal's wording: render/diagnosis.py)."""
-    from ..analysis.diagnosis.types import Diagnosis, from_json
+def _findings(typed: Any) -> list[str]:
+    """What to do next: the diagnosis's (``analysis.diagnosis.Diagnosis``) findings, ranked by
+    predicted saving, with the command that tries each (the terminal's wording:
+    render/diagnosis.py)."""
     from .diagnosis import words
 
-    typed = from_json(Diagnosis, diag)
     said = words(typed)
     rows = [(k + 1, f"{fmt_ns(f.saving_ns)} ({f.saving_pct:.0f}%)", f.graph, w["text"],
              f"`{w['try']}`" if w["try"] else "-")
@@ -159,8 +158,9 @@ def report_markdown(report: Report, title: str) -> str:
     if len(report.graphs) > 1:
         parts += _graphs(report)
     parts += _modules(report) + _kernels(report)
-    if present(report.diagnosis):
-        diag = plain(report.diagnosis)
-        parts += _findings(diag) + _diagnosis(diag)
+    if not isinstance(report.diagnosis, Absent):
+        from ..analysis.diagnosis.types import to_json
+
+        parts += _findings(report.diagnosis) + _diagnosis(to_json(report.diagnosis))
     parts += _trees(report) + _absent(report)
     return "\n".join(parts).rstrip() + "\n"

@@ -57,12 +57,12 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
         from .groups import print_grouped_diagnosis
 
         print_grouped_diagnosis(report.answer, con)
-    elif present(report.diagnosis):
+    elif not isinstance(report.diagnosis, Absent):
         from .diagnosis import print_diagnosis
 
         # a program's graphs say how often the program replayed each (a capture's: all alike)
         replays = {str(g["name"]): g.get("replays") for g in s["graphs"]}
-        print_diagnosis(plain(report.diagnosis), con, replays)
+        print_diagnosis(report.diagnosis, con, replays)
     elif isinstance(report.diagnosis, Absent) and report.diagnosis.reason == "too_large":
         con.print(f"Diagnosis left out: {report.diagnosis.detail}")
     if present(report.counters):

@@ -70,3 +70,28 @@ def test_the_terminal_prints_the_figures_of_the_json(capsys, name):
         for v in (span, work, path):
             assert fmt_ns(v) in out
         assert fmt_ns(span) in diff and fmt_ns(path) in diff
+
+
+@pytest.mark.parametrize("view", [(), ("--markdown",), ("--json",)])
+def test_a_kept_diagnosis_is_read_into_its_types_once_per_report(capsys, monkeypatch, view,
+                                                                 tmp_path):
+    # GIVEN a bundle whose diagnosis.json is kept, and a count of the reads into its types
+    from graphscope.analysis.diagnosis import types
+
+    calls = []
+    real = types.from_json
+
+    def counting(cls, data, *rest):
+        if cls is types.Diagnosis:
+            calls.append(cls)
+        return real(cls, data, *rest)
+
+    monkeypatch.setattr(types, "from_json", counting)
+    # WHEN report prints it (terminal, Markdown, JSON) or writes its page
+    _run(capsys, "report", os.path.join(DATA, "demo", "branches_forward"), *view)
+    # THEN the diagnosis was read once, and every part of the view drew from that reading
+    assert len(calls) == 1
+    calls.clear()
+    _run(capsys, "report", os.path.join(DATA, "demo", "branches_forward"), "--html",
+         str(tmp_path / "page.html"))
+    assert len(calls) == 1

@@ -91,7 +91,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .compute import diagnose, diagnose_json, to_json
+    from .compute import diagnose, diagnose_json
     from .types import (
         Assumption,
         BetweenReplays,
@@ -105,16 +105,17 @@ if TYPE_CHECKING:
         ReplaySelection,
         Verdict,
         from_json,
+        to_json,
     )
 
 # Where each name lives, imported on first use: the result types and their JSON reader
 # (``types``) are all a renderer of a recorded diagnosis needs; ``diagnose`` (``compute``)
 # brings numpy, the DAG and the what-if.
 _WHERE = {
-    **dict.fromkeys(("diagnose", "diagnose_json", "to_json"), "compute"),
+    **dict.fromkeys(("diagnose", "diagnose_json"), "compute"),
     **dict.fromkeys(("Assumption", "BetweenReplays", "CriticalPath", "Diagnosis", "Findings",
                      "GraphDiagnosis", "Medians", "ModuleShare", "ReplayFigures",
-                     "ReplaySelection", "Verdict", "from_json"), "types"),
+                     "ReplaySelection", "Verdict", "from_json", "to_json"), "types"),
 }
 
 

@@ -8,10 +8,8 @@ import statistics
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 from typing import Any, Optional
-
-import numpy as np
 
 from ...model.bundle import Bundle
 from ..dag import Dag
@@ -24,6 +22,7 @@ from .types import (
     Diagnosis,
     GraphDiagnosis,
     Verdict,
+    to_json,
 )
 from .verdicts import with_findings
 
@@ -151,28 +150,3 @@ def diagnose_json(bundle: Bundle, per_node: bool = False) -> dict[str, Any]:
     """:func:`diagnose` as JSON data (what readers of plain dicts take)."""
     out: dict[str, Any] = to_json(diagnose(bundle, per_node), per_node)
     return out
-
-
-def to_json(diag: Any, per_node: bool = False) -> Any:
-    """``diag`` (or any of its sections) as plain JSON data, field by field (per-node slack
-    only with ``per_node``, its keys as strings; a graph's ``error`` only where it has one)."""
-    if is_dataclass(diag) and not isinstance(diag, type):
-        out = {}
-        omit: frozenset[str] = getattr(type(diag), "OMIT_NONE", frozenset())
-        per: frozenset[str] = (frozenset() if per_node
-                               else getattr(type(diag), "PER_NODE", frozenset()))
-        for f in fields(diag):
-            v = getattr(diag, f.name)
-            if f.name in per or (v is None and f.name in omit):
-                continue
-            out[f.name] = to_json(v, per_node)
-        return out
-    if isinstance(diag, dict):
-        return {str(k): to_json(v, per_node) for k, v in diag.items()}
-    if isinstance(diag, (list, tuple)):
-        return [to_json(v, per_node) for v in diag]
-    if isinstance(diag, np.ndarray):
-        return diag.tolist()
-    if isinstance(diag, np.generic):
-        return diag.item()
-    return diag

@@ -443,3 +443,26 @@ def _from(tp: Any, v: Any, at: str = "") -> Any:
     if not isinstance(v, kinds) or (isinstance(v, bool) and tp is not bool):
         _wrong(at, what, v)
     return v
+
+
+def to_json(diag: Any, per_node: bool = False) -> Any:
+    """``diag`` (or any of its sections) as plain JSON data, field by field (per-node slack
+    only with ``per_node``, its keys as strings; a graph's ``error`` only where it has one)."""
+    if dataclasses.is_dataclass(diag) and not isinstance(diag, type):
+        out = {}
+        omit: frozenset[str] = getattr(type(diag), "OMIT_NONE", frozenset())
+        per: frozenset[str] = (frozenset() if per_node
+                               else getattr(type(diag), "PER_NODE", frozenset()))
+        for f in dataclasses.fields(diag):
+            v = getattr(diag, f.name)
+            if f.name in per or (v is None and f.name in omit):
+                continue
+            out[f.name] = to_json(v, per_node)
+        return out
+    if isinstance(diag, dict):
+        return {str(k): to_json(v, per_node) for k, v in diag.items()}
+    if isinstance(diag, (list, tuple)):
+        return [to_json(v, per_node) for v in diag]
+    if hasattr(diag, "tolist"):  # a numpy array or scalar
+        return diag.tolist()
+    return diag
