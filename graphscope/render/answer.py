@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import re
-import textwrap
 from typing import Any, Optional
 
 from ..analysis.answer import BUCKETS_NAMED, Answer, Bound, GraphGroup, GroupedFinding
-from .fmt import fmt_ns, safe, verdict_text
+from .fmt import fmt_ns, safe, verdict_text, wrap
 
 MODE_WORDS = {
     "step": "a training step (forward, loss and backward in one graph)",
@@ -16,7 +14,6 @@ MODE_WORDS = {
     "callables": "make_graphed_callables' graphs",
     "run": "the graphs a program captured (graphscope run)",
 }
-_FIGURE_SPACE = re.compile(r"(\d) (ns|µs|ms|s|B|KiB|MiB|GiB|%)(?=\W|$)")
 
 
 def _range(lo: Optional[float], hi: Optional[float]) -> str:
@@ -105,16 +102,6 @@ def answer_lines(a: Answer) -> list[tuple[int, str]]:
     elif a.bounds:
         out.append((0, "What to try first: nothing found above noise (see the Diagnosis)."))
     return out
-
-
-def wrap(indent: int, text: str, width: int) -> list[str]:
-    """``text`` wrapped to ``width`` with a hanging indent, never inside a figure (``583.8
-    µs``) and never inside a word: a word longer than the line stays whole."""
-    protected = _FIGURE_SPACE.sub(lambda m: f"{m.group(1)}\x00{m.group(2)}", text)
-    lines = textwrap.wrap(protected, width=max(20, width), initial_indent=" " * indent,
-                          subsequent_indent=" " * (indent + 2), break_long_words=False,
-                          break_on_hyphens=False)
-    return [ln.replace("\x00", " ") for ln in lines]
 
 
 def answer_text(a: Answer, width: int) -> str:

@@ -32,7 +32,7 @@ from ..analysis.diagnosis.types import (
     ReplaySelection,
     WhatIf,
 )
-from .fmt import fmt_ns, gain_words, keep_figures, safe, verdict_text
+from .fmt import fmt_ns, gain_words, keep_figures, safe, verdict_text, wrap
 
 MAX_GRAPH_ROWS = 50  # as the Graphs table: --json has them all
 TRIED_MIN_WIDTH = 120  # narrower terminals get the measured what-if in the lines below only
@@ -164,9 +164,27 @@ def _unlisted(f: Finding, min_gaps: int) -> str:
             f"{fmt_ns(f.threshold_ns)}")
 
 
+NARROW_FINDINGS = 100  # narrower, the findings are numbered lines: a table would split words
+
+
+def findings_narrow(fs: Findings, width: int) -> list[str]:
+    """The ranked findings as numbered lines wrapped to ``width`` (never inside a figure or a
+    word), each with its command on a line of its own."""
+    out = ["What to do next (ranked by predicted saving per replay)"]
+    for i, f in enumerate(fs.findings, 1):
+        shared = f" (after {fmt_ns(f.shared_ns)} claimed above)" if f.shared_ns > 1 else ""
+        out += wrap(0, f"{i}. {saving_text(f)}, {safe(f.graph or 'between replays')}: "
+                    f"{safe(finding_text(f))}{shared}", width)
+        out += wrap(3, f"try: {safe(action_text(f.action))}", width)
+    return out
+
+
 def print_findings(diag: Diagnosis, console: Optional[Console] = None) -> None:
     con = console or Console()
-    if diag.findings.findings:
+    if diag.findings.findings and con.width < NARROW_FINDINGS:
+        for line in findings_narrow(diag.findings, con.width):
+            con.print(Text(line))
+    elif diag.findings.findings:
         con.print(findings_table(diag.findings))
     for line in findings_lines(diag.findings):
         con.print(Text(line))

@@ -180,12 +180,19 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
                bundle: Bundle) -> None:
     import numpy as np
 
+    from ..analysis.summary import counted_view
+
     depth = 1 if opts.depth is None else opts.depth
     key_opts = DotOptions(group=opts.group, depth=depth)
-    medians: dict[int, float] = {}
-    if bundle.replays and bundle.work:
-        med = np.median(bundle.durations, axis=1).tolist()
-        medians = dict(zip((n.exec_node_id for n in bundle.work), med))
+    # a box's time is its nodes' durations summed in each counted replay, the median: the
+    # module table's figure (its fwd or bwd column), not a sum of the nodes' medians
+    counted = counted_view(bundle)
+    row: dict[int, int] = {}
+    dur = None
+    if counted.replays and counted.work:
+        dur = counted.durations
+        row = {n.exec_node_id: i for i, n in enumerate(counted.work)}
+    members: dict[str, list[int]] = defaultdict(list)
     group: dict[int, str] = {}  # local id -> collapsed node
     keys: dict[tuple[str, str, str], str] = {}  # (module, phase, stream) -> collapsed node
     stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"n": 0, "t": 0.0, "bwd": 0})
@@ -201,8 +208,12 @@ def _collapsed(pydot: Any, dot: Any, g: CapturedGraph, nodes: list[Node], opts: 
         group[n.local_id] = key
         s = stats[key]
         s["n"] += 1
-        s["t"] += medians.get(n.exec_node_id, 0.0)
+        if n.exec_node_id in row:
+            members[key].append(row[n.exec_node_id])
         s["bwd"] |= bwd
+    for key, idx in members.items():
+        if dur is not None:
+            stats[key]["t"] = float(np.median(dur[idx].sum(axis=0)))
     ids = {k: f"m{i}" for i, k in enumerate(sorted(stats))}
     colours: dict[str, str] = {}
     for k in sorted(stats):

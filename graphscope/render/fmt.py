@@ -218,3 +218,18 @@ def _as_finding(v: Any) -> str:
                 "are too few to trust")
     return (f"; its finding, {fmt_ns(v.saving_ns)} per replay, is under the findings' floor "
             f"of {fmt_ns(v.threshold_ns)}: not listed")
+
+
+_FIGURE_SPACE = re.compile(r"(\d) (ns|µs|ms|s|B|KiB|MiB|GiB|%)(?=\W|$)")
+
+
+def wrap(indent: int, text: str, width: int) -> list[str]:
+    """``text`` wrapped to ``width`` with a hanging indent, never inside a figure (``583.8
+    µs``) and never inside a word: a word longer than the line stays whole."""
+    import textwrap
+
+    protected = _FIGURE_SPACE.sub(lambda m: f"{m.group(1)}\x00{m.group(2)}", text)
+    lines = textwrap.wrap(protected, width=max(20, width), initial_indent=" " * indent,
+                          subsequent_indent=" " * (indent + 2), break_long_words=False,
+                          break_on_hyphens=False)
+    return [ln.replace("\x00", " ") for ln in lines]

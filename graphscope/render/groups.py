@@ -82,7 +82,7 @@ def grouped_diagnosis_table(groups: Sequence[DiagnosisGroup], width: int = WIDE)
     """The Diagnosis's figures, one row per group: the range over its graphs (under ``WIDE``
     columns, a line per group, wrapped between figures, never inside one)."""
     if width < WIDE:
-        from .answer import wrap
+        from .fmt import wrap
 
         lines = ["Diagnosis (median per replay; a site's graphs as one line, the range over "
                  "them: --full for each)"]
@@ -121,9 +121,28 @@ def grouped_verdict_lines(groups: Sequence[DiagnosisGroup]) -> list[str]:
     return out
 
 
+def grouped_findings_lines(findings: Sequence[GroupedFinding], width: int) -> list[str]:
+    """The ranked findings by site as numbered lines (a terminal under ``WIDE`` columns)."""
+    from .diagnosis import action_text, finding_text
+    from .fmt import wrap
+
+    out = ["What to do next (ranked by predicted saving per replay; a site's graphs as one: "
+           "--full for each)"]
+    for i, f in enumerate(findings, 1):
+        saving = (f"{fmt_ns(f.high_ns)} {f.pct:.0f}%" if len(f.graphs) == 1
+                  else f"{_range(f.low_ns, f.high_ns)} each")
+        out += wrap(0, f"{i}. {saving}, {_where(f.site, f.buckets, f.graphs)}: "
+                    f"{safe(finding_text(f.finding))}", width)
+        out += wrap(3, f"try: {safe(action_text(f.finding.action))}", width)
+    return out
+
+
 def print_grouped_diagnosis(answer: Any, con: Console) -> None:
     """The findings and the Diagnosis of ``answer`` (``analysis.answer.Answer``) by group."""
-    if answer.all_findings:
+    if answer.all_findings and con.width < WIDE:
+        for line in grouped_findings_lines(answer.all_findings, con.width):
+            con.print(Text(line))
+    elif answer.all_findings:
         con.print(grouped_findings_table(answer.all_findings))
     if answer.diagnosis:
         con.print(grouped_diagnosis_table(answer.diagnosis, con.width))

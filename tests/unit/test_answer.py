@@ -148,3 +148,17 @@ def test_a_67_bucket_ladder_reads_in_at_most_150_lines_the_answer_first(capsys, 
         del os.environ["COLUMNS"]
     assert "…" not in narrow.split("Diagnosis (median per replay")[1].split("verdict:")[0]
     assert max(map(len, narrow.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("name", ["demo/branches_forward", "decode_kv_forward"])
+def test_at_80_columns_the_findings_are_lines_with_whole_commands(capsys, monkeypatch, name):
+    # GIVEN a report at 80 columns of a bundle with findings
+    monkeypatch.setenv("COLUMNS", "80")
+    out = _report(capsys, os.path.join(DATA, name))
+    block = out[out.index("What to do next"):out.index("Diagnosis (median")]
+    # THEN the findings are numbered lines, not a table, and each command is whole on its
+    # try: line(s), never split inside a word
+    assert "┃" not in block and block.splitlines()[1].startswith("1. ")
+    tries = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("try:")]
+    assert tries and all("graphscope capture sample_models/" in t for t in tries)
+    assert max(map(len, out.splitlines())) <= 80

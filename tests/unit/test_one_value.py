@@ -95,3 +95,28 @@ def test_a_kept_diagnosis_is_read_into_its_types_once_per_report(capsys, monkeyp
     _run(capsys, "report", os.path.join(DATA, "demo", "branches_forward"), "--html",
          str(tmp_path / "page.html"))
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("name", ["mlp_step", "gpt_step", "branches_2s_forward"])
+def test_a_collapsed_dot_box_gives_the_module_tables_time(capsys, name):
+    # GIVEN a bundle's module table and its graph drawn one box per module and phase
+    import re
+
+    bundle = os.path.join(DATA, name)
+    doc = json.loads(_run(capsys, "report", bundle, "--json"))
+    dot = _run(capsys, "dump", bundle, "--dot", "--collapse", "-o", "-")
+    rows = {r["module"]: r for r in doc["modules"]}
+    boxes = re.findall(r'label="([^"\\]+?)( \(bwd\))?\\n\d+ nodes?\\n([^"]+)"', dot)
+    assert boxes
+    # THEN each box's time is its module's forward or backward time in the table
+    checked = 0
+    names = {m for m, _, _ in boxes}
+    for module, bwd, shown in boxes:
+        row = rows.get(module)
+        # a box of a module that has boxes below it holds its own nodes only; the table's row
+        # holds its sub-modules' too
+        if row is None or any(n.startswith(module + ".") for n in names) or row["opt_ns"]:
+            continue
+        assert shown == fmt_ns(row["bwd_ns"] if bwd else row["fwd_ns"]), (module, bwd)
+        checked += 1
+    assert checked >= 2
