@@ -153,6 +153,7 @@ def _write_html(b: Optional[Bundle], path: str, html_path: str, rep: Report,
                 force: bool, to_stderr: bool) -> None:
     """The page of report ``rep``, written to ``html_path``. It draws the nodes too (the
     timeline, each graph's view): bundle ``b``, read here where the report needed none."""
+    from graphscope.analysis.page import build_page
     from graphscope.model.outputs import write_output
     from graphscope.render.dot import graph_svgs
     from graphscope.render.html import render
@@ -161,8 +162,8 @@ def _write_html(b: Optional[Bundle], path: str, html_path: str, rep: Report,
         from graphscope.model.bundle_io import read_bundle
 
         b = read_bundle(path)
-    write_output(html_path, render(rep, b, graph_svg=graph_svgs(b)), force=force,
-                 inputs=(path,), what="HTML report")
+    write_output(html_path, render(rep, build_page(rep, b), graph_svg=graph_svgs(b)),
+                 force=force, inputs=(path,), what="HTML report")
     _wrote(html_path, to_stderr)
 
 
@@ -177,16 +178,18 @@ def _multirank(bundle: str, depth: Optional[int], html_path: Optional[str],
             raise GraphscopeError(f"{bundle}: a multi-rank bundle: {opt} takes one rank's "
                                   f"bundle ({bundle.rstrip('/')}/rank0 ...)")
     if html_path:
+        from graphscope.analysis.page import build_page
         from graphscope.analysis.ranks import ranks_report
+        from graphscope.model.bundle_files import read_diagnosis
         from graphscope.model.outputs import write_output
         from graphscope.model.ranks import read_ranks
         from graphscope.render.dot import graph_svgs
         from graphscope.render.html import render
 
         ranks = read_ranks(bundle)
-        write_output(html_path, render(None, ranks[0][1], ranks=ranks,
-                                       graph_svg=graph_svgs(ranks[0][1], ranks),
-                                       section=ranks_report(ranks)),
+        page = build_page(None, ranks[0][1], ranks=ranks, section=ranks_report(ranks),
+                          kept=[read_diagnosis(b.path) for _, b in ranks])
+        write_output(html_path, render(None, page, graph_svg=graph_svgs(ranks[0][1], ranks)),
                      force=force, inputs=(bundle,), what="HTML report")
         _wrote(html_path, as_json or as_markdown)
         if not (as_json or as_markdown):  # the page is what was asked for: "Wrote PATH"

@@ -9,10 +9,16 @@ import subprocess
 
 import pytest
 
+from graphscope.analysis.page import build_page
 from graphscope.analysis.ranks import ranks_report
 from graphscope.analysis.report import ReportOptions, build_report
 from graphscope.cli.main import main
-from graphscope.model.bundle_files import BundleExtras, read_extras, read_manifest_mode
+from graphscope.model.bundle_files import (
+    BundleExtras,
+    read_diagnosis,
+    read_extras,
+    read_manifest_mode,
+)
 from graphscope.model.bundle_io import read_bundle
 from graphscope.model.ranks import read_ranks
 from graphscope.render import html
@@ -29,21 +35,25 @@ def _bundle(name="gpt_step"):
     return read_bundle(os.path.join(DATA, name))
 
 
-def payload(b, extras=None, ranks=None):
-    """The page's data of bundle ``b`` (its optional files ``extras``), from its report built
-    as the command builds it; of ``ranks`` (then ``b`` is rank 0's), from their ranks section."""
+def built(b, extras=None, ranks=None):
+    """The report and the page of bundle ``b`` (its optional files ``extras``), built as the
+    command builds them; of ``ranks`` (then ``b`` is rank 0's): no report, the page from their
+    ranks section and each rank's kept diagnosis."""
     if ranks:
-        return html.payload(None, b, ranks=ranks, section=ranks_report(ranks))
-    return html.payload(build_report(b, extras or BundleExtras(), ReportOptions()), b)
+        return None, build_page(None, b, ranks=ranks, section=ranks_report(ranks),
+                                kept=[read_diagnosis(r.path) for _, r in ranks])
+    rep = build_report(b, extras or BundleExtras(), ReportOptions())
+    return rep, build_page(rep, b)
+
+
+def payload(b, extras=None, ranks=None):
+    """The page's data of bundle ``b`` as :func:`built` builds it."""
+    return html.payload(*built(b, extras, ranks))
 
 
 def render(b, extras=None, ranks=None, graph_svg=None):
-    """The page of bundle ``b`` as :func:`payload` makes its data."""
-    svg = graph_svg or {}
-    if ranks:
-        return html.render(None, b, ranks=ranks, graph_svg=svg, section=ranks_report(ranks))
-    return html.render(build_report(b, extras or BundleExtras(), ReportOptions()), b,
-                       graph_svg=svg)
+    """The page of bundle ``b`` as :func:`built` builds it."""
+    return html.render(*built(b, extras, ranks), graph_svg=graph_svg or {})
 
 
 def views_of(data):
@@ -312,7 +322,7 @@ def _many_graphs(path, n):
 def test_a_bundle_of_100000_graphs_reports_in_seconds(tmp_path, capsys):
     import time
 
-    from graphscope.render import html
+    from graphscope.analysis.page import MAX_GRAPH_VIEWS
 
     path = tmp_path / "many"
     _many_graphs(path, 100_000)
@@ -327,8 +337,8 @@ def test_a_bundle_of_100000_graphs_reports_in_seconds(tmp_path, capsys):
     t = time.monotonic()
     p = payload(read_bundle(str(path)))
     t_html = time.monotonic() - t
-    assert len(p["overview"]) == 100_000 and len(views_of(p)) == 1 + html.MAX_GRAPH_VIEWS
-    assert sum(o["view"] is not None for o in p["overview"]) == html.MAX_GRAPH_VIEWS
+    assert len(p["overview"]) == 100_000 and len(views_of(p)) == 1 + MAX_GRAPH_VIEWS
+    assert sum(o["view"] is not None for o in p["overview"]) == MAX_GRAPH_VIEWS
     assert t_report < 20 and t_html < 20, (t_report, t_html)
 
 

@@ -11,10 +11,10 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+from graphscope.analysis.page import replay_events
 from graphscope.analysis.ranks import ranks_report
 from graphscope.cli.main import cli
 from graphscope.model.ranks import read_ranks
-from graphscope.render.html import replay_events
 from tests.unit.test_html import CHROMIUM, DATA, payload
 from tests.unit.test_html_views import _open
 

@@ -280,6 +280,108 @@ def test_a_cycle_is_caught():
     assert cycles([*EDGES, Edge("graphscope.capture", "graphscope.capture.config", 1, True)]) == []
 
 
+# --- views and compose import analysis's types, never its functions ---------------------------
+# A view (and the parts the views share) renders the document it is handed: from analysis it
+# takes types (CamelCase classes) and constants (UPPER_CASE), the report's JSON form
+# (analysis.document) and a section's JSON form: the diagnosis's own (to_json / from_json) and
+# every other section's (analysis.plain, with present: whether a field holds a section).
+# Everything computed comes built (analysis.report.build_report, analysis.page.build_page).
+DOCUMENT_VIEWS = ("compose", "views")
+ANALYSIS = f"{PKG}.analysis"
+ANALYSIS_FORMS = {f"{ANALYSIS}.document": None,  # the whole module
+                  f"{ANALYSIS}.diagnosis.types": {"to_json", "from_json"},
+                  ANALYSIS: {"plain", "present"}}
+
+
+@dataclass(frozen=True)
+class NameImport:
+    src: str
+    module: str  # the module imported from
+    name: str  # the name imported ("" for `import module`)
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.src}:{self.line}: {self.name or self.module} from {self.module}"
+
+
+def name_imports(mods: dict[str, str], layers: tuple[str, ...] = DOCUMENT_VIEWS
+                 ) -> list[NameImport]:
+    """Every name the modules of ``layers`` import from analysis/, wherever in the file."""
+    out = []
+    for mod, path in mods.items():
+        if layer_of(mod) not in layers:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        pkg = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out += [NameImport(mod, a.name, "", node.lineno) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = pkg.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1]) + (
+                        f".{node.module}" if node.module else "")
+                out += [NameImport(mod, base, a.name, node.lineno) for a in node.names]
+    return [i for i in out if i.module == ANALYSIS or i.module.startswith(ANALYSIS + ".")]
+
+
+def analysis_functions(found: list[NameImport], mods: dict[str, str] = MODS) -> list[str]:
+    """The imports of ``found`` that take more from analysis than types, constants and the
+    JSON forms: a function, or a module (whose functions it could call)."""
+    out = []
+    for i in found:
+        module, name = i.module, i.name
+        if not name or f"{module}.{name}" in mods:  # a module: what it holds is reachable
+            module, name = (f"{module}.{name}" if name else module), ""
+        allowed = ANALYSIS_FORMS.get(module, set())
+        if allowed is None or (name[:1].isupper() or name in allowed):
+            continue
+        out.append(str(i))
+    return out
+
+
+def test_views_import_only_types_from_analysis():
+    # GIVEN every name the views and the parts they share import from analysis/ THEN each is
+    # a type, a constant or a JSON form: no view computes a figure
+    assert analysis_functions(name_imports(MODS)) == []
+
+
+def test_the_name_reader_sees_function_level_and_type_only_imports():
+    # GIVEN imports known to sit inside functions and under TYPE_CHECKING THEN they are read
+    got = {(i.src, i.module, i.name) for i in name_imports(MODS)}
+    assert ("graphscope.render.terminal", "graphscope.analysis.answer", "GROUPED_FROM") in got
+    assert ("graphscope.render.html", "graphscope.analysis.ranks", "RanksSection") in got
+    assert ("graphscope.render.html", "graphscope.analysis.document", "report_json") in got
+
+
+INJECTED_NAMES = [
+    # (view, module, name): one import each of an analysis function or module
+    ("graphscope.render.html", "graphscope.analysis.summary", "summarize"),
+    ("graphscope.render.html", "graphscope.analysis.page", "build_page"),
+    ("graphscope.render.terminal", "graphscope.analysis.report", "report_diagnosis"),
+    ("graphscope.render.markdown", "graphscope.analysis.diagnosis", "diagnose"),
+    ("graphscope.render.answer", "graphscope.analysis.answer", "build_answer"),
+    ("graphscope.render.groups", "graphscope.analysis", "summary"),  # a module, by name
+    ("graphscope.render.markdown", "graphscope.analysis.ladder", ""),  # `import` of one
+]
+
+
+@pytest.mark.parametrize(("src", "module", "name"), INJECTED_NAMES)
+def test_a_view_importing_an_analysis_function_is_caught(src, module, name):
+    # GIVEN the views' imports plus one of an analysis function or module WHEN checked THEN
+    # it is reported, where the same module's types and JSON forms are not
+    found = name_imports(MODS)
+    assert analysis_functions(found) == []
+    assert analysis_functions([*found, NameImport(src, module, name, 1)]) != []
+    assert analysis_functions([NameImport(src, "graphscope.analysis.report", "Report", 1),
+                               NameImport(src, "graphscope.analysis.document", "REPORT_VERSION",
+                                          1),
+                               NameImport(src, "graphscope.analysis.diagnosis.types",
+                                          "to_json", 1)]) == []
+
+
 # --- NodeKind: the node types are named once (model/graph.py) ---------------------------------
 
 CUDA_H = sorted({*glob.glob("/usr/local/cuda*/include/cuda.h"), *glob.glob(os.path.join(
