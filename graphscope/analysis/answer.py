@@ -104,6 +104,17 @@ class DiagnosisGroup:
 
 
 @dataclass(frozen=True)
+class LadderTrim:
+    """A capture site's buckets the program could drop (``analysis.ladder.trim``)."""
+
+    site: str
+    never_replayed: tuple[str, ...]  # bucket names without the site
+    no_faster: tuple[tuple[str, str], ...]  # (bucket, the larger bucket it would run as)
+    segment_bytes: Optional[float]  # at most this much pool freed
+    capture_s: Optional[float]  # capture and instantiation time saved
+
+
+@dataclass(frozen=True)
 class Answer:
     """The report's first screen (module docstring)."""
 
@@ -117,6 +128,7 @@ class Answer:
     more_findings: int  # grouped findings left out of the answer (the table lists them)
     more_bounds: int  # groups whose bounds are left out (the Diagnosis has every graph)
     all_findings: tuple[GroupedFinding, ...] = ()  # every finding, grouped (the table's rows)
+    trims: tuple[LadderTrim, ...] = ()  # bucket ladders with buckets to drop
     diagnosis: tuple[DiagnosisGroup, ...] = ()  # the Diagnosis by group
 
 
@@ -165,12 +177,30 @@ def _bucket(name: str, site: str) -> str:
     return name[len(site):].strip() if name.startswith(site) and name != site else name
 
 
+def ladder_trims(sites: Any) -> tuple[LadderTrim, ...]:
+    """The report's bucket ladders (``analysis.ladder``: a tuple of sites, or Absent) that
+    have buckets to drop."""
+    out = []
+    for site in sites if isinstance(sites, (list, tuple)) else ():
+        t = site.get("trim") or {}
+        if not t.get("buckets"):
+            continue
+        name = str(site["site"])
+        out.append(LadderTrim(
+            site=name, never_replayed=tuple(_bucket(str(b), name)
+                                            for b in site["never_replayed"]),
+            no_faster=tuple((_bucket(x["bucket"], name), _bucket(x["into"], name))
+                            for x in t["no_faster"]),
+            segment_bytes=t.get("segment_bytes"), capture_s=t.get("capture_s")))
+    return tuple(out)
+
+
 def build_answer(header: Any, rows: Sequence[Mapping[str, Any]],
                  modules: Sequence[Mapping[str, Any]], diagnosis: Any,
-                 mode: Optional[str]) -> Answer:
+                 mode: Optional[str], ladders: Any = ()) -> Answer:
     """The answer from the report's sections: ``header`` (report.Header), the graphs' and the
-    modules' rows, and ``diagnosis`` (analysis.diagnosis.Diagnosis, or None where the report
-    has none)."""
+    modules' rows, ``diagnosis`` (analysis.diagnosis.Diagnosis, or None where the report
+    has none) and the bucket ladders (``ladders``)."""
     groups = graph_groups(rows)
     site_of = {n: g.site for g in groups for n in g.names}
     top = _top_modules(modules)
@@ -188,6 +218,7 @@ def build_answer(header: Any, rows: Sequence[Mapping[str, Any]],
                   groups=groups, modules=shares, bounds=bounds[:TOP_BOUNDS],
                   more_bounds=max(0, len(bounds) - TOP_BOUNDS),
                   findings=tuple(grouped[:TOP_FINDINGS]), all_findings=tuple(grouped),
+                  trims=ladder_trims(ladders),
                   diagnosis=dgroups,
                   more_findings=max(0, len(grouped) - TOP_FINDINGS))
 

@@ -6,6 +6,12 @@ batch row (the first dimension of the first input shape), memory (the capture's 
 in its pool and the new pool segments it reserved), capture cost (capture + instantiate).
 Buckets never replayed are listed; graphs of the same structure (the same kernels and edges,
 other launch dimensions) are grouped.
+
+Trimming the ladder (``trim``): a bucket the program never replayed, and a bucket whose time
+per replay is not below the next larger traced bucket's by more than the noise (the larger of
+the two buckets' spreads, half their replays' IQR, and NOISE_PCT % of the larger's time), cost
+a capture, an instantiation and their pool segments for nothing: the program could pad its
+batch up to the next larger bucket at no loss. Each is named with what it costs, measured.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..model.bundle import Bundle
 from ..model.graph import CapturedGraph
 
 _FIRST_DIM = re.compile(r"\[(\d+)")
+NOISE_PCT = 2.0  # the least difference between two buckets' times that counts
 
 
 def batch_rows(shapes: str) -> Optional[int]:
@@ -64,10 +71,12 @@ def _site(site: str, graphs: list[CapturedGraph], rows: dict[str, dict[str, Any]
     them, their pools and capture times."""
     groups: dict[str, list[str]] = {}
     buckets = []
+    spread: dict[str, float] = {}
     for g in graphs:
         key = structure_key(g)
         groups.setdefault(key, []).append(g.name)
         buckets.append(_bucket(g, rows[g.name], key, every))
+        spread[g.name] = _spread(g)
     order = {k: i + 1 for i, k in enumerate(groups)}
     for b in buckets:
         b["structure"] = order[b["structure"]]
@@ -84,6 +93,7 @@ def _site(site: str, graphs: list[CapturedGraph], rows: dict[str, dict[str, Any]
         "pools": len(pool_ids) if pool_ids else None,
         "capture_s": round(sum(caps), 6) if caps else None,
         "instantiate_s": round(sum(insts), 6) if insts else None,
+        "trim": trim(buckets, spread),
         "ops_recorded": sum(1 for b in buckets if b["ops_recorded"]),
         "scopes_counted": sum(1 for b in buckets if b["scopes_from"] == "node_counts"),
     }
@@ -116,3 +126,48 @@ def _bucket(g: CapturedGraph, row: dict[str, Any], key: str, every: int) -> dict
         # "node_counts": its scopes from node counts, no CUPTI in its capture
         "scopes_from": info.get("scopes_from", "cupti"),
     }
+
+
+def _spread(g: CapturedGraph) -> float:
+    """Half the IQR of a graph's GPU work over its traced replays (0 below four)."""
+    import numpy as np
+
+    rows = [n.durations_ns for n in g.nodes if n.is_work and n.durations_ns]
+    r = min(map(len, rows), default=0)
+    if r < 4:
+        return 0.0
+    sums = np.asarray([x[:r] for x in rows], np.float64).sum(axis=0)
+    q1, q3 = np.percentile(sums[sums > 0], [25, 75]) if (sums > 0).sum() >= 4 else (0.0, 0.0)
+    return float(q3 - q1) / 2.0
+
+
+def trim(buckets: list[dict[str, Any]], spread: dict[str, float]) -> dict[str, Any]:
+    """The buckets a program could drop (module docstring), each with the larger bucket it
+    would run as once they are dropped, and what dropping them all frees: capture and
+    instantiation time, and at most their new pool segments (in a shared pool the first
+    capture reserves the segments: without it the next one reserves what it needs)."""
+    timed = [b for b in buckets if b["batch"] and b["median_ns"] and b["replays"]]
+    slower = []
+    for b, up in zip(timed, timed[1:]):
+        noise = max(spread.get(b["name"], 0.0), spread.get(up["name"], 0.0),
+                    NOISE_PCT / 100.0 * up["median_ns"])
+        if b["median_ns"] >= up["median_ns"] - noise:
+            slower.append({"bucket": b["name"], "median_ns": b["median_ns"],
+                           "into": up["name"], "into_ns": up["median_ns"]})
+    gone = {b["name"] for b in buckets if b["replays"] == 0} | {x["bucket"] for x in slower}
+    dropped = [b for b in buckets if b["name"] in gone]
+    kept = [b for b in timed if b["name"] not in gone]
+    size = {b["name"]: b["batch"] for b in timed}
+    for x in slower:  # the bucket it runs as once the ladder is trimmed: the next one kept
+        larger = [b for b in kept if b["batch"] > size[x["bucket"]]]
+        if larger:
+            x["into"], x["into_ns"] = larger[0]["name"], larger[0]["median_ns"]
+
+    def total(key: str) -> Optional[float]:
+        vals = [b[key] for b in dropped if b[key] is not None]
+        return sum(vals) if vals else None
+
+    capture = [x for x in (total("capture_s"), total("instantiate_s")) if x is not None]
+    return {"no_faster": slower, "buckets": len(dropped),
+            "segment_bytes": total("segment_bytes"),
+            "capture_s": round(sum(capture), 6) if capture else None}

@@ -190,7 +190,8 @@ def build_report(bundle: Optional[Bundle], extras: BundleExtras,
         fields["diagnosis"] = diag = from_json(Diagnosis, diag)
     fields["answer"] = build_answer(
         fields["header"], fields["graphs"], fields["modules"],  # type: ignore[arg-type]
-        diag if diag is not None and present(diag) else None, extras.mode)
+        diag if diag is not None and present(diag) else None, extras.mode,
+        fields.get("ladder", ()))
     return Report(**fields, options=options)  # type: ignore[arg-type]
 
 

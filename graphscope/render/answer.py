@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..analysis.answer import BUCKETS_NAMED, Answer, Bound, GraphGroup, GroupedFinding
-from .fmt import fmt_ns, safe, verdict_text, wrap
+from ..analysis.answer import (
+    BUCKETS_NAMED,
+    Answer,
+    Bound,
+    GraphGroup,
+    GroupedFinding,
+    LadderTrim,
+)
+from .fmt import fmt_bytes, fmt_ns, fmt_s, safe, verdict_text, wrap
 
 MODE_WORDS = {
     "step": "a training step (forward, loss and backward in one graph)",
@@ -99,9 +106,29 @@ def answer_lines(a: Answer) -> list[tuple[int, str]]:
             out += [(2, said), (5, tried)]
         if a.more_findings:
             out.append((2, f"… {a.more_findings} more below"))
-    elif a.bounds:
+    elif a.bounds and not a.trims:
         out.append((0, "What to try first: nothing found above noise (see the Diagnosis)."))
+    out += [(0, _trim(t)) for t in a.trims]
     return out
+
+
+def _trim(t: LadderTrim) -> str:
+    """A ladder's buckets to drop, in one sentence."""
+    parts = []
+    if t.never_replayed:
+        parts.append(f"{len(t.never_replayed)} bucket(s) never replayed "
+                     f"({bucket_list(t.never_replayed)})")
+    if t.no_faster:
+        runs = ", ".join(f"{safe(b)} as {safe(up)}" for b, up in t.no_faster[:BUCKETS_NAMED])
+        more = (f", … {len(t.no_faster) - BUCKETS_NAMED} more"
+                if len(t.no_faster) > BUCKETS_NAMED else "")
+        parts.append(f"{len(t.no_faster)} no faster than a larger one, which would serve them "
+                     f"({runs}{more})")
+    saves = [f"{fmt_s(t.capture_s)} of capture" if t.capture_s else "",
+             f"up to {fmt_bytes(t.segment_bytes)} of pool" if t.segment_bytes else ""]
+    said = " and ".join(x for x in saves if x)
+    return (f"Trim the bucket ladder {safe(t.site)}: " + "; ".join(parts)
+            + (f": dropping them saves {said}." if said else "."))
 
 
 def answer_text(a: Answer, width: int) -> str:

@@ -172,6 +172,15 @@ def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
             t.add_column(col, justify="right")
     for name, cells in rows:
         t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
+    lines = _ladder_caption(site, narrow)
+    t.caption = "\n".join(lines)
+    t.caption_justify = "left"
+    return keep_figures(t)
+
+
+def _ladder_caption(site: dict[str, Any], narrow: bool) -> list[str]:
+    """The ladder table's caption: totals, buckets never replayed or no faster than a larger
+    one, buckets without aten ops or recorded by node counts, shared structures, the key."""
     lines = [f"{len(site['buckets'])} buckets, {len(site['structures'])} structure(s)"
              + (f", {site['pools']} pool(s)" if site["pools"] else "")
              + (f"; capture {fmt_s(site['capture_s'])}, instantiate {fmt_s(site['instantiate_s'])}"
@@ -180,6 +189,12 @@ def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
         lines.append(f"never replayed: {len(site['never_replayed'])} bucket(s): "
                      + ", ".join(site["never_replayed"][:8])
                      + (" ..." if len(site["never_replayed"]) > 8 else ""))
+    slower = (site.get("trim") or {}).get("no_faster") or []
+    if slower:
+        lines.append("no faster than a larger bucket (it would serve them): " + ", ".join(
+            f"{x['bucket']} ({fmt_ns(x['median_ns'])}) as {x['into']} "
+            f"({fmt_ns(x['into_ns'])})" for x in slower[:8])
+            + (" ..." if len(slower) > 8 else ""))
     with_ops = site.get("ops_recorded", len(site["buckets"]))
     if with_ops < len(site["buckets"]):
         lines.append(f"aten ops, shapes and source lines recorded in {with_ops} of "
@@ -195,9 +210,7 @@ def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
                  + ("; time/row, new pool and inst. (instantiation): a wider terminal, or "
                     "--json" if narrow
                     else "; inst.: instantiation"))
-    t.caption = "\n".join(lines)
-    t.caption_justify = "left"
-    return keep_figures(t)
+    return lines
 
 
 def ladder_group(sites: list[dict[str, Any]]) -> Group:

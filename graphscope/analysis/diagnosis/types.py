@@ -399,7 +399,7 @@ def from_json(cls: type[T], data: Mapping[str, Any], at: str = "") -> T:
     if not isinstance(data, Mapping):
         _wrong(at, "an object", data)
     return cls(**{name: _from(tp, data.get(name), f"{at}.{name}".lstrip("."))
-                  for name, tp in _fields(cls)})
+                  for name, tp in _fields(cls)})  # type: ignore[arg-type]
 
 
 @functools.cache
