@@ -236,13 +236,21 @@ def _top_modules(modules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
     return top
 
 
-def _bounds(diagnosis: Any, groups: Sequence[GraphGroup]) -> tuple[Bound, ...]:
+def _measured(diagnosis: Any, groups: Sequence[GraphGroup]
+              ) -> list[tuple[GraphGroup, list[Any]]]:
+    """Each group with its graphs' diagnoses (those replayed while traced), where it has any."""
     by_name = {o.graph: o for o in diagnosis.graphs}
     out = []
     for grp in groups:
         measured = [by_name[n] for n in grp.names if n in by_name and by_name[n].timed]
-        if not measured:
-            continue
+        if measured:
+            out.append((grp, measured))
+    return out
+
+
+def _bounds(diagnosis: Any, groups: Sequence[GraphGroup]) -> tuple[Bound, ...]:
+    out = []
+    for grp, measured in _measured(diagnosis, groups):
         spans = [o.span_ns for o in measured if o.span_ns]
         widest = max(measured, key=lambda o: o.span_ns or 0.0)
         path = widest.critical_path.length_ns if widest.critical_path is not None else None
@@ -285,12 +293,8 @@ def _span(xs: Sequence[Optional[float]]) -> tuple[Optional[float], Optional[floa
 def diagnosis_groups(diagnosis: Any, groups: Sequence[GraphGroup]
                      ) -> tuple[DiagnosisGroup, ...]:
     """Each group's measured graphs' diagnosis as ranges, and its verdicts by kind."""
-    by_name = {o.graph: o for o in diagnosis.graphs}
     out = []
-    for grp in groups:
-        measured = [by_name[n] for n in grp.names if n in by_name and by_name[n].timed]
-        if not measured:
-            continue
+    for grp, measured in _measured(diagnosis, groups):
         kinds: dict[str, list[Any]] = {}
         for o in measured:
             for v in o.verdicts:

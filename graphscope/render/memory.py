@@ -51,6 +51,17 @@ def columns_that_fit(cols: Sequence[str], rows: Sequence[Sequence[str]], name_wi
 _CAPTURE_EXTRA = ("inst.", "inputs", "outputs")  # left out where the table cannot fit
 
 
+def _fill(t: Table, first: str, cols: Sequence[str], keep: Sequence[bool],
+          rows: Sequence[tuple[str, Sequence[str]]]) -> None:
+    """``t``'s columns (a name column ``first``, then the ``cols`` kept) and rows."""
+    t.add_column(first, overflow="fold", ratio=1)
+    for col, k in zip(cols, keep):
+        if k:
+            t.add_column(col, justify="right")
+    for name, cells in rows:
+        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
+
+
 def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
                   width: Optional[int] = None) -> Table:
     """Per graph: its pool, capture and instantiate time, the capture's allocations (where
@@ -68,12 +79,7 @@ def capture_table(mem: dict[str, Any], max_rows: int = MAX_GRAPH_ROWS,
                                   width or output_width())
     narrow = not all(keep)
     t = Table(title="Capture cost", title_justify="left")
-    t.add_column("graph", overflow="fold", ratio=1)
-    for col, k in zip(cols, keep):
-        if k:
-            t.add_column(col, justify="right")
-    for name, cells in rows:
-        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
+    _fill(t, "graph", cols, keep, rows)
     lines = ["inst.: instantiation; new seg.: the segments the capture added to its pool"]
     if narrow:
         lines[0] = ("new seg.: the segments the capture added to its pool; instantiation, "
@@ -166,12 +172,7 @@ def ladder_table(site: dict[str, Any], width: Optional[int] = None) -> Table:
 
         t.box, t.show_edge, t.pad_edge = box.SIMPLE_HEAD, False, False
         t.collapse_padding = True
-    t.add_column("bucket", overflow="fold", ratio=1)
-    for col, k in zip(cols, keep):
-        if k:
-            t.add_column(col, justify="right")
-    for name, cells in rows:
-        t.add_row(Text(name), *(c for c, k in zip(cells, keep) if k))
+    _fill(t, "bucket", cols, keep, rows)
     lines = _ladder_caption(site, narrow)
     t.caption = "\n".join(lines)
     t.caption_justify = "left"

@@ -17,21 +17,10 @@ from graphscope.model.bundle_files import read_diagnosis
 from graphscope.model.bundle_io import read_bundle
 from graphscope.model.join import JoinResult
 from tests.conftest import DATA
+from tests.unit.test_report_cache import _same
 
 # recorded bundles whose timeline holds the host's launch records
 WITH_LAUNCHES = ["demo/run_decode", "demo/branches_forward", "gpt_step_eager"]
-
-
-def _same(a, b) -> bool:
-    """Equal, floats to a relative 1e-9."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and (
-            a == pytest.approx(b, rel=1e-9, abs=1e-6))
-    return a == b
 
 
 def _join_of(bundle) -> JoinResult:

@@ -16,6 +16,7 @@ from graphscope.model.bundle_files import (
     read_diagnosis,
 )
 from tests.conftest import DATA
+from tests.unit.test_hostile import _one_line_error
 
 
 def _copy(tmp_path, name="mlp_step", as_name=None):
@@ -28,14 +29,6 @@ def _run(capsys, *args):
     rc = main([str(a) for a in args])
     out = capsys.readouterr()
     return rc, out.out, out.err
-
-
-def _one_line_error(rc, err, *needles):
-    assert rc == 2, err
-    lines = [x for x in err.strip().splitlines() if x]
-    assert len(lines) == 1 and lines[0].startswith("graphscope: error: "), err
-    for n in needles:
-        assert n in lines[0], err
 
 
 def _forge_diagnosis(b, change):
