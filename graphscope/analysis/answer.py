@@ -77,6 +77,9 @@ class GroupedFinding:
     high_ns: float
     pct: float  # the first graph's share of its span
     finding: Any  # the first graph's analysis.diagnosis.Finding (its words, its try)
+    # what it saves over the program's run: each graph's saving per replay times its replays
+    # (a program's graphs; None where the replays are not counted, a model file's)
+    program_ns: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,9 @@ def build_answer(header: Any, rows: Sequence[Mapping[str, Any]],
     dgroups: tuple[DiagnosisGroup, ...] = ()
     if diagnosis is not None:
         bounds = _bounds(diagnosis, groups)
-        grouped = group_findings(diagnosis.findings.findings, site_of)
+        counts = {str(r["name"]): int(r["replays"]) for r in rows
+                  if isinstance(r.get("replays"), int) and r.get("site")}
+        grouped = group_findings(diagnosis.findings.findings, site_of, counts or None)
         dgroups = diagnosis_groups(diagnosis, groups)
     return Answer(mode=mode, replays=int(header.replays),
                   work_ns=header.replay_kernel_median_ns if header.replays else None,
@@ -268,20 +273,27 @@ def _bounds(diagnosis: Any, groups: Sequence[GraphGroup]) -> tuple[Bound, ...]:
     return tuple(out)
 
 
-def group_findings(findings: Sequence[Any], site_of: Mapping[str, str]
-                   ) -> list[GroupedFinding]:
+def group_findings(findings: Sequence[Any], site_of: Mapping[str, str],
+                   replays: Optional[Mapping[str, int]] = None) -> list[GroupedFinding]:
     """``findings`` (ranked) with the findings of one kind in graphs of one capture site made
-    one, ranked by their largest saving per replay."""
+    one, ranked by what they save the program: each graph's saving per replay times how often
+    the program replayed it (``replays``: a program's graphs, each counted; else, as for a
+    model file's graphs, each replayed alike, by the largest saving per replay)."""
     groups: dict[tuple[str, str], list[Any]] = {}
     for f in findings:
         groups.setdefault((site_of.get(f.graph, f.graph), f.kind), []).append(f)
+    counted = replays or {}
     out = [GroupedFinding(kind=kind, site=site, graphs=tuple(f.graph for f in fs),
                           buckets=tuple(_bucket(f.graph, site) for f in fs),
                           low_ns=min(f.saving_ns for f in fs),
                           high_ns=max(f.saving_ns for f in fs), pct=fs[0].saving_pct,
-                          finding=fs[0])
+                          finding=fs[0],
+                          program_ns=sum(f.saving_ns * counted[f.graph] for f in fs)
+                          if all(f.graph in counted for f in fs) else None)
            for (site, kind), fs in groups.items()]
-    out.sort(key=lambda g: -g.high_ns)
+    by_program = all(g.program_ns is not None for g in out)
+    out.sort(key=lambda g: -(g.program_ns if by_program and g.program_ns is not None
+                             else g.high_ns))
     return out
 
 

@@ -83,6 +83,8 @@ def _finding(i: int, f: GroupedFinding) -> tuple[str, str]:
     where = where or "between replays"
     saving = (f"{fmt_ns(f.high_ns)} ({f.pct:.0f}%) per replay" if len(f.graphs) == 1
               else f"{_range(f.low_ns, f.high_ns)} per replay of each graph")
+    if f.program_ns:  # a program's graphs: times how often it replayed them
+        saving += f" ({fmt_ns(f.program_ns)} over the run's replays)"
     return (f"{i}. {saving}, {where}: {safe(finding_text(f.finding))}",
             f"try: {safe(action_text(f.finding.action))}")
 
@@ -100,7 +102,10 @@ def answer_lines(a: Answer) -> list[tuple[int, str]]:
         if a.more_bounds:
             out.append((2, f"… {a.more_bounds} more (the Diagnosis below has every graph)"))
     if a.findings:
-        out.append((0, "What to try first (predicted saving; the full list below):"))
+        out.append((0, "What to try first (predicted saving; the full list below):"
+                    if not any(f.program_ns for f in a.findings) else
+                    "What to try first (ranked by what it saves the program's run; the full "
+                    "list below):"))
         for i, f in enumerate(a.findings, 1):
             said, tried = _finding(i, f)
             out += [(2, said), (5, tried)]

@@ -162,3 +162,30 @@ def test_at_80_columns_the_findings_are_lines_with_whole_commands(capsys, monkey
     tries = [ln.strip() for ln in block.splitlines() if ln.strip().startswith("try:")]
     assert tries and all("graphscope capture sample_models/" in t for t in tries)
     assert max(map(len, out.splitlines())) <= 80
+
+
+def test_findings_of_a_program_rank_by_what_they_save_its_run():
+    # GIVEN two sites' findings: a rare bucket saving 50 µs per replay (10 replays), a busy
+    # one saving 10 µs (1,000 replays)
+    from types import SimpleNamespace
+
+    from graphscope.analysis.answer import group_findings
+
+    def finding(graph, ns):
+        return SimpleNamespace(graph=graph, kind="fusion", saving_ns=ns, saving_pct=5.0)
+
+    fs = [finding("a.py:1 #0 [64]", 50_000.0), finding("b.py:2 #0 [1]", 10_000.0)]
+    site_of = {"a.py:1 #0 [64]": "a.py:1", "b.py:2 #0 [1]": "b.py:2"}
+    # THEN a program's run ranks the busy one first, with what each saves over the run
+    ranked = group_findings(fs, site_of, {"a.py:1 #0 [64]": 10, "b.py:2 #0 [1]": 1000})
+    assert [g.site for g in ranked] == ["b.py:2", "a.py:1"]
+    assert [g.program_ns for g in ranked] == [10_000_000.0, 500_000.0]
+    # AND without counted replays (a model file's graphs, replayed alike) per replay
+    assert [g.site for g in group_findings(fs, site_of)] == ["a.py:1", "b.py:2"]
+
+
+def test_a_programs_answer_says_what_a_finding_saves_over_the_run(capsys):
+    out = _report(capsys, os.path.join(DATA, "run_decode"))
+    text = " ".join(" ".join(_answer(out)).split())
+    assert "ranked by what it saves the program's run" in text
+    assert re.search(r"per replay of each graph \(\d+\.\d µs over the run's replays\)", text)
