@@ -32,9 +32,11 @@ class ModelSpec:
 
 
 def default_model_path() -> str:
-    """The default sample model (sample_models/mlp.py in a checkout)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return os.path.join(here, "sample_models", "mlp.py")
+    """The default sample model: sample_models/mlp.py at the root of the checkout this
+    module lies in (graphscope/capture/loader.py: three directories up)."""
+    here = os.path.abspath(__file__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    return os.path.join(root, "sample_models", "mlp.py")
 
 
 def model_path(model: Optional[str]) -> str:

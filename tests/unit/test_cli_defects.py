@@ -447,3 +447,18 @@ def test_a_cpu_only_torch_is_named_so_not_cuda_none():
 
     out = CliRunner().invoke(cli, ["doctor"], env={"COLUMNS": "200"}).output
     assert "a CPU-only build" in out and "CUDA None" not in out
+
+
+def test_without_model_a_checkout_uses_its_sample_model(capsys, monkeypatch, tmp_path):
+    # GIVEN a source checkout (this one) and no MODEL, from another directory
+    from graphscope.capture.loader import default_model_path
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert default_model_path() == os.path.join(root, "sample_models", "mlp.py")
+    monkeypatch.chdir(tmp_path)
+    # WHEN lint runs on the default model (a CPU run of it)
+    rc = main(["lint"])
+    out, err = capsys.readouterr()
+    # THEN it runs the checkout's sample MLP, as `make demo`'s capture does on a GPU
+    assert rc == 0, err
+    assert "graphscope lint:" in out

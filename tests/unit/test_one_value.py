@@ -120,3 +120,15 @@ def test_a_collapsed_dot_box_gives_the_module_tables_time(capsys, name):
         assert shown == fmt_ns(row["bwd_ns"] if bwd else row["fwd_ns"]), (module, bwd)
         checked += 1
     assert checked >= 2
+
+
+@pytest.mark.parametrize(("a", "b"), [("branches_forward", "branches_2s_forward"),
+                                      ("mlp_step", "marked_step"), ("gpt_step", "gpt_step")])
+def test_a_changes_interval_holds_the_difference_printed_beside_it(capsys, a, b):
+    cmp = json.loads(_run(capsys, "diff", os.path.join(DATA, a), os.path.join(DATA, b),
+                          "--json"))
+    for g in cmp["graphs"]:
+        for key in ("span", "critical_path", "work"):
+            c = g.get(key)
+            if c is not None:
+                assert c["ci_low_ns"] - 1e-6 <= c["delta_ns"] <= c["ci_high_ns"] + 1e-6, key

@@ -146,17 +146,20 @@ def _graph(name: str, sa: GraphSamples, sb: GraphSamples, ex: Explanation,
 def _as_figures(c: Change, fa: Optional[float], fb: Optional[float],
                 limit_pct: Optional[float]) -> Change:
     """``c`` with A's and B's values the graphs' figures (their diagnoses': one value for one
-    figure in every command), its interval and noise still the samples' spread; the verdict
-    judged again on the figures' difference."""
+    figure in every command); its interval the samples' (their spread) moved by the figures'
+    difference less the samples', so that it holds the difference it is printed beside; the
+    noise the samples'; the verdict judged again on the figures' difference."""
     if fa is None or fb is None:
         return c
     delta = fb - fa
+    shift = delta - c.delta_ns
+    lo, hi = c.ci_low_ns + shift, c.ci_high_ns + shift
     p = pct(delta, fa)
-    v = verdict(delta, c.ci_low_ns, c.ci_high_ns, c.noise_ns)
+    v = verdict(delta, lo, hi, c.noise_ns)
     return dataclasses.replace(
         c, a=dataclasses.replace(c.a, median_ns=fa), b=dataclasses.replace(c.b, median_ns=fb),
-        delta_ns=delta, delta_pct=p, ci_low_pct=pct(c.ci_low_ns, fa),
-        ci_high_pct=pct(c.ci_high_ns, fa), verdict=v,
+        delta_ns=delta, delta_pct=p, ci_low_ns=lo, ci_high_ns=hi, ci_low_pct=pct(lo, fa),
+        ci_high_pct=pct(hi, fa), verdict=v,
         under_limit=limit_pct is not None and v == REGRESSION and p is not None
         and p <= limit_pct)
 
