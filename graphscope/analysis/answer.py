@@ -60,9 +60,12 @@ class Bound:
     buckets: tuple[str, ...]  # their names without the site (one graph: its name)
     span_low_ns: Optional[float]
     span_high_ns: Optional[float]
-    path_pct: Optional[float]  # critical path / span, the group's largest graph's
+    # the figures and verdicts of one graph, the group's of the longest span (one graph's
+    # numbers in one sentence; the Diagnosis counts each verdict over the group)
+    widest: str  # its name without the site
+    path_pct: Optional[float]  # its critical path / its span
     idle_pct: Optional[float]
-    verdicts: tuple[Any, ...]  # analysis.diagnosis.Verdict: each code once, first graph's
+    verdicts: tuple[Any, ...]  # its analysis.diagnosis.Verdict's
 
 
 @dataclass(frozen=True)
@@ -259,17 +262,14 @@ def _bounds(diagnosis: Any, groups: Sequence[GraphGroup]) -> tuple[Bound, ...]:
         spans = [o.span_ns for o in measured if o.span_ns]
         widest = max(measured, key=lambda o: o.span_ns or 0.0)
         path = widest.critical_path.length_ns if widest.critical_path is not None else None
-        seen: dict[str, Any] = {}
-        for o in measured:
-            for v in o.verdicts:
-                seen.setdefault(v.code, v)
         out.append(Bound(
             site=grp.site, graphs=len(measured),
             buckets=tuple(_bucket(o.graph, grp.site) for o in measured),
             span_low_ns=min(spans) if spans else None,
             span_high_ns=max(spans) if spans else None,
             path_pct=100.0 * path / widest.span_ns if path and widest.span_ns else None,
-            idle_pct=widest.idle_pct, verdicts=tuple(seen.values())))
+            widest=_bucket(widest.graph, grp.site), idle_pct=widest.idle_pct,
+            verdicts=tuple(widest.verdicts)))
     return tuple(out)
 
 

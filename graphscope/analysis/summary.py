@@ -223,7 +223,8 @@ def modules_by_graph(bundle: Bundle, depth: Optional[int] = 2,
     table: dict[str, list[Optional[float]]] = {}
     levels: dict[str, int] = {}
     for i, name in enumerate(cols):
-        for row in module_rows(only_graph(bundle, name), depth):
+        # each graph's counted replays (its own cold first one left out), as its row's
+        for row in module_rows(counted_view(only_graph(bundle, name)), depth):
             table.setdefault(row["module"], [0.0 if t else None for t in timed])[i] = (
                 row["median_ns"] if timed[i] else None)
             levels[row["module"]] = row["level"]

@@ -57,22 +57,26 @@ def _what(a: Answer) -> str:
 def _where(a: Answer) -> Optional[str]:
     if not a.modules or a.work_ns is None:
         return None
-    parts = " · ".join(f"{safe(m.module)}\x00{m.pct:.0f}%" for m in a.modules)
+    parts = " · ".join(f"{safe(m.module)} {m.pct:.0f}%" for m in a.modules)
     per = ("for one replay of each graph" if len(a.groups) > 1 or
            sum(len(g.names) for g in a.groups) > 1 else "per replay")
     return f"GPU work {fmt_ns(a.work_ns)} {per}; it goes to {parts}."
 
 
 def _bound(b: Bound, several: bool) -> str:
-    figures = [f"span {_range(b.span_low_ns, b.span_high_ns)}"]
+    figures = []
     if b.path_pct is not None:
         figures.append(f"critical path {b.path_pct:.0f}% of it")
     if b.idle_pct is not None:
         figures.append(f"{b.idle_pct:.0f}% idle")
-    head = (f"{safe(b.site)} ({b.graphs} graphs: {bucket_list(b.buckets)})" if b.graphs > 1
-            else safe(b.site)) + ": "
     said = "; ".join(verdict_text(v) for v in b.verdicts) or "no verdict: nothing stands out"
-    return (head if several or b.graphs > 1 else "") + ", ".join(figures) + "; " + said
+    if b.graphs > 1:  # the range over the group, then one graph's figures and verdicts
+        return (f"{safe(b.site)} ({b.graphs} graphs: {bucket_list(b.buckets)}): span "
+                f"{_range(b.span_low_ns, b.span_high_ns)}; the longest, {safe(b.widest)}: "
+                + ", ".join(figures) + "; " + said)
+    head = f"{safe(b.site)}: " if several else ""
+    return head + ", ".join([f"span {_range(b.span_low_ns, b.span_high_ns)}", *figures]) + (
+        "; " + said)
 
 
 def _finding(i: int, f: GroupedFinding) -> tuple[str, str]:
@@ -129,7 +133,7 @@ def _trim(t: LadderTrim) -> str:
                 if len(t.no_faster) > BUCKETS_NAMED else "")
         parts.append(f"{len(t.no_faster)} no faster than a larger one, which would serve them "
                      f"({runs}{more})")
-    saves = [f"{fmt_s(t.capture_s)} of capture" if t.capture_s else "",
+    saves = [f"{fmt_s(t.capture_s)} of capture and instantiation" if t.capture_s else "",
              f"up to {fmt_bytes(t.segment_bytes)} of pool" if t.segment_bytes else ""]
     said = " and ".join(x for x in saves if x)
     return (f"Trim the bucket ladder {safe(t.site)}: " + "; ".join(parts)

@@ -220,7 +220,8 @@ def _as_finding(v: Any) -> str:
             f"of {fmt_ns(v.threshold_ns)}: not listed")
 
 
-_FIGURE_SPACE = re.compile(r"(\d) (ns|µs|ms|s|B|KiB|MiB|GiB|%)(?=\W|$)")
+# a figure and its unit, or a name and the share after it ("L.blocks 89%"): never apart
+_FIGURE_SPACE = re.compile(r"(\d) (ns|µs|ms|s|B|KiB|MiB|GiB|%)(?=\W|$)|(\S) (\d+%)")
 
 
 def wrap(indent: int, text: str, width: int) -> list[str]:
@@ -228,7 +229,9 @@ def wrap(indent: int, text: str, width: int) -> list[str]:
     µs``) and never inside a word: a word longer than the line stays whole."""
     import textwrap
 
-    protected = _FIGURE_SPACE.sub(lambda m: f"{m.group(1)}\x00{m.group(2)}", text)
+    protected = _FIGURE_SPACE.sub(
+        lambda m: f"{m.group(1)}\x00{m.group(2)}" if m.group(1) else
+        f"{m.group(3)}\x00{m.group(4)}", text)
     lines = textwrap.wrap(protected, width=max(20, width), initial_indent=" " * indent,
                           subsequent_indent=" " * (indent + 2), break_long_words=False,
                           break_on_hyphens=False)

@@ -14,6 +14,8 @@ from ..analysis.answer import DiagnosisGroup, GroupedFinding
 from .answer import bucket_list
 from .fmt import Text, fmt_bytes, fmt_ns, keep_figures, safe, verdict_text
 
+WIDE = 100  # narrower, a group's ranges take two lines or a line of their own
+
 
 def _range(lo: Optional[float], hi: Optional[float], f: Any = fmt_ns) -> str:
     if lo is None or hi is None:
@@ -31,9 +33,10 @@ def _where(site: str, buckets: Sequence[str], names: Sequence[str]) -> str:
     return f"{safe(site)} ({len(names)} graphs: {bucket_list(tuple(buckets))})"
 
 
-def grouped_graphs_table(groups: Sequence[Any]) -> Table:
+def grouped_graphs_table(groups: Sequence[Any], width: int = WIDE) -> Table:
     """The graphs by capture site (``analysis.answer.GraphGroup``): a bucket ladder as one row,
-    with the range over its buckets; a site of few graphs keeps a row per graph."""
+    with the range over its buckets; a site of few graphs keeps a row per graph. Under
+    ``WIDE`` columns a range takes two lines, so that the site's name keeps one."""
     t = Table(title="Graphs (a capture site's buckets as one row: --full for each graph)",
               title_justify="left")
     t.add_column("graphs", overflow="fold", ratio=1)
@@ -42,15 +45,16 @@ def grouped_graphs_table(groups: Sequence[Any]) -> Table:
     t.add_column("pool", justify="right", overflow="fold")
     for g in groups:
         n = len(g.names)
-        name = (f"{g.site}: {n} graphs, {g.buckets[0]} … {g.buckets[-1]}" if n > 1
-                else g.names[0])
+        name = Text(g.site + ":" if n > 1 else g.names[0])
+        if n > 1:  # the site on a line of its own, its buckets below
+            name.append("\n" + safe(f"{n} graphs, {g.buckets[0]} … {g.buckets[-1]}"))
         nodes = str(g.nodes_low) if g.nodes_low == g.nodes_high else (
             f"{g.nodes_low}–{g.nodes_high}")
         time = "-" if g.low_ns is None else fmt_ns(g.low_ns) if g.low_ns == g.high_ns else (
-            f"{fmt_ns(g.low_ns)}–{fmt_ns(g.high_ns)}")
+            f"{fmt_ns(g.low_ns)}–" + ("\n" if width < WIDE else "") + fmt_ns(g.high_ns))
         pool = "-" if g.pool_bytes is None else fmt_bytes(g.pool_bytes) + (
             f" ({g.pools} pools)" if g.pools > 1 else "")
-        t.add_row(Text(name), nodes, f"{g.attributed}/{g.work_nodes}",
+        t.add_row(name, nodes, f"{g.attributed}/{g.work_nodes}",
                   "-" if g.replays is None else str(g.replays), f"{g.traced} of {n}", time,
                   Text(pool))
     return keep_figures(t)
@@ -73,9 +77,6 @@ def grouped_findings_table(findings: Sequence[GroupedFinding]) -> Table:
         t.add_row(str(i), saving, Text(_where(f.site, f.buckets, f.graphs)),
                   Text(finding_text(f.finding)), Text(action_text(f.finding.action)))
     return t
-
-
-WIDE = 100  # narrower, each group's ranges are a line: a table would cut them
 
 
 def grouped_diagnosis_table(groups: Sequence[DiagnosisGroup], width: int = WIDE) -> Any:
@@ -114,8 +115,10 @@ def grouped_verdict_lines(groups: Sequence[DiagnosisGroup]) -> list[str]:
     out = []
     for g in groups:
         for v in g.verdicts:
-            count = (f"{len(v.graphs)} of {len(g.names)} graphs, the first: "
-                     if len(g.names) > 1 else "")
+            names = tuple(n[len(g.site):].strip() if n.startswith(g.site) else n
+                          for n in v.graphs)
+            count = (f"{len(v.graphs)} of {len(g.names)} graphs ({bucket_list(names)}); "
+                     f"{safe(names[0])}: " if len(g.names) > 1 else "")
             out.append(f"verdict: {_where(g.site, g.buckets, g.names)}: {count}"
                        f"{verdict_text(v.first)}")
     return out

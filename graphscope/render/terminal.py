@@ -47,7 +47,7 @@ def print_report(report: Report, con: Console, eager_rows: Optional[int] = None)
                       "(pass --depth N for more)")
     groups = None if report.options.full or isinstance(report.answer, Absent) else (
         report.answer.groups)
-    con.print(summary_group(s, depth, groups, report.options.ladder))
+    con.print(summary_group(s, depth, groups, report.options.ladder, con.width))
     if report.options.ladder and isinstance(report.ladder, Absent):
         con.print("Bucket ladder: not shown with --graph (it compares a site's graphs)"
                   if report.ladder.reason == "one_graph_view" else
@@ -78,7 +78,7 @@ def _grouped(groups: Any) -> bool:
 
 
 def summary_group(summary: dict[str, Any], depth: Optional[int] = None,
-                  groups: Any = None, ladder: bool = False) -> Any:
+                  groups: Any = None, ladder: bool = False, width: int = 100) -> Any:
     """The header and the tables of ``summary``: graphs, modules, what graphs cost, the bucket
     ladder, top kernels. ``groups`` (``analysis.answer.GraphGroup``): where a capture site
     has GROUPED_FROM graphs or more, its graphs as one row, capture cost in one line and the
@@ -91,7 +91,7 @@ def summary_group(summary: dict[str, Any], depth: Optional[int] = None,
     if grouped:
         from .groups import grouped_graphs_table
 
-        graphs_part = grouped_graphs_table(groups)
+        graphs_part = grouped_graphs_table(groups, width)
     middle: list[Any] = []
     if summary.get("memory"):
         training = bool((summary.get("coverage") or {}).get("backward", {}).get("nodes"))

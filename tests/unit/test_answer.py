@@ -95,8 +95,9 @@ def test_a_bucket_ladder_is_one_row_with_its_range_and_full_shows_each_graph(cap
     full = _report(capsys, bundle, "--full")
     # THEN by default one row holds the site's graphs and the range of their time per replay
     grouped = out[out.index("Graphs (a capture site's buckets as one row"):]
-    row = grouped.splitlines()[4]
-    assert "ladder.py:45: 10 graphs" in row and "8 of 10" in row
+    row, below = grouped.splitlines()[4:6]
+    assert "│ ladder.py:45:" in row and "│ 10 graphs, #0 [96] … #9 [1]" in below
+    assert "8 of 10" in row
     lo, hi = min(times) / 1e3, max(times) / 1e3
     assert f"{lo:.1f} µs–{hi:.1f} µs" in row
     assert "ladder.py:45 #3 [32]" not in out.split("Diagnosis")[0]
@@ -189,3 +190,31 @@ def test_a_programs_answer_says_what_a_finding_saves_over_the_run(capsys):
     text = " ".join(" ".join(_answer(out)).split())
     assert "ranked by what it saves the program's run" in text
     assert re.search(r"per replay of each graph \(\d+\.\d µs over the run's replays\)", text)
+
+
+def test_a_groups_bound_gives_one_graphs_figures_and_its_own_verdicts(capsys):
+    # GIVEN the recorded ladder: its longest graph is #3 [32], latency bound are others
+    doc = json.loads(_report(capsys, os.path.join(DATA, "run_ladder"), "--json"))
+    (bound,) = doc["answer"]["bounds"]
+    longest = max((g for g in doc["diagnosis"]["graphs"] if g["timed"]),
+                  key=lambda g: g["span_ns"])
+    # THEN the sentence's path, idle and verdicts are that one graph's, and it is named
+    assert bound["widest"] == longest["graph"].split(" ", 1)[1]
+    assert bound["idle_pct"] == longest["idle_pct"]
+    assert [v["code"] for v in bound["verdicts"]] == [v["code"] for v in longest["verdicts"]]
+    text = " ".join(" ".join(_answer(_report(capsys, os.path.join(DATA, "run_ladder")))).split())
+    assert f"the longest, {bound['widest']}: critical path" in text
+
+
+def test_the_page_and_the_markdown_carry_no_wrapping_marks(capsys, tmp_path):
+    page = tmp_path / "p.html"
+    _report(capsys, os.path.join(DATA, "run_decode"), "--html", str(page))
+    md = _report(capsys, os.path.join(DATA, "run_decode"), "--markdown")
+    assert "\\u0000" not in page.read_text() and "\x00" not in md
+
+
+def test_at_80_columns_a_ladders_row_keeps_its_site_whole(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    out = _report(capsys, os.path.join(DATA, "run_ladder"))
+    table = out[out.index("Graphs (a capture site"):].splitlines()
+    assert table[4].startswith("│ ladder.py:45:") and max(map(len, out.splitlines())) <= 80
