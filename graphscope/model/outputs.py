@@ -69,8 +69,8 @@ def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
         if not stat.S_ISREG(st.st_mode):
             raise OutputError(f"{path}: not a regular file; refusing to replace it")
         if not force and not written_by_graphscope(path):
-            raise OutputError(f"{path} already exists (graphscope did not write it): pass "
-                              "--force to replace it")
+            raise OutputError(f"{path} already exists and is not one graphscope wrote (its "
+                              "pages and DOT files carry its mark): pass --force to replace it")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise OutputError(f"{path}: directory {parent} does not exist")
@@ -80,6 +80,7 @@ def check_output(path: str, *, force: bool, inputs: Sequence[str] = (),
 
 
 GENERATOR_META = '<meta name="generator" content="graphscope">'
+GENERATOR_COMMENT = "// generator: graphscope"  # a DOT file's first line
 _MARK_BYTES = 4096  # the mark stands right after <head>: within the page's first line or two
 
 
@@ -91,12 +92,17 @@ def written_by_graphscope(path: str) -> bool:
             head = f.read(_MARK_BYTES)
     except OSError:
         return False
-    return GENERATOR_META.encode() in head
+    return GENERATOR_META.encode() in head or head.startswith(GENERATOR_COMMENT.encode())
 
 
-def _marked(data: Any) -> Any:
+def _marked(data: Any, to_file: bool = True) -> Any:
     """``data`` with graphscope's mark, where its format has a place for one: an HTML page gets
-    :data:`GENERATOR_META` first in its head (once)."""
+    :data:`GENERATOR_META` first in its head (once), a DOT graph written to a file
+    :data:`GENERATOR_COMMENT` as its first line (on stdout, a pipe's reader gets the graph as
+    Graphviz would write it)."""
+    if to_file and isinstance(data, str) and data.startswith(("digraph", "strict digraph",
+                                                              "graph ")):
+        return GENERATOR_COMMENT + "\n" + data
     if not isinstance(data, str) or not data[:64].lstrip().lower().startswith("<!doctype html"):
         return data
     head = data.find("<head>", 0, _MARK_BYTES)
@@ -202,7 +208,7 @@ def write_output(path: str, data: Any, *, force: bool, inputs: Sequence[str] = (
     """Write ``data`` (str or bytes) to ``path`` under the rules above."""
     with open_output(path, "wb" if isinstance(data, bytes) else "w", force=force,
                      inputs=inputs, what=what) as f:
-        f.write(_marked(data))
+        f.write(_marked(data, to_file=path != "-"))
 
 
 def temp_path_for(path: str) -> str:

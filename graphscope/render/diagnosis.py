@@ -538,9 +538,10 @@ def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
     print_findings(diag, con)
     notes: list[str] = []
     con.print(diagnosis_table(diag, width=con.width, notes_out=notes))
-    for note in notes:  # each on its own line, at the console's width, not the table's
-        con.print(Text(note))
-    con.print(diagnosis_lines(diag, replays=replays))
+    lines = [*notes, *(t.plain for t in diagnosis_lines(diag, replays=replays).renderables)]
+    for line in lines:  # at the console's width, never inside a figure (fmt.wrap)
+        for part in wrap(0, line, con.width):
+            con.print(Text(part))
 
 
 def words(diag: Diagnosis) -> dict[str, Any]:

@@ -89,6 +89,10 @@ def test_dump_dot_raw_trace_annotations(tmp_path):
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     ann = json.loads((tmp_path / "ann.json").read_text())
     assert all(int(k) >> 32 for k in ann)
+    # a DOT file graphscope wrote is its own: written again without --force; a file of the
+    # user's is not
+    assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot")]) == 0
+    (tmp_path / "a.dot").write_text("digraph user {}\n")
     assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot")]) == 2  # exists, no --force
     assert main(["dump", p, "--dot", "-o", str(tmp_path / "a.dot"), "--force"]) == 0
 
@@ -107,7 +111,7 @@ def test_dump_without_output_writes_into_the_current_directory(tmp_path, monkeyp
     # says where
     name = f"mlp_step.{graph}.dot"
     assert capsys.readouterr().out.strip() == f"Wrote ./{name}"
-    assert (tmp_path / name).read_text().startswith("digraph")
+    assert (tmp_path / name).read_text().startswith("// generator: graphscope\ndigraph")
     # AND nothing is written beside the bundle
     assert sorted(os.listdir(os.path.dirname(src))) == beside
 

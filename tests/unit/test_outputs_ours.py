@@ -66,3 +66,21 @@ def test_the_mark_goes_once_into_pages_only(tmp_path):
     assert check_output(str(tmp_path / "a.html"), force=False) == "atomic"
     with pytest.raises(OutputError, match="already exists"):
         check_output(str(tmp_path / "c.json"), force=False)
+
+
+def test_dump_run_again_writes_over_its_own_dot_file(tmp_path, monkeypatch, capsys):
+    # GIVEN a DOT file dump wrote (no -o: into the current directory), and one of the user's
+    from graphscope.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    bundle = os.path.join(os.path.dirname(__file__), "..", "data", "mlp_step")
+    assert main(["dump", bundle]) == 0
+    # THEN dump again replaces its own file without --force, and says so
+    assert main(["dump", bundle]) == 0
+    assert capsys.readouterr().out.count("Wrote ./mlp_step.step.dot") == 2
+    # AND a DOT file graphscope did not write is refused, unchanged
+    mine = tmp_path / "mlp_step.step.dot"
+    mine.write_text("digraph mine {}\n")
+    assert main(["dump", bundle]) == 2
+    assert mine.read_text() == "digraph mine {}\n"
+    assert "is not one graphscope wrote" in capsys.readouterr().err

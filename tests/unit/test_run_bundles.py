@@ -59,7 +59,7 @@ def test_raw_dot_files_have_safe_names_and_dump_reads_them(tmp_path, capsys):
         assert "/" not in safe_file_stem(g.name) and " " not in safe_file_stem(g.name)
     out = tmp_path / "g.raw.dot"
     assert main(["dump", b.path, "--raw", "--graph", "#0", "-o", str(out)]) == 0
-    assert out.read_text().startswith("digraph")
+    assert out.read_text().startswith("// generator: graphscope\ndigraph")  # its mark first
 
 
 def test_dump_raw_of_a_run_bundle_with_the_drivers_dot_of_some_graphs(tmp_path, monkeypatch,
