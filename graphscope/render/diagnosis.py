@@ -492,6 +492,12 @@ def more_line(diag: Diagnosis, shown: int,
 
 def diagnosis_lines(diag: Diagnosis, graphs: int = 3,
                     replays: Optional[Mapping[str, Optional[int]]] = None) -> Group:
+    """:func:`diagnosis_text` as rich lines."""
+    return Group(*(Text(x) for x in diagnosis_text(diag, graphs, replays)))
+
+
+def diagnosis_text(diag: Diagnosis, graphs: int = 3,
+                   replays: Optional[Mapping[str, Optional[int]]] = None) -> list[str]:
     """What the table does not say: the replays used, the critical path's modules,
     near-critical nodes, the serialized chains and the what-if, assumptions and verdicts (for
     the first ``graphs`` timed graphs; ``replays``: each graph's replays over the run, where
@@ -509,7 +515,7 @@ def diagnosis_lines(diag: Diagnosis, graphs: int = 3,
         out.append(between_text(diag.between_replays))
     # launches not recorded: the table's caption says so (launch n/r), once
     out.extend("verdict: " + v for v in verdict_lines(diag))
-    return Group(*(Text(x) for x in out))
+    return out
 
 
 def between_text(btw: BetweenReplays) -> str:
@@ -538,7 +544,7 @@ def print_diagnosis(diag: Union[Diagnosis, Mapping[str, Any]],
     print_findings(diag, con)
     notes: list[str] = []
     con.print(diagnosis_table(diag, width=con.width, notes_out=notes))
-    lines = [*notes, *(t.plain for t in diagnosis_lines(diag, replays=replays).renderables)]
+    lines = [*notes, *diagnosis_text(diag, replays=replays)]
     for line in lines:  # at the console's width, never inside a figure (fmt.wrap)
         for part in wrap(0, line, con.width):
             con.print(Text(part))

@@ -30,7 +30,7 @@ METRIC_WORDS = {"span": "span", "critical_path": "critical path", "work": "GPU w
 SHORT_VERDICT = {"within_noise": "within noise"}
 REASON_WORDS = {"no_samples_a": "no traced replay of it in A",
                 "no_samples_b": "no traced replay of it in B"}
-MORE_WORDS = {"critical_path": "modules whose time on the critical path grew",
+MORE_WORDS = {"critical_path": "modules whose time on the critical path changed",
               "kernel_added": "kernels added", "kernel_removed": "kernels removed",
               "kernel_replaced": "kernels replaced", "module_work": "modules' GPU work moved",
               "stream_order_edge": "new stream-order-only edges"}

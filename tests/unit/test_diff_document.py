@@ -188,3 +188,18 @@ def test_diff_fits_the_terminal_without_cutting_a_table_or_a_figure(capsys, monk
     if "What changed in " in out:
         block = re.split(r"GPU work by module|\nnote: ", out.split("What changed in ", 1)[1])[0]
         assert all(ln.startswith("  ") for ln in block.splitlines()[1:] if ln.strip())
+
+
+def test_a_speed_up_is_explained_by_what_left_the_critical_path(capsys):
+    # GIVEN the one-stream branches against the same graph on two streams (a speed-up)
+    from graphscope.cli.main import main
+
+    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+    assert main(["diff", os.path.join(data, "branches_forward"),
+                 os.path.join(data, "branches_2s_forward"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (g,) = doc["changed"]
+    cp = [m for m in g["items"] if m["kind"] == "critical_path"]
+    # THEN the first items are the modules of the branch that left the path
+    assert cp and all(m["share"]["module"].startswith("L.right.") and m["share"]["b_ns"] == 0
+                      for m in cp)

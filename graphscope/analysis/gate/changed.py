@@ -3,7 +3,8 @@ beyond its noise, the largest first (docs/gates.md, "What changed").
 
 Each item is a :class:`Moved` of one kind:
 
-- ``critical_path``: a module whose time on the critical path grew by more than its noise
+- ``critical_path``: a module whose time on the critical path grew or shrank (it left the
+  path: a speed-up's cause) by more than its noise
   (the noise floor of its GPU work, ``stats.py``; a module without one: ``noise_pct`` % of
   A's time, at least the module floor);
 - ``kernel_added``, ``kernel_removed``, ``kernel_replaced``: kernels by module and shape (a
@@ -92,9 +93,12 @@ def what_changed(ex: Explanation, modules: tuple[Change, ...], floor_ns: float,
     """What moved beyond the noise in the graph ``ex`` explains (module docstring);
     ``modules``: the graph's GPU work per module, A → B."""
     by_module = {c.module or "": c for c in modules}
-    timed = _top("critical_path", [
-        Moved("critical_path", m.b_ns - m.a_ns, share=m) for m in ex.critical_path_modules
-        if m.b_ns - m.a_ns > _cp_noise(m.module, m.a_ns, by_module, floor_ns, noise_pct)])
+    cp = [Moved("critical_path", abs(m.b_ns - m.a_ns), share=m)
+          for m in ex.critical_path_modules
+          if abs(m.b_ns - m.a_ns) > _cp_noise(m.module, m.a_ns, by_module, floor_ns, noise_pct)]
+    # the modules past the listed ones changed less: counted where the listed all count
+    timed = _top("critical_path", cp, ex.critical_path_modules_total
+                 if len(cp) == len(ex.critical_path_modules) else None)
     timed += _kernels(ex)
     moved = _leaves([c for c in modules if c.verdict != WITHIN_NOISE])
     timed += _top("module_work", [Moved("module_work", abs(c.delta_ns), change=c)

@@ -1,5 +1,5 @@
 """What changed inside a graph between two bundles, to explain a change of its span: the
-modules whose time on the critical path grew, kernels added, removed or replaced (matched by
+modules whose time on the critical path changed, kernels added, removed or replaced (matched by
 module, kernel and shape), stream-order-only edges that appeared (``analysis/stream_order.py``),
 and the graph's pool memory and capture time."""
 
@@ -67,7 +67,7 @@ class EdgeRef:
 @dataclass(frozen=True)
 class Explanation:
     graph: str
-    critical_path_modules: tuple[ShareChange, ...]  # grown, most first
+    critical_path_modules: tuple[ShareChange, ...]  # changed, the most first either way
     kernels_added: tuple[KernelRef, ...]
     kernels_removed: tuple[KernelRef, ...]
     kernels_replaced: tuple[KernelSwap, ...]
@@ -78,6 +78,7 @@ class Explanation:
     stream_order_edges_added: tuple[EdgeRef, ...]
     pool_bytes: Pair
     capture_s: Pair
+    critical_path_modules_total: int = 0  # before TOP_MODULES cut the list
 
 
 def shape_of(n: Node) -> str:
@@ -142,7 +143,8 @@ def _take(left: Counter[Any], key: Any) -> bool:
 
 
 def _cp_modules(da: Mapping[str, Any], db: Mapping[str, Any]) -> list[ShareChange]:
-    """Modules whose time on the critical path grew, by how much (most first)."""
+    """Modules whose time on the critical path changed, by how much (the most first, either
+    way: a module that left the path is a speed-up's cause)."""
     if not (da.get("timed") and db.get("timed")):
         return []
     ma = {m["module"]: m for m in da["critical_path"]["modules"]}
@@ -151,11 +153,11 @@ def _cp_modules(da: Mapping[str, Any], db: Mapping[str, Any]) -> list[ShareChang
     for name in set(ma) | set(mb):
         x, y = ma.get(name, {}), mb.get(name, {})
         a_ns, b_ns = float(x.get("ns", 0.0)), float(y.get("ns", 0.0))
-        if b_ns > a_ns:
+        if b_ns != a_ns:
             rows.append(ShareChange(name, a_ns, b_ns, float(x.get("pct", 0.0)),
                                     float(y.get("pct", 0.0))))
-    rows.sort(key=lambda r: (-(r.b_ns - r.a_ns), r.module))
-    return rows[:TOP_MODULES]
+    rows.sort(key=lambda r: (-abs(r.b_ns - r.a_ns), r.module))
+    return rows
 
 
 def _order_only(diag: Mapping[str, Any]) -> tuple[Optional[int], list[list[int]]]:
@@ -206,9 +208,10 @@ def explain(a: CapturedGraph, b: CapturedGraph, da: Mapping[str, Any],
     added, removed, replaced = kernel_changes(a, b)
     na, ea = _order_only(da)
     nb, eb = _order_only(db)
+    cp = _cp_modules(da, db)
     return Explanation(
         graph=b.name,
-        critical_path_modules=tuple(_cp_modules(da, db)),
+        critical_path_modules=tuple(cp[:TOP_MODULES]), critical_path_modules_total=len(cp),
         kernels_added=tuple(added[:MAX_KERNELS]),
         kernels_removed=tuple(removed[:MAX_KERNELS]),
         kernels_replaced=tuple(replaced[:MAX_KERNELS]),
