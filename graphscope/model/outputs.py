@@ -155,7 +155,8 @@ def one_stdout_document(outputs: dict[str, str | None], *, json_on_stdout: bool 
     if json_on_stdout and on_stdout:
         on_stdout.insert(0, "--json")
     if len(on_stdout) > 1:
-        raise OutputError(f"{' and '.join(on_stdout)} would all write to stdout; give "
+        both = "both" if len(on_stdout) == 2 else "all"
+        raise OutputError(f"{' and '.join(on_stdout)} would {both} write to stdout; give "
                           f"{on_stdout[-1]} a file name")
 
 

@@ -220,7 +220,11 @@ def headline_table(cmp: Comparison, width: Optional[int] = None) -> Table:
 def render_comparison(cmp: Comparison) -> Group:
     """``diff``'s first screen: the headline table and what changed (the verdict comes last,
     :func:`verdict_text`, under the details)."""
-    parts: list[Any] = [headline_table(cmp)]
+    compared = any(c is not None for g in cmp.graphs
+                   for c in (g.span, g.critical_path, g.work))
+    # a table with no row says nothing: where no figure is in both bundles, the last line
+    # (verdict_text) says so alone
+    parts: list[Any] = [headline_table(cmp)] if compared else []
     for g in cmp.changed:
         if g.items:
             parts.append(Hanging(f"What changed in {safe(g.graph)}:", 0, 2, style="bold"))

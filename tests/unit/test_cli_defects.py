@@ -155,7 +155,7 @@ def test_two_documents_on_stdout_refused(capsys):
     assert main(["report", p, "--json", "--html", "-"]) == 2
     cap = capsys.readouterr()
     assert cap.out == ""
-    assert cap.err.strip() == ("graphscope: error: --json and --html would all write to "
+    assert cap.err.strip() == ("graphscope: error: --json and --html would both write to "
                                "stdout; give --html a file name")
 
 
@@ -263,7 +263,7 @@ def test_check_outputs_refused_before_the_capture(tmp_path, capsys):
     model = os.path.join(SAMPLES, "mlp.py")
     assert main(["check", model, "--budget", str(b), "--json", "--junit", "-"]) == 2
     assert capsys.readouterr().err.strip() == ("graphscope: error: --json and --junit would "
-                                               "all write to stdout; give --junit a file name")
+                                               "both write to stdout; give --junit a file name")
     out = tmp_path / "kept"
     out.mkdir()
     assert main(["check", model, "--budget", str(b), "-o", str(out)]) == 2

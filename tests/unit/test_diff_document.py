@@ -203,3 +203,14 @@ def test_a_speed_up_is_explained_by_what_left_the_critical_path(capsys):
     # THEN the first items are the modules of the branch that left the path
     assert cp and all(m["share"]["module"].startswith("L.right.") and m["share"]["b_ns"] == 0
                       for m in cp)
+
+
+def test_bundles_with_no_graph_in_common_get_no_empty_table(capsys):
+    # GIVEN two bundles of different models: no graph in both
+    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+    assert main(["diff", os.path.join(data, "demo", "mlp_step"),
+                 os.path.join(data, "branches_forward")]) == 0
+    out = capsys.readouterr().out
+    # THEN no headline table without rows: the graphs of each side are named instead
+    assert "┃ graph    " not in out.split("GPU work by module")[0]
+    assert "graphs only in A, not compared: step" in out.split("GPU work by module")[0]
