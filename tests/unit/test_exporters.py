@@ -231,3 +231,20 @@ def test_trace_module_slices_nest_as_trace_viewers_need(path):
             assert all(any(p["ts"] <= s["ts"] and end(s) <= end(p) + 1e-9 and
                            s["args"]["module_name"].startswith(p["args"]["module_name"] + ".")
                            for p in up) for s in row), lane
+
+
+def test_graphviz_renders_the_dot_file_dump_writes_with_its_mark(tmp_path, monkeypatch):
+    """The file `dump` writes starts with graphscope's mark (a DOT comment): Graphviz itself
+    reads the file, mark and all."""
+    import subprocess
+
+    from graphscope.cli.main import main
+
+    _need_dot()
+    monkeypatch.chdir(tmp_path)
+    bundle = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "mlp_step")
+    assert main(["dump", bundle]) == 0
+    path = tmp_path / "mlp_step.step.dot"
+    assert path.read_text().startswith("// generator: graphscope\n")
+    svg = subprocess.run(["dot", "-Tsvg", str(path)], capture_output=True, check=True).stdout
+    assert b"</svg>" in svg
